@@ -1,0 +1,3 @@
+fn main() {
+    println!("sluice-bench: not yet wired");
+}

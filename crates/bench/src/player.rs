@@ -1,0 +1,55 @@
+//! One player of any protocol, behind one interface.
+
+use crate::flv::FlvConn;
+use crate::rtmp::RtmpConn;
+use crate::{ClientError, Tag};
+use std::net::SocketAddr;
+
+/// Protocols a player can use.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum, serde::Serialize)]
+pub enum Protocol {
+    /// RTMP play.
+    Rtmp,
+    /// HTTP-FLV.
+    Flv,
+    /// WebSocket-FLV.
+    WsFlv,
+}
+
+/// A connected player.
+pub enum Player {
+    /// Over RTMP.
+    Rtmp(RtmpConn),
+    /// Over HTTP-FLV or WebSocket-FLV.
+    Flv(FlvConn),
+}
+
+impl Player {
+    /// Connects and starts playing `app/stream`; `addr` is the RTMP or HTTP address.
+    pub async fn connect(
+        protocol: Protocol,
+        addr: SocketAddr,
+        app: &str,
+        stream: &str,
+    ) -> Result<Player, ClientError> {
+        Ok(match protocol {
+            Protocol::Rtmp => {
+                let mut conn = RtmpConn::connect(addr, app, false).await?;
+                conn.play(stream).await?;
+                Player::Rtmp(conn)
+            }
+            Protocol::Flv | Protocol::WsFlv => {
+                let path = format!("/{app}/{stream}.flv");
+                Player::Flv(FlvConn::connect(addr, &path, protocol == Protocol::WsFlv).await?)
+            }
+        })
+    }
+
+    /// The next tag.
+    pub async fn next_tag(&mut self) -> Result<Tag, ClientError> {
+        match self {
+            Player::Rtmp(c) => c.next_tag().await,
+            Player::Flv(c) => c.next_tag().await,
+        }
+    }
+}

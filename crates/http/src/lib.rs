@@ -1,0 +1,14 @@
+//! Sans-IO HTTP/1.1 pieces for the routes Sluice answers itself.
+//!
+//! Why not only hyper: streaming routes (HTTP-FLV, WebSocket-FLV, later `sendfile`
+//! downloads) hand the socket to the per-worker fan-out after the response head, so
+//! that no task is woken per viewer per frame. hyper cannot give a socket back after a
+//! response has begun, so those routes read the request head here and write their own
+//! response head; everything else can go to hyper with the head bytes replayed.
+#![forbid(unsafe_code)]
+#![warn(missing_docs, unreachable_pub, clippy::unwrap_used)]
+
+mod request;
+pub mod ws;
+
+pub use request::{parse_request, HttpError, Method, Request, MAX_HEADERS, MAX_HEAD_LEN};

@@ -1,0 +1,18 @@
+//! The media model shared by every protocol in Sluice, and the containers built on it.
+//!
+//! A [`Frame`] is one access unit of one track with its timestamps on the fixed
+//! [`CLOCK_HZ`] clock and its payload as shared [`bytes::Bytes`]. A [`Track`] says what
+//! the frames are and carries the decoder configuration (SPS/PPS/VPS, AudioSpecificConfig)
+//! that every output format needs. Containers (FLV, AMF0, later MPEG-TS, fMP4, RTP) are
+//! sans-IO: they parse from and serialize into caller-owned buffers.
+#![forbid(unsafe_code)]
+#![warn(missing_docs, unreachable_pub, clippy::unwrap_used)]
+
+pub mod amf0;
+pub mod codec;
+pub mod flv;
+mod frame;
+mod track;
+
+pub use frame::{Frame, MediaKind, Timestamp, CLOCK_HZ};
+pub use track::{AudioCodec, Track, TrackConfig, VideoCodec};

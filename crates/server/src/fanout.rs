@@ -1,0 +1,490 @@
+//! Per-worker fan-out: one mirror of each stream's ring per worker, and the players of
+//! that worker written from it.
+//!
+//! Why: a frame crosses to another thread once per worker, not once per player. The
+//! publisher notifies each subscribed worker's [`LocalStream`]; its pump task wakes once
+//! per merge window, copies the new `Arc<Packet>`s into the worker's mirror under the
+//! stream lock, releases it, and then writes every player with one vectored write of
+//! the shared bytes. No task is woken per player per frame: a player's own task only
+//! wakes for its socket (control input from the peer, or writability after the kernel
+//! buffer filled).
+//!
+//! # Invariants
+//! - A player's `pending` bytes come before the packet at its `cursor`; a packet cut
+//!   short by the kernel goes to `pending` whole, so a message is never interleaved
+//!   with another and skipping never cuts one.
+//! - No lock is held while writing: the mirror is worker-local.
+//! - A player behind the mirror, or too far behind its newest frame, skips to the
+//!   newest start keyframe; past `max_skips` it is closed.
+
+use crate::hub::Stream;
+use crate::packet::{Format, Packet, Shape};
+use bytes::{Buf, Bytes, BytesMut};
+use std::cell::{Cell, RefCell};
+use std::collections::{HashMap, VecDeque};
+use std::io::{self, IoSlice};
+use std::rc::Rc;
+use std::sync::atomic::Ordering;
+use std::sync::Arc;
+use std::time::Duration;
+use tokio::net::TcpStream;
+use tokio::sync::Notify;
+
+/// Most buffers handed to one `writev`.
+const MAX_IOV: usize = 64;
+
+/// Most bytes offered to one `writev`: more than any capped send buffer takes.
+const MAX_WRITE: usize = 1 << 20;
+
+/// How players of this worker are treated.
+#[derive(Debug, Clone, Copy)]
+pub struct Policy {
+    pub merge: Duration,
+    pub max_lag_ms: i64,
+    pub max_skips: u32,
+    pub shape: Shape,
+}
+
+/// Why the fan-out ends a player.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum CloseReason {
+    /// The stream ended (its publisher did not come back).
+    StreamEnded,
+    /// It fell behind more than `max_skips` times.
+    TooSlow,
+    /// Writing to it failed.
+    WriteError,
+}
+
+/// The fan-out of one worker.
+#[derive(Debug)]
+pub struct Fanout {
+    streams: RefCell<HashMap<u64, Rc<LocalStream>>>,
+    pub policy: Policy,
+}
+
+/// One stream as seen by one worker.
+#[derive(Debug)]
+pub struct LocalStream {
+    pub stream: Arc<Stream>,
+    notify: Arc<Notify>,
+    mirror: RefCell<Mirror>,
+    players: RefCell<Vec<Rc<Player>>>,
+    policy: Policy,
+    done: Cell<bool>,
+}
+
+#[derive(Debug, Default)]
+struct Mirror {
+    packets: VecDeque<Arc<Packet>>,
+    first: u64,
+    start: Option<u64>,
+    /// Metadata and decoder configurations a new player gets before its first keyframe.
+    init: Vec<Arc<Packet>>,
+    newest_ts: i64,
+    closed: bool,
+}
+
+impl Mirror {
+    fn next(&self) -> u64 {
+        self.first + self.packets.len() as u64
+    }
+
+    fn get(&self, pos: u64) -> Option<&Arc<Packet>> {
+        self.packets
+            .get(usize::try_from(pos.checked_sub(self.first)?).ok()?)
+    }
+}
+
+/// One viewer: a socket, a format, and where it is in the stream.
+#[derive(Debug)]
+pub struct Player {
+    pub id: u64,
+    pub sock: Rc<TcpStream>,
+    pub format: Format,
+    io: RefCell<PlayerIo>,
+    /// Wakes the player's own task: it must wait for writability, or close.
+    pub wake: Notify,
+}
+
+#[derive(Debug, Default)]
+struct PlayerIo {
+    /// `None` until the player got its first keyframe.
+    cursor: Option<u64>,
+    pending: VecDeque<Bytes>,
+    blocked: bool,
+    closing: Option<CloseReason>,
+    skips: u32,
+    bytes: u64,
+}
+
+/// What a player's task should do next.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum PlayerWait {
+    /// Nothing: wait for input or a wake-up.
+    Idle,
+    /// The socket is full: wait until it is writable, then call [`LocalStream::flush`].
+    Writable,
+    /// Close the connection.
+    Close(CloseReason),
+}
+
+impl Player {
+    pub fn new(id: u64, sock: Rc<TcpStream>, format: Format) -> Rc<Player> {
+        Rc::new(Player {
+            id,
+            sock,
+            format,
+            io: RefCell::new(PlayerIo::default()),
+            wake: Notify::new(),
+        })
+    }
+
+    /// Queues bytes that must go out before any further media (a protocol's own
+    /// messages, such as RTMP status or acknowledgements).
+    pub fn queue(&self, bytes: Bytes) {
+        if !bytes.is_empty() {
+            self.io.borrow_mut().pending.push_back(bytes);
+        }
+    }
+
+    pub fn wait(&self) -> PlayerWait {
+        let io = self.io.borrow();
+        match (io.closing, io.blocked) {
+            (Some(reason), _) => PlayerWait::Close(reason),
+            (None, true) => PlayerWait::Writable,
+            (None, false) => PlayerWait::Idle,
+        }
+    }
+
+    /// Bytes written to this player so far.
+    pub fn bytes(&self) -> u64 {
+        self.io.borrow().bytes
+    }
+
+    pub fn skips(&self) -> u32 {
+        self.io.borrow().skips
+    }
+
+    /// Whether nothing is left to write (the stream's end, say, was delivered).
+    pub fn drained(&self) -> bool {
+        self.io.borrow().pending.is_empty()
+    }
+
+    fn close(&self, reason: CloseReason) {
+        let mut io = self.io.borrow_mut();
+        if io.closing.is_none() {
+            io.closing = Some(reason);
+            drop(io);
+            self.wake.notify_one();
+        }
+    }
+}
+
+impl Fanout {
+    pub fn new(policy: Policy) -> Rc<Fanout> {
+        Rc::new(Fanout {
+            streams: RefCell::new(HashMap::new()),
+            policy,
+        })
+    }
+
+    /// Adds a player of `stream` to this worker and writes it what it can get at once
+    /// (the GOP cache), so its first frame does not wait for the merge window.
+    pub fn attach(&self, stream: &Arc<Stream>, player: Rc<Player>) -> Rc<LocalStream> {
+        let local = self
+            .streams
+            .borrow_mut()
+            .entry(stream.id)
+            .or_insert_with(|| LocalStream::start(stream.clone(), self.policy))
+            .clone();
+        stream.players.fetch_add(1, Ordering::Relaxed);
+        local.players.borrow_mut().push(player.clone());
+        local.sync();
+        local.flush(&player);
+        local
+    }
+
+    /// Removes a player; the last one out of a stream stops this worker's mirror of it.
+    pub fn detach(&self, local: &Rc<LocalStream>, player: &Rc<Player>) {
+        let mut players = local.players.borrow_mut();
+        let before = players.len();
+        players.retain(|p| !Rc::ptr_eq(p, player));
+        if players.len() < before {
+            local.stream.players.fetch_sub(1, Ordering::Relaxed);
+        }
+        if players.is_empty() {
+            local.done.set(true);
+            local.stream.unsubscribe(&local.notify);
+            local.notify.notify_one();
+            let mut streams = self.streams.borrow_mut();
+            if streams
+                .get(&local.stream.id)
+                .is_some_and(|l| Rc::ptr_eq(l, local))
+            {
+                streams.remove(&local.stream.id);
+            }
+        }
+    }
+}
+
+impl LocalStream {
+    fn start(stream: Arc<Stream>, policy: Policy) -> Rc<LocalStream> {
+        let notify = Arc::new(Notify::new());
+        stream.subscribe(notify.clone());
+        let local = Rc::new(LocalStream {
+            stream,
+            notify,
+            mirror: RefCell::new(Mirror::default()),
+            players: RefCell::new(Vec::new()),
+            policy,
+            done: Cell::new(false),
+        });
+        tokio::task::spawn_local(local.clone().pump());
+        local
+    }
+
+    /// Wakes once per packet (notifications coalesce while it sleeps), waits out the
+    /// merge window, and writes every player.
+    async fn pump(self: Rc<Self>) {
+        let mut last_flush = tokio::time::Instant::now();
+        loop {
+            self.notify.notified().await;
+            if self.done.get() {
+                return;
+            }
+            if !self.policy.merge.is_zero() {
+                tokio::time::sleep_until(last_flush + self.policy.merge).await;
+                if self.done.get() {
+                    return;
+                }
+            }
+            last_flush = tokio::time::Instant::now();
+            self.sync();
+            let players: Vec<Rc<Player>> = self.players.borrow().clone();
+            let closed = self.mirror.borrow().closed;
+            for player in &players {
+                self.flush(player);
+                if closed {
+                    player.close(CloseReason::StreamEnded);
+                }
+            }
+        }
+    }
+
+    /// Copies what is new in the stream's ring into this worker's mirror.
+    fn sync(&self) {
+        let state = self.stream.lock();
+        let mut m = self.mirror.borrow_mut();
+        let ring = &state.ring;
+        if m.next() < ring.first() || m.next() > ring.next() {
+            m.packets.clear();
+            m.first = ring.first();
+        }
+        let from = m.next();
+        if m.packets.is_empty() {
+            m.first = ring.copy_since(from, &mut m.packets);
+        } else {
+            ring.copy_since(from, &mut m.packets);
+        }
+        while m.first < ring.first() && m.packets.pop_front().is_some() {
+            m.first += 1;
+        }
+        m.start = ring.start();
+        m.init.clear();
+        m.init.extend(
+            [&state.metadata, &state.video_config, &state.audio_config]
+                .into_iter()
+                .flatten()
+                .cloned(),
+        );
+        m.newest_ts = m.packets.back().map_or(0, |p| p.ts_ms);
+        m.closed = state.closed;
+    }
+
+    /// Writes `player` everything it is owed, until done or the socket is full.
+    pub fn flush(&self, player: &Player) {
+        let m = self.mirror.borrow();
+        let mut io = player.io.borrow_mut();
+        let shape = &self.policy.shape;
+        // A closing player is written only what it is owed (an end-of-stream status).
+        let media = match io.closing {
+            None => true,
+            Some(CloseReason::WriteError) => return,
+            Some(_) => false,
+        };
+        if media && !self.place(&m, player, &mut io) {
+            drop(io);
+            player.close(CloseReason::TooSlow);
+            return;
+        }
+        while !io.blocked {
+            let mut iov: Vec<IoSlice<'_>> = Vec::with_capacity(MAX_IOV);
+            let mut offered = 0usize;
+            for b in &io.pending {
+                if iov.len() == MAX_IOV || offered >= MAX_WRITE {
+                    break;
+                }
+                iov.push(IoSlice::new(b));
+                offered += b.len();
+            }
+            if let Some(cursor) = io.cursor.filter(|_| media) {
+                let mut pos = cursor;
+                'packets: while let Some(p) = m.get(pos) {
+                    for part in p.parts(player.format, shape) {
+                        if iov.len() == MAX_IOV || offered >= MAX_WRITE {
+                            break 'packets;
+                        }
+                        if !part.is_empty() {
+                            iov.push(IoSlice::new(part));
+                            offered += part.len();
+                        }
+                    }
+                    pos += 1;
+                }
+            }
+            if offered == 0 {
+                return;
+            }
+            let written = match player.sock.try_write_vectored(&iov) {
+                Ok(n) => n,
+                Err(e) if e.kind() == io::ErrorKind::WouldBlock => {
+                    io.blocked = true;
+                    break;
+                }
+                Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
+                Err(_) => {
+                    drop(iov);
+                    drop(io);
+                    player.close(CloseReason::WriteError);
+                    return;
+                }
+            };
+            drop(iov);
+            io.bytes += written as u64;
+            if written < offered {
+                io.blocked = true;
+            }
+            if media {
+                Self::consume(&m, player.format, shape, &mut io, written);
+            } else {
+                Self::consume_pending(&mut io, written);
+            }
+        }
+        if io.blocked {
+            drop(io);
+            player.wake.notify_one();
+        }
+    }
+
+    /// Advances past up to `written` bytes of `pending`; returns how many are left.
+    fn consume_pending(io: &mut PlayerIo, mut written: usize) -> usize {
+        while written > 0 {
+            let Some(front) = io.pending.front_mut() else {
+                break;
+            };
+            if written >= front.len() {
+                written -= front.len();
+                io.pending.pop_front();
+            } else {
+                front.advance(written);
+                return 0;
+            }
+        }
+        written
+    }
+
+    /// The player's socket became writable again: continue where the kernel stopped it.
+    pub fn on_writable(&self, player: &Player) {
+        player.io.borrow_mut().blocked = false;
+        self.flush(player);
+    }
+
+    /// Starts a new player at the newest keyframe, and moves a lagging one there.
+    /// Returns `false` when the player has skipped too often.
+    fn place(&self, m: &Mirror, player: &Player, io: &mut PlayerIo) -> bool {
+        let Some(start) = m.start else {
+            return true;
+        };
+        match io.cursor {
+            None => {
+                if player.format != Format::Rtmp {
+                    let mut header = BytesMut::with_capacity(13);
+                    let has_video = m.init.iter().any(|p| p.is_video());
+                    sluice_media::flv::write_file_header(&mut header, true, has_video);
+                    let header = header.freeze();
+                    if player.format == Format::WsFlv {
+                        let mut frame = BytesMut::with_capacity(2);
+                        sluice_http::ws::write_frame_header(
+                            &mut frame,
+                            sluice_http::ws::Opcode::Binary,
+                            header.len(),
+                        );
+                        io.pending.push_back(frame.freeze());
+                    }
+                    io.pending.push_back(header);
+                }
+                for p in &m.init {
+                    for part in p.parts(player.format, &self.policy.shape) {
+                        if !part.is_empty() {
+                            io.pending.push_back(part.clone());
+                        }
+                    }
+                }
+                io.cursor = Some(start);
+            }
+            Some(cursor) => {
+                let behind = match m.get(cursor) {
+                    Some(p) => m.newest_ts - p.ts_ms > self.policy.max_lag_ms,
+                    None => cursor < m.first,
+                };
+                if behind && cursor < start {
+                    io.cursor = Some(start);
+                    io.skips += 1;
+                    self.stream.skips.fetch_add(1, Ordering::Relaxed);
+                    tracing::debug!(
+                        player = player.id,
+                        skips = io.skips,
+                        "slow player skipped to the newest keyframe"
+                    );
+                    if io.skips > self.policy.max_skips {
+                        return false;
+                    }
+                }
+            }
+        }
+        true
+    }
+
+    /// Advances past `written` bytes: pending first, then packets from the cursor; a
+    /// packet written in part leaves its rest in `pending`.
+    fn consume(m: &Mirror, format: Format, shape: &Shape, io: &mut PlayerIo, written: usize) {
+        let mut written = Self::consume_pending(io, written);
+        let Some(mut pos) = io.cursor else {
+            return;
+        };
+        while written > 0 {
+            let Some(p) = m.get(pos) else {
+                break;
+            };
+            let len = p.len(format, shape);
+            pos += 1;
+            if written >= len {
+                written -= len;
+                continue;
+            }
+            // Keep the unwritten rest of this packet, shared, ahead of everything else.
+            let mut skip = written;
+            for part in p.parts(format, shape) {
+                if skip >= part.len() {
+                    skip -= part.len();
+                } else {
+                    io.pending.push_back(part.slice(skip..));
+                    skip = 0;
+                }
+            }
+            written = 0;
+        }
+        io.cursor = Some(pos);
+    }
+}

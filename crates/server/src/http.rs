@@ -1,0 +1,286 @@
+//! HTTP/1.1 connections: HTTP-FLV and WebSocket-FLV players, CORS, and clear errors.
+//!
+//! The request head is read here (bounded, with a timeout), and streaming routes take
+//! the socket over: after the response head, the socket belongs to the worker's
+//! fan-out like an RTMP player's. Keep-alive holds for the short answers (HEAD, 404,
+//! OPTIONS); a stream response ends the connection when the stream does.
+
+use crate::fanout::Player;
+use crate::packet::Format;
+use crate::play::{self, PlayEnd};
+use crate::worker::{cap_send_buffer, Ctx};
+use bytes::{BufMut, BytesMut};
+use sluice_http::ws::{self, Opcode};
+use sluice_http::{parse_request, HttpError, Method, Request};
+use std::io;
+use std::net::SocketAddr;
+use std::rc::Rc;
+use std::time::Duration;
+use tokio::io::AsyncWriteExt;
+use tokio::net::TcpStream;
+use tracing::Instrument;
+
+/// Longest stream key (`app/name`) accepted in a path.
+const MAX_KEY_LEN: usize = 256;
+
+const CORS: &str = "Access-Control-Allow-Origin: *\r\nAccess-Control-Allow-Methods: GET, HEAD, OPTIONS\r\nAccess-Control-Allow-Headers: *\r\n";
+
+pub async fn serve(ctx: Rc<Ctx>, sock: TcpStream, peer: SocketAddr) {
+    let id = ctx.hub.next_id();
+    let span = tracing::info_span!("http", id, %peer);
+    async move {
+        match connection(&ctx, id, sock).await {
+            Ok(()) => tracing::debug!("closed"),
+            Err(e) => tracing::info!("closed: {e}"),
+        }
+    }
+    .instrument(span)
+    .await
+}
+
+#[derive(Debug, thiserror::Error)]
+enum ConnError {
+    #[error("bad request: {0}")]
+    Request(#[from] HttpError),
+    #[error("i/o: {0}")]
+    Io(#[from] io::Error),
+    #[error("websocket: {0}")]
+    Ws(#[from] ws::WsError),
+    #[error("no complete request within {0:?}")]
+    Timeout(Duration),
+}
+
+/// What a path names.
+#[derive(Debug, PartialEq, Eq)]
+enum Route<'a> {
+    /// `/app/stream.flv`: the live stream `app/stream`.
+    Flv(&'a str),
+    Root,
+    NotFound,
+}
+
+fn route(path: &str) -> Route<'_> {
+    if path == "/" {
+        return Route::Root;
+    }
+    let Some(key) = path.strip_prefix('/').and_then(|p| p.strip_suffix(".flv")) else {
+        return Route::NotFound;
+    };
+    let valid = !key.is_empty()
+        && key.len() <= MAX_KEY_LEN
+        && key.contains('/')
+        && key
+            .split('/')
+            .all(|seg| !seg.is_empty() && seg != "." && seg != "..");
+    if valid {
+        Route::Flv(key)
+    } else {
+        Route::NotFound
+    }
+}
+
+async fn connection(ctx: &Rc<Ctx>, id: u64, sock: TcpStream) -> Result<(), ConnError> {
+    let idle = Duration::from_millis(ctx.config.idle_timeout_ms);
+    let mut buf = BytesMut::new();
+    let mut sock = sock;
+    loop {
+        let Some(req) = read_head(&mut sock, &mut buf, idle).await? else {
+            return Ok(());
+        };
+        let _ = buf.split_to(req.head_len);
+        tracing::debug!(path = %req.path, method = ?req.method, "request");
+        match (req.method, route(&req.path)) {
+            (Method::Options, _) => {
+                respond(&mut sock, &req, "204 No Content", "", "").await?;
+            }
+            (Method::Get | Method::Head, Route::Root) => {
+                let body = concat!("Sluice ", env!("CARGO_PKG_VERSION"), "\n");
+                respond(&mut sock, &req, "200 OK", "text/plain", body).await?;
+            }
+            (Method::Head, Route::Flv(key)) => {
+                if ctx.hub.find(key).is_some() {
+                    let head = format!(
+                        "HTTP/1.1 200 OK\r\nServer: sluice\r\nContent-Type: video/x-flv\r\nCache-Control: no-cache\r\n{CORS}Connection: {}\r\n\r\n",
+                        if req.keep_alive() { "keep-alive" } else { "close" }
+                    );
+                    sock.write_all(head.as_bytes()).await?;
+                } else {
+                    respond(&mut sock, &req, "404 Not Found", "text/plain", "").await?;
+                }
+            }
+            (Method::Get, Route::Flv(key)) => {
+                let wait = Duration::from_millis(ctx.config.play_wait_ms);
+                let Some(stream) = ctx.hub.find_or_wait(key, wait).await else {
+                    let body = format!("stream {key} is not live\n");
+                    respond(&mut sock, &req, "404 Not Found", "text/plain", &body).await?;
+                    if req.keep_alive() {
+                        continue;
+                    }
+                    return Ok(());
+                };
+                let format = if req.is_websocket_upgrade() {
+                    let Some(key) = req.header("sec-websocket-key") else {
+                        respond(
+                            &mut sock,
+                            &req,
+                            "400 Bad Request",
+                            "text/plain",
+                            "no Sec-WebSocket-Key\n",
+                        )
+                        .await?;
+                        return Ok(());
+                    };
+                    let head = format!(
+                        "HTTP/1.1 101 Switching Protocols\r\nServer: sluice\r\nUpgrade: websocket\r\nConnection: Upgrade\r\nSec-WebSocket-Accept: {}\r\n{CORS}\r\n",
+                        ws::accept_key(key)
+                    );
+                    sock.write_all(head.as_bytes()).await?;
+                    Format::WsFlv
+                } else {
+                    let head = format!(
+                        "HTTP/1.1 200 OK\r\nServer: sluice\r\nContent-Type: video/x-flv\r\nCache-Control: no-cache, no-store\r\nPragma: no-cache\r\n{CORS}Connection: close\r\n\r\n"
+                    );
+                    sock.write_all(head.as_bytes()).await?;
+                    Format::Flv
+                };
+                tracing::info!(stream = %stream.key, ?format, "play");
+                return play_flv(ctx, id, sock, stream, format, buf).await;
+            }
+            (Method::Get | Method::Head, Route::NotFound) => {
+                respond(
+                    &mut sock,
+                    &req,
+                    "404 Not Found",
+                    "text/plain",
+                    "not found\n",
+                )
+                .await?;
+            }
+            _ => {
+                respond(&mut sock, &req, "405 Method Not Allowed", "text/plain", "").await?;
+                return Ok(());
+            }
+        }
+        if !req.keep_alive() {
+            return Ok(());
+        }
+    }
+}
+
+/// Reads one request head into `buf`. `Ok(None)` is a clean close between requests.
+async fn read_head(
+    sock: &mut TcpStream,
+    buf: &mut BytesMut,
+    idle: Duration,
+) -> Result<Option<Request>, ConnError> {
+    use tokio::io::AsyncReadExt;
+    let deadline = tokio::time::Instant::now() + idle;
+    loop {
+        if !buf.is_empty() {
+            if let Some(req) = parse_request(buf)? {
+                return Ok(Some(req));
+            }
+        }
+        buf.reserve(2048);
+        let n = tokio::time::timeout_at(deadline, sock.read_buf(buf))
+            .await
+            .map_err(|_| ConnError::Timeout(idle))??;
+        if n == 0 {
+            return Ok(None);
+        }
+    }
+}
+
+async fn respond(
+    sock: &mut TcpStream,
+    req: &Request,
+    status: &str,
+    content_type: &str,
+    body: &str,
+) -> io::Result<()> {
+    let mut head = format!(
+        "HTTP/1.1 {status}\r\nServer: sluice\r\n{CORS}Content-Length: {}\r\nConnection: {}\r\n",
+        body.len(),
+        if req.keep_alive() {
+            "keep-alive"
+        } else {
+            "close"
+        }
+    );
+    if !content_type.is_empty() {
+        head.push_str(&format!("Content-Type: {content_type}\r\n"));
+    }
+    head.push_str("\r\n");
+    if req.method != Method::Head {
+        head.push_str(body);
+    }
+    sock.write_all(head.as_bytes()).await
+}
+
+async fn play_flv(
+    ctx: &Rc<Ctx>,
+    id: u64,
+    sock: TcpStream,
+    stream: std::sync::Arc<crate::hub::Stream>,
+    format: Format,
+    mut input: BytesMut,
+) -> Result<(), ConnError> {
+    cap_send_buffer(&sock, ctx.config.player_send_buffer);
+    let player = Player::new(id, Rc::new(sock), format);
+    let fanout = ctx.fanout.clone();
+    let local = fanout.attach(&stream, player.clone());
+    let end = play::run(&local, &player, |bytes| {
+        if format != Format::WsFlv {
+            // An HTTP-FLV player has nothing more to say; ignore what it sends.
+            return Ok(true);
+        }
+        input.extend_from_slice(bytes);
+        while let Some(frame) = ws::read_client_frame(&mut input)? {
+            match frame.opcode {
+                Opcode::Close => {
+                    let mut out = BytesMut::with_capacity(4);
+                    ws::write_frame_header(&mut out, Opcode::Close, 0);
+                    player.queue(out.freeze());
+                    return Ok(false);
+                }
+                Opcode::Ping => {
+                    let mut out = BytesMut::with_capacity(frame.payload.len() + 2);
+                    ws::write_frame_header(&mut out, Opcode::Pong, frame.payload.len());
+                    out.put_slice(&frame.payload);
+                    player.queue(out.freeze());
+                }
+                _ => {}
+            }
+        }
+        Ok::<bool, ConnError>(true)
+    })
+    .await;
+    if matches!(end, Ok(PlayEnd::Stopped) | Ok(PlayEnd::Closed(_))) {
+        play::drain(&local, &player).await;
+    }
+    fanout.detach(&local, &player);
+    tracing::info!(stream = %stream.key, bytes = player.bytes(), skips = player.skips(), "stop playing");
+    end.map(|_| ())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn routes() {
+        assert_eq!(route("/live/cam.flv"), Route::Flv("live/cam"));
+        assert_eq!(route("/a/b/c.flv"), Route::Flv("a/b/c"));
+        assert_eq!(route("/"), Route::Root);
+        for bad in [
+            "/cam.flv",
+            "/../x.flv",
+            "/live/../x.flv",
+            "//x.flv",
+            "/live/x",
+            "/.flv",
+        ] {
+            assert_eq!(route(bad), Route::NotFound, "{bad}");
+        }
+    }
+}

@@ -1,0 +1,20 @@
+//! Sluice, the live streaming media server: configuration, workers, the stream hub and
+//! its fan-out, and one module per protocol.
+//!
+//! Read in this order: `hub` (streams) → `ring` (recent packets) → `packet` (shared
+//! output bytes) → `fanout` (per-worker players) → `rtmp`, `http` (protocol drivers).
+#![warn(clippy::unwrap_used)]
+
+pub mod config;
+mod fanout;
+mod http;
+pub mod hub;
+mod ingest;
+mod packet;
+mod play;
+mod ring;
+mod rtmp;
+mod worker;
+
+pub use config::{Cli, Config};
+pub use worker::Server;

@@ -1,0 +1,62 @@
+//! The `sluice` binary: parse flags, start the workers, stop on Ctrl-C or SIGTERM.
+
+use clap::Parser;
+use sluice_server::{Cli, Config, Server};
+
+#[cfg(target_os = "linux")]
+#[global_allocator]
+static ALLOC: tikv_jemallocator::Jemalloc = tikv_jemallocator::Jemalloc;
+
+fn main() -> std::process::ExitCode {
+    let cli = Cli::parse();
+    if cli.print_config {
+        print!("{}", Config::commented_defaults());
+        return std::process::ExitCode::SUCCESS;
+    }
+    let config = match Config::load(&cli) {
+        Ok(c) => c,
+        Err(e) => {
+            eprintln!("sluice: {e}");
+            return std::process::ExitCode::from(2);
+        }
+    };
+    let filter = tracing_subscriber::EnvFilter::try_new(&config.log)
+        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info"));
+    tracing_subscriber::fmt()
+        .with_env_filter(filter)
+        .with_writer(std::io::stderr)
+        .init();
+    let workers = config.worker_count();
+    let server = match Server::start(config) {
+        Ok(s) => s,
+        Err(e) => {
+            eprintln!("sluice: cannot start: {e}");
+            return std::process::ExitCode::FAILURE;
+        }
+    };
+    // One line a script can read the bound ports from (useful with port 0).
+    println!(
+        "sluice listening rtmp={} http={} workers={workers}",
+        server.rtmp.map_or("off".into(), |a| a.to_string()),
+        server.http.map_or("off".into(), |a| a.to_string()),
+    );
+    wait_for_signal();
+    tracing::info!("shutting down");
+    server.stop();
+    std::process::ExitCode::SUCCESS
+}
+
+fn wait_for_signal() {
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .expect("signal runtime");
+    rt.block_on(async {
+        let mut term = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())
+            .expect("SIGTERM handler");
+        tokio::select! {
+            _ = tokio::signal::ctrl_c() => {}
+            _ = term.recv() => {}
+        }
+    });
+}

@@ -1,0 +1,197 @@
+//! A packet: one frame, sequence header or metadata message of a stream, with each
+//! output format's bytes made at most once and shared by every player.
+//!
+//! Why lazily: a format nobody plays costs nothing, and the first worker that needs a
+//! format builds it for all the others (`OnceLock`), so the bytes exist once per
+//! stream whatever the number of players or workers.
+
+use bytes::{Bytes, BytesMut};
+use sluice_media::{flv, Frame, MediaKind, Track};
+use std::sync::{Arc, OnceLock};
+
+/// What a packet carries.
+#[derive(Debug)]
+pub enum Payload {
+    /// A coded frame of the given track.
+    Media { frame: Frame, track: Arc<Track> },
+    /// A new decoder configuration (sequence header) for one kind of track.
+    Config(Arc<Track>),
+    /// A script data message (`onMetaData` and its object, AMF0).
+    Metadata(Bytes),
+}
+
+/// Output formats a player can take.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Format {
+    /// RTMP chunks on message stream 1.
+    Rtmp,
+    /// FLV tags (HTTP-FLV).
+    Flv,
+    /// FLV tags, each in one binary WebSocket frame.
+    WsFlv,
+}
+
+/// Parameters that shape the shared bytes; the same for all players of a server.
+#[derive(Debug, Clone, Copy)]
+pub struct Shape {
+    pub rtmp_chunk_size: usize,
+}
+
+/// One unit of the stream's timeline.
+#[derive(Debug)]
+pub struct Packet {
+    pub payload: Payload,
+    /// Decode time in ms on the stream's continuous timeline.
+    pub ts_ms: i64,
+    /// A player can start here: a video keyframe, or any audio frame of a stream
+    /// without video.
+    pub key: bool,
+    flv: OnceLock<Bytes>,
+    rtmp: OnceLock<Bytes>,
+    ws_header: OnceLock<Bytes>,
+}
+
+impl Packet {
+    pub fn new(payload: Payload, ts_ms: i64, key: bool) -> Arc<Packet> {
+        Arc::new(Packet {
+            payload,
+            ts_ms,
+            key,
+            flv: OnceLock::new(),
+            rtmp: OnceLock::new(),
+            ws_header: OnceLock::new(),
+        })
+    }
+
+    /// Bytes in the ring's accounting: the payload, whatever formats get built.
+    pub fn size(&self) -> usize {
+        match &self.payload {
+            Payload::Media { frame, .. } => frame.payload.len(),
+            Payload::Config(_) => 64,
+            Payload::Metadata(b) => b.len(),
+        }
+    }
+
+    pub fn is_video(&self) -> bool {
+        match &self.payload {
+            Payload::Media { frame, .. } => frame.kind == MediaKind::Video,
+            Payload::Config(track) => track.kind() == MediaKind::Video,
+            Payload::Metadata(_) => false,
+        }
+    }
+
+    /// The FLV/RTMP tag type and body of this packet, or `None` when it has no FLV
+    /// form (an audio codec whose sequence header FLV does not carry).
+    fn tag_body(&self) -> Option<(u8, Bytes)> {
+        let mut body = BytesMut::new();
+        let tag_type = match &self.payload {
+            Payload::Media { frame, track } => {
+                let tag_type = match frame.kind {
+                    MediaKind::Video => {
+                        let cts = i32::try_from(frame.cts_ms()).unwrap_or(0);
+                        flv::video_frame_header(&mut body, track, frame.keyframe, cts).ok()?;
+                        flv::TAG_VIDEO
+                    }
+                    MediaKind::Audio => {
+                        flv::audio_frame_header(&mut body, track).ok()?;
+                        flv::TAG_AUDIO
+                    }
+                };
+                body.extend_from_slice(&frame.payload);
+                tag_type
+            }
+            Payload::Config(track) => match track.kind() {
+                MediaKind::Video => {
+                    flv::write_video_config(&mut body, track).ok()?;
+                    flv::TAG_VIDEO
+                }
+                MediaKind::Audio => {
+                    if !flv::write_audio_config(&mut body, track).ok()? {
+                        return None;
+                    }
+                    flv::TAG_AUDIO
+                }
+            },
+            Payload::Metadata(amf) => {
+                body.extend_from_slice(amf);
+                flv::TAG_SCRIPT
+            }
+        };
+        Some((tag_type, body.freeze()))
+    }
+
+    /// RTMP and FLV carry 32-bit millisecond timestamps that wrap.
+    fn ts32(&self) -> u32 {
+        self.ts_ms as u32
+    }
+
+    /// The complete FLV tag, with its PreviousTagSize trailer.
+    pub fn flv(&self) -> &Bytes {
+        self.flv.get_or_init(|| {
+            let Some((tag_type, body)) = self.tag_body() else {
+                return Bytes::new();
+            };
+            let mut out = BytesMut::with_capacity(body.len() + 15);
+            if flv::write_tag(&mut out, tag_type, self.ts32(), &body).is_err() {
+                return Bytes::new();
+            }
+            out.freeze()
+        })
+    }
+
+    /// The message as RTMP chunks on message stream 1.
+    pub fn rtmp(&self, shape: &Shape) -> &Bytes {
+        self.rtmp.get_or_init(|| {
+            let Some((tag_type, body)) = self.tag_body() else {
+                return Bytes::new();
+            };
+            let csid = match tag_type {
+                flv::TAG_VIDEO => sluice_rtmp::CSID_VIDEO,
+                flv::TAG_AUDIO => sluice_rtmp::CSID_AUDIO,
+                _ => sluice_rtmp::CSID_DATA,
+            };
+            let mut out = BytesMut::with_capacity(body.len() + body.len() / 128 + 32);
+            sluice_rtmp::write_message_chunks(
+                &mut out,
+                csid,
+                self.ts32(),
+                tag_type,
+                1,
+                &body,
+                shape.rtmp_chunk_size,
+            );
+            out.freeze()
+        })
+    }
+
+    /// The bytes of this packet in `format`, as up to two buffers written in order.
+    pub fn parts(&self, format: Format, shape: &Shape) -> [&Bytes; 2] {
+        static EMPTY: Bytes = Bytes::new();
+        match format {
+            Format::Rtmp => [self.rtmp(shape), &EMPTY],
+            Format::Flv => [self.flv(), &EMPTY],
+            Format::WsFlv => {
+                let tag = self.flv();
+                if tag.is_empty() {
+                    return [&EMPTY, &EMPTY];
+                }
+                let header = self.ws_header.get_or_init(|| {
+                    let mut h = BytesMut::with_capacity(10);
+                    sluice_http::ws::write_frame_header(
+                        &mut h,
+                        sluice_http::ws::Opcode::Binary,
+                        tag.len(),
+                    );
+                    h.freeze()
+                });
+                [header, tag]
+            }
+        }
+    }
+
+    /// Total length of this packet in `format`.
+    pub fn len(&self, format: Format, shape: &Shape) -> usize {
+        let [a, b] = self.parts(format, shape);
+        a.len() + b.len()
+    }
+}

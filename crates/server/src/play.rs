@@ -1,0 +1,85 @@
+//! The task of one player: it sleeps until its socket has input or the fan-out says
+//! the socket is full or the player must go. Media itself is written by the worker's
+//! pump (see `fanout`), not here.
+
+use crate::fanout::{CloseReason, LocalStream, Player, PlayerWait};
+use std::io;
+use std::time::Duration;
+
+/// Bytes read from a player per wake-up. On the stack and not held across an await,
+/// so an idle player costs no read buffer.
+const READ_CHUNK: usize = 4096;
+
+/// How long a closing player may take to drain what it is owed (an end-of-stream
+/// status, a WebSocket close) before the socket is dropped.
+const DRAIN_TIMEOUT: Duration = Duration::from_secs(2);
+
+/// What ended a player.
+#[derive(Debug)]
+pub enum PlayEnd {
+    /// The peer closed its side.
+    PeerClosed,
+    /// The input handler asked to stop (the protocol's own stop or close).
+    Stopped,
+    /// The fan-out closed it.
+    Closed(CloseReason),
+    /// A read failed.
+    Io(io::Error),
+}
+
+/// Runs `player` until it ends. `on_input` gets every chunk of bytes the peer sends
+/// and returns `Ok(false)` to stop; its error ends the player too.
+pub async fn run<E>(
+    local: &LocalStream,
+    player: &Player,
+    mut on_input: impl FnMut(&[u8]) -> Result<bool, E>,
+) -> Result<PlayEnd, E> {
+    loop {
+        let wait = player.wait();
+        if let PlayerWait::Close(reason) = wait {
+            return Ok(PlayEnd::Closed(reason));
+        }
+        tokio::select! {
+            r = player.sock.readable() => {
+                if let Err(e) = r {
+                    return Ok(PlayEnd::Io(e));
+                }
+                let mut buf = [0u8; READ_CHUNK];
+                match player.sock.try_read(&mut buf) {
+                    Ok(0) => return Ok(PlayEnd::PeerClosed),
+                    Ok(n) => {
+                        if !on_input(&buf[..n])? {
+                            return Ok(PlayEnd::Stopped);
+                        }
+                        local.flush(player);
+                    }
+                    Err(e) if e.kind() == io::ErrorKind::WouldBlock => {}
+                    Err(e) => return Ok(PlayEnd::Io(e)),
+                }
+            }
+            r = player.sock.writable(), if wait == PlayerWait::Writable => {
+                if let Err(e) = r {
+                    return Ok(PlayEnd::Io(e));
+                }
+                local.on_writable(player);
+            }
+            _ = player.wake.notified(), if wait == PlayerWait::Idle => {}
+        }
+    }
+}
+
+/// Writes what the player is still owed, for a bounded time.
+pub async fn drain(local: &LocalStream, player: &Player) {
+    let _ = tokio::time::timeout(DRAIN_TIMEOUT, async {
+        loop {
+            local.on_writable(player);
+            if player.drained() {
+                return;
+            }
+            if player.sock.writable().await.is_err() {
+                return;
+            }
+        }
+    })
+    .await;
+}

@@ -1,0 +1,330 @@
+//! RTMP connections: the driver between a socket and `sluice_rtmp::ServerSession`.
+//!
+//! A connection starts as a plain session (handshake, connect, createStream), then
+//! becomes a publisher (its media goes to an [`Ingest`]) or a player (a [`Player`] of the
+//! worker's fan-out, which writes its media). Protocol rules live in the session; this
+//! file only moves bytes and events.
+
+use crate::fanout::{CloseReason, LocalStream, Player};
+use crate::ingest::Ingest;
+use crate::packet::Format;
+use crate::play::{self, PlayEnd};
+use crate::worker::{cap_send_buffer, Ctx};
+use bytes::Bytes;
+use sluice_rtmp::{RtmpError, ServerConfig, ServerEvent, ServerOutput, ServerSession};
+use std::collections::VecDeque;
+use std::io::{self, IoSlice};
+use std::net::SocketAddr;
+use std::rc::Rc;
+use std::time::Duration;
+use tokio::net::TcpStream;
+use tokio::time::Instant;
+use tracing::Instrument;
+
+/// Why a connection ended badly.
+#[derive(Debug, thiserror::Error)]
+enum SessionError {
+    #[error(transparent)]
+    Rtmp(#[from] RtmpError),
+    #[error("bad media from publisher: {0}")]
+    Media(#[from] sluice_media::flv::FlvError),
+    #[error("i/o: {0}")]
+    Io(#[from] io::Error),
+    #[error("nothing received for {0:?}")]
+    Idle(Duration),
+    #[error("{0}")]
+    Refused(String),
+}
+
+pub async fn serve(ctx: Rc<Ctx>, sock: TcpStream, peer: SocketAddr) {
+    let id = ctx.hub.next_id();
+    let span = tracing::info_span!("rtmp", id, %peer);
+    async move {
+        tracing::debug!("connected");
+        let mut conn = Conn {
+            ctx: ctx.clone(),
+            id,
+            sock: Rc::new(sock),
+            session: ServerSession::new(ServerConfig {
+                out_chunk_size: ctx.config.rtmp_chunk_size,
+                max_message_len: ctx.config.rtmp_max_message_len,
+                ..ServerConfig::default()
+            }),
+            out: VecDeque::new(),
+            publishing: None,
+        };
+        let result = conn.run().await;
+        conn.unpublish();
+        match result {
+            Ok(()) => tracing::info!("closed"),
+            Err(SessionError::Io(e)) => tracing::info!("closed: {e}"),
+            Err(e) => tracing::warn!("closed: {e}"),
+        }
+    }
+    .instrument(span)
+    .await
+}
+
+struct Conn {
+    ctx: Rc<Ctx>,
+    id: u64,
+    sock: Rc<TcpStream>,
+    session: ServerSession,
+    /// Session output waiting to be written while not playing.
+    out: VecDeque<Bytes>,
+    publishing: Option<Ingest>,
+}
+
+/// What an event asks the connection to do next.
+enum Next {
+    Continue,
+    Play(String),
+    Close,
+}
+
+impl Conn {
+    async fn run(&mut self) -> Result<(), SessionError> {
+        let idle = Duration::from_millis(self.ctx.config.idle_timeout_ms);
+        let mut deadline = Instant::now() + idle;
+        loop {
+            match self.drain_events()? {
+                Next::Continue => {}
+                Next::Close => {
+                    write_all(&self.sock, &mut self.out).await?;
+                    return Ok(());
+                }
+                Next::Play(key) => {
+                    write_all(&self.sock, &mut self.out).await?;
+                    if self.play(key).await? {
+                        return Ok(());
+                    }
+                    deadline = Instant::now() + idle;
+                    continue;
+                }
+            }
+            write_all(&self.sock, &mut self.out).await?;
+            tokio::select! {
+                r = self.sock.readable() => {
+                    r?;
+                    let mut buf = [0u8; 16 << 10];
+                    match self.sock.try_read(&mut buf) {
+                        Ok(0) => return Ok(()),
+                        Ok(n) => {
+                            self.session.handle_input(&buf[..n])?;
+                            deadline = Instant::now() + idle;
+                        }
+                        Err(e) if e.kind() == io::ErrorKind::WouldBlock => {}
+                        Err(e) => return Err(e.into()),
+                    }
+                }
+                _ = tokio::time::sleep_until(deadline) => return Err(SessionError::Idle(idle)),
+            }
+        }
+    }
+
+    /// Handles everything the session has to say; writes are queued in `out`.
+    fn drain_events(&mut self) -> Result<Next, SessionError> {
+        while let Some(output) = self.session.poll_output() {
+            match output {
+                ServerOutput::Write(bytes) => self.out.push_back(bytes),
+                ServerOutput::Event(event) => match self.on_event(event)? {
+                    Next::Continue => {}
+                    other => {
+                        // Answers to the event (status, rejections) go out first.
+                        while let Some(ServerOutput::Write(bytes)) = self.session.poll_output() {
+                            self.out.push_back(bytes);
+                        }
+                        return Ok(other);
+                    }
+                },
+            }
+        }
+        Ok(Next::Continue)
+    }
+
+    fn on_event(&mut self, event: ServerEvent) -> Result<Next, SessionError> {
+        match event {
+            ServerEvent::Connected { app, tc_url } => {
+                tracing::debug!(%app, tc_url = tc_url.as_deref().unwrap_or(""), "connect");
+            }
+            ServerEvent::Publish { app, name, query } => {
+                let key = format!("{app}/{name}");
+                match self.ctx.hub.publish(&key, self.id) {
+                    Ok(stream) => {
+                        tracing::info!(stream = %key, query = %query, "publish");
+                        self.session.accept_publish();
+                        self.publishing = Some(Ingest::new(stream));
+                    }
+                    Err(e) => {
+                        tracing::warn!(stream = %key, "publish refused: {e}");
+                        self.session
+                            .reject_publish("NetStream.Publish.BadName", &e.to_string());
+                        return Ok(Next::Close);
+                    }
+                }
+            }
+            ServerEvent::Play { app, name, query } => {
+                tracing::debug!(query = %query, "play request");
+                return Ok(Next::Play(format!("{app}/{name}")));
+            }
+            ServerEvent::Video {
+                timestamp_ms,
+                payload,
+            } => {
+                if let Some(ingest) = &mut self.publishing {
+                    ingest.video(timestamp_ms, &payload)?;
+                }
+            }
+            ServerEvent::Audio {
+                timestamp_ms,
+                payload,
+            } => {
+                if let Some(ingest) = &mut self.publishing {
+                    ingest.audio(timestamp_ms, &payload)?;
+                }
+            }
+            ServerEvent::Metadata { payload } => {
+                if let Some(ingest) = &mut self.publishing {
+                    ingest.metadata(payload);
+                }
+            }
+            ServerEvent::Unpublish => {
+                self.unpublish();
+                return Ok(Next::Close);
+            }
+            ServerEvent::StopPlay | ServerEvent::Pause { .. } => {}
+            ServerEvent::Ignored { what } => tracing::debug!("ignored {what}"),
+        }
+        Ok(Next::Continue)
+    }
+
+    /// Ends publishing, leaving the stream to its players for the grace window.
+    fn unpublish(&mut self) {
+        let Some(ingest) = self.publishing.take() else {
+            return;
+        };
+        let stream = ingest.stream;
+        tracing::info!(
+            stream = %stream.key,
+            frames = ingest.frames,
+            bytes = ingest.bytes,
+            dropped = ingest.dropped,
+            "unpublish"
+        );
+        let Some(generation) = self.ctx.hub.unpublish(&stream, self.id) else {
+            return;
+        };
+        let hub = self.ctx.hub.clone();
+        let grace = hub.config.publish_grace;
+        tokio::task::spawn_local(async move {
+            tokio::time::sleep(grace).await;
+            if hub.expire(&stream, generation) {
+                tracing::info!(stream = %stream.key, "stream ended");
+            }
+        });
+    }
+
+    /// Plays `key` until the player ends. Returns whether the connection is done.
+    async fn play(&mut self, key: String) -> Result<bool, SessionError> {
+        let wait = Duration::from_millis(self.ctx.config.play_wait_ms);
+        let Some(stream) = self.ctx.hub.find_or_wait(&key, wait).await else {
+            self.session.reject_play(
+                "NetStream.Play.StreamNotFound",
+                &format!("{key} is not live"),
+            );
+            self.drain_events()?;
+            write_all(&self.sock, &mut self.out).await?;
+            return Err(SessionError::Refused(format!("{key} is not live")));
+        };
+        tracing::info!(stream = %key, "play");
+        self.session.accept_play();
+        let player = Player::new(self.id, self.sock.clone(), Format::Rtmp);
+        cap_send_buffer(&self.sock, self.ctx.config.player_send_buffer);
+        let mut stop = false;
+        while let Some(output) = self.session.poll_output() {
+            if let ServerOutput::Write(bytes) = output {
+                player.queue(bytes);
+            }
+        }
+        let fanout = self.ctx.fanout.clone();
+        let local = fanout.attach(&stream, player.clone());
+        let session = &mut self.session;
+        let end = play::run(&local, &player, |input| {
+            session.handle_input(input)?;
+            while let Some(output) = session.poll_output() {
+                match output {
+                    ServerOutput::Write(bytes) => player.queue(bytes),
+                    ServerOutput::Event(ServerEvent::StopPlay) => stop = true,
+                    ServerOutput::Event(ServerEvent::Ignored { what }) => {
+                        tracing::debug!("ignored {what}")
+                    }
+                    ServerOutput::Event(_) => {}
+                }
+            }
+            Ok::<bool, SessionError>(!stop)
+        })
+        .await;
+        let done = self.finish_play(&local, &player, end).await;
+        fanout.detach(&local, &player);
+        tracing::info!(
+            stream = %key,
+            bytes = player.bytes(),
+            skips = player.skips(),
+            "stop playing"
+        );
+        done
+    }
+
+    async fn finish_play(
+        &mut self,
+        local: &Rc<LocalStream>,
+        player: &Rc<Player>,
+        end: Result<PlayEnd, SessionError>,
+    ) -> Result<bool, SessionError> {
+        match end? {
+            PlayEnd::PeerClosed => Ok(true),
+            PlayEnd::Io(e) => Err(e.into()),
+            PlayEnd::Stopped => Ok(false),
+            PlayEnd::Closed(reason) => {
+                if reason == CloseReason::StreamEnded {
+                    self.session.send_status(
+                        "status",
+                        "NetStream.Play.UnpublishNotify",
+                        "stream ended",
+                    );
+                    while let Some(ServerOutput::Write(bytes)) = self.session.poll_output() {
+                        player.queue(bytes);
+                    }
+                    play::drain(local, player).await;
+                    Ok(true)
+                } else {
+                    Err(SessionError::Refused(format!("player closed: {reason:?}")))
+                }
+            }
+        }
+    }
+}
+
+/// Writes queued session output (outside of playing, where the fan-out writes).
+async fn write_all(sock: &TcpStream, out: &mut VecDeque<Bytes>) -> io::Result<()> {
+    while !out.is_empty() {
+        sock.writable().await?;
+        let iov: Vec<IoSlice<'_>> = out.iter().take(64).map(|b| IoSlice::new(b)).collect();
+        let mut n = match sock.try_write_vectored(&iov) {
+            Ok(n) => n,
+            Err(e) if e.kind() == io::ErrorKind::WouldBlock => continue,
+            Err(e) => return Err(e),
+        };
+        while n > 0 {
+            let Some(front) = out.front_mut() else { break };
+            if n >= front.len() {
+                n -= front.len();
+                out.pop_front();
+            } else {
+                bytes::Buf::advance(front, n);
+                n = 0;
+            }
+        }
+    }
+    Ok(())
+}

@@ -1,0 +1,202 @@
+//! Worker threads (Envoy's model): each runs its own current-thread event loop and
+//! accepts on its own `SO_REUSEPORT` sockets, so a connection never leaves the thread
+//! that accepted it. Threads share only the hub and the streams' rings.
+
+use crate::config::Config;
+use crate::fanout::{Fanout, Policy};
+use crate::hub::{Hub, HubConfig};
+use crate::packet::Shape;
+use crate::ring::RingLimits;
+use socket2::{Domain, Protocol, Socket, Type};
+use std::io;
+use std::net::{SocketAddr, TcpListener as StdListener};
+use std::rc::Rc;
+use std::sync::Arc;
+use std::thread::JoinHandle;
+use std::time::Duration;
+use tokio::net::{TcpListener, TcpStream};
+use tokio::sync::watch;
+
+/// What a connection task can reach: shared settings and hub, and its worker's fan-out.
+#[derive(Debug)]
+pub struct Ctx {
+    pub config: Arc<Config>,
+    pub hub: Arc<Hub>,
+    pub fanout: Rc<Fanout>,
+    pub worker: usize,
+}
+
+/// A running server.
+#[derive(Debug)]
+pub struct Server {
+    /// Where RTMP listens, if on.
+    pub rtmp: Option<SocketAddr>,
+    /// Where HTTP listens, if on.
+    pub http: Option<SocketAddr>,
+    pub hub: Arc<Hub>,
+    shutdown: watch::Sender<bool>,
+    threads: Vec<JoinHandle<()>>,
+}
+
+#[derive(Debug, Clone, Copy)]
+enum Proto {
+    Rtmp,
+    Http,
+}
+
+fn listener(addr: SocketAddr) -> io::Result<StdListener> {
+    let socket = Socket::new(Domain::for_address(addr), Type::STREAM, Some(Protocol::TCP))?;
+    socket.set_reuse_address(true)?;
+    socket.set_reuse_port(true)?;
+    socket.set_nonblocking(true)?;
+    socket.bind(&addr.into())?;
+    socket.listen(4096)?;
+    Ok(socket.into())
+}
+
+/// Binds one listener per worker on the same address. Port 0 is resolved by the first
+/// bind, so every worker shares the port the kernel chose.
+fn listeners(value: &str, workers: usize) -> io::Result<(Option<SocketAddr>, Vec<StdListener>)> {
+    let Some(addr) = Config::listener(value) else {
+        return Ok((None, Vec::new()));
+    };
+    let first = listener(addr)?;
+    let bound = first.local_addr()?;
+    let mut all = vec![first];
+    for _ in 1..workers {
+        all.push(listener(bound)?);
+    }
+    Ok((Some(bound), all))
+}
+
+impl Server {
+    /// Binds every listener, then starts the workers.
+    pub fn start(config: Config) -> io::Result<Server> {
+        let workers = config.worker_count();
+        let config = Arc::new(config);
+        let hub = Arc::new(Hub::new(HubConfig {
+            ring: RingLimits {
+                max_ms: i64::try_from(config.ring_ms).unwrap_or(i64::MAX),
+                max_bytes: config.ring_bytes,
+            },
+            publish_grace: Duration::from_millis(config.publish_grace_ms),
+        }));
+        let (rtmp, mut rtmp_listeners) = listeners(&config.rtmp, workers)?;
+        let (http, mut http_listeners) = listeners(&config.http, workers)?;
+        let (shutdown, _) = watch::channel(false);
+        let mut threads = Vec::with_capacity(workers);
+        for worker in 0..workers {
+            let mut mine = Vec::new();
+            if !rtmp_listeners.is_empty() {
+                mine.push((Proto::Rtmp, rtmp_listeners.remove(0)));
+            }
+            if !http_listeners.is_empty() {
+                mine.push((Proto::Http, http_listeners.remove(0)));
+            }
+            let config = config.clone();
+            let hub = hub.clone();
+            let stop = shutdown.subscribe();
+            threads.push(
+                std::thread::Builder::new()
+                    .name(format!("sluice-w{worker}"))
+                    .spawn(move || run_worker(worker, config, hub, mine, stop))?,
+            );
+        }
+        Ok(Server {
+            rtmp,
+            http,
+            hub,
+            shutdown,
+            threads,
+        })
+    }
+
+    /// Stops accepting, ends every connection, and joins the workers.
+    pub fn stop(mut self) {
+        let _ = self.shutdown.send(true);
+        for t in self.threads.drain(..) {
+            let _ = t.join();
+        }
+    }
+}
+
+impl Drop for Server {
+    fn drop(&mut self) {
+        let _ = self.shutdown.send(true);
+    }
+}
+
+fn run_worker(
+    worker: usize,
+    config: Arc<Config>,
+    hub: Arc<Hub>,
+    listeners: Vec<(Proto, StdListener)>,
+    mut stop: watch::Receiver<bool>,
+) {
+    let runtime = match tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+    {
+        Ok(rt) => rt,
+        Err(e) => {
+            tracing::error!(worker, "cannot start event loop: {e}");
+            return;
+        }
+    };
+    let local = tokio::task::LocalSet::new();
+    local.block_on(&runtime, async move {
+        let fanout = Fanout::new(Policy {
+            merge: Duration::from_millis(config.merge_ms),
+            max_lag_ms: i64::try_from(config.player_max_lag_ms).unwrap_or(i64::MAX),
+            max_skips: config.player_max_skips,
+            shape: Shape {
+                rtmp_chunk_size: config.rtmp_chunk_size as usize,
+            },
+        });
+        let ctx = Rc::new(Ctx {
+            config,
+            hub,
+            fanout,
+            worker,
+        });
+        for (proto, std_listener) in listeners {
+            match TcpListener::from_std(std_listener) {
+                Ok(l) => {
+                    tokio::task::spawn_local(accept_loop(ctx.clone(), proto, l));
+                }
+                Err(e) => tracing::error!(worker, "cannot register listener: {e}"),
+            }
+        }
+        let _ = stop.wait_for(|s| *s).await;
+    });
+}
+
+async fn accept_loop(ctx: Rc<Ctx>, proto: Proto, listener: TcpListener) {
+    loop {
+        match listener.accept().await {
+            Ok((sock, peer)) => {
+                let _ = sock.set_nodelay(true);
+                spawn_session(ctx.clone(), proto, sock, peer);
+            }
+            Err(e) => {
+                // Out of descriptors or memory: back off instead of spinning.
+                tracing::warn!(worker = ctx.worker, "accept failed: {e}");
+                tokio::time::sleep(Duration::from_millis(50)).await;
+            }
+        }
+    }
+}
+
+fn spawn_session(ctx: Rc<Ctx>, proto: Proto, sock: TcpStream, peer: SocketAddr) {
+    match proto {
+        Proto::Rtmp => tokio::task::spawn_local(crate::rtmp::serve(ctx, sock, peer)),
+        Proto::Http => tokio::task::spawn_local(crate::http::serve(ctx, sock, peer)),
+    };
+}
+
+/// Caps a player socket's kernel send buffer (see `player_send_buffer`).
+pub fn cap_send_buffer(sock: &TcpStream, bytes: usize) {
+    if bytes > 0 {
+        let _ = socket2::SockRef::from(sock).set_send_buffer_size(bytes);
+    }
+}

@@ -1,0 +1,150 @@
+//! Hostile or broken peers get an error or a close for their own session only: the
+//! server keeps running and other players keep receiving.
+
+mod common;
+
+use common::{avc_track, frame_number, synthetic_clip, TestServer};
+use sluice_bench::player::{Player, Protocol};
+use sluice_bench::publish::publish_clip;
+use sluice_bench::rtmp::RtmpConn;
+use std::net::SocketAddr;
+use std::time::Duration;
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::net::TcpStream;
+use tokio::time::{timeout, Instant};
+
+/// Reads until the server closes; panics if it does not within a few seconds.
+async fn expect_closed(sock: &mut TcpStream, what: &str) {
+    let mut buf = vec![0u8; 64 << 10];
+    let closed = timeout(Duration::from_secs(5), async {
+        loop {
+            match sock.read(&mut buf).await {
+                Ok(0) | Err(_) => return,
+                Ok(_) => {}
+            }
+        }
+    })
+    .await;
+    assert!(
+        closed.is_ok(),
+        "{what}: the server did not close the connection"
+    );
+}
+
+async fn after_handshake(addr: SocketAddr) -> RtmpConn {
+    let mut conn = RtmpConn::connect(addr, "live", false).await.unwrap();
+    // A connect round trip completes the handshake and the connect command.
+    conn.publish("probe-handshake").await.unwrap();
+    conn
+}
+
+/// A basic RTMP chunk: fmt 0 on chunk stream 2 (or 3), message stream 0.
+fn chunk(csid: u8, msg_type: u8, len: u32, payload: &[u8]) -> Vec<u8> {
+    let mut out = vec![csid, 0, 0, 0];
+    out.extend_from_slice(&len.to_be_bytes()[1..]);
+    out.push(msg_type);
+    out.extend_from_slice(&[0, 0, 0, 0]);
+    out.extend_from_slice(payload);
+    out
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn broken_peers_only_break_their_own_session() {
+    let mut server = TestServer::start(&["--merge-ms", "50"]);
+    let clip = synthetic_clip(&avc_track(), 6, 25, 1000);
+    let mut publisher = RtmpConn::connect(server.rtmp, "live", false).await.unwrap();
+    publisher.publish("victim").await.unwrap();
+    let publishing = tokio::spawn(async move {
+        publish_clip(
+            &mut publisher,
+            &clip,
+            Instant::now() + Duration::from_millis(6100),
+            true,
+            None,
+        )
+        .await
+        .unwrap();
+        publisher
+    });
+    tokio::time::sleep(Duration::from_millis(100)).await;
+    let mut witness = Player::connect(Protocol::Flv, server.http, "live", "victim")
+        .await
+        .unwrap();
+    let watching = tokio::spawn(async move {
+        let mut numbers = Vec::new();
+        while numbers.last() != Some(&149) {
+            let tag = timeout(Duration::from_secs(10), witness.next_tag())
+                .await
+                .expect("in time")
+                .expect("tag");
+            numbers.extend(frame_number(&tag));
+        }
+        numbers
+    });
+
+    // RTMP: a handshake of the wrong version.
+    let mut sock = TcpStream::connect(server.rtmp).await.unwrap();
+    sock.write_all(&[0x55; 1537]).await.unwrap();
+    expect_closed(&mut sock, "bad handshake version").await;
+
+    // RTMP: Set Chunk Size 0, and above 16 MiB.
+    for size in [0u32, (16 << 20) + 1] {
+        let mut conn = after_handshake(server.rtmp).await;
+        conn.socket()
+            .write_all(&chunk(2, 1, 4, &size.to_be_bytes()))
+            .await
+            .unwrap();
+        expect_closed(conn.socket(), "bad chunk size").await;
+    }
+
+    // RTMP: a message longer than the cap.
+    let mut conn = after_handshake(server.rtmp).await;
+    conn.socket()
+        .write_all(&chunk(3, 20, 0xff_ffff, &[0; 64]))
+        .await
+        .unwrap();
+    expect_closed(conn.socket(), "oversized message").await;
+
+    // RTMP: an AMF0 nesting bomb in a command.
+    let mut bomb = vec![0x02, 0x00, 0x04];
+    bomb.extend_from_slice(b"play");
+    bomb.extend_from_slice(&[0x00, 0, 0, 0, 0, 0, 0, 0, 0]);
+    bomb.extend(std::iter::repeat_n([0x03u8, 0x00, 0x01, b'a'], 1000).flatten());
+    let mut conn = after_handshake(server.rtmp).await;
+    let len = bomb.len() as u32;
+    let mut msg = chunk(3, 20, len, &bomb[..bomb.len().min(128)]);
+    for piece in bomb[128.min(bomb.len())..].chunks(128) {
+        msg.push(0xc3);
+        msg.extend_from_slice(piece);
+    }
+    conn.socket().write_all(&msg).await.unwrap();
+    expect_closed(conn.socket(), "AMF nesting bomb").await;
+
+    // HTTP: garbage, an endless header, a head that never ends in time is covered by
+    // the idle timeout (not waited for here).
+    let mut sock = TcpStream::connect(server.http).await.unwrap();
+    sock.write_all(b"\x16\x03\x01garbage\r\n\r\n")
+        .await
+        .unwrap();
+    expect_closed(&mut sock, "HTTP garbage").await;
+    let mut sock = TcpStream::connect(server.http).await.unwrap();
+    let mut huge = b"GET /live/victim.flv HTTP/1.1\r\nX-Long: ".to_vec();
+    huge.resize(64 << 10, b'a');
+    let _ = sock.write_all(&huge).await;
+    expect_closed(&mut sock, "endless header").await;
+    // A path that tries to leave the stream namespace.
+    let mut sock = TcpStream::connect(server.http).await.unwrap();
+    sock.write_all(b"GET /../../etc/passwd.flv HTTP/1.1\r\nConnection: close\r\n\r\n")
+        .await
+        .unwrap();
+    let mut answer = String::new();
+    sock.read_to_string(&mut answer).await.unwrap();
+    assert!(answer.starts_with("HTTP/1.1 404"), "{answer}");
+
+    let numbers = watching.await.unwrap();
+    for w in numbers.windows(2) {
+        assert_eq!(w[1], w[0] + 1, "the witness got every frame");
+    }
+    publishing.await.unwrap().close().await.unwrap();
+    assert!(server.alive());
+}

@@ -1,0 +1,228 @@
+//! Shared pieces of the end-to-end tests: a `sluice` process on ports chosen at run
+//! time, synthetic media, and the external tools (ffmpeg) when a test needs them.
+#![allow(dead_code)]
+
+use bytes::{Bytes, BytesMut};
+use sluice_bench::clip::Clip;
+use sluice_bench::Tag;
+use sluice_media::codec::{AacConfig, AvcConfig, HevcConfig};
+use sluice_media::flv::{self, TAG_AUDIO, TAG_SCRIPT, TAG_VIDEO};
+use sluice_media::{Track, TrackConfig};
+use std::io::{BufRead, BufReader};
+use std::net::SocketAddr;
+use std::path::PathBuf;
+use std::process::{Child, Command, Stdio};
+
+/// A `sluice` process, killed when dropped.
+pub struct TestServer {
+    child: Child,
+    pub rtmp: SocketAddr,
+    pub http: SocketAddr,
+}
+
+impl TestServer {
+    /// Starts the binary on 127.0.0.1 with kernel-chosen ports and the given flags.
+    pub fn start(args: &[&str]) -> TestServer {
+        let mut child = Command::new(env!("CARGO_BIN_EXE_sluice"))
+            .args([
+                "--rtmp",
+                "127.0.0.1:0",
+                "--http",
+                "127.0.0.1:0",
+                "--log",
+                "warn",
+            ])
+            .args(args)
+            .stdout(Stdio::piped())
+            .spawn()
+            .expect("start sluice");
+        let stdout = child.stdout.take().expect("stdout");
+        let mut line = String::new();
+        BufReader::new(stdout)
+            .read_line(&mut line)
+            .expect("read listening line");
+        let field = |name: &str| -> SocketAddr {
+            line.split_whitespace()
+                .find_map(|w| w.strip_prefix(&format!("{name}=")))
+                .and_then(|a| a.parse().ok())
+                .unwrap_or_else(|| panic!("no {name} address in {line:?}"))
+        };
+        TestServer {
+            rtmp: field("rtmp"),
+            http: field("http"),
+            child,
+        }
+    }
+
+    /// Resident memory of the server process in KiB.
+    pub fn rss_kib(&self) -> u64 {
+        let status = std::fs::read_to_string(format!("/proc/{}/status", self.child.id()))
+            .expect("read /proc status");
+        status
+            .lines()
+            .find_map(|l| l.strip_prefix("VmRSS:"))
+            .and_then(|v| v.trim().trim_end_matches("kB").trim().parse().ok())
+            .expect("VmRSS")
+    }
+
+    /// Whether the process is still running.
+    pub fn alive(&mut self) -> bool {
+        matches!(self.child.try_wait(), Ok(None))
+    }
+}
+
+impl Drop for TestServer {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+/// A plausible H.264 baseline SPS/PPS (the server never decodes pictures).
+pub fn avc_track() -> Track {
+    let sps = Bytes::from_static(&[0x67, 0x42, 0xc0, 0x1e, 0xd9, 0x00, 0xa0, 0x47, 0xfe, 0xc8]);
+    let pps = Bytes::from_static(&[0x68, 0xce, 0x3c, 0x80]);
+    Track::new(TrackConfig::H264(
+        AvcConfig::from_parameter_sets(&[sps], &[pps]).expect("avcC"),
+    ))
+}
+
+pub fn hevc_track(legacy: bool) -> Track {
+    let vps = Bytes::from_static(&[
+        0x40, 0x01, 0x0c, 0x01, 0xff, 0xff, 0x01, 0x60, 0x00, 0x00, 0x03, 0x00, 0x00, 0x03, 0x00,
+        0x00, 0x03, 0x00, 0x00, 0x03, 0x00, 0x5d, 0xac, 0x09,
+    ]);
+    let sps = Bytes::from_static(&[
+        0x42, 0x01, 0x01, 0x01, 0x60, 0x00, 0x00, 0x03, 0x00, 0x00, 0x03, 0x00, 0x00, 0x03, 0x00,
+        0x00, 0x03, 0x00, 0x5d, 0xa0, 0x02, 0x80, 0x80, 0x2d, 0x16, 0x59, 0x59, 0xa4, 0x93, 0x2b,
+        0xc0, 0x40, 0x40, 0x00, 0x00, 0x03, 0x00, 0x40, 0x00, 0x00, 0x06, 0x42,
+    ]);
+    let pps = Bytes::from_static(&[0x44, 0x01, 0xc1, 0x72, 0xb4, 0x62, 0x40]);
+    let mut track = Track::new(TrackConfig::H265(
+        HevcConfig::from_parameter_sets(&[vps], &[sps], &[pps]).expect("hvcC"),
+    ));
+    track.legacy_codec_id = legacy;
+    track
+}
+
+pub fn aac_track() -> Track {
+    Track::new(TrackConfig::Aac(
+        AacConfig::parse(Bytes::from_static(&[0x11, 0x90])).expect("asc"),
+    ))
+}
+
+/// A synthetic clip: metadata, sequence headers, `seconds` of 25 fps video with a
+/// keyframe every `gop` frames and ~47 AAC frames/s. Each video frame is one NAL
+/// unit of `frame_len` bytes whose first payload bytes hold the frame number, so a
+/// player can check that it got every frame in order.
+pub fn synthetic_clip(video: &Track, seconds: u32, gop: u32, frame_len: usize) -> Clip {
+    let mut tags = Vec::new();
+    let mut meta = BytesMut::new();
+    sluice_media::amf0::Amf0Value::String("onMetaData".into()).encode(&mut meta);
+    sluice_media::amf0::Amf0Value::EcmaArray(vec![
+        ("width".into(), sluice_media::amf0::Amf0Value::Number(320.0)),
+        (
+            "height".into(),
+            sluice_media::amf0::Amf0Value::Number(240.0),
+        ),
+    ])
+    .encode(&mut meta);
+    tags.push(Tag {
+        tag_type: TAG_SCRIPT,
+        ts_ms: 0,
+        body: meta.freeze(),
+    });
+    let mut body = BytesMut::new();
+    flv::write_video_config(&mut body, video).expect("video config");
+    tags.push(Tag {
+        tag_type: TAG_VIDEO,
+        ts_ms: 0,
+        body: body.split().freeze(),
+    });
+    let audio = aac_track();
+    assert!(flv::write_audio_config(&mut body, &audio).expect("audio config"));
+    tags.push(Tag {
+        tag_type: TAG_AUDIO,
+        ts_ms: 0,
+        body: body.split().freeze(),
+    });
+    let frames = seconds * 25;
+    let mut audio_ts = 0f64;
+    for n in 0..frames {
+        let ts = i64::from(n) * 40;
+        while audio_ts <= ts as f64 {
+            flv::audio_frame_header(&mut body, &audio).expect("audio header");
+            body.extend_from_slice(&[0x21, 0x10, 0x04, 0x60, 0x8c, 0x1c]);
+            tags.push(Tag {
+                tag_type: TAG_AUDIO,
+                ts_ms: audio_ts as i64,
+                body: body.split().freeze(),
+            });
+            audio_ts += 1024.0 * 1000.0 / 48000.0;
+        }
+        let key = n % gop == 0;
+        flv::video_frame_header(&mut body, video, key, 0).expect("video header");
+        let nal_type = match (video.video_codec(), key) {
+            (Some(sluice_media::VideoCodec::H265), true) => 19 << 1,
+            (Some(sluice_media::VideoCodec::H265), false) => 1 << 1,
+            (_, true) => 0x65,
+            (_, false) => 0x41,
+        };
+        let len = frame_len.max(8);
+        body.extend_from_slice(&(len as u32).to_be_bytes());
+        body.extend_from_slice(&[nal_type, 0x01]);
+        body.extend_from_slice(&n.to_be_bytes());
+        body.resize(body.len() + len - 6, 0xab);
+        tags.push(Tag {
+            tag_type: TAG_VIDEO,
+            ts_ms: ts,
+            body: body.split().freeze(),
+        });
+    }
+    Clip {
+        tags,
+        duration_ms: i64::from(frames) * 40,
+    }
+}
+
+/// The frame number a synthetic video frame carries (see [`synthetic_clip`]).
+pub fn frame_number(tag: &Tag) -> Option<u32> {
+    if tag.tag_type != TAG_VIDEO {
+        return None;
+    }
+    match flv::parse_video(&tag.body).ok()? {
+        flv::VideoTag::Frame { data, .. } => {
+            let n = data.get(6..10)?;
+            Some(u32::from_be_bytes([n[0], n[1], n[2], n[3]]))
+        }
+        _ => None,
+    }
+}
+
+/// Whether ffmpeg and ffprobe are here. Where `SLUICE_REQUIRE_TOOLS=1` (CI), their
+/// absence fails the test instead of skipping it.
+pub fn have_ffmpeg() -> bool {
+    let ok = ["ffmpeg", "ffprobe"].iter().all(|tool| {
+        Command::new(tool)
+            .arg("-version")
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .status()
+            .is_ok_and(|s| s.success())
+    });
+    if !ok {
+        assert!(
+            std::env::var("SLUICE_REQUIRE_TOOLS").as_deref() != Ok("1"),
+            "ffmpeg/ffprobe missing but SLUICE_REQUIRE_TOOLS=1"
+        );
+        eprintln!("skipping: ffmpeg/ffprobe not installed");
+    }
+    ok
+}
+
+/// A scratch directory for this test binary.
+pub fn scratch(name: &str) -> PathBuf {
+    let dir = PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join(name);
+    std::fs::create_dir_all(&dir).expect("scratch dir");
+    dir
+}
