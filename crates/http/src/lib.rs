@@ -7,6 +7,7 @@
 //! response head; everything else can go to hyper with the head bytes replayed.
 #![forbid(unsafe_code)]
 #![warn(missing_docs, unreachable_pub, clippy::unwrap_used)]
+#![cfg_attr(test, allow(clippy::unwrap_used))]
 
 mod request;
 pub mod ws;

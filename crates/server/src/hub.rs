@@ -163,11 +163,6 @@ impl Hub {
             }
         }
     }
-
-    /// Live streams, for logs and tests.
-    pub fn len(&self) -> usize {
-        self.streams().len()
-    }
 }
 
 impl Stream {

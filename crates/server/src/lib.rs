@@ -4,6 +4,7 @@
 //! Read in this order: `hub` (streams) → `ring` (recent packets) → `packet` (shared
 //! output bytes) → `fanout` (per-worker players) → `rtmp`, `http` (protocol drivers).
 #![warn(clippy::unwrap_used)]
+#![cfg_attr(test, allow(clippy::unwrap_used))]
 
 pub mod config;
 mod fanout;

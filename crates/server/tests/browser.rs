@@ -66,8 +66,11 @@ const tick = setInterval(() => {
 fn page_server(stream_url: String, tx: mpsc::Sender<String>) -> SocketAddr {
     let listener = TcpListener::bind("127.0.0.1:0").expect("bind");
     let addr = listener.local_addr().expect("addr");
-    let script = std::fs::read(concat!(env!("CARGO_MANIFEST_DIR"), "/../../web/vendor/mpegts.js"))
-        .expect("vendored mpegts.js");
+    let script = std::fs::read(concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/../../web/vendor/mpegts.js"
+    ))
+    .expect("vendored mpegts.js");
     std::thread::spawn(move || {
         for conn in listener.incoming() {
             let Ok(mut conn) = conn else { return };
@@ -84,7 +87,10 @@ fn page_server(stream_url: String, tx: mpsc::Sender<String>) -> SocketAddr {
             }
             let path = line.split_whitespace().nth(1).unwrap_or("/").to_string();
             let (kind, body): (&str, Vec<u8>) = if path == "/" {
-                ("text/html", PAGE.replace("STREAM_URL", &stream_url).into_bytes())
+                (
+                    "text/html",
+                    PAGE.replace("STREAM_URL", &stream_url).into_bytes(),
+                )
             } else if path == "/mpegts.js" {
                 ("application/javascript", script.clone())
             } else if let Some(q) = path.strip_prefix("/report?") {
@@ -129,7 +135,8 @@ fn play_in_chromium(stream_url: String) -> String {
             .spawn()
             .expect("start chromium"),
     );
-    rx.recv_timeout(Duration::from_secs(40)).expect("the page reported")
+    rx.recv_timeout(Duration::from_secs(40))
+        .expect("the page reported")
 }
 
 fn field<'a>(report: &'a str, name: &str) -> &'a str {
@@ -150,7 +157,18 @@ fn mpegts_js_plays_http_flv_and_websocket_flv() {
             .args(["-hide_banner", "-loglevel", "error", "-re"])
             .args(["-f", "lavfi", "-i", "testsrc2=size=320x240:rate=25"])
             .args(["-f", "lavfi", "-i", "sine=frequency=440:sample_rate=48000"])
-            .args(["-t", "60", "-c:v", "libx264", "-preset", "ultrafast", "-g", "25", "-pix_fmt", "yuv420p"])
+            .args([
+                "-t",
+                "60",
+                "-c:v",
+                "libx264",
+                "-preset",
+                "ultrafast",
+                "-g",
+                "25",
+                "-pix_fmt",
+                "yuv420p",
+            ])
             .args(["-c:a", "aac", "-f", "flv"])
             .arg(format!("rtmp://{}/live/browser", server.rtmp))
             .stdin(Stdio::null())
