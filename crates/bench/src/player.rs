@@ -19,7 +19,7 @@ pub enum Protocol {
 /// A connected player.
 pub enum Player {
     /// Over RTMP.
-    Rtmp(RtmpConn),
+    Rtmp(Box<RtmpConn>),
     /// Over HTTP-FLV or WebSocket-FLV.
     Flv(FlvConn),
 }
@@ -36,7 +36,7 @@ impl Player {
             Protocol::Rtmp => {
                 let mut conn = RtmpConn::connect(addr, app, false).await?;
                 conn.play(stream).await?;
-                Player::Rtmp(conn)
+                Player::Rtmp(Box::new(conn))
             }
             Protocol::Flv | Protocol::WsFlv => {
                 let path = format!("/{app}/{stream}.flv");

@@ -37,6 +37,9 @@ pub async fn publish_clip(
             }
             conn.send(tag.tag_type, ts as u32, &tag.body);
             sent += 1;
+            if !realtime && sent % 64 == 0 {
+                conn.flush().await?;
+            }
         }
     }
     conn.flush().await?;

@@ -319,24 +319,28 @@ impl LocalStream {
             return;
         }
         while !io.blocked {
-            let mut iov: Vec<IoSlice<'_>> = Vec::with_capacity(MAX_IOV);
+            // On the stack: no allocation per player per write.
+            let mut iov = [IoSlice::new(&[]); MAX_IOV];
+            let mut n = 0;
             let mut offered = 0usize;
             for b in &io.pending {
-                if iov.len() == MAX_IOV || offered >= MAX_WRITE {
+                if n == MAX_IOV || offered >= MAX_WRITE {
                     break;
                 }
-                iov.push(IoSlice::new(b));
+                iov[n] = IoSlice::new(b);
+                n += 1;
                 offered += b.len();
             }
             if let Some(cursor) = io.cursor.filter(|_| media) {
                 let mut pos = cursor;
                 'packets: while let Some(p) = m.get(pos) {
                     for part in p.parts(player.format, shape) {
-                        if iov.len() == MAX_IOV || offered >= MAX_WRITE {
+                        if n == MAX_IOV || offered >= MAX_WRITE {
                             break 'packets;
                         }
                         if !part.is_empty() {
-                            iov.push(IoSlice::new(part));
+                            iov[n] = IoSlice::new(part);
+                            n += 1;
                             offered += part.len();
                         }
                     }
@@ -346,7 +350,7 @@ impl LocalStream {
             if offered == 0 {
                 return;
             }
-            let written = match player.sock.try_write_vectored(&iov) {
+            let written = match player.sock.try_write_vectored(&iov[..n]) {
                 Ok(n) => n,
                 Err(e) if e.kind() == io::ErrorKind::WouldBlock => {
                     io.blocked = true;
@@ -354,13 +358,11 @@ impl LocalStream {
                 }
                 Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
                 Err(_) => {
-                    drop(iov);
                     drop(io);
                     player.close(CloseReason::WriteError);
                     return;
                 }
             };
-            drop(iov);
             io.bytes += written as u64;
             if written < offered {
                 io.blocked = true;

@@ -1,0 +1,184 @@
+//! RTMP publishers looping a clip with a continuous timeline (as
+//! `sluice_bench::publish::publish_clip`, but bounded by the run's end at every await,
+//! flushing as it goes when not paced, and counting bytes).
+
+use super::Failure;
+use crate::figures::{ms, ErrorKind, Live};
+use serde::Serialize;
+use sluice_bench::clip::Clip;
+use sluice_bench::rtmp::RtmpConn;
+use sluice_media::flv::TAG_SCRIPT;
+use std::net::SocketAddr;
+use std::sync::atomic::Ordering;
+use std::sync::Arc;
+use std::time::Duration;
+use tokio::time::{sleep_until, timeout_at, Instant};
+
+/// Bytes queued before a flush when not pacing.
+const FLUSH_AT: u64 = 64 << 10;
+
+/// What every publisher of a run shares.
+pub(crate) struct PublishCtx {
+    pub addr: SocketAddr,
+    pub app: String,
+    /// Stream name; `{i}` becomes the publisher's index.
+    pub stream: String,
+    pub clip: Clip,
+    pub realtime: bool,
+    pub live: Arc<Live>,
+    pub end: Instant,
+}
+
+/// One publisher's figures.
+#[derive(Debug, Clone, Serialize)]
+pub(crate) struct PublisherRow {
+    pub id: usize,
+    pub stream: String,
+    /// TCP connect to `NetStream.Publish.Start`.
+    pub connect_ms: Option<f64>,
+    pub tags_sent: u64,
+    /// Tag bodies sent (without RTMP chunk headers).
+    pub bytes_sent: u64,
+    pub error_kind: Option<ErrorKind>,
+    pub error: Option<String>,
+}
+
+impl PublisherRow {
+    pub(crate) fn ok(&self) -> bool {
+        self.connect_ms.is_some() && self.error_kind.is_none()
+    }
+}
+
+/// The stream name of publisher `i` of `n`: `{i}` is replaced; without it, and with
+/// more than one publisher, `-i` is appended to the name (before any `?query`).
+pub(crate) fn stream_name(pattern: &str, i: usize, n: usize) -> String {
+    if pattern.contains("{i}") {
+        return pattern.replace("{i}", &i.to_string());
+    }
+    if n <= 1 {
+        return pattern.to_string();
+    }
+    match pattern.split_once('?') {
+        Some((name, q)) => format!("{name}-{i}?{q}"),
+        None => format!("{pattern}-{i}"),
+    }
+}
+
+/// Publishes until the run ends.
+pub(crate) async fn publish(ctx: Arc<PublishCtx>, id: usize, n: usize) -> PublisherRow {
+    let mut row = PublisherRow {
+        id,
+        stream: stream_name(&ctx.stream, id, n),
+        connect_ms: None,
+        tags_sent: 0,
+        bytes_sent: 0,
+        error_kind: None,
+        error: None,
+    };
+    let result = run(&ctx, &mut row)
+        .await
+        .and_then(|()| match row.connect_ms {
+            Some(_) => Ok(()),
+            None => Err((
+                ErrorKind::Timeout,
+                "not publishing when the run ended".into(),
+            )),
+        });
+    if let Err((kind, what)) = result {
+        row.error_kind = Some(kind);
+        row.error = Some(what);
+        ctx.live.failed.fetch_add(1, Ordering::Relaxed);
+    }
+    row
+}
+
+fn client_failure(e: sluice_bench::ClientError) -> Failure {
+    use sluice_bench::ClientError as E;
+    let kind = match &e {
+        E::Io(io) => super::io_failure(std::io::Error::new(io.kind(), "")).0,
+        E::Closed => ErrorKind::Closed,
+        E::Rtmp(_) | E::Flv(_) | E::Refused(_) => ErrorKind::Protocol,
+    };
+    (kind, e.to_string())
+}
+
+async fn run(ctx: &PublishCtx, row: &mut PublisherRow) -> Result<(), Failure> {
+    let start = Instant::now();
+    let end = ctx.end;
+    let mut conn = match timeout_at(end, RtmpConn::connect(ctx.addr, &ctx.app, false)).await {
+        Err(_) => return Ok(()),
+        Ok(Err(e)) => {
+            let (_, what) = client_failure(e);
+            return Err((ErrorKind::Connect, what));
+        }
+        Ok(Ok(c)) => c,
+    };
+    match timeout_at(end, conn.publish(&row.stream)).await {
+        Err(_) => return Ok(()),
+        Ok(r) => r.map_err(client_failure)?,
+    }
+    row.connect_ms = Some(ms(start.elapsed()));
+    ctx.live.connected.fetch_add(1, Ordering::Relaxed);
+    let clip = &ctx.clip;
+    if let Some(meta) = clip.tags.iter().find(|t| t.tag_type == TAG_SCRIPT) {
+        conn.send(TAG_SCRIPT, 0, &meta.body);
+    }
+    let t0 = Instant::now();
+    let mut pending = 0u64;
+    'rounds: for round in 0i64.. {
+        for tag in clip.tags.iter().filter(|t| t.tag_type != TAG_SCRIPT) {
+            let ts = tag.ts_ms + round * clip.duration_ms;
+            if ctx.realtime {
+                let due = t0 + Duration::from_millis(u64::try_from(ts).unwrap_or(0));
+                if due > Instant::now() {
+                    if !flush(&mut conn, end).await? {
+                        break 'rounds;
+                    }
+                    ctx.live.add_bytes(pending as usize);
+                    pending = 0;
+                    sleep_until(due.min(end)).await;
+                }
+            } else if pending >= FLUSH_AT {
+                if !flush(&mut conn, end).await? {
+                    break 'rounds;
+                }
+                ctx.live.add_bytes(pending as usize);
+                pending = 0;
+            }
+            if Instant::now() >= end {
+                break 'rounds;
+            }
+            conn.send(tag.tag_type, ts as u32, &tag.body);
+            row.tags_sent += 1;
+            row.bytes_sent += tag.body.len() as u64;
+            pending += tag.body.len() as u64;
+        }
+        if clip.duration_ms <= 0 {
+            break;
+        }
+    }
+    // A last, short chance to close cleanly; the run's end is the bound that matters.
+    let _ = tokio::time::timeout(Duration::from_millis(500), conn.close()).await;
+    Ok(())
+}
+
+/// Flushes queued tags; `false` when the run ended first.
+async fn flush(conn: &mut RtmpConn, end: Instant) -> Result<bool, Failure> {
+    match timeout_at(end, conn.flush()).await {
+        Err(_) => Ok(false),
+        Ok(r) => r.map(|_| true).map_err(client_failure),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::stream_name;
+
+    #[test]
+    fn stream_names() {
+        assert_eq!(stream_name("cam1", 3, 1), "cam1");
+        assert_eq!(stream_name("cam1", 3, 5), "cam1-3");
+        assert_eq!(stream_name("cam1?k=v", 3, 5), "cam1-3?k=v");
+        assert_eq!(stream_name("cam{i}", 3, 5), "cam3");
+    }
+}

@@ -1,0 +1,182 @@
+//! What the bench connects to, from a URL: `rtmp://host[:port]/app/stream[?q]`,
+//! `http://host:port/path.flv`, `ws://host:port/path.flv`.
+//!
+//! Why here and not a URL crate: the forms are few and fixed, and the pieces the
+//! clients need (RTMP app, stream name with its query, tcUrl, HTTP path) are not a
+//! general URL's. Host names are resolved once, at start.
+
+use std::net::{SocketAddr, ToSocketAddrs};
+
+/// A parsed URL.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) enum Target {
+    /// `rtmp://host[:port]/app/stream[?query]`.
+    Rtmp {
+        addr: SocketAddr,
+        /// The application (first path segment).
+        app: String,
+        /// The rest of the path, with the query if any.
+        stream: String,
+        /// `rtmp://host[:port]/app`, as sent in `connect`.
+        tc_url: String,
+    },
+    /// `http://` or `ws://host[:port]/path[?query]`.
+    Http {
+        addr: SocketAddr,
+        /// The `Host` header value.
+        host: String,
+        /// The request target.
+        path: String,
+        websocket: bool,
+    },
+}
+
+impl Target {
+    /// Parses `url` and resolves its host.
+    pub(crate) fn parse(url: &str) -> Result<Target, String> {
+        let (scheme, rest) = url
+            .split_once("://")
+            .ok_or_else(|| format!("{url}: no scheme (rtmp://, http:// or ws://)"))?;
+        let scheme = scheme.to_ascii_lowercase();
+        let default_port = match scheme.as_str() {
+            "rtmp" => 1935,
+            "http" | "ws" => 80,
+            other => return Err(format!("{url}: unsupported scheme {other}")),
+        };
+        let (authority, path) = match rest.find(['/', '?']) {
+            Some(i) => rest.split_at(i),
+            None => (rest, ""),
+        };
+        let addr = resolve(authority, default_port).map_err(|e| format!("{url}: {e}"))?;
+        if scheme == "rtmp" {
+            let path = path.strip_prefix('/').unwrap_or(path);
+            let (app, stream) = path
+                .split_once('/')
+                .filter(|(a, s)| !a.is_empty() && !s.is_empty())
+                .ok_or_else(|| format!("{url}: expected rtmp://host[:port]/app/stream"))?;
+            Ok(Target::Rtmp {
+                addr,
+                app: app.to_string(),
+                stream: stream.to_string(),
+                tc_url: format!("rtmp://{authority}/{app}"),
+            })
+        } else {
+            let path = if path.starts_with('/') {
+                path.to_string()
+            } else {
+                format!("/{path}")
+            };
+            Ok(Target::Http {
+                addr,
+                host: authority.to_string(),
+                path,
+                websocket: scheme == "ws",
+            })
+        }
+    }
+
+    /// The server's address.
+    #[cfg(test)]
+    pub(crate) fn addr(&self) -> SocketAddr {
+        match self {
+            Target::Rtmp { addr, .. } | Target::Http { addr, .. } => *addr,
+        }
+    }
+}
+
+/// `host[:port]`, `[v6][:port]`; `localhost` is 127.0.0.1 without asking a resolver.
+fn resolve(authority: &str, default_port: u16) -> Result<SocketAddr, String> {
+    if authority.is_empty() {
+        return Err("no host".into());
+    }
+    let (host, port) = if let Some(v6) = authority.strip_prefix('[') {
+        let (host, rest) = v6.split_once(']').ok_or("unclosed [")?;
+        let port = match rest.strip_prefix(':') {
+            Some(p) => Some(p),
+            None if rest.is_empty() => None,
+            None => return Err(format!("bad authority {authority}")),
+        };
+        (host, port)
+    } else {
+        match authority.rsplit_once(':') {
+            Some((h, p)) => (h, Some(p)),
+            None => (authority, None),
+        }
+    };
+    let port = match port {
+        Some(p) => p.parse::<u16>().map_err(|_| format!("bad port {p}"))?,
+        None => default_port,
+    };
+    if host.eq_ignore_ascii_case("localhost") {
+        return Ok(SocketAddr::from(([127, 0, 0, 1], port)));
+    }
+    if let Ok(ip) = host.parse::<std::net::IpAddr>() {
+        return Ok(SocketAddr::new(ip, port));
+    }
+    (host, port)
+        .to_socket_addrs()
+        .map_err(|e| format!("resolve {host}: {e}"))?
+        .next()
+        .ok_or_else(|| format!("resolve {host}: no address"))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn rtmp_urls() {
+        let t = Target::parse("rtmp://127.0.0.1/live/cam1?token=x").unwrap();
+        assert_eq!(
+            t,
+            Target::Rtmp {
+                addr: "127.0.0.1:1935".parse().unwrap(),
+                app: "live".into(),
+                stream: "cam1?token=x".into(),
+                tc_url: "rtmp://127.0.0.1/live".into(),
+            }
+        );
+        let t = Target::parse("rtmp://localhost:19350/app/a/b").unwrap();
+        match t {
+            Target::Rtmp {
+                addr, app, stream, ..
+            } => {
+                assert_eq!(addr, "127.0.0.1:19350".parse().unwrap());
+                assert_eq!((app.as_str(), stream.as_str()), ("app", "a/b"));
+            }
+            other => panic!("{other:?}"),
+        }
+        assert!(Target::parse("rtmp://127.0.0.1/live").is_err());
+        assert!(Target::parse("rtmp://127.0.0.1/live/").is_err());
+        assert!(Target::parse("rtmp:///live/x").is_err());
+    }
+
+    #[test]
+    fn http_and_ws_urls() {
+        let t = Target::parse("http://127.0.0.1:8080/live/cam1.flv?a=1").unwrap();
+        assert_eq!(
+            t,
+            Target::Http {
+                addr: "127.0.0.1:8080".parse().unwrap(),
+                host: "127.0.0.1:8080".into(),
+                path: "/live/cam1.flv?a=1".into(),
+                websocket: false,
+            }
+        );
+        let t = Target::parse("WS://[::1]:81/x.flv").unwrap();
+        assert_eq!(t.addr(), "[::1]:81".parse().unwrap());
+        assert!(matches!(
+            t,
+            Target::Http {
+                websocket: true,
+                ..
+            }
+        ));
+        let t = Target::parse("http://10.1.2.3").unwrap();
+        assert!(matches!(t, Target::Http { ref path, .. } if path == "/"));
+        assert_eq!(t.addr(), "10.1.2.3:80".parse().unwrap());
+        assert!(Target::parse("http://127.0.0.1:99999/x").is_err());
+        assert!(Target::parse("ftp://127.0.0.1/x").is_err());
+        assert!(Target::parse("127.0.0.1/x").is_err());
+    }
+}
