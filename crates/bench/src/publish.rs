@@ -37,7 +37,7 @@ pub async fn publish_clip(
             }
             conn.send(tag.tag_type, ts as u32, &tag.body);
             sent += 1;
-            if !realtime && sent % 64 == 0 {
+            if !realtime && sent.is_multiple_of(64) {
                 conn.flush().await?;
             }
         }
