@@ -166,7 +166,7 @@ mod tests {
     fn accept_key_matches_rfc_example() {
         assert_eq!(
             accept_key("dGhlIHNhbXBsZSBub25jZQ=="),
-            "s3pPLMBiTxaQ9kYGjpzYmbQhOeA="
+            "s3pPLMBiTxaQ9kYGzzhZRbK+xOo="
         );
     }
 

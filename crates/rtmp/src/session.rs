@@ -345,6 +345,10 @@ impl ServerSession {
         } else if !matches!(self.state, State::ExpectC0C1C2(_)) {
             self.out.maybe_ack(self.bytes_received);
         }
+        if self.input.is_empty() {
+            // An idle session (a player) holds no buffer: the handshake's would stay.
+            self.input = BytesMut::new();
+        }
         result
     }
 
@@ -356,7 +360,10 @@ impl ServerSession {
         if self.out.bytes.is_empty() {
             return None;
         }
-        Some(ServerOutput::Write(self.out.bytes.split().freeze()))
+        // Take the whole buffer: a split would keep its spare capacity alive.
+        Some(ServerOutput::Write(
+            std::mem::take(&mut self.out.bytes).freeze(),
+        ))
     }
 
     /// Accepts a pending publish: `onStatus NetStream.Publish.Start`. Does nothing
@@ -442,8 +449,9 @@ impl ServerSession {
 
     fn event(&mut self, e: ServerEvent) {
         if !self.out.bytes.is_empty() {
-            self.queue
-                .push_back(ServerOutput::Write(self.out.bytes.split().freeze()));
+            self.queue.push_back(ServerOutput::Write(
+                std::mem::take(&mut self.out.bytes).freeze(),
+            ));
         }
         self.queue.push_back(ServerOutput::Event(e));
     }

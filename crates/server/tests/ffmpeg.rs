@@ -3,7 +3,7 @@
 
 mod common;
 
-use common::{have_ffmpeg, TestServer};
+use common::{have_ffmpeg, shared_media, TestServer};
 use std::process::{Child, Command, Output, Stdio};
 use std::time::{Duration, Instant};
 
@@ -148,4 +148,139 @@ fn ffmpeg_publishes_and_ffprobe_plays_rtmp_and_http_flv() {
         let frames = ffmpeg_decode(&url, 3);
         assert!(frames >= 60, "{url}: decoded only {frames} frames in 3 s");
     }
+}
+
+/// One line per packet of `url` until the stream ends: `codec_type,pts_time,flags`.
+fn ffprobe_packets(url: String) -> std::thread::JoinHandle<(String, String)> {
+    std::thread::spawn(move || {
+        let out = run_with_timeout(
+            Command::new("ffprobe").args([
+                "-v",
+                "error",
+                "-show_entries",
+                "stream=codec_name,width,height:packet=codec_type,pts_time,flags",
+                "-of",
+                "csv=p=0",
+                &url,
+            ]),
+            Duration::from_secs(60),
+        );
+        assert!(
+            out.status.success(),
+            "ffprobe {url}: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        (url, String::from_utf8_lossy(&out.stdout).into_owned())
+    })
+}
+
+fn count_packets(path: &std::path::Path, kind: &str) -> usize {
+    let out = Command::new("ffprobe")
+        .args([
+            "-v",
+            "error",
+            "-select_streams",
+            kind,
+            "-count_packets",
+            "-show_entries",
+            "stream=nb_read_packets",
+            "-of",
+            "csv=p=0",
+        ])
+        .arg(path)
+        .output()
+        .expect("ffprobe the clip");
+    String::from_utf8_lossy(&out.stdout)
+        .trim()
+        .parse()
+        .expect("packet count")
+}
+
+/// Players that wait for a stream get every frame of a shared clip, published twice
+/// by ffmpeg with a reconnect in between, on one continuous timeline; a player that
+/// joins mid-stream starts on a keyframe.
+#[test]
+fn waiting_players_get_every_frame_across_a_publisher_reconnect() {
+    if !have_ffmpeg() {
+        return;
+    }
+    let media = shared_media();
+    let clip = media.join("h264_aac_720p.mp4");
+    let video_frames = count_packets(&clip, "v");
+    let server = TestServer::start(&["--play-wait-ms", "15000", "--publish-grace-ms", "1500"]);
+    let waiting = [
+        ffprobe_packets(format!("rtmp://{}/live/clip", server.rtmp)),
+        ffprobe_packets(format!("http://{}/live/clip.flv", server.http)),
+    ];
+    std::thread::sleep(Duration::from_millis(500));
+    let publish = || {
+        let status = Command::new("ffmpeg")
+            .args(["-hide_banner", "-loglevel", "error", "-re", "-i"])
+            .arg(&clip)
+            .args(["-c", "copy", "-f", "flv"])
+            .arg(format!("rtmp://{}/live/clip", server.rtmp))
+            .stdin(Stdio::null())
+            .status()
+            .expect("ffmpeg publish");
+        assert!(status.success());
+    };
+    let mid = std::thread::spawn({
+        let url = format!("http://{}/live/clip.flv", server.http);
+        move || {
+            std::thread::sleep(Duration::from_millis(3300));
+            ffprobe_packets(url).join().expect("mid-stream probe")
+        }
+    });
+    publish();
+    std::thread::sleep(Duration::from_millis(300));
+    publish();
+    for probe in waiting {
+        let (url, out) = probe.join().expect("probe");
+        assert!(
+            out.contains("h264,1280,720"),
+            "{url}: {}",
+            out.lines().next().unwrap_or("")
+        );
+        assert!(out.contains("aac"), "{url}");
+        let video: Vec<(f64, &str)> = out
+            .lines()
+            .filter(|l| l.starts_with("video,"))
+            .map(|l| {
+                let mut f = l.split(',');
+                f.next();
+                (
+                    f.next().and_then(|t| t.parse().ok()).unwrap_or(f64::NAN),
+                    f.next().unwrap_or(""),
+                )
+            })
+            .collect();
+        assert_eq!(
+            video.len(),
+            2 * video_frames,
+            "{url}: every frame of both runs"
+        );
+        assert!(video[0].1.starts_with('K'), "{url}: starts on a keyframe");
+        for w in video.windows(2) {
+            assert!(
+                w[1].0 > w[0].0,
+                "{url}: monotonic timestamps, {} then {}",
+                w[0].0,
+                w[1].0
+            );
+        }
+        let span = video.last().map_or(0.0, |v| v.0) - video[0].0;
+        assert!(
+            span < 2.0 * 8.0 + 1.0,
+            "{url}: one continuous timeline, spanning {span} s"
+        );
+    }
+    let (url, out) = mid.join().expect("mid");
+    let first_video = out
+        .lines()
+        .find(|l| l.starts_with("video,"))
+        .expect("video packets");
+    assert!(
+        first_video.ends_with("K__") || first_video.contains(",K"),
+        "{url}: joined on a keyframe: {first_video}"
+    );
 }

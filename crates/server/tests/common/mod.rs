@@ -226,3 +226,30 @@ pub fn scratch(name: &str) -> PathBuf {
     std::fs::create_dir_all(&dir).expect("scratch dir");
     dir
 }
+
+/// The standard test clips of `../shared/media/make-test-media.sh`: those in
+/// `SLUICE_TEST_MEDIA` if set, else made once per target directory (8 s each, to keep
+/// the suite fast).
+pub fn shared_media() -> PathBuf {
+    let dir = std::env::var_os("SLUICE_TEST_MEDIA").map_or_else(
+        || PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join("shared-media"),
+        PathBuf::from,
+    );
+    let script =
+        PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../../shared/media/make-test-media.sh");
+    let lock =
+        std::fs::File::create(std::env::temp_dir().join("sluice-media.lock")).expect("lock file");
+    // Test binaries run in parallel; one makes the clips, the others wait for it.
+    lock.lock().expect("lock");
+    if !dir.join("h264_aac_720p.mp4").exists() {
+        let status = Command::new("bash")
+            .arg(&script)
+            .arg(&dir)
+            .arg("8")
+            .stdout(Stdio::null())
+            .status()
+            .expect("run make-test-media.sh");
+        assert!(status.success(), "make-test-media.sh failed");
+    }
+    dir
+}
