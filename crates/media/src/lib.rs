@@ -11,8 +11,10 @@
 pub mod amf0;
 pub mod codec;
 pub mod flv;
+pub mod fmp4;
 mod frame;
 mod track;
+pub mod ts;
 
 pub use frame::{Frame, MediaKind, Timestamp, CLOCK_HZ};
 pub use track::{AudioCodec, Track, TrackConfig, VideoCodec};
