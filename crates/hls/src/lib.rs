@@ -31,6 +31,7 @@
 //! ```
 #![forbid(unsafe_code)]
 #![warn(missing_docs, unreachable_pub, clippy::unwrap_used)]
+#![cfg_attr(test, allow(clippy::unwrap_used))]
 
 mod config;
 mod datetime;
@@ -38,6 +39,7 @@ mod error;
 mod query;
 mod readiness;
 mod render;
+mod segmenter;
 mod timeline;
 
 pub use config::{
@@ -47,4 +49,5 @@ pub use error::HlsError;
 pub use query::{parse_blocking_request, BlockingRequest};
 pub use readiness::{Availability, Readiness};
 pub use render::{SegmentNames, VERSION_FMP4, VERSION_TS};
+pub use segmenter::{Fmp4Segmenter, SegmentError, TsSegmenter};
 pub use timeline::Timeline;

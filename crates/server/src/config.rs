@@ -27,6 +27,10 @@ pub struct Config {
     pub publish_grace_ms: u64,
     pub play_wait_ms: u64,
     pub idle_timeout_ms: u64,
+    pub hls: bool,
+    pub hls_segment_ms: u32,
+    pub hls_part_ms: u32,
+    pub hls_window: usize,
 }
 
 impl Default for Config {
@@ -47,6 +51,10 @@ impl Default for Config {
             publish_grace_ms: 10_000,
             play_wait_ms: 3_000,
             idle_timeout_ms: 30_000,
+            hls: true,
+            hls_segment_ms: 2_000,
+            hls_part_ms: 300,
+            hls_window: 6,
         }
     }
 }
@@ -68,6 +76,10 @@ const DOCS: &[(&str, &str)] = &[
     ("publish_grace_ms", "When a publisher drops, its players wait this long for it to come back, and continue with continuous timestamps if it does."),
     ("play_wait_ms", "A player of a stream that is not live waits this long for a publisher, then gets not-found (RTMP NetStream.Play.StreamNotFound, HTTP 404)."),
     ("idle_timeout_ms", "A connection that sends nothing this long while nothing is due to it (a publisher without media, a request never completed) is closed."),
+    ("hls", "Segment every live stream for HLS in memory: MPEG-TS at /app/stream.m3u8, fMP4 with Low-Latency HLS at /app/stream/index.m3u8."),
+    ("hls_segment_ms", "HLS target segment duration in ms; segments start at keyframes, so they last at least one GOP."),
+    ("hls_part_ms", "Low-Latency HLS part duration in ms."),
+    ("hls_window", "Segments listed in a live playlist; three more are kept for slow clients."),
 ];
 
 /// Command-line flags; each overrides the key of the same name.
@@ -117,6 +129,15 @@ pub struct Cli {
     /// How long a player waits for a stream that is not live [default: 3000].
     #[arg(long, value_name = "MS")]
     pub play_wait_ms: Option<u64>,
+    /// HLS segmenting of every live stream (true or false) [default: true].
+    #[arg(long, value_name = "BOOL")]
+    pub hls: Option<bool>,
+    /// HLS target segment duration in ms [default: 2000].
+    #[arg(long, value_name = "MS")]
+    pub hls_segment_ms: Option<u32>,
+    /// Low-Latency HLS part duration in ms [default: 300].
+    #[arg(long, value_name = "MS")]
+    pub hls_part_ms: Option<u32>,
 }
 
 /// Why the configuration could not be used.
@@ -166,7 +187,10 @@ impl Config {
             player_max_lag_ms,
             player_max_skips,
             publish_grace_ms,
-            play_wait_ms
+            play_wait_ms,
+            hls,
+            hls_segment_ms,
+            hls_part_ms
         );
         config.validate()?;
         Ok(config)
@@ -204,6 +228,17 @@ impl Config {
     /// A listener address, or `None` when it is "off".
     pub fn listener(value: &str) -> Option<SocketAddr> {
         value.parse().ok()
+    }
+
+    /// The HLS settings of a stream, or `None` when HLS is off.
+    pub fn hls_config(&self) -> Option<sluice_hls::HlsConfig> {
+        self.hls.then_some(sluice_hls::HlsConfig {
+            target_duration_ms: self.hls_segment_ms,
+            part_duration_ms: self.hls_part_ms,
+            window: self.hls_window,
+            keep_extra: 3,
+            low_latency: true,
+        })
     }
 
     /// Worker threads to start.

@@ -4,6 +4,7 @@
 //! leaves, never per frame. Per-frame state lives in each [`Stream`], whose lock is
 //! taken once per frame by the publisher and once per merge window by each worker.
 
+use crate::hls::HlsStream;
 use crate::packet::Packet;
 use crate::ring::{Ring, RingLimits};
 use std::collections::HashMap;
@@ -17,6 +18,7 @@ use tokio::sync::Notify;
 pub struct HubConfig {
     pub ring: RingLimits,
     pub publish_grace: Duration,
+    pub hls: Option<sluice_hls::HlsConfig>,
 }
 
 /// Why a publisher was refused.
@@ -46,6 +48,8 @@ pub struct Stream {
     pub players: AtomicUsize,
     /// Players moved to a newer keyframe because they fell behind.
     pub skips: AtomicU64,
+    /// The stream's HLS segments and playlists.
+    pub hls: HlsStream,
 }
 
 #[derive(Debug)]
@@ -102,7 +106,7 @@ impl Hub {
                 drop(state);
                 stream.clone()
             } else {
-                let stream = Arc::new(Stream::new(key, self.next_id(), self.config.ring));
+                let stream = Arc::new(Stream::new(key, self.next_id(), &self.config));
                 stream.lock().publisher = Some(publisher);
                 streams.insert(key.to_string(), stream.clone());
                 stream
@@ -136,6 +140,7 @@ impl Hub {
                 s.notify_one();
             }
         }
+        stream.hls.end(&stream.key);
         if streams
             .get(&stream.key)
             .is_some_and(|s| Arc::ptr_eq(s, stream))
@@ -166,8 +171,10 @@ impl Hub {
 }
 
 impl Stream {
-    fn new(key: &str, id: u64, limits: RingLimits) -> Self {
+    fn new(key: &str, id: u64, config: &HubConfig) -> Self {
+        let limits = config.ring;
         Stream {
+            hls: HlsStream::new(key, id, config.hls),
             key: key.to_string(),
             id,
             state: Mutex::new(StreamState {

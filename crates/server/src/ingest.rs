@@ -27,6 +27,9 @@ pub struct Ingest {
 
 impl Ingest {
     pub fn new(stream: Arc<Stream>) -> Self {
+        if stream.lock().generation > 0 {
+            stream.hls.discontinuity();
+        }
         Ingest {
             stream,
             offset: None,
@@ -62,6 +65,7 @@ impl Ingest {
                 }
                 let track = Arc::new(track);
                 self.video = Some(track.clone());
+                self.stream.hls.set_track(&track);
                 let ts = self.rebase(ts_ms);
                 let packet = Packet::new(Payload::Config(track), ts, false);
                 {
@@ -92,6 +96,7 @@ impl Ingest {
                     payload: data,
                 };
                 self.frames += 1;
+                self.stream.hls.push(&self.stream.key, &frame);
                 self.stream
                     .push(Packet::new(Payload::Media { frame, track }, ts, keyframe));
             }
@@ -130,6 +135,7 @@ impl Ingest {
                 // Audio is a start point only for streams without video.
                 let key = self.video.is_none();
                 self.frames += 1;
+                self.stream.hls.push(&self.stream.key, &frame);
                 self.stream
                     .push(Packet::new(Payload::Media { frame, track }, ts, key));
             }
@@ -157,6 +163,7 @@ impl Ingest {
         }
         let track = Arc::new(track);
         self.audio = Some(track.clone());
+        self.stream.hls.set_track(&track);
         let ts = self.rebase(ts_ms);
         let packet = Packet::new(Payload::Config(track), ts, false);
         self.stream.lock().audio_config = Some(packet.clone());

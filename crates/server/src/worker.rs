@@ -80,6 +80,7 @@ impl Server {
                 max_bytes: config.ring_bytes,
             },
             publish_grace: Duration::from_millis(config.publish_grace_ms),
+            hls: config.hls_config(),
         }));
         let (rtmp, mut rtmp_listeners) = listeners(&config.rtmp, workers)?;
         let (http, mut http_listeners) = listeners(&config.http, workers)?;

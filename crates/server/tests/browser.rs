@@ -38,39 +38,51 @@ fn have_chromium() -> bool {
 
 const PAGE: &str = r#"<!doctype html>
 <html><body><video id="v" muted autoplay></video>
-<script src="/mpegts.js"></script>
+<script src="/player.js"></script>
 <script>
 const report = (q) => fetch('/report?' + q).catch(() => {});
 const video = document.getElementById('v');
 let errors = [];
 try {
-  if (!mpegts.getFeatureList().mseLivePlayback) throw new Error('no MSE live playback');
-  const player = mpegts.createPlayer({ type: 'flv', isLive: true, url: 'STREAM_URL' });
-  player.on(mpegts.Events.ERROR, (type, detail) => errors.push(type + ':' + detail));
-  player.attachMediaElement(video);
-  player.load();
+  SETUP
   video.play().catch(e => errors.push('play:' + e));
 } catch (e) { errors.push('setup:' + e); }
 let first = null;
 const started = Date.now();
 const tick = setInterval(() => {
-  if (first === null && video.currentTime > 0) first = video.currentTime;
-  if (Date.now() - started > 6000) {
+  if (first === null && video.currentTime > 0) first = (Date.now() - started);
+  if (Date.now() - started > WATCH_MS) {
     clearInterval(tick);
     report('t=' + video.currentTime + '&first=' + first + '&err=' + encodeURIComponent(errors.join('|')));
   }
 }, 100);
 </script></body></html>"#;
 
-/// Serves the page and mpegts.js, and passes the page's report to `tx`.
-fn page_server(stream_url: String, tx: mpsc::Sender<String>) -> SocketAddr {
+/// mpegts.js playing an FLV URL (HTTP or WebSocket).
+const MPEGTS_SETUP: &str = "
+  if (!mpegts.getFeatureList().mseLivePlayback) throw new Error('no MSE live playback');
+  const player = mpegts.createPlayer({ type: 'flv', isLive: true, url: 'STREAM_URL' });
+  player.on(mpegts.Events.ERROR, (type, detail) => errors.push(type + ':' + detail));
+  player.attachMediaElement(video);
+  player.load();";
+
+/// hls.js playing a playlist, with Low-Latency HLS on.
+const HLS_SETUP: &str = "
+  if (!Hls.isSupported()) throw new Error('hls.js not supported');
+  const hls = new Hls({ lowLatencyMode: true });
+  hls.on(Hls.Events.ERROR, (e, d) => { if (d.fatal) errors.push(d.type + ':' + d.details); });
+  hls.loadSource('STREAM_URL');
+  hls.attachMedia(video);";
+
+/// Serves the page and the player script, and passes the page's report to `tx`.
+fn page_server(page: String, script: &str, tx: mpsc::Sender<String>) -> SocketAddr {
     let listener = TcpListener::bind("127.0.0.1:0").expect("bind");
     let addr = listener.local_addr().expect("addr");
-    let script = std::fs::read(concat!(
-        env!("CARGO_MANIFEST_DIR"),
-        "/../../web/vendor/mpegts.js"
+    let script = std::fs::read(format!(
+        "{}/../../web/vendor/{script}",
+        env!("CARGO_MANIFEST_DIR")
     ))
-    .expect("vendored mpegts.js");
+    .expect("vendored player script");
     std::thread::spawn(move || {
         for conn in listener.incoming() {
             let Ok(mut conn) = conn else { return };
@@ -87,11 +99,8 @@ fn page_server(stream_url: String, tx: mpsc::Sender<String>) -> SocketAddr {
             }
             let path = line.split_whitespace().nth(1).unwrap_or("/").to_string();
             let (kind, body): (&str, Vec<u8>) = if path == "/" {
-                (
-                    "text/html",
-                    PAGE.replace("STREAM_URL", &stream_url).into_bytes(),
-                )
-            } else if path == "/mpegts.js" {
+                ("text/html", page.clone().into_bytes())
+            } else if path == "/player.js" {
                 ("application/javascript", script.clone())
             } else if let Some(q) = path.strip_prefix("/report?") {
                 let _ = tx.send(q.to_string());
@@ -110,9 +119,15 @@ fn page_server(stream_url: String, tx: mpsc::Sender<String>) -> SocketAddr {
     addr
 }
 
-fn play_in_chromium(stream_url: String) -> String {
+/// Plays `stream_url` in headless Chromium with `setup` for `watch_ms`; returns the
+/// page's report (`t`, `first`, `err`).
+fn play_in_chromium(script: &str, setup: &str, stream_url: &str, watch_ms: u32) -> String {
     let (tx, rx) = mpsc::channel();
-    let page = page_server(stream_url, tx);
+    let html = PAGE
+        .replace("SETUP", setup)
+        .replace("STREAM_URL", stream_url)
+        .replace("WATCH_MS", &watch_ms.to_string());
+    let page = page_server(html, script, tx);
     let profile = common::scratch(&format!("chromium-{}", page.port()));
     let _browser = Kill(
         Command::new("chromium")
@@ -146,13 +161,8 @@ fn field<'a>(report: &'a str, name: &str) -> &'a str {
         .unwrap_or("")
 }
 
-#[test]
-fn mpegts_js_plays_http_flv_and_websocket_flv() {
-    if !have_ffmpeg() || !have_chromium() {
-        return;
-    }
-    let server = TestServer::start(&[]);
-    let _publisher = Kill(
+fn publish_test_pattern(server: &TestServer, name: &str) -> Kill {
+    Kill(
         Command::new("ffmpeg")
             .args(["-hide_banner", "-loglevel", "error", "-re"])
             .args(["-f", "lavfi", "-i", "testsrc2=size=320x240:rate=25"])
@@ -170,17 +180,47 @@ fn mpegts_js_plays_http_flv_and_websocket_flv() {
                 "yuv420p",
             ])
             .args(["-c:a", "aac", "-f", "flv"])
-            .arg(format!("rtmp://{}/live/browser", server.rtmp))
+            .arg(format!("rtmp://{}/live/{name}", server.rtmp))
             .stdin(Stdio::null())
             .spawn()
             .expect("start ffmpeg"),
-    );
+    )
+}
+
+#[test]
+fn mpegts_js_plays_http_flv_and_websocket_flv() {
+    if !have_ffmpeg() || !have_chromium() {
+        return;
+    }
+    let server = TestServer::start(&[]);
+    let _publisher = publish_test_pattern(&server, "browser");
     std::thread::sleep(Duration::from_millis(1500));
     for url in [
         format!("http://{}/live/browser.flv", server.http),
         format!("ws://{}/live/browser.flv", server.http),
     ] {
-        let report = play_in_chromium(url.clone());
+        let report = play_in_chromium("mpegts.js", MPEGTS_SETUP, &url, 6000);
+        let errors = field(&report, "err");
+        assert!(errors.is_empty(), "{url}: player errors {errors}");
+        let t: f64 = field(&report, "t").parse().unwrap_or(0.0);
+        assert!(t > 3.0, "{url}: video played only to {t} s ({report})");
+    }
+}
+
+#[test]
+fn hls_js_plays_ts_and_low_latency_hls() {
+    if !have_ffmpeg() || !have_chromium() {
+        return;
+    }
+    let server = TestServer::start(&[]);
+    let _publisher = publish_test_pattern(&server, "hls");
+    // A few segments, so the TS playlist has its usual three to start from.
+    std::thread::sleep(Duration::from_millis(6500));
+    for url in [
+        format!("http://{}/live/hls.m3u8", server.http),
+        format!("http://{}/live/hls/index.m3u8", server.http),
+    ] {
+        let report = play_in_chromium("hls.light.min.js", HLS_SETUP, &url, 8000);
         let errors = field(&report, "err");
         assert!(errors.is_empty(), "{url}: player errors {errors}");
         let t: f64 = field(&report, "t").parse().unwrap_or(0.0);

@@ -5,6 +5,8 @@
 //! fan-out like an RTMP player's. Keep-alive holds for the short answers (HEAD, 404,
 //! OPTIONS); a stream response ends the connection when the stream does.
 
+mod hls;
+
 use crate::fanout::Player;
 use crate::packet::Format;
 use crate::play::{self, PlayEnd};
@@ -23,7 +25,7 @@ use tracing::Instrument;
 /// Longest stream key (`app/name`) accepted in a path.
 const MAX_KEY_LEN: usize = 256;
 
-const CORS: &str = "Access-Control-Allow-Origin: *\r\nAccess-Control-Allow-Methods: GET, HEAD, OPTIONS\r\nAccess-Control-Allow-Headers: *\r\n";
+pub(crate) const CORS: &str = "Access-Control-Allow-Origin: *\r\nAccess-Control-Allow-Methods: GET, HEAD, OPTIONS\r\nAccess-Control-Allow-Headers: *\r\n";
 
 pub async fn serve(ctx: Rc<Ctx>, sock: TcpStream, peer: SocketAddr) {
     let id = ctx.hub.next_id();
@@ -39,7 +41,7 @@ pub async fn serve(ctx: Rc<Ctx>, sock: TcpStream, peer: SocketAddr) {
 }
 
 #[derive(Debug, thiserror::Error)]
-enum ConnError {
+pub(crate) enum ConnError {
     #[error("bad request: {0}")]
     Request(#[from] HttpError),
     #[error("i/o: {0}")]
@@ -55,28 +57,45 @@ enum ConnError {
 enum Route<'a> {
     /// `/app/stream.flv`: the live stream `app/stream`.
     Flv(&'a str),
+    /// `/app/stream.m3u8`, `/app/stream/index.m3u8` and their segments.
+    Hls(&'a str, hls::HlsPath<'a>),
     Root,
     NotFound,
 }
 
-fn route(path: &str) -> Route<'_> {
-    if path == "/" {
-        return Route::Root;
-    }
-    let Some(key) = path.strip_prefix('/').and_then(|p| p.strip_suffix(".flv")) else {
-        return Route::NotFound;
-    };
+/// A stream key (`app/name`) from a path: at least two segments, none empty, `.` or `..`.
+fn stream_key(key: &str) -> Option<&str> {
     let valid = !key.is_empty()
         && key.len() <= MAX_KEY_LEN
         && key.contains('/')
         && key
             .split('/')
             .all(|seg| !seg.is_empty() && seg != "." && seg != "..");
-    if valid {
-        Route::Flv(key)
-    } else {
-        Route::NotFound
+    valid.then_some(key)
+}
+
+fn route(path: &str) -> Route<'_> {
+    if path == "/" {
+        return Route::Root;
     }
+    let Some(rest) = path.strip_prefix('/') else {
+        return Route::NotFound;
+    };
+    if let Some(key) = rest.strip_suffix(".flv").and_then(stream_key) {
+        return Route::Flv(key);
+    }
+    if let Some(key) = rest.strip_suffix("/index.m3u8").and_then(stream_key) {
+        return Route::Hls(key, hls::HlsPath::Fmp4Playlist);
+    }
+    if let Some(key) = rest.strip_suffix(".m3u8").and_then(stream_key) {
+        return Route::Hls(key, hls::HlsPath::TsPlaylist);
+    }
+    if let Some((dir, file)) = rest.rsplit_once('/') {
+        if let (Some(key), Some(file)) = (stream_key(dir), hls::HlsPath::file(file)) {
+            return Route::Hls(key, file);
+        }
+    }
+    Route::NotFound
 }
 
 async fn connection(ctx: &Rc<Ctx>, id: u64, sock: TcpStream) -> Result<(), ConnError> {
@@ -146,6 +165,9 @@ async fn connection(ctx: &Rc<Ctx>, id: u64, sock: TcpStream) -> Result<(), ConnE
                 tracing::info!(stream = %stream.key, ?format, "play");
                 return play_flv(ctx, id, sock, stream, format, buf).await;
             }
+            (Method::Get | Method::Head, Route::Hls(key, what)) => {
+                hls::serve(ctx, &mut sock, &req, key, what).await?;
+            }
             (Method::Get | Method::Head, Route::NotFound) => {
                 respond(
                     &mut sock,
@@ -191,7 +213,7 @@ async fn read_head(
     }
 }
 
-async fn respond(
+pub(crate) async fn respond(
     sock: &mut TcpStream,
     req: &Request,
     status: &str,
@@ -269,7 +291,34 @@ mod tests {
 
     #[test]
     fn routes() {
+        use hls::HlsPath;
         assert_eq!(route("/live/cam.flv"), Route::Flv("live/cam"));
+        assert_eq!(
+            route("/live/cam.m3u8"),
+            Route::Hls("live/cam", HlsPath::TsPlaylist)
+        );
+        assert_eq!(
+            route("/live/cam/index.m3u8"),
+            Route::Hls("live/cam", HlsPath::Fmp4Playlist)
+        );
+        assert_eq!(
+            route("/live/cam/ab-7.ts"),
+            Route::Hls("live/cam", HlsPath::Ts("ab", 7))
+        );
+        assert_eq!(
+            route("/live/cam/ab-init.mp4"),
+            Route::Hls("live/cam", HlsPath::Init("ab"))
+        );
+        assert_eq!(
+            route("/live/cam/ab-7.m4s"),
+            Route::Hls("live/cam", HlsPath::Segment("ab", 7))
+        );
+        assert_eq!(
+            route("/live/cam/ab-7.3.m4s"),
+            Route::Hls("live/cam", HlsPath::Part("ab", 7, 3))
+        );
+        assert_eq!(route("/live/cam/ab-x.m4s"), Route::NotFound);
+        assert_eq!(route("/live/../cam.m3u8"), Route::NotFound);
         assert_eq!(route("/a/b/c.flv"), Route::Flv("a/b/c"));
         assert_eq!(route("/"), Route::Root);
         for bad in [

@@ -1,0 +1,185 @@
+# Shared by the bench/*.sh scenarios (sourced, not run). Builds what they need, starts
+# and stops the servers under test (Sluice, ../shared/limit, nginx-rtmp), runs
+# sluice-bench pinned to the client core, and kills everything it started on exit.
+#
+# Knobs (environment): NO_BUILD=1 skips cargo build; BENCH_PORT_BASE (default 29300)
+# moves every listener (a stale server on the same port would silently share it:
+# Sluice binds with SO_REUSEPORT); SERVER_CPUS (0) and CLIENT_CPUS (1) are taskset lists;
+# BENCH_MAX_S bounds the whole script (the scenario sets a default).
+# Only 127.0.0.1 is ever used.
+
+root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
+sluice=$root/target/release/sluice
+bench=$root/target/release/sluice-bench
+nginx_bin=${NGINX:-/usr/sbin/nginx}
+base=${BENCH_PORT_BASE:-29300}
+S_RTMP=$((base + 1)) S_HTTP=$((base + 2)) L_HTTP=$((base + 3)) N_RTMP=$((base + 4)) N_HTTP=$((base + 5))
+server_cpus=${SERVER_CPUS:-0} client_cpus=${CLIENT_CPUS:-1}
+pids=()
+
+cleanup() {
+  local p
+  for p in "${pids[@]}"; do pkill -P "$p" 2>/dev/null || true; kill "$p" 2>/dev/null || true; done
+  wait 2>/dev/null || true
+}
+trap cleanup EXIT
+trap 'echo "$0: interrupted or over its time bound, stopping" >&2; exit 124' INT TERM
+
+# bound_run SECONDS: the whole script ends (and cleans up) after SECONDS.
+bound_run() {
+  local me=$$
+  (sleep "$1"; kill -TERM "$me" 2>/dev/null) &
+  pids+=("$!")
+}
+
+# setup OUTDIR: build, compile limit.c, make the test clip. Sets $out and $clip.
+setup() {
+  out=$1
+  mkdir -p "$out"
+  [ "${NO_BUILD:-0}" = 1 ] || (cd "$root" && cargo build --release -q -p sluice-server -p sluice-bench)
+  [ -x "$out/limit" ] && [ "$out/limit" -nt "$root/../shared/limit/limit.c" ] ||
+    gcc -O2 -Wall -o "$out/limit" "$root/../shared/limit/limit.c" -lpthread
+  bash "$root/../shared/media/make-test-media.sh" "$out/media" 20 >/dev/null
+  clip=$out/media/h264_aac_720p.flv
+}
+
+have_nginx() { [ -x "$nginx_bin" ] && [ -e /usr/lib/nginx/modules/ngx_rtmp_module.so ]; }
+
+port_free() {
+  if [ -n "$(ss -Htln "sport = :$1" 2>/dev/null)" ]; then
+    echo "$0: port $1 is in use on 127.0.0.1 (a stale server?); set BENCH_PORT_BASE" >&2
+    exit 3
+  fi
+}
+
+wait_port() { # wait_port PORT: until something listens (5 s at most)
+  local i
+  for i in $(seq 50); do
+    [ -n "$(ss -Htln "sport = :$1" 2>/dev/null)" ] && return 0
+    sleep 0.1
+  done
+  echo "$0: nothing listens on port $1" >&2
+  exit 3
+}
+
+# start_sluice [FLAGS...]: Sluice on $server_cpus; sets $srv. Default flags: --workers 1.
+start_sluice() {
+  port_free "$S_RTMP"; port_free "$S_HTTP"
+  taskset -c "$server_cpus" "$sluice" --rtmp "127.0.0.1:$S_RTMP" --http "127.0.0.1:$S_HTTP" --log warn "$@" \
+    >"$out/sluice.log" 2>&1 &
+  srv=$!; pids+=("$srv")
+  wait_port "$S_RTMP"; wait_port "$S_HTTP"
+}
+
+# start_limit MERGE_MS [FLAGS...]: limit.c (HTTP-FLV only) on $server_cpus; sets $srv.
+start_limit() {
+  local tick=$1; shift
+  port_free "$L_HTTP"
+  taskset -c "$server_cpus" "$out/limit" -f "$clip" -a 127.0.0.1 -p "$L_HTTP" -i "$tick" -s 0 "$@" >/dev/null 2>&1 &
+  srv=$!; pids+=("$srv")
+  wait_port "$L_HTTP"
+}
+
+# start_nginx: nginx with the RTMP module, one process (no master), on $server_cpus;
+# RTMP live application "live", HLS written to $out/nginx/hls and served over HTTP
+# with sendfile at http://127.0.0.1:$N_HTTP/hls/ (for the HLS comparison). Sets $srv.
+start_nginx() {
+  local d=$out/nginx
+  port_free "$N_RTMP"; port_free "$N_HTTP"
+  rm -rf "$d"; mkdir -p "$d/logs" "$d/hls" "$d/tmp"
+  cat >"$d/nginx.conf" <<EOF
+load_module /usr/lib/nginx/modules/ngx_rtmp_module.so;
+daemon off;
+master_process off;
+worker_processes 1;
+worker_rlimit_nofile 20000;
+error_log $d/logs/error.log warn;
+pid $d/logs/nginx.pid;
+events { worker_connections 19000; }
+rtmp {
+  server {
+    listen 127.0.0.1:$N_RTMP;
+    application live { live on; hls on; hls_path $d/hls; hls_fragment 2s; hls_playlist_length 10s; }
+  }
+}
+http {
+  access_log off;
+  client_body_temp_path $d/tmp; proxy_temp_path $d/tmp; fastcgi_temp_path $d/tmp;
+  uwsgi_temp_path $d/tmp; scgi_temp_path $d/tmp;
+  server { listen 127.0.0.1:$N_HTTP; sendfile on; tcp_nopush on; location /hls/ { alias $d/hls/; } }
+}
+EOF
+  taskset -c "$server_cpus" "$nginx_bin" -p "$d" -c "$d/nginx.conf" >"$d/logs/stdout.log" 2>&1 &
+  srv=$!; pids+=("$srv")
+  wait_port "$N_RTMP"
+}
+
+# publish URL SECONDS [FLAGS...]: sluice-bench publishers on $client_cpus, in the
+# background; sets $pub. The clip is $clip unless FLAGS give --clip.
+publish() {
+  local url=$1 secs=$2; shift 2
+  local args=("$@")
+  [[ " ${args[*]} " == *" --clip "* ]] || args+=(--clip "$clip")
+  taskset -c "$client_cpus" "$bench" publish --url "$url" --duration "${secs}s" --quiet "${args[@]}" \
+    >/dev/null 2>&1 &
+  pub=$!; pids+=("$pub")
+}
+
+# play PROTO URL N SERVER_PID JSON [FLAGS...]: players on $client_cpus, in the
+# foreground (interruptible); the client's own CPU (user sys wall) goes to JSON.client.
+play() {
+  local proto=$1 url=$2 n=$3 spid=$4 json=$5; shift 5
+  local tm=()
+  [ -x /usr/bin/time ] && tm=(/usr/bin/time -o "$json.client" -f "%U %S %e")
+  "${tm[@]}" taskset -c "$client_cpus" "$bench" play --protocol "$proto" --url "$url" -n "$n" \
+    --server-pid "$spid" --quiet --json "$json" "$@" >/dev/null &
+  local p=$!
+  pids+=("$p")
+  wait "$p"
+}
+
+# stop PID...: kill and reap.
+stop() {
+  kill "$@" 2>/dev/null || true
+  wait "$@" 2>/dev/null || true
+}
+
+# url PROTO SERVER: the play URL of stream live/x.
+url() {
+  case $2:$1 in
+    sluice:rtmp) echo "rtmp://127.0.0.1:$S_RTMP/live/x" ;;
+    sluice:ws-flv) echo "ws://127.0.0.1:$S_HTTP/live/x.flv" ;;
+    sluice:flv) echo "http://127.0.0.1:$S_HTTP/live/x.flv" ;;
+    limit:flv) echo "http://127.0.0.1:$L_HTTP/live/x.flv" ;;
+    nginx:rtmp) echo "rtmp://127.0.0.1:$N_RTMP/live/x" ;;
+    # TODO(hls, rtsp): sluice:hls http://127.0.0.1:$S_HTTP/live/x.m3u8,
+    # nginx:hls http://127.0.0.1:$N_HTTP/hls/x.m3u8, sluice:rtsp-tcp rtsp://127.0.0.1:PORT/live/x
+    # once sluice-bench plays them and Sluice serves them.
+    *) echo "" ;;
+  esac
+}
+
+# ingest_url SERVER: where a publisher sends live/x.
+ingest_url() {
+  case $1 in
+    sluice) echo "rtmp://127.0.0.1:$S_RTMP/live/x" ;;
+    nginx) echo "rtmp://127.0.0.1:$N_RTMP/live/x" ;;
+  esac
+}
+
+# start_server NAME MERGE_MS: sluice (1 worker) | limit | nginx, and for sluice and
+# nginx a realtime publisher of $clip for PUB_S seconds (default 120). Sets $srv, $pub.
+start_server() {
+  pub=""
+  case $1 in
+    sluice) start_sluice --workers 1 --merge-ms "$2" ;;
+    limit) start_limit "$2" ;;
+    nginx) start_nginx ;;
+  esac
+  if [ "$1" != limit ]; then
+    publish "$(ingest_url "$1")" "${PUB_S:-120}"
+    sleep 2
+  fi
+}
+
+stop_server() { stop "$srv" ${pub:+"$pub"}; }

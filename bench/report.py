@@ -1,0 +1,460 @@
+#!/usr/bin/env python3
+"""Tables (Markdown), summaries (JSON) and plots (PNG) for the bench/*.sh scenarios.
+
+Reads sluice-bench's JSON reports (and the `JSON.client` files with the client's own
+`user sys wall` seconds) from the scenario's output folder. Plots need matplotlib
+(`pip install matplotlib`); without it the tables are still written.
+
+Usage: report.py SUBCOMMAND OUTDIR ... (see the scenario scripts).
+"""
+import datetime
+import glob
+import json
+import os
+import platform
+import re
+import sys
+
+KNEE_CORES = 0.9  # a server core this busy is saturated
+
+
+def load(path):
+    with open(path) as f:
+        return json.load(f)
+
+
+def client_cpu(path):
+    """(cpu seconds, cores) of the client process, or (None, None)."""
+    try:
+        u, s, w = (float(x) for x in open(path + ".client").read().split()[-3:])
+        return u + s, (u + s) / w if w else None
+    except (OSError, ValueError):
+        return None, None
+
+
+def header(title, extra=""):
+    return [
+        f"# {title}",
+        "",
+        f"{datetime.datetime.now():%Y-%m-%d %H:%M}, {platform.node()}, {os.cpu_count()} cores, loopback; "
+        f"server pinned to core 0, clients to core 1{extra}.",
+        "",
+    ]
+
+
+def write(out, name, lines, summary=None):
+    text = "\n".join(lines) + "\n"
+    with open(os.path.join(out, name + ".md"), "w") as f:
+        f.write(text)
+    if summary is not None:
+        with open(os.path.join(out, name + ".summary.json"), "w") as f:
+            json.dump(summary, f, indent=1)
+    print(text)
+
+
+def plt_or_none():
+    try:
+        import matplotlib
+
+        matplotlib.use("Agg")
+        import matplotlib.pyplot as plt
+
+        return plt
+    except ImportError:
+        print("(matplotlib not installed: no plot; pip install matplotlib)", file=sys.stderr)
+        return None
+
+
+def save(plt, fig, path):
+    fig.tight_layout()
+    fig.savefig(path, dpi=80)
+    plt.close(fig)
+    print(f"plot: {path}")
+
+
+def fk(r):
+    f = r.get("first_keyframe_ms") or {}
+    return f"{f.get('p50', 0):.1f}/{f.get('p99', 0):.1f}"
+
+
+def past_knee(r, path):
+    """Whether this step is at or past the knee, and why."""
+    s = r["server"]
+    _, ccores = client_cpu(path)
+    why = []
+    if r["failed"]:
+        why.append(f"{r['failed']} failed")
+    if r["stalls"]:
+        why.append(f"{r['stalls']} stalls")
+    if s["cpu_cores"] >= KNEE_CORES:
+        why.append(f"server core {s['cpu_cores']:.2f} busy")
+    if ccores is not None and ccores >= KNEE_CORES:
+        why.append(f"client core {ccores:.2f} busy")
+    return why
+
+
+# ---------------------------------------------------------------- (b) players per core
+def cmd_past_knee(path):
+    why = past_knee(load(path), path)
+    if why:
+        print(f"past the knee: {', '.join(why)}")
+    sys.exit(0 if why else 1)
+
+
+def cmd_players_per_core(out, proto, merge, *servers):
+    lines = header(f"Players per core: {proto} players on one worker, merge window {merge} ms")
+    lines += [
+        "| server | players | ok | Mbit/s | server cores | CPU-s/GB | client cores | stalls | max lag ms | first keyframe p50/p99 ms |",
+        "|---|---|---|---|---|---|---|---|---|---|",
+    ]
+    curves, summary = {}, {}
+    for srv in servers:
+        files = glob.glob(os.path.join(out, f"ppc-{srv}-{proto}-*.json"))
+        steps = sorted((int(re.search(r"-(\d+)\.json$", f).group(1)), f) for f in files)
+        pts, knee, last_ok = [], None, None
+        for n, f in steps:
+            r = load(f)
+            s = r["server"]
+            _, cc = client_cpu(f)
+            pts.append((n, s["cpu_cores"], r["mbit_s"]))
+            why = past_knee(r, f)
+            if why and knee is None:
+                knee = (n, why)
+            elif not why and knee is None:
+                last_ok = n
+            lines.append(
+                f"| {srv} | {n} | {r['ok']} | {r['mbit_s']:.0f} | {s['cpu_cores']:.3f} | {s['cpu_s_per_gb']:.3f} | "
+                f"{'-' if cc is None else f'{cc:.2f}'} | {r['stalls']} | {r['max_lag_ms']:.0f} | {fk(r)} |"
+            )
+        if not pts:
+            continue
+        curves[srv] = pts
+        # Players per core by a least-squares line through the points before the knee.
+        good = [p for p in pts if last_ok is None or p[0] <= last_ok] or pts
+        if len(good) >= 2:
+            mx = sum(p[0] for p in good) / len(good)
+            my = sum(p[1] for p in good) / len(good)
+            sxx = sum((p[0] - mx) ** 2 for p in good)
+            slope = sum((p[0] - mx) * (p[1] - my) for p in good) / sxx if sxx else 0
+            per_core = (1 - (my - slope * mx)) / slope if slope > 0 else None
+        else:
+            slope, per_core = None, None
+        summary[srv] = {
+            "last_ok_players": last_ok,
+            "knee_players": knee[0] if knee else None,
+            "knee_why": knee[1] if knee else None,
+            "cores_per_1000_players": slope * 1000 if slope else None,
+            "players_per_core_extrapolated": per_core,
+        }
+    lines.append("")
+    for srv, k in summary.items():
+        if k["knee_players"]:
+            knee_s = f"knee at {k['knee_players']} players ({', '.join(k['knee_why'])}); last clean step {k['last_ok_players']}"
+        else:
+            knee_s = f"no knee up to {k['last_ok_players']} players (add larger steps with -s)"
+        per = k["players_per_core_extrapolated"]
+        slope = k["cores_per_1000_players"]
+        lines.append(
+            f"- **{srv}**: {knee_s}; {slope:.3f} cores per 1000 players, so about {per:.0f} players per core by the line."
+            if per
+            else f"- **{srv}**: {knee_s}."
+        )
+    write(out, "players-per-core", lines, summary)
+    plt = plt_or_none()
+    if plt and curves:
+        fig, ax = plt.subplots(figsize=(6.4, 4))
+        for srv, pts in curves.items():
+            ax.plot([p[0] for p in pts], [p[1] for p in pts], "o-", label=srv)
+        ax.axhline(1.0, color="grey", lw=0.8, ls="--")
+        ax.set_xlabel(f"{proto} players (2 Mbit/s each)")
+        ax.set_ylabel("server CPU (cores)")
+        ax.set_title(f"Server CPU vs players, one worker, {merge} ms merge")
+        ax.set_ylim(0, 1.1)
+        ax.grid(alpha=0.3)
+        ax.legend()
+        save(plt, fig, os.path.join(out, "players-per-core.png"))
+
+
+# ---------------------------------------------------------------- (c) scaling
+def thread_cpu(path):
+    """Per-thread CPU seconds of the server over the play run, from the snapshots."""
+    try:
+        a = dict(l.split()[:2] for l in open(path + ".threads0"))
+        b = dict(l.split()[:2] for l in open(path + ".threads1"))
+    except OSError:
+        return {}
+    return {t: (int(b[t]) - int(a.get(t, 0))) / os.sysconf("SC_CLK_TCK") for t in b}
+
+
+def cmd_scaling(out, proto, *loads):
+    lines = header(
+        f"Scaling: the same {proto} load on 1 and 2 workers",
+        "; with 2 workers the server runs on cores 0-1 and so do the clients",
+    )
+    lines += [
+        "| players | workers | server cores | ok | Mbit/s | CPU-s/GB | Gbit per CPU-s | client cores | stalls | busiest threads (CPU-s) |",
+        "|---|---|---|---|---|---|---|---|---|---|",
+    ]
+    summary = {}
+    for n in loads:
+        row = {}
+        for w in (1, 2):
+            f = os.path.join(out, f"scaling-w{w}-{proto}-{n}.json")
+            if not os.path.exists(f):
+                continue
+            r = load(f)
+            s = r["server"]
+            _, cc = client_cpu(f)
+            eff = r["mbit_s"] / 1000 / s["cpu_cores"] if s["cpu_cores"] else 0
+            th = sorted(thread_cpu(f).values(), reverse=True)[:3]
+            row[w] = {"mbit_s": r["mbit_s"], "cpu_cores": s["cpu_cores"], "gbit_per_cpu_s": eff,
+                      "stalls": r["stalls"], "ok": r["ok"], "threads_cpu_s": th}
+            lines.append(
+                f"| {n} | {w} | {'0' if w == 1 else '0-1'} | {r['ok']} | {r['mbit_s']:.0f} | {s['cpu_s_per_gb']:.3f} | {eff:.2f} | "
+                f"{'-' if cc is None else f'{cc:.2f}'} | {r['stalls']} | {', '.join(f'{t:.2f}' for t in th)} |"
+            )
+        if 1 in row and 2 in row:
+            row["throughput_ratio"] = row[2]["mbit_s"] / row[1]["mbit_s"]
+            row["efficiency_ratio"] = row[2]["gbit_per_cpu_s"] / row[1]["gbit_per_cpu_s"]
+        summary[n] = row
+    lines.append("")
+    for n, row in summary.items():
+        if "throughput_ratio" in row:
+            lines.append(
+                f"- {n} players: 2 workers deliver {row['throughput_ratio']:.2f}x the Mbit/s of 1 worker, "
+                f"at {row['efficiency_ratio']:.2f}x the throughput per CPU-second."
+            )
+    write(out, "scaling", lines, summary)
+
+
+# ---------------------------------------------------------------- (d) memory
+def cmd_memory(out, n, *runs):
+    """runs: SERVER:PROTO for the idle part; the slow part is found by file name."""
+    lines = header(f"Memory: RSS per idle player ({n} players joining a stream whose ring is full)")
+    lines += [
+        "| server | protocol | ok | RSS before MiB | RSS with players MiB | KiB per player | target |",
+        "|---|---|---|---|---|---|---|",
+    ]
+    target = {"rtmp": 12, "flv": 32, "ws-flv": 32}
+    summary = {"idle": {}, "slow": {}}
+    for run in runs:
+        srv, proto = run.split(":")
+        f = os.path.join(out, f"mem-idle-{srv}-{proto}.json")
+        if not os.path.exists(f):
+            continue
+        r = load(f)
+        s = r["server"]
+        t = target.get(proto) if srv == "sluice" else None
+        summary["idle"][run] = s["rss_per_player_kib"]
+        lines.append(
+            f"| {srv} | {proto} | {r['ok']}/{r['count']} | {s['rss_before_kib'] / 1024:.1f} | {s['rss_end_kib'] / 1024:.1f} | "
+            f"{s['rss_per_player_kib']:.1f} | {'' if t is None else ('≤ %d: %s' % (t, 'holds' if s['rss_per_player_kib'] <= t else 'MISSED'))} |"
+        )
+    slow = sorted(glob.glob(os.path.join(out, "mem-slow-*-0.json")))
+    series = {}
+    if slow:
+        lines += [
+            "",
+            f"RSS over time, {n} players, with 30% of them reading at a tenth of the bitrate vs none "
+            "(server RSS only: kernel socket buffers are not in it; see the TCP memory column).",
+            "",
+            "| server | protocol | slow players | ok | Mbit/s | stalls (fast players) | RSS window start→end MiB | RSS max MiB | TCP mem max MiB (all sockets) | max / no-slow max | drift over window |",
+            "|---|---|---|---|---|---|---|---|---|---|---|",
+        ]
+    for f0 in slow:
+        key = re.search(r"mem-slow-(.+)-0\.json$", f0).group(1)
+        base_max = None
+        for frac in ("0", "0.3"):
+            f = os.path.join(out, f"mem-slow-{key}-{frac}.json")
+            if not os.path.exists(f):
+                continue
+            r = load(f)
+            s = r["server"]
+            samples = s["samples"]
+            series[(key, frac)] = [(x["t_s"], x["rss_kib"] / 1024) for x in samples]
+            fast_stalls = sum(p["stalls"] for p in r.get("players", []) if not p["slow"])
+            tcp = tcp_mem_max(f)
+            mx = s["rss_max_kib"]
+            base_max = base_max or mx
+            drift = (s["rss_end_kib"] - s["rss_start_kib"]) / 1024
+            summary["slow"][f"{key}-{frac}"] = {"rss_max_kib": mx, "ratio": mx / base_max, "drift_mib": drift,
+                                                "ok": r["ok"], "stalls_fast": fast_stalls, "tcp_mem_max_mib": tcp}
+            srv, proto = key.split("-", 1)
+            lines.append(
+                f"| {srv} | {proto} | {r['slow_players']} | {r['ok']}/{r['count']} | {r['mbit_s']:.0f} | {fast_stalls} | "
+                f"{s['rss_start_kib'] / 1024:.1f}→{s['rss_end_kib'] / 1024:.1f} | {mx / 1024:.1f} | "
+                f"{'-' if tcp is None else f'{tcp:.0f}'} | {mx / base_max:.2f} | {drift:+.1f} MiB |"
+            )
+    write(out, "memory", lines, summary)
+    plt = plt_or_none()
+    if plt and series:
+        fig, ax = plt.subplots(figsize=(6.4, 4))
+        for (key, frac), pts in sorted(series.items()):
+            ax.plot([p[0] for p in pts], [p[1] for p in pts],
+                    label=f"{key}, {'30% slow' if frac != '0' else 'no slow'}")
+        ax.set_xlabel("seconds since the players started")
+        ax.set_ylabel("server RSS (MiB)")
+        ax.set_title(f"Server RSS over time, {n} players")
+        ax.set_ylim(bottom=0)
+        ax.grid(alpha=0.3)
+        ax.legend()
+        save(plt, fig, os.path.join(out, "memory-over-time.png"))
+
+
+def tcp_mem_max(path):
+    """Largest TCP memory (MiB, all sockets of the machine) from a sockstat log."""
+    try:
+        page = os.sysconf("SC_PAGE_SIZE")
+        vals = [int(m.group(1)) for m in re.finditer(r"TCP:.* mem (\d+)", open(path + ".sockstat").read())]
+        return max(vals) * page / 2**20 if vals else None
+    except OSError:
+        return None
+
+
+# ---------------------------------------------------------------- (e) publishers
+def cmd_publishers(out, clip_kbit, *servers):
+    clip_kbit = float(clip_kbit)
+    lines = header(f"Publishers: N RTMP publishers of a {clip_kbit:.0f} kbit/s clip on one worker")
+    lines += [
+        "| server | publishers | ok | ingest Mbit/s | of expected | server cores | CPU ms/s per publisher | CPU-s/GB | client cores |",
+        "|---|---|---|---|---|---|---|---|---|",
+    ]
+    summary, curves = {}, {}
+    for srv in servers:
+        files = glob.glob(os.path.join(out, f"pub-{srv}-*.json"))
+        steps = sorted((int(re.search(r"-(\d+)\.json$", f).group(1)), f) for f in files)
+        rows = []
+        for n, f in steps:
+            r = load(f)
+            s = r["server"]
+            _, cc = client_cpu(f)
+            frac = r["mbit_s"] * 1000 / (n * clip_kbit)
+            per = s["cpu_cores"] / n * 1000
+            rows.append({"n": n, "ok": r["ok"], "mbit_s": r["mbit_s"], "of_expected": frac,
+                         "cpu_cores": s["cpu_cores"], "cpu_ms_per_s_per_pub": per, "client_cores": cc})
+            lines.append(
+                f"| {srv} | {n} | {r['ok']} | {r['mbit_s']:.0f} | {frac:.2f} | {s['cpu_cores']:.3f} | {per:.3f} | "
+                f"{s['cpu_s_per_gb'] or 0:.2f} | {'-' if cc is None else f'{cc:.2f}'} |"
+            )
+        summary[srv] = rows
+        curves[srv] = [(x["n"], x["cpu_cores"]) for x in rows]
+    write(out, "publishers", lines, summary)
+    plt = plt_or_none()
+    if plt and curves:
+        fig, ax = plt.subplots(figsize=(6.4, 4))
+        for srv, pts in curves.items():
+            ax.plot([p[0] for p in pts], [p[1] for p in pts], "o-", label=srv)
+        ax.set_xlabel(f"RTMP publishers ({clip_kbit:.0f} kbit/s each)")
+        ax.set_ylabel("server CPU (cores)")
+        ax.set_title("Server CPU vs publishers, one worker")
+        ax.set_ylim(bottom=0)
+        ax.grid(alpha=0.3)
+        ax.legend()
+        save(plt, fig, os.path.join(out, "publishers.png"))
+
+
+def cmd_stop_publishers(path, clip_kbit, n):
+    """Exit 0 when this publisher step is past the knee."""
+    r = load(path)
+    frac = r["mbit_s"] * 1000 / (int(n) * float(clip_kbit))
+    _, cc = client_cpu(path)
+    why = []
+    if r["failed"]:
+        why.append(f"{r['failed']} failed")
+    if frac < 0.95:
+        why.append(f"ingest {frac:.2f} of expected")
+    if r["server"]["cpu_cores"] >= KNEE_CORES:
+        why.append("server core saturated")
+    if cc is not None and cc >= KNEE_CORES:
+        why.append("client core saturated")
+    if why:
+        print("past the knee: " + ", ".join(why))
+    sys.exit(0 if why else 1)
+
+
+# ---------------------------------------------------------------- (f) latency
+def cmd_latency(out, merge, *runs):
+    lines = header(f"Latency: time to first keyframe, merge window {merge} ms")
+    lines += [
+        "Players join one at a time (idle: no other player) or while 1000 players are already playing (loaded).",
+        "",
+        "| server | protocol | load | joined | first keyframe p50 ms | p99 | max | connect p50 ms | lag over min p50/max ms (background) |",
+        "|---|---|---|---|---|---|---|---|---|",
+    ]
+    summary = {}
+    for run in runs:
+        srv, proto = run.split(":")
+        for load_name in ("idle", "loaded"):
+            f = os.path.join(out, f"lat-{srv}-{proto}-{load_name}.json")
+            if not os.path.exists(f):
+                continue
+            r = load(f)
+            k = r["first_keyframe_ms"]
+            bg = ""
+            fb = os.path.join(out, f"lat-{srv}-{proto}-background.json")
+            if load_name == "loaded" and os.path.exists(fb):
+                b = load(fb)
+                lags = sorted(p["max_lag_ms"] for p in b["players"] if p["error_kind"] is None)
+                if lags:
+                    bg = f"{lags[len(lags) // 2]:.0f}/{lags[-1]:.0f}"
+            summary[f"{run}:{load_name}"] = k
+            lines.append(
+                f"| {srv} | {proto} | {load_name} | {r['ok']} | {k['p50']:.1f} | {k['p99']:.1f} | {k['max']:.1f} | "
+                f"{r['connect_ms']['p50']:.1f} | {bg} |"
+            )
+    probe = os.path.join(out, "lat-probe.json")
+    if os.path.exists(probe):
+        p = load(probe)
+        lines += [
+            "",
+            "Publish-to-play delay through Sluice (HTTP-FLV, `bench/flv_probe.py`): frame arrival at one extra player "
+            "against when the realtime publisher was due to send that frame (publisher start + tag timestamp; "
+            f"the start is taken when the publisher's TCP connection was accepted, ± a few ms).",
+            "",
+            "| load | frames | delay p50 ms | p90 | p99 | max | min |",
+            "|---|---|---|---|---|---|---|",
+        ]
+        for k, v in p.items():
+            lines.append(f"| {k} | {v['n']} | {v['p50']:.0f} | {v['p90']:.0f} | {v['p99']:.0f} | {v['max']:.0f} | {v['min']:.0f} |")
+        summary["probe"] = p
+    write(out, "latency", lines, summary)
+
+
+# ---------------------------------------------------------------- (a) fan-out with peers
+def cmd_fanout(out, n, merge, *runs):
+    lines = header(f"Fan-out cost, {n} players, merge window {merge} ms", "")
+    rows = []
+    for run in runs:
+        srv, proto = run.split(":")
+        f = os.path.join(out, "limit-flv.json" if srv == "limit" else f"{srv}-{proto}.json")
+        if os.path.exists(f):
+            rows.append((srv, proto, load(f)))
+    floor = next((r["server"]["cpu_s_per_gb"] for s, _, r in rows if s == "limit"), None)
+    ng = next((r["server"]["cpu_s_per_gb"] for s, p, r in rows if s == "nginx" and p == "rtmp"), None)
+    lines += [
+        "| server | protocol | players ok | Mbit/s | CPU-s/GB | × limit | × nginx-rtmp | RSS/player KiB | first keyframe p50/p99 ms | stalls |",
+        "|---|---|---|---|---|---|---|---|---|---|",
+    ]
+    for srv, proto, r in rows:
+        s = r["server"]
+        c = s["cpu_s_per_gb"]
+        lines.append(
+            f"| {'limit.c' if srv == 'limit' else srv} | {proto} | {r['ok']}/{r['count']} | {r['mbit_s']:.0f} | {c:.3f} | "
+            f"{c / floor if floor else 0:.2f} | {c / ng if ng and proto == 'rtmp' else float('nan'):.2f} | "
+            f"{s['rss_per_player_kib']:.1f} | {fk(r)} | {r['stalls']} |"
+        )
+    write(out, "fanout", [l.replace("| nan |", "| |") for l in lines])
+
+
+if __name__ == "__main__":
+    cmd, args = sys.argv[1], sys.argv[2:]
+    {
+        "past-knee": cmd_past_knee,
+        "players-per-core": cmd_players_per_core,
+        "scaling": cmd_scaling,
+        "memory": cmd_memory,
+        "publishers": cmd_publishers,
+        "stop-publishers": cmd_stop_publishers,
+        "latency": cmd_latency,
+        "fanout": cmd_fanout,
+    }[cmd](*args)

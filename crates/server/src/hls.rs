@@ -1,0 +1,256 @@
+//! HLS from memory: each live stream is segmented as it arrives (MPEG-TS, and fMP4
+//! with Low-Latency HLS parts), and requests are answered from an immutable snapshot.
+//!
+//! Why a snapshot: the publisher's thread is the only writer (it feeds the
+//! segmenters under a lock nobody else takes); after each part or segment it
+//! publishes a new [`HlsView`] with `ArcSwap`, so a request on any worker reads
+//! playlists and segment bytes without a lock shared by all workers. Segment bytes
+//! are `Bytes` shared by every viewer; nothing is copied per request.
+//!
+//! Segment URIs carry the stream instance's tag, so a republished stream never
+//! reuses a URI and segments can be cached as immutable by any HTTP cache.
+
+use arc_swap::ArcSwap;
+use bytes::Bytes;
+use sluice_hls::{Fmp4Segmenter, HlsConfig, SegmentNames, Timeline, TsSegmenter};
+use sluice_media::{Frame, Track};
+use std::collections::BTreeMap;
+use std::sync::{Arc, Mutex};
+use std::time::{SystemTime, UNIX_EPOCH};
+use tokio::sync::watch;
+
+/// What requests see of one variant.
+#[derive(Debug)]
+pub struct VariantView {
+    pub timeline: Timeline,
+    pub playlist: Bytes,
+    /// Complete segments, each as its pieces in order.
+    pub segments: BTreeMap<u64, Vec<Bytes>>,
+    pub parts: BTreeMap<(u64, u32), Bytes>,
+    pub init: Option<Bytes>,
+}
+
+/// What requests see of a stream's HLS output.
+#[derive(Debug)]
+pub struct HlsView {
+    pub ts: Option<VariantView>,
+    pub fmp4: Option<VariantView>,
+}
+
+#[derive(Debug)]
+struct Segmenters {
+    ts: TsSegmenter,
+    fmp4: Fmp4Segmenter,
+    video: Option<Arc<Track>>,
+    audio: Option<Arc<Track>>,
+}
+
+/// The HLS output of one stream.
+#[derive(Debug)]
+pub struct HlsStream {
+    /// Unique per stream instance; part of every segment URI.
+    pub tag: String,
+    segmenters: Option<Mutex<Segmenters>>,
+    view: ArcSwap<HlsView>,
+    changed: watch::Sender<u64>,
+}
+
+fn wall_clock_ms() -> i64 {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map_or(0, |d| i64::try_from(d.as_millis()).unwrap_or(0))
+}
+
+/// URIs in the TS playlist (`/app/name.m3u8`): relative, so `name/TAG-N.ts`.
+struct TsNames<'a> {
+    dir: &'a str,
+    tag: &'a str,
+}
+
+impl SegmentNames for TsNames<'_> {
+    fn segment(&self, msn: u64, out: &mut String) {
+        out.push_str(&format!("{}/{}-{msn}.ts", self.dir, self.tag));
+    }
+    fn part(&self, _: u64, _: u32, _: &mut String) {}
+    fn init(&self, _: &mut String) {}
+}
+
+/// URIs in the fMP4 playlist (`/app/name/index.m3u8`): siblings of the playlist.
+struct Fmp4Names<'a> {
+    tag: &'a str,
+}
+
+impl SegmentNames for Fmp4Names<'_> {
+    fn segment(&self, msn: u64, out: &mut String) {
+        out.push_str(&format!("{}-{msn}.m4s", self.tag));
+    }
+    fn part(&self, msn: u64, part: u32, out: &mut String) {
+        out.push_str(&format!("{}-{msn}.{part}.m4s", self.tag));
+    }
+    fn init(&self, out: &mut String) {
+        out.push_str(&format!("{}-init.mp4", self.tag));
+    }
+}
+
+impl HlsStream {
+    /// `key` is `app/name`; `config` `None` turns HLS off for this stream.
+    pub fn new(key: &str, id: u64, config: Option<HlsConfig>) -> Self {
+        let segmenters = config.and_then(|c| {
+            let ts = TsSegmenter::new(c);
+            let fmp4 = Fmp4Segmenter::new(c);
+            match (ts, fmp4) {
+                (Ok(ts), Ok(fmp4)) => Some(Mutex::new(Segmenters {
+                    ts,
+                    fmp4,
+                    video: None,
+                    audio: None,
+                })),
+                (Err(e), _) | (_, Err(e)) => {
+                    tracing::warn!(stream = %key, "HLS off: {e}");
+                    None
+                }
+            }
+        });
+        HlsStream {
+            tag: format!("{:x}{:x}", wall_clock_ms(), id),
+            segmenters,
+            view: ArcSwap::from_pointee(HlsView {
+                ts: None,
+                fmp4: None,
+            }),
+            changed: watch::channel(0).0,
+        }
+    }
+
+    fn with<R>(&self, f: impl FnOnce(&mut Segmenters) -> R) -> Option<R> {
+        let lock = self.segmenters.as_ref()?;
+        let mut s = lock.lock().unwrap_or_else(|e| e.into_inner());
+        Some(f(&mut s))
+    }
+
+    /// New decoder configuration for one kind of track.
+    pub fn set_track(&self, track: &Arc<Track>) {
+        self.with(|s| {
+            match track.kind() {
+                sluice_media::MediaKind::Video => s.video = Some(track.clone()),
+                sluice_media::MediaKind::Audio => s.audio = Some(track.clone()),
+            }
+            s.ts.set_tracks(s.video.as_deref(), s.audio.as_deref());
+            s.fmp4.set_tracks(s.video.as_deref(), s.audio.as_deref());
+        });
+    }
+
+    /// A publisher came back: the next segment is marked as a discontinuity.
+    pub fn discontinuity(&self) {
+        self.with(|s| {
+            s.ts.discontinuity();
+            s.fmp4.discontinuity();
+        });
+    }
+
+    /// One frame from the publisher.
+    pub fn push(&self, key: &str, frame: &Frame) {
+        let changed = self.with(|s| {
+            let now = wall_clock_ms();
+            let ts = s.ts.push(frame, now).unwrap_or_else(|e| {
+                tracing::debug!(stream = %key, "TS segmenter dropped a frame: {e}");
+                false
+            });
+            let fmp4 = s.fmp4.push(frame, now).unwrap_or_else(|e| {
+                tracing::debug!(stream = %key, "fMP4 segmenter dropped a frame: {e}");
+                false
+            });
+            if ts || fmp4 {
+                Some(self.snapshot(key, s))
+            } else {
+                None
+            }
+        });
+        if let Some(Some(view)) = changed {
+            self.publish(view);
+        }
+    }
+
+    /// The stream ended: playlists get `EXT-X-ENDLIST`.
+    pub fn end(&self, key: &str) {
+        let view = self.with(|s| {
+            if let Err(e) = s.ts.end() {
+                tracing::debug!(stream = %key, "TS segmenter: {e}");
+            }
+            s.fmp4.end();
+            self.snapshot(key, s)
+        });
+        if let Some(view) = view {
+            self.publish(view);
+        }
+    }
+
+    fn snapshot(&self, key: &str, s: &Segmenters) -> HlsView {
+        let name = key.rsplit('/').next().unwrap_or(key);
+        let listed = |t: &Timeline| t.kept().end > 0;
+        let ts = listed(s.ts.timeline()).then(|| {
+            let mut text = String::new();
+            s.ts.timeline().render(
+                &TsNames {
+                    dir: name,
+                    tag: &self.tag,
+                },
+                &mut text,
+            );
+            VariantView {
+                timeline: s.ts.timeline().clone(),
+                playlist: Bytes::from(text),
+                segments: s
+                    .ts
+                    .segments()
+                    .iter()
+                    .map(|(k, v)| (*k, vec![v.clone()]))
+                    .collect(),
+                parts: BTreeMap::new(),
+                init: None,
+            }
+        });
+        let fmp4 =
+            (s.fmp4.timeline().in_progress().is_some() || listed(s.fmp4.timeline())).then(|| {
+                let mut text = String::new();
+                s.fmp4
+                    .timeline()
+                    .render(&Fmp4Names { tag: &self.tag }, &mut text);
+                VariantView {
+                    timeline: s.fmp4.timeline().clone(),
+                    playlist: Bytes::from(text),
+                    segments: s.fmp4.segments().clone(),
+                    parts: s.fmp4.parts().clone(),
+                    init: s.fmp4.init().cloned(),
+                }
+            });
+        HlsView { ts, fmp4 }
+    }
+
+    fn publish(&self, view: HlsView) {
+        self.view.store(Arc::new(view));
+        self.changed.send_modify(|r| *r += 1);
+    }
+
+    /// The current snapshot.
+    pub fn view(&self) -> Arc<HlsView> {
+        self.view.load_full()
+    }
+
+    /// Resolves when a new snapshot is published.
+    pub fn subscribe(&self) -> watch::Receiver<u64> {
+        self.changed.subscribe()
+    }
+
+    /// Bytes held by the kept segments and parts (for logs, later the API).
+    pub fn memory(&self) -> usize {
+        let view = self.view();
+        let size = |v: &Option<VariantView>| {
+            v.as_ref().map_or(0, |v| {
+                v.segments.values().flatten().map(Bytes::len).sum::<usize>()
+                    + v.init.as_ref().map_or(0, Bytes::len)
+            })
+        };
+        size(&view.ts) + size(&view.fmp4)
+    }
+}

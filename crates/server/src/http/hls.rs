@@ -1,0 +1,307 @@
+//! HLS requests: playlists (with Low-Latency blocking reload), segments, parts and
+//! init segments, all from the stream's current snapshot (see `crate::hls`).
+//!
+//! Waits are bounded: a blocking playlist request waits at most three target
+//! durations (then 503), a request for the next part or segment waits as long
+//! (then 404); a request too far ahead is refused at once (400).
+
+use super::{respond, ConnError, CORS};
+use crate::hls::{HlsStream, HlsView, VariantView};
+use crate::worker::Ctx;
+use bytes::Bytes;
+use sluice_hls::{parse_blocking_request, Availability, Readiness};
+use sluice_http::{Method, Request};
+use std::io::IoSlice;
+use std::rc::Rc;
+use std::time::Duration;
+use tokio::io::AsyncWriteExt;
+use tokio::net::TcpStream;
+
+/// The HLS resource a path names, below the stream's key.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum HlsPath<'a> {
+    /// `/app/name.m3u8`
+    TsPlaylist,
+    /// `/app/name/index.m3u8`
+    Fmp4Playlist,
+    /// `/app/name/TAG-N.ts`
+    Ts(&'a str, u64),
+    /// `/app/name/TAG-init.mp4`
+    Init(&'a str),
+    /// `/app/name/TAG-N.m4s`
+    Segment(&'a str, u64),
+    /// `/app/name/TAG-N.P.m4s`
+    Part(&'a str, u64, u32),
+}
+
+impl<'a> HlsPath<'a> {
+    /// Parses a segment file name.
+    pub(crate) fn file(name: &'a str) -> Option<HlsPath<'a>> {
+        let (tag, rest) = name.split_once('-')?;
+        if tag.is_empty() || !tag.bytes().all(|b| b.is_ascii_hexdigit()) {
+            return None;
+        }
+        if rest == "init.mp4" {
+            return Some(HlsPath::Init(tag));
+        }
+        if let Some(n) = rest.strip_suffix(".ts") {
+            return Some(HlsPath::Ts(tag, number(n)?));
+        }
+        let stem = rest.strip_suffix(".m4s")?;
+        match stem.split_once('.') {
+            Some((msn, part)) => Some(HlsPath::Part(tag, number(msn)?, number(part)?)),
+            None => Some(HlsPath::Segment(tag, number(stem)?)),
+        }
+    }
+}
+
+/// A decimal number without sign or leading `+`, within the type's range.
+fn number<T: std::str::FromStr>(s: &str) -> Option<T> {
+    if s.is_empty() || s.len() > 19 || !s.bytes().all(|b| b.is_ascii_digit()) {
+        return None;
+    }
+    s.parse().ok()
+}
+
+enum Answer {
+    Playlist(Bytes),
+    Media(&'static str, Vec<Bytes>, String),
+    NotFound,
+    BadRequest(&'static str),
+    Unavailable,
+}
+
+pub(crate) async fn serve(
+    ctx: &Rc<Ctx>,
+    sock: &mut TcpStream,
+    req: &Request,
+    key: &str,
+    what: HlsPath<'_>,
+) -> Result<(), ConnError> {
+    let answer = match ctx.hub.find(key) {
+        Some(stream) => answer(&stream.hls, req, what).await,
+        None => Answer::NotFound,
+    };
+    match answer {
+        Answer::Playlist(body) => {
+            write(
+                sock,
+                req,
+                "200 OK",
+                "Content-Type: application/vnd.apple.mpegurl\r\nCache-Control: no-cache\r\n",
+                &[body],
+            )
+            .await
+        }
+        Answer::Media(kind, body, etag) => {
+            if req.header("if-none-match") == Some(etag.as_str()) {
+                return write(
+                    sock,
+                    req,
+                    "304 Not Modified",
+                    &format!("ETag: {etag}\r\n"),
+                    &[],
+                )
+                .await;
+            }
+            let headers = format!(
+                "Content-Type: {kind}\r\nCache-Control: public, max-age=31536000, immutable\r\nETag: {etag}\r\n"
+            );
+            write(sock, req, "200 OK", &headers, &body).await
+        }
+        Answer::NotFound => {
+            Ok(respond(sock, req, "404 Not Found", "text/plain", "not found\n").await?)
+        }
+        Answer::BadRequest(why) => {
+            Ok(respond(sock, req, "400 Bad Request", "text/plain", why).await?)
+        }
+        Answer::Unavailable => Ok(respond(
+            sock,
+            req,
+            "503 Service Unavailable",
+            "text/plain",
+            "not produced in time\n",
+        )
+        .await?),
+    }
+}
+
+fn variant(view: &HlsView, fmp4: bool) -> Option<&VariantView> {
+    if fmp4 {
+        view.fmp4.as_ref()
+    } else {
+        view.ts.as_ref()
+    }
+}
+
+/// The bytes of a segment or part if they exist now; whether to wait otherwise.
+fn lookup(view: &HlsView, what: HlsPath<'_>) -> Result<Option<Vec<Bytes>>, ()> {
+    let (state, found) = match what {
+        HlsPath::Ts(_, msn) => {
+            let v = variant(view, false);
+            (
+                v.map(|v| v.timeline.segment_state(msn)),
+                v.and_then(|v| v.segments.get(&msn).cloned()),
+            )
+        }
+        HlsPath::Segment(_, msn) => {
+            let v = variant(view, true);
+            (
+                v.map(|v| v.timeline.segment_state(msn)),
+                v.and_then(|v| v.segments.get(&msn).cloned()),
+            )
+        }
+        HlsPath::Part(_, msn, part) => {
+            let v = variant(view, true);
+            (
+                v.map(|v| v.timeline.part_state(msn, part)),
+                v.and_then(|v| v.parts.get(&(msn, part)).map(|b| vec![b.clone()])),
+            )
+        }
+        HlsPath::Init(_) => {
+            let init = variant(view, true).and_then(|v| v.init.clone());
+            return Ok(init.map(|b| vec![b]));
+        }
+        HlsPath::TsPlaylist | HlsPath::Fmp4Playlist => return Err(()),
+    };
+    match (found, state) {
+        (Some(bytes), _) => Ok(Some(bytes)),
+        (None, Some(Availability::Pending)) => Ok(None),
+        _ => Err(()),
+    }
+}
+
+async fn answer(hls: &HlsStream, req: &Request, what: HlsPath<'_>) -> Answer {
+    if let HlsPath::Ts(tag, _)
+    | HlsPath::Init(tag)
+    | HlsPath::Segment(tag, _)
+    | HlsPath::Part(tag, _, _) = what
+    {
+        if tag != hls.tag {
+            return Answer::NotFound;
+        }
+    }
+    let limit = |view: &HlsView, fmp4: bool| {
+        Duration::from_millis(variant(view, fmp4).map_or(6000, |v| v.timeline.block_limit_ms()))
+    };
+    match what {
+        HlsPath::TsPlaylist => match &hls.view().ts {
+            Some(v) => Answer::Playlist(v.playlist.clone()),
+            None => Answer::NotFound,
+        },
+        HlsPath::Fmp4Playlist => {
+            let request = match parse_blocking_request(&req.query) {
+                Ok(r) => r,
+                Err(e) => {
+                    tracing::debug!("bad blocking request: {e}");
+                    return Answer::BadRequest("bad _HLS_msn/_HLS_part\n");
+                }
+            };
+            let wait = limit(&hls.view(), true);
+            let result = wait_for(hls, wait, |view| {
+                let v = view.fmp4.as_ref()?;
+                match request.map(|r| v.timeline.readiness(r)) {
+                    None | Some(Readiness::Ready) => Some(Ok(v.playlist.clone())),
+                    Some(Readiness::TooFarAhead) => Some(Err(())),
+                    Some(Readiness::Wait) => None,
+                }
+            })
+            .await;
+            match result {
+                Some(Ok(p)) => Answer::Playlist(p),
+                Some(Err(())) => Answer::BadRequest("_HLS_msn/_HLS_part too far ahead\n"),
+                None if hls.view().fmp4.is_none() => Answer::NotFound,
+                None => Answer::Unavailable,
+            }
+        }
+        _ => {
+            let (kind, fmp4) = match what {
+                HlsPath::Ts(..) => ("video/mp2t", false),
+                _ => ("video/mp4", true),
+            };
+            let etag = match what {
+                HlsPath::Ts(t, n) | HlsPath::Segment(t, n) => format!("\"{t}-{n}\""),
+                HlsPath::Part(t, n, p) => format!("\"{t}-{n}.{p}\""),
+                _ => format!("\"{}-init\"", hls.tag),
+            };
+            let wait = limit(&hls.view(), fmp4);
+            let mut gone = false;
+            let found = wait_for(hls, wait, |view| match lookup(view, what) {
+                Ok(Some(bytes)) => Some(bytes),
+                Ok(None) => None,
+                Err(()) => {
+                    gone = true;
+                    Some(Vec::new())
+                }
+            })
+            .await;
+            match found {
+                Some(bytes) if !gone => Answer::Media(kind, bytes, etag),
+                _ => Answer::NotFound,
+            }
+        }
+    }
+}
+
+/// Checks `view` on every new snapshot until `check` answers or `limit` passes.
+async fn wait_for<T>(
+    hls: &HlsStream,
+    limit: Duration,
+    mut check: impl FnMut(&HlsView) -> Option<T>,
+) -> Option<T> {
+    let deadline = tokio::time::Instant::now() + limit;
+    let mut changes = hls.subscribe();
+    loop {
+        changes.borrow_and_update();
+        if let Some(answer) = check(&hls.view()) {
+            return Some(answer);
+        }
+        match tokio::time::timeout_at(deadline, changes.changed()).await {
+            Ok(Ok(())) => {}
+            _ => return None,
+        }
+    }
+}
+
+/// A response with a body of shared buffers, written with vectored writes.
+async fn write(
+    sock: &mut TcpStream,
+    req: &Request,
+    status: &str,
+    headers: &str,
+    body: &[Bytes],
+) -> Result<(), ConnError> {
+    let len: usize = body.iter().map(Bytes::len).sum();
+    let head = format!(
+        "HTTP/1.1 {status}\r\nServer: sluice\r\n{CORS}{headers}Content-Length: {len}\r\nConnection: {}\r\n\r\n",
+        if req.keep_alive() { "keep-alive" } else { "close" }
+    );
+    let mut bufs: Vec<&[u8]> = vec![head.as_bytes()];
+    if req.method != Method::Head {
+        bufs.extend(body.iter().map(|b| &b[..]));
+    }
+    let mut offset = 0usize;
+    let total: usize = bufs.iter().map(|b| b.len()).sum();
+    while offset < total {
+        let mut skip = offset;
+        let slices: Vec<IoSlice<'_>> = bufs
+            .iter()
+            .filter_map(|b| {
+                if skip >= b.len() {
+                    skip -= b.len();
+                    None
+                } else {
+                    let s = IoSlice::new(&b[skip..]);
+                    skip = 0;
+                    Some(s)
+                }
+            })
+            .collect();
+        let n = sock.write_vectored(&slices).await?;
+        if n == 0 {
+            return Err(ConnError::Io(std::io::ErrorKind::WriteZero.into()));
+        }
+        offset += n;
+    }
+    Ok(())
+}
