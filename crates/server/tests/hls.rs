@@ -1,0 +1,297 @@
+//! HLS end to end: ffmpeg publishes over RTMP; ffprobe/ffmpeg read the MPEG-TS and
+//! the fMP4 (Low-Latency) variants; blocking reload, caching and bad requests.
+
+mod common;
+
+use common::{have_ffmpeg, TestServer};
+use std::io::{Read, Write};
+use std::net::{SocketAddr, TcpStream};
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+struct Kill(Child);
+
+impl Drop for Kill {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+fn publish(server: &TestServer, name: &str, seconds: u32) -> Kill {
+    Kill(
+        Command::new("ffmpeg")
+            .args(["-hide_banner", "-loglevel", "error", "-re"])
+            .args(["-f", "lavfi", "-i", "testsrc2=size=320x240:rate=25"])
+            .args(["-f", "lavfi", "-i", "sine=frequency=440:sample_rate=48000"])
+            .args([
+                "-t",
+                &seconds.to_string(),
+                "-c:v",
+                "libx264",
+                "-preset",
+                "ultrafast",
+                "-g",
+                "25",
+            ])
+            .args(["-pix_fmt", "yuv420p", "-c:a", "aac", "-f", "flv"])
+            .arg(format!("rtmp://{}/live/{name}", server.rtmp))
+            .stdin(Stdio::null())
+            .spawn()
+            .expect("start ffmpeg"),
+    )
+}
+
+/// A GET (or HEAD) with extra header lines; returns (status line, headers, body).
+fn get(addr: SocketAddr, method: &str, path: &str, extra: &str) -> (String, String, Vec<u8>) {
+    let mut sock = TcpStream::connect(addr).expect("connect");
+    sock.set_read_timeout(Some(Duration::from_secs(20)))
+        .expect("timeout");
+    write!(
+        sock,
+        "{method} {path} HTTP/1.1\r\nHost: x\r\n{extra}Connection: close\r\n\r\n"
+    )
+    .expect("send");
+    let mut raw = Vec::new();
+    sock.read_to_end(&mut raw).expect("read");
+    let end = raw.windows(4).position(|w| w == b"\r\n\r\n").expect("head") + 4;
+    let head = String::from_utf8_lossy(&raw[..end]).into_owned();
+    let status = head.lines().next().unwrap_or("").to_string();
+    (status, head, raw[end..].to_vec())
+}
+
+fn text(addr: SocketAddr, path: &str) -> String {
+    let (status, _, body) = get(addr, "GET", path, "");
+    assert!(status.contains(" 200 "), "{path}: {status}");
+    String::from_utf8(body).expect("utf-8 playlist")
+}
+
+/// Video packet times of `url` read by ffprobe for a few seconds of media.
+fn probe(url: &str) -> (String, Vec<f64>) {
+    let out = Command::new("ffprobe")
+        .args(["-v", "error", "-read_intervals", "%+4"])
+        .args([
+            "-show_entries",
+            "stream=codec_name,width,height:packet=codec_type,pts_time",
+            "-of",
+            "csv=p=0",
+            url,
+        ])
+        .output()
+        .expect("ffprobe");
+    assert!(
+        out.status.success(),
+        "ffprobe {url}: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let stdout = String::from_utf8_lossy(&out.stdout).into_owned();
+    let times = stdout
+        .lines()
+        .filter_map(|l| l.strip_prefix("video,"))
+        .filter_map(|t| t.split(',').next()?.parse().ok())
+        .collect();
+    (stdout, times)
+}
+
+#[test]
+fn ts_and_fmp4_variants_play_with_continuous_timestamps() {
+    if !have_ffmpeg() {
+        return;
+    }
+    let server = TestServer::start(&[]);
+    let _publisher = publish(&server, "cam", 30);
+    std::thread::sleep(Duration::from_millis(7000));
+    for path in ["/live/cam.m3u8", "/live/cam/index.m3u8"] {
+        let url = format!("http://{}{path}", server.http);
+        let (out, times) = probe(&url);
+        assert!(out.contains("h264,320,240"), "{path}: {out}");
+        assert!(out.contains("aac"), "{path}: no audio in {out}");
+        assert!(
+            times.len() >= 75,
+            "{path}: only {} video packets",
+            times.len()
+        );
+        for w in times.windows(2) {
+            assert!(
+                w[1] > w[0] && w[1] - w[0] < 0.1,
+                "{path}: timestamps {} then {}",
+                w[0],
+                w[1]
+            );
+        }
+    }
+    let playlist = text(server.http, "/live/cam.m3u8");
+    assert!(playlist.contains("#EXT-X-TARGETDURATION:2"), "{playlist}");
+    let ll = text(server.http, "/live/cam/index.m3u8");
+    for tag in [
+        "#EXT-X-SERVER-CONTROL:CAN-BLOCK-RELOAD=YES",
+        "#EXT-X-PART-INF",
+        "#EXT-X-PART:",
+        "#EXT-X-PRELOAD-HINT:TYPE=PART",
+        "#EXT-X-MAP:",
+        "#EXT-X-PROGRAM-DATE-TIME",
+    ] {
+        assert!(ll.contains(tag), "missing {tag} in {ll}");
+    }
+}
+
+/// The last `#EXT-X-PART` URI's (msn, part) in a playlist.
+fn last_part(playlist: &str) -> (u64, u32) {
+    let uri = playlist
+        .lines()
+        .filter(|l| l.starts_with("#EXT-X-PART:"))
+        .last()
+        .and_then(|l| l.split("URI=\"").nth(1))
+        .and_then(|u| u.split('"').next())
+        .expect("a part");
+    let stem = uri
+        .rsplit_once('-')
+        .map(|x| x.1)
+        .unwrap_or("")
+        .trim_end_matches(".m4s");
+    let (msn, part) = stem.split_once('.').expect("msn.part");
+    (msn.parse().expect("msn"), part.parse().expect("part"))
+}
+
+#[test]
+fn blocking_reload_preload_hints_caching_and_bad_requests() {
+    if !have_ffmpeg() {
+        return;
+    }
+    let server = TestServer::start(&[]);
+    let _publisher = publish(&server, "ll", 30);
+    std::thread::sleep(Duration::from_millis(4000));
+    let playlist = text(server.http, "/live/ll/index.m3u8");
+    let (msn, part) = last_part(&playlist);
+    // Ask for the part after the next one: the answer waits until it exists.
+    let (want_msn, want_part) = (msn, part + 2);
+    let started = Instant::now();
+    let blocked = text(
+        server.http,
+        &format!("/live/ll/index.m3u8?_HLS_msn={want_msn}&_HLS_part={want_part}"),
+    );
+    let waited = started.elapsed();
+    let (got_msn, got_part) = last_part(&blocked);
+    assert!(
+        (got_msn, got_part) >= (want_msn, want_part) || got_msn > want_msn,
+        "blocking reload returned before part {want_msn}.{want_part}: last is {got_msn}.{got_part}"
+    );
+    assert!(
+        waited >= Duration::from_millis(200),
+        "it waited for the part ({waited:?})"
+    );
+    assert!(
+        waited < Duration::from_secs(3),
+        "and no longer ({waited:?})"
+    );
+
+    // The preload hint names a part that does not exist yet: its request blocks until it does.
+    let hint = blocked
+        .lines()
+        .find(|l| l.starts_with("#EXT-X-PRELOAD-HINT"))
+        .and_then(|l| l.split("URI=\"").nth(1))
+        .and_then(|u| u.split('"').next())
+        .expect("preload hint")
+        .to_string();
+    let (status, head, body) = get(server.http, "GET", &format!("/live/ll/{hint}"), "");
+    assert!(status.contains(" 200 "), "{hint}: {status}");
+    assert!(head.contains("Content-Type: video/mp4"), "{head}");
+    assert!(body.len() > 100 && &body[4..8] == b"moof", "a fragment");
+
+    // Segments are immutable and revalidate by ETag.
+    let ts_list = text(server.http, "/live/ll.m3u8");
+    let segment = ts_list
+        .lines()
+        .find(|l| l.ends_with(".ts"))
+        .expect("a TS segment");
+    let (status, head, body) = get(server.http, "GET", &format!("/live/{segment}"), "");
+    assert!(status.contains(" 200 "), "{segment}: {status}");
+    assert!(
+        head.contains("Content-Type: video/mp2t") && head.contains("immutable"),
+        "{head}"
+    );
+    assert!(!body.is_empty() && body.len() % 188 == 0 && body[0] == 0x47);
+    let etag = head
+        .lines()
+        .find_map(|l| l.strip_prefix("ETag: "))
+        .expect("ETag")
+        .to_string();
+    let (status, _, _) = get(
+        server.http,
+        "GET",
+        &format!("/live/{segment}"),
+        &format!("If-None-Match: {etag}\r\n"),
+    );
+    assert!(status.contains(" 304 "), "{status}");
+    let (status, head, body) = get(server.http, "HEAD", "/live/ll.m3u8", "");
+    assert!(status.contains(" 200 ") && body.is_empty(), "{status}");
+    assert!(
+        head.contains("application/vnd.apple.mpegurl") && head.contains("no-cache"),
+        "{head}"
+    );
+    assert!(head.contains("Access-Control-Allow-Origin: *"), "{head}");
+
+    // Bad requests get clean, quick answers.
+    let tag = segment
+        .rsplit_once('/')
+        .and_then(|(_, f)| f.split_once('-'))
+        .map(|(t, _)| t)
+        .expect("tag");
+    for (path, want) in [
+        (
+            "/live/ll/index.m3u8?_HLS_msn=99999999&_HLS_part=0".to_string(),
+            " 400 ",
+        ),
+        ("/live/ll/index.m3u8?_HLS_msn=abc".to_string(), " 400 "),
+        ("/live/ll/index.m3u8?_HLS_part=1".to_string(), " 400 "),
+        (format!("/live/ll/{tag}-99999999.m4s"), " 404 "),
+        ("/live/ll/0-0.ts".to_string(), " 404 "),
+        ("/live/nobody.m3u8".to_string(), " 404 "),
+        ("/live/../../etc/passwd".to_string(), " 404 "),
+        (format!("/live/ll/{tag}-{}.ts", u64::MAX), " 404 "),
+    ] {
+        let started = Instant::now();
+        let (status, _, _) = get(server.http, "GET", &path, "");
+        assert!(status.contains(want), "{path}: {status}");
+        assert!(
+            started.elapsed() < Duration::from_secs(2),
+            "{path} answered at once"
+        );
+    }
+}
+
+#[test]
+fn a_publisher_restart_is_a_discontinuity_that_ffmpeg_plays_through() {
+    if !have_ffmpeg() {
+        return;
+    }
+    let server = TestServer::start(&["--publish-grace-ms", "10000"]);
+    drop(publish(&server, "again", 30));
+    let first = publish(&server, "again", 5);
+    std::thread::sleep(Duration::from_millis(5500));
+    drop(first);
+    let _second = publish(&server, "again", 30);
+    std::thread::sleep(Duration::from_millis(6000));
+    let playlist = text(server.http, "/live/again.m3u8");
+    assert!(playlist.contains("#EXT-X-DISCONTINUITY\n"), "{playlist}");
+    let ll = text(server.http, "/live/again/index.m3u8");
+    assert!(ll.contains("#EXT-X-DISCONTINUITY\n"), "{ll}");
+    let out = Command::new("ffmpeg")
+        .args([
+            "-hide_banner",
+            "-loglevel",
+            "error",
+            "-live_start_index",
+            "0",
+            "-i",
+        ])
+        .arg(format!("http://{}/live/again.m3u8", server.http))
+        .args(["-t", "8", "-f", "null", "-"])
+        .output()
+        .expect("ffmpeg");
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+}
