@@ -139,8 +139,7 @@ fn ts_and_fmp4_variants_play_with_continuous_timestamps() {
 fn last_part(playlist: &str) -> (u64, u32) {
     let uri = playlist
         .lines()
-        .filter(|l| l.starts_with("#EXT-X-PART:"))
-        .last()
+        .rfind(|l| l.starts_with("#EXT-X-PART:"))
         .and_then(|l| l.split("URI=\"").nth(1))
         .and_then(|u| u.split('"').next())
         .expect("a part");
