@@ -14,6 +14,10 @@ use std::path::PathBuf;
 pub struct Config {
     pub rtmp: String,
     pub http: String,
+    pub https: String,
+    pub tls_cert: String,
+    pub tls_key: String,
+    pub tls_self_signed: bool,
     pub workers: usize,
     pub log: String,
     pub merge_ms: u64,
@@ -38,6 +42,10 @@ impl Default for Config {
         Config {
             rtmp: "0.0.0.0:1935".into(),
             http: "0.0.0.0:8080".into(),
+            https: "0.0.0.0:8443".into(),
+            tls_cert: String::new(),
+            tls_key: String::new(),
+            tls_self_signed: false,
             workers: 0,
             log: "info".into(),
             merge_ms: 200,
@@ -62,7 +70,11 @@ impl Default for Config {
 /// What each key means, in the order `--print-config` prints them.
 const DOCS: &[(&str, &str)] = &[
     ("rtmp", "RTMP listener address, or \"off\"."),
-    ("http", "HTTP listener address (HTTP-FLV, WebSocket-FLV), or \"off\"."),
+    ("http", "HTTP listener address (HTTP-FLV, WebSocket-FLV, HLS), or \"off\"."),
+    ("https", "HTTPS listener address (the same routes as HTTP), or \"off\"; it listens only with a certificate (tls_cert and tls_key) or tls_self_signed."),
+    ("tls_cert", "PEM file with the HTTPS certificate chain."),
+    ("tls_key", "PEM file with the HTTPS private key."),
+    ("tls_self_signed", "Generate a self-signed certificate for localhost at start (development only)."),
     ("workers", "Worker threads, each with its own event loop and listeners; 0 = one per core."),
     ("log", "Log filter: error, warn, info, debug, trace, or a tracing directive such as \"sluice=debug\"."),
     ("merge_ms", "Merged writes: a player's socket is written at most once per this many ms, with every frame since; 0 writes each frame at once (lowest latency, more CPU)."),
@@ -102,6 +114,18 @@ pub struct Cli {
     /// HTTP listener address, or "off" [default: 0.0.0.0:8080].
     #[arg(long, value_name = "ADDR")]
     pub http: Option<String>,
+    /// HTTPS listener address, or "off"; needs --tls-cert/--tls-key or --tls-self-signed [default: 0.0.0.0:8443].
+    #[arg(long, value_name = "ADDR")]
+    pub https: Option<String>,
+    /// PEM certificate chain for HTTPS.
+    #[arg(long, value_name = "FILE")]
+    pub tls_cert: Option<String>,
+    /// PEM private key for HTTPS.
+    #[arg(long, value_name = "FILE")]
+    pub tls_key: Option<String>,
+    /// Generate a self-signed certificate for HTTPS (development).
+    #[arg(long)]
+    pub tls_self_signed: bool,
     /// Worker threads; 0 = one per core [default: 0].
     #[arg(long, value_name = "N")]
     pub workers: Option<usize>,
@@ -176,9 +200,15 @@ impl Config {
         macro_rules! flag {
             ($($name:ident),*) => { $( if let Some(v) = &cli.$name { config.$name = v.clone(); } )* };
         }
+        if cli.tls_self_signed {
+            config.tls_self_signed = true;
+        }
         flag!(
             rtmp,
             http,
+            https,
+            tls_cert,
+            tls_key,
             workers,
             log,
             merge_ms,
@@ -202,7 +232,11 @@ impl Config {
     }
 
     fn validate(&self) -> Result<(), ConfigError> {
-        for (key, value) in [("rtmp", &self.rtmp), ("http", &self.http)] {
+        for (key, value) in [
+            ("rtmp", &self.rtmp),
+            ("http", &self.http),
+            ("https", &self.https),
+        ] {
             if value != "off" && value.parse::<SocketAddr>().is_err() {
                 return Err(ConfigError::Invalid {
                     key,

@@ -19,6 +19,7 @@
 
 use crate::hub::Stream;
 use crate::packet::{Format, Packet, Shape};
+use crate::sock::Sock;
 use bytes::{Buf, Bytes, BytesMut};
 use std::cell::{Cell, RefCell};
 use std::collections::{HashMap, VecDeque};
@@ -27,7 +28,6 @@ use std::rc::Rc;
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
 use std::time::Duration;
-use tokio::net::TcpStream;
 use tokio::sync::Notify;
 
 /// Most buffers handed to one `writev`.
@@ -100,7 +100,7 @@ impl Mirror {
 #[derive(Debug)]
 pub struct Player {
     pub id: u64,
-    pub sock: Rc<TcpStream>,
+    pub sock: Rc<Sock>,
     pub format: Format,
     io: RefCell<PlayerIo>,
     /// Wakes the player's own task: it must wait for writability, or close.
@@ -130,7 +130,7 @@ pub enum PlayerWait {
 }
 
 impl Player {
-    pub fn new(id: u64, sock: Rc<TcpStream>, format: Format) -> Rc<Player> {
+    pub fn new(id: u64, sock: Rc<Sock>, format: Format) -> Rc<Player> {
         Rc::new(Player {
             id,
             sock,
@@ -348,7 +348,19 @@ impl LocalStream {
                 }
             }
             if offered == 0 {
-                return;
+                // Nothing new; a TLS socket may still hold ciphertext for the kernel.
+                match player.sock.try_flush() {
+                    Ok(true) => return,
+                    Ok(false) => {
+                        io.blocked = true;
+                        break;
+                    }
+                    Err(_) => {
+                        drop(io);
+                        player.close(CloseReason::WriteError);
+                        return;
+                    }
+                }
             }
             let written = match player.sock.try_write_vectored(&iov[..n]) {
                 Ok(n) => n,
@@ -364,7 +376,7 @@ impl LocalStream {
                 }
             };
             io.bytes += written as u64;
-            if written < offered {
+            if written < offered || player.sock.has_pending_output() {
                 io.blocked = true;
             }
             if media {

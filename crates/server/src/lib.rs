@@ -16,6 +16,8 @@ mod packet;
 mod play;
 mod ring;
 mod rtmp;
+mod sock;
+mod tls;
 mod worker;
 
 pub use config::{Cli, Config};

@@ -35,10 +35,12 @@ fn main() -> std::process::ExitCode {
         }
     };
     // One line a script can read the bound ports from (useful with port 0).
+    let addr = |a: Option<std::net::SocketAddr>| a.map_or("off".into(), |a| a.to_string());
     println!(
-        "sluice listening rtmp={} http={} workers={workers}",
-        server.rtmp.map_or("off".into(), |a| a.to_string()),
-        server.http.map_or("off".into(), |a| a.to_string()),
+        "sluice listening rtmp={} http={} https={} workers={workers}",
+        addr(server.rtmp),
+        addr(server.http),
+        addr(server.https),
     );
     wait_for_signal();
     tracing::info!("shutting down");

@@ -9,7 +9,8 @@ use crate::fanout::{CloseReason, LocalStream, Player};
 use crate::ingest::Ingest;
 use crate::packet::Format;
 use crate::play::{self, PlayEnd};
-use crate::worker::{cap_send_buffer, Ctx};
+use crate::sock::{cap_send_buffer, Sock};
+use crate::worker::Ctx;
 use bytes::Bytes;
 use sluice_rtmp::{RtmpError, ServerConfig, ServerEvent, ServerOutput, ServerSession};
 use std::collections::VecDeque;
@@ -44,7 +45,7 @@ pub async fn serve(ctx: Rc<Ctx>, sock: TcpStream, peer: SocketAddr) {
         let mut conn = Conn {
             ctx: ctx.clone(),
             id,
-            sock: Rc::new(sock),
+            sock: Rc::new(Sock::Tcp(sock)),
             session: ServerSession::new(ServerConfig {
                 out_chunk_size: ctx.config.rtmp_chunk_size,
                 max_message_len: ctx.config.rtmp_max_message_len,
@@ -68,7 +69,7 @@ pub async fn serve(ctx: Rc<Ctx>, sock: TcpStream, peer: SocketAddr) {
 struct Conn {
     ctx: Rc<Ctx>,
     id: u64,
-    sock: Rc<TcpStream>,
+    sock: Rc<Sock>,
     session: ServerSession,
     /// Session output waiting to be written while not playing.
     out: VecDeque<Bytes>,
@@ -239,7 +240,7 @@ impl Conn {
         tracing::info!(stream = %key, "play");
         self.session.accept_play();
         let player = Player::new(self.id, self.sock.clone(), Format::Rtmp);
-        cap_send_buffer(&self.sock, self.ctx.config.player_send_buffer);
+        cap_send_buffer(self.sock.tcp(), self.ctx.config.player_send_buffer);
         let mut stop = false;
         while let Some(output) = self.session.poll_output() {
             if let ServerOutput::Write(bytes) = output {
@@ -306,7 +307,7 @@ impl Conn {
 }
 
 /// Writes queued session output (outside of playing, where the fan-out writes).
-async fn write_all(sock: &TcpStream, out: &mut VecDeque<Bytes>) -> io::Result<()> {
+async fn write_all(sock: &Sock, out: &mut VecDeque<Bytes>) -> io::Result<()> {
     while !out.is_empty() {
         sock.writable().await?;
         let iov: Vec<IoSlice<'_>> = out.iter().take(64).map(|b| IoSlice::new(b)).collect();

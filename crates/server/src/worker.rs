@@ -33,15 +33,18 @@ pub struct Server {
     pub rtmp: Option<SocketAddr>,
     /// Where HTTP listens, if on.
     pub http: Option<SocketAddr>,
+    /// Where HTTPS listens, if on (it needs a certificate).
+    pub https: Option<SocketAddr>,
     pub hub: Arc<Hub>,
     shutdown: watch::Sender<bool>,
     threads: Vec<JoinHandle<()>>,
 }
 
-#[derive(Debug, Clone, Copy)]
+#[derive(Clone)]
 enum Proto {
     Rtmp,
     Http,
+    Https(tokio_rustls::TlsAcceptor),
 }
 
 fn listener(addr: SocketAddr) -> io::Result<StdListener> {
@@ -84,6 +87,13 @@ impl Server {
         }));
         let (rtmp, mut rtmp_listeners) = listeners(&config.rtmp, workers)?;
         let (http, mut http_listeners) = listeners(&config.http, workers)?;
+        let tls = crate::tls::server_config(&config).map_err(io::Error::other)?;
+        let https_addr = if tls.is_some() {
+            config.https.as_str()
+        } else {
+            "off"
+        };
+        let (https, mut https_listeners) = listeners(https_addr, workers)?;
         let (shutdown, _) = watch::channel(false);
         let mut threads = Vec::with_capacity(workers);
         for worker in 0..workers {
@@ -93,6 +103,10 @@ impl Server {
             }
             if !http_listeners.is_empty() {
                 mine.push((Proto::Http, http_listeners.remove(0)));
+            }
+            if let (false, Some(tls)) = (https_listeners.is_empty(), &tls) {
+                let acceptor = tokio_rustls::TlsAcceptor::from(tls.clone());
+                mine.push((Proto::Https(acceptor), https_listeners.remove(0)));
             }
             let config = config.clone();
             let hub = hub.clone();
@@ -106,6 +120,7 @@ impl Server {
         Ok(Server {
             rtmp,
             http,
+            https,
             hub,
             shutdown,
             threads,
@@ -163,7 +178,7 @@ fn run_worker(
         for (proto, std_listener) in listeners {
             match TcpListener::from_std(std_listener) {
                 Ok(l) => {
-                    tokio::task::spawn_local(accept_loop(ctx.clone(), proto, l));
+                    tokio::task::spawn_local(accept_loop(ctx.clone(), proto.clone(), l));
                 }
                 Err(e) => tracing::error!(worker, "cannot register listener: {e}"),
             }
@@ -177,7 +192,7 @@ async fn accept_loop(ctx: Rc<Ctx>, proto: Proto, listener: TcpListener) {
         match listener.accept().await {
             Ok((sock, peer)) => {
                 let _ = sock.set_nodelay(true);
-                spawn_session(ctx.clone(), proto, sock, peer);
+                spawn_session(ctx.clone(), &proto, sock, peer);
             }
             Err(e) => {
                 // Out of descriptors or memory: back off instead of spinning.
@@ -188,16 +203,12 @@ async fn accept_loop(ctx: Rc<Ctx>, proto: Proto, listener: TcpListener) {
     }
 }
 
-fn spawn_session(ctx: Rc<Ctx>, proto: Proto, sock: TcpStream, peer: SocketAddr) {
+fn spawn_session(ctx: Rc<Ctx>, proto: &Proto, sock: TcpStream, peer: SocketAddr) {
     match proto {
         Proto::Rtmp => tokio::task::spawn_local(crate::rtmp::serve(ctx, sock, peer)),
         Proto::Http => tokio::task::spawn_local(crate::http::serve(ctx, sock, peer)),
+        Proto::Https(acceptor) => {
+            tokio::task::spawn_local(crate::http::serve_tls(ctx, acceptor.clone(), sock, peer))
+        }
     };
-}
-
-/// Caps a player socket's kernel send buffer (see `player_send_buffer`).
-pub fn cap_send_buffer(sock: &TcpStream, bytes: usize) {
-    if bytes > 0 {
-        let _ = socket2::SockRef::from(sock).set_send_buffer_size(bytes);
-    }
 }

@@ -294,3 +294,40 @@ fn a_publisher_restart_is_a_discontinuity_that_ffmpeg_plays_through() {
         String::from_utf8_lossy(&out.stderr)
     );
 }
+
+#[test]
+fn hls_and_http_flv_over_https() {
+    if !have_ffmpeg() {
+        return;
+    }
+    let server = TestServer::start(&["--https", "127.0.0.1:0", "--tls-self-signed"]);
+    let https = server.https.expect("an HTTPS listener");
+    let _publisher = publish(&server, "tls", 30);
+    std::thread::sleep(Duration::from_millis(5000));
+    for path in ["/live/tls.m3u8", "/live/tls/index.m3u8", "/live/tls.flv"] {
+        let url = format!("https://{https}{path}");
+        let out = Command::new("ffprobe")
+            .args(["-v", "error", "-tls_verify", "0", "-read_intervals", "%+2"])
+            .args([
+                "-show_entries",
+                "stream=codec_name,width,height:packet=codec_type",
+                "-of",
+                "csv=p=0",
+                &url,
+            ])
+            .output()
+            .expect("ffprobe");
+        let stdout = String::from_utf8_lossy(&out.stdout);
+        assert!(
+            out.status.success(),
+            "{url}: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        assert!(
+            stdout.contains("h264,320,240") && stdout.contains("aac"),
+            "{url}: {stdout}"
+        );
+        let packets = stdout.lines().filter(|l| l.starts_with("video")).count();
+        assert!(packets >= 25, "{url}: {packets} video packets");
+    }
+}

@@ -14,8 +14,7 @@ use sluice_http::{Method, Request};
 use std::io::IoSlice;
 use std::rc::Rc;
 use std::time::Duration;
-use tokio::io::AsyncWriteExt;
-use tokio::net::TcpStream;
+use tokio::io::{AsyncWrite, AsyncWriteExt};
 
 /// The HLS resource a path names, below the stream's key.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -71,9 +70,9 @@ enum Answer {
     Unavailable,
 }
 
-pub(crate) async fn serve(
+pub(crate) async fn serve<S: AsyncWrite + Unpin>(
     ctx: &Rc<Ctx>,
-    sock: &mut TcpStream,
+    sock: &mut S,
     req: &Request,
     key: &str,
     what: HlsPath<'_>,
@@ -264,8 +263,8 @@ async fn wait_for<T>(
 }
 
 /// A response with a body of shared buffers, written with vectored writes.
-async fn write(
-    sock: &mut TcpStream,
+async fn write<S: AsyncWrite + Unpin>(
+    sock: &mut S,
     req: &Request,
     status: &str,
     headers: &str,

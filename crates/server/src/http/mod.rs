@@ -10,7 +10,8 @@ mod hls;
 use crate::fanout::Player;
 use crate::packet::Format;
 use crate::play::{self, PlayEnd};
-use crate::worker::{cap_send_buffer, Ctx};
+use crate::sock::{cap_send_buffer, IntoSock, SharedTcp};
+use crate::worker::Ctx;
 use bytes::{BufMut, BytesMut};
 use sluice_http::ws::{self, Opcode};
 use sluice_http::{parse_request, HttpError, Method, Request};
@@ -19,7 +20,9 @@ use std::net::SocketAddr;
 use std::rc::Rc;
 use std::time::Duration;
 use tokio::io::AsyncWriteExt;
+use tokio::io::{AsyncRead, AsyncWrite};
 use tokio::net::TcpStream;
+use tokio_rustls::TlsAcceptor;
 use tracing::Instrument;
 
 /// Longest stream key (`app/name`) accepted in a path.
@@ -32,6 +35,27 @@ pub async fn serve(ctx: Rc<Ctx>, sock: TcpStream, peer: SocketAddr) {
     let span = tracing::info_span!("http", id, %peer);
     async move {
         match connection(&ctx, id, sock).await {
+            Ok(()) => tracing::debug!("closed"),
+            Err(e) => tracing::info!("closed: {e}"),
+        }
+    }
+    .instrument(span)
+    .await
+}
+
+/// HTTPS: the TLS handshake (bounded in time), then the same routes as HTTP.
+pub async fn serve_tls(ctx: Rc<Ctx>, acceptor: TlsAcceptor, sock: TcpStream, peer: SocketAddr) {
+    let id = ctx.hub.next_id();
+    let span = tracing::info_span!("https", id, %peer);
+    async move {
+        let idle = Duration::from_millis(ctx.config.idle_timeout_ms);
+        let tls = match tokio::time::timeout(idle, acceptor.accept(SharedTcp(Rc::new(sock)))).await
+        {
+            Ok(Ok(tls)) => tls,
+            Ok(Err(e)) => return tracing::info!("TLS handshake failed: {e}"),
+            Err(_) => return tracing::info!("TLS handshake timed out"),
+        };
+        match connection(&ctx, id, tls).await {
             Ok(()) => tracing::debug!("closed"),
             Err(e) => tracing::info!("closed: {e}"),
         }
@@ -98,7 +122,11 @@ fn route(path: &str) -> Route<'_> {
     Route::NotFound
 }
 
-async fn connection(ctx: &Rc<Ctx>, id: u64, sock: TcpStream) -> Result<(), ConnError> {
+/// One HTTP/1.1 connection, plain or TLS.
+async fn connection<S>(ctx: &Rc<Ctx>, id: u64, sock: S) -> Result<(), ConnError>
+where
+    S: AsyncRead + AsyncWrite + Unpin + IntoSock,
+{
     let idle = Duration::from_millis(ctx.config.idle_timeout_ms);
     let mut buf = BytesMut::new();
     let mut sock = sock;
@@ -190,8 +218,8 @@ async fn connection(ctx: &Rc<Ctx>, id: u64, sock: TcpStream) -> Result<(), ConnE
 }
 
 /// Reads one request head into `buf`. `Ok(None)` is a clean close between requests.
-async fn read_head(
-    sock: &mut TcpStream,
+async fn read_head<S: AsyncRead + Unpin>(
+    sock: &mut S,
     buf: &mut BytesMut,
     idle: Duration,
 ) -> Result<Option<Request>, ConnError> {
@@ -213,8 +241,8 @@ async fn read_head(
     }
 }
 
-pub(crate) async fn respond(
-    sock: &mut TcpStream,
+pub(crate) async fn respond<S: AsyncWrite + Unpin>(
+    sock: &mut S,
     req: &Request,
     status: &str,
     content_type: &str,
@@ -242,12 +270,13 @@ pub(crate) async fn respond(
 async fn play_flv(
     ctx: &Rc<Ctx>,
     id: u64,
-    sock: TcpStream,
+    sock: impl IntoSock,
     stream: std::sync::Arc<crate::hub::Stream>,
     format: Format,
     mut input: BytesMut,
 ) -> Result<(), ConnError> {
-    cap_send_buffer(&sock, ctx.config.player_send_buffer);
+    let sock = sock.into_sock();
+    cap_send_buffer(sock.tcp(), ctx.config.player_send_buffer);
     let player = Player::new(id, Rc::new(sock), format);
     let fanout = ctx.fanout.clone();
     let local = fanout.attach(&stream, player.clone());

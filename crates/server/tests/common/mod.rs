@@ -18,6 +18,8 @@ pub struct TestServer {
     child: Child,
     pub rtmp: SocketAddr,
     pub http: SocketAddr,
+    /// Set when started with `--https 127.0.0.1:0 --tls-self-signed`.
+    pub https: Option<SocketAddr>,
 }
 
 impl TestServer {
@@ -47,9 +49,14 @@ impl TestServer {
                 .and_then(|a| a.parse().ok())
                 .unwrap_or_else(|| panic!("no {name} address in {line:?}"))
         };
+        let https = line
+            .split_whitespace()
+            .find_map(|w| w.strip_prefix("https="))
+            .and_then(|a| a.parse().ok());
         TestServer {
             rtmp: field("rtmp"),
             http: field("http"),
+            https,
             child,
         }
     }
