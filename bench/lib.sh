@@ -28,14 +28,15 @@ trap 'echo "$0: interrupted or over its time bound, stopping" >&2; exit 124' INT
 # bound_run SECONDS: the whole script ends (and cleans up) after SECONDS.
 bound_run() {
   local me=$$
-  (sleep "$1"; kill -TERM "$me" 2>/dev/null) &
+  (sleep "$1"; kill -TERM "$me") 2>/dev/null &
   pids+=("$!")
+  disown "$!"
 }
 
 # setup OUTDIR: build, compile limit.c, make the test clip. Sets $out and $clip.
 setup() {
-  out=$1
-  mkdir -p "$out"
+  mkdir -p "$1"
+  out=$(cd "$1" && pwd)
   [ "${NO_BUILD:-0}" = 1 ] || (cd "$root" && cargo build --release -q -p sluice-server -p sluice-bench)
   [ -x "$out/limit" ] && [ "$out/limit" -nt "$root/../shared/limit/limit.c" ] ||
     gcc -O2 -Wall -o "$out/limit" "$root/../shared/limit/limit.c" -lpthread
@@ -135,7 +136,9 @@ play() {
     --server-pid "$spid" --quiet --json "$json" "$@" >/dev/null &
   local p=$!
   pids+=("$p")
+  head -1 /proc/stat >"$json.stat0"
   wait "$p"
+  head -1 /proc/stat >"$json.stat1"
 }
 
 # stop PID...: kill and reap.

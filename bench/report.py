@@ -32,6 +32,22 @@ def client_cpu(path):
         return None, None
 
 
+def machine_cores(path):
+    """Cores busy on the whole machine (every process) during the run, from /proc/stat."""
+    try:
+        a = [int(x) for x in open(path + ".stat0").read().split()[1:]]
+        b = [int(x) for x in open(path + ".stat1").read().split()[1:]]
+    except (OSError, ValueError):
+        return None
+    d = [y - x for x, y in zip(a, b)]
+    total = sum(d[:8])
+    return (total - d[3] - d[4]) / total * os.cpu_count() if total else None
+
+
+def fmt(x, f="{:.2f}"):
+    return "-" if x is None else f.format(x)
+
+
 def header(title, extra=""):
     return [
         f"# {title}",
@@ -104,8 +120,8 @@ def cmd_past_knee(path):
 def cmd_players_per_core(out, proto, merge, *servers):
     lines = header(f"Players per core: {proto} players on one worker, merge window {merge} ms")
     lines += [
-        "| server | players | ok | Mbit/s | server cores | CPU-s/GB | client cores | stalls | max lag ms | first keyframe p50/p99 ms |",
-        "|---|---|---|---|---|---|---|---|---|---|",
+        "| server | players | ok | Mbit/s | server cores | CPU-s/GB | client cores | machine busy cores | stalls | max lag ms | first keyframe p50/p99 ms |",
+        "|---|---|---|---|---|---|---|---|---|---|---|",
     ]
     curves, summary = {}, {}
     for srv in servers:
@@ -124,7 +140,7 @@ def cmd_players_per_core(out, proto, merge, *servers):
                 last_ok = n
             lines.append(
                 f"| {srv} | {n} | {r['ok']} | {r['mbit_s']:.0f} | {s['cpu_cores']:.3f} | {s['cpu_s_per_gb']:.3f} | "
-                f"{'-' if cc is None else f'{cc:.2f}'} | {r['stalls']} | {r['max_lag_ms']:.0f} | {fk(r)} |"
+                f"{fmt(cc)} | {fmt(machine_cores(f))} | {r['stalls']} | {r['max_lag_ms']:.0f} | {fk(r)} |"
             )
         if not pts:
             continue
@@ -258,7 +274,7 @@ def cmd_memory(out, n, *runs):
             f"RSS over time, {n} players, with 30% of them reading at a tenth of the bitrate vs none "
             "(server RSS only: kernel socket buffers are not in it; see the TCP memory column).",
             "",
-            "| server | protocol | slow players | ok | Mbit/s | stalls (fast players) | RSS window start→end MiB | RSS max MiB | TCP mem max MiB (all sockets) | max / no-slow max | drift over window |",
+            "| server | protocol | slow players | ok | Mbit/s | stalls (fast players) | RSS window start→end MiB | RSS max MiB | TCP mem max MiB (all sockets) | max / no-slow max | drift, last half |",
             "|---|---|---|---|---|---|---|---|---|---|---|",
         ]
     for f0 in slow:
@@ -276,7 +292,10 @@ def cmd_memory(out, n, *runs):
             tcp = tcp_mem_max(f)
             mx = s["rss_max_kib"]
             base_max = base_max or mx
-            drift = (s["rss_end_kib"] - s["rss_start_kib"]) / 1024
+            # Drift over the second half of the window (the first half includes settling).
+            t0, t1 = samples[0]["t_s"], samples[-1]["t_s"]
+            mid = min(samples, key=lambda x: abs(x["t_s"] - (t0 + t1) / 2 - (t1 - t0) / 4))
+            drift = (s["rss_end_kib"] - mid["rss_kib"]) / 1024
             summary["slow"][f"{key}-{frac}"] = {"rss_max_kib": mx, "ratio": mx / base_max, "drift_mib": drift,
                                                 "ok": r["ok"], "stalls_fast": fast_stalls, "tcp_mem_max_mib": tcp}
             srv, proto = key.split("-", 1)
@@ -316,8 +335,8 @@ def cmd_publishers(out, clip_kbit, *servers):
     clip_kbit = float(clip_kbit)
     lines = header(f"Publishers: N RTMP publishers of a {clip_kbit:.0f} kbit/s clip on one worker")
     lines += [
-        "| server | publishers | ok | ingest Mbit/s | of expected | server cores | CPU ms/s per publisher | CPU-s/GB | client cores |",
-        "|---|---|---|---|---|---|---|---|---|",
+        "| server | publishers | ok | ingest Mbit/s | of expected | server cores | CPU ms/s per publisher | CPU-s/GB | client cores | machine busy cores |",
+        "|---|---|---|---|---|---|---|---|---|---|",
     ]
     summary, curves = {}, {}
     for srv in servers:
@@ -334,7 +353,7 @@ def cmd_publishers(out, clip_kbit, *servers):
                          "cpu_cores": s["cpu_cores"], "cpu_ms_per_s_per_pub": per, "client_cores": cc})
             lines.append(
                 f"| {srv} | {n} | {r['ok']} | {r['mbit_s']:.0f} | {frac:.2f} | {s['cpu_cores']:.3f} | {per:.3f} | "
-                f"{s['cpu_s_per_gb'] or 0:.2f} | {'-' if cc is None else f'{cc:.2f}'} |"
+                f"{s['cpu_s_per_gb'] or 0:.2f} | {fmt(cc)} | {fmt(machine_cores(f))} |"
             )
         summary[srv] = rows
         curves[srv] = [(x["n"], x["cpu_cores"]) for x in rows]

@@ -13,6 +13,8 @@ pub mod codec;
 pub mod flv;
 pub mod fmp4;
 mod frame;
+pub mod rtp;
+pub mod sdp;
 mod track;
 pub mod ts;
 

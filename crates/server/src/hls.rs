@@ -45,6 +45,15 @@ struct Segmenters {
     audio: Option<Arc<Track>>,
 }
 
+impl Segmenters {
+    /// Bytes held by kept segments and the init segment (parts share the segments' bytes).
+    fn memory(&self) -> usize {
+        let ts: usize = self.ts.segments().values().map(Bytes::len).sum();
+        let fmp4: usize = self.fmp4.segments().values().flatten().map(Bytes::len).sum();
+        ts + fmp4 + self.fmp4.init().map_or(0, Bytes::len)
+    }
+}
+
 /// The HLS output of one stream.
 #[derive(Debug)]
 pub struct HlsStream {
@@ -160,6 +169,10 @@ impl HlsStream {
                 tracing::debug!(stream = %key, "fMP4 segmenter dropped a frame: {e}");
                 false
             });
+            if ts {
+                // A TS segment boundary (every ~2 s): say what this stream holds.
+                tracing::debug!(stream = %key, hls_bytes = s.memory(), "HLS segment");
+            }
             if ts || fmp4 {
                 Some(self.snapshot(key, s))
             } else {
@@ -242,15 +255,8 @@ impl HlsStream {
         self.changed.subscribe()
     }
 
-    /// Bytes held by the kept segments and parts (for logs, later the API).
+    /// Bytes held by the kept segments (for logs, later the API).
     pub fn memory(&self) -> usize {
-        let view = self.view();
-        let size = |v: &Option<VariantView>| {
-            v.as_ref().map_or(0, |v| {
-                v.segments.values().flatten().map(Bytes::len).sum::<usize>()
-                    + v.init.as_ref().map_or(0, Bytes::len)
-            })
-        };
-        size(&view.ts) + size(&view.fmp4)
+        self.with(|s| s.memory()).unwrap_or(0)
     }
 }

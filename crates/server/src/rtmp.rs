@@ -210,6 +210,7 @@ impl Conn {
             frames = ingest.frames,
             bytes = ingest.bytes,
             dropped = ingest.dropped,
+            hls_bytes = stream.hls.memory(),
             "unpublish"
         );
         let Some(generation) = self.ctx.hub.unpublish(&stream, self.id) else {
