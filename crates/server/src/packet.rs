@@ -48,7 +48,9 @@ pub struct Packet {
     pub key: bool,
     flv: OnceLock<Bytes>,
     rtmp: OnceLock<Bytes>,
-    ws_header: OnceLock<Bytes>,
+    /// The FLV tag inside one binary WebSocket frame, contiguous: one buffer per
+    /// packet in a player's `writev` instead of two.
+    ws: OnceLock<Bytes>,
 }
 
 impl Packet {
@@ -59,7 +61,7 @@ impl Packet {
             key,
             flv: OnceLock::new(),
             rtmp: OnceLock::new(),
-            ws_header: OnceLock::new(),
+            ws: OnceLock::new(),
         })
     }
 
@@ -171,20 +173,21 @@ impl Packet {
             Format::Rtmp => [self.rtmp(shape), &EMPTY],
             Format::Flv => [self.flv(), &EMPTY],
             Format::WsFlv => {
-                let tag = self.flv();
-                if tag.is_empty() {
-                    return [&EMPTY, &EMPTY];
-                }
-                let header = self.ws_header.get_or_init(|| {
-                    let mut h = BytesMut::with_capacity(10);
+                let frame = self.ws.get_or_init(|| {
+                    let tag = self.flv();
+                    if tag.is_empty() {
+                        return Bytes::new();
+                    }
+                    let mut out = BytesMut::with_capacity(tag.len() + 10);
                     sluice_http::ws::write_frame_header(
-                        &mut h,
+                        &mut out,
                         sluice_http::ws::Opcode::Binary,
                         tag.len(),
                     );
-                    h.freeze()
+                    out.extend_from_slice(tag);
+                    out.freeze()
                 });
-                [header, tag]
+                [frame, &EMPTY]
             }
         }
     }
