@@ -1,0 +1,35 @@
+//! Sans-IO RTSP 1.0 (RFC 2326) for Sluice's server side: messages and interleaved
+//! frames, the `Transport`/`Range`/`Session`/`RTP-Info` headers, Basic and Digest
+//! authentication, and the per-connection [`ServerSession`] state machine.
+//!
+//! Bytes in, outputs polled: nothing here touches a socket, a timer, the clock or an
+//! OS random source. Time (`Instant`) and randomness (a seed) are inputs. Media does
+//! not pass through the session on the way out: the server writes shared RTP packets
+//! to the socket itself, framed with [`interleaved_header`] for TCP players.
+//!
+//! Files, from the wire up: `message` (requests, responses, `$` frames), `transport`
+//! (structured headers), `auth` (Basic/Digest), `session` (the only file that knows
+//! request order), `error`.
+#![forbid(unsafe_code)]
+#![warn(missing_docs, unreachable_pub, clippy::unwrap_used)]
+
+pub mod auth;
+mod error;
+pub mod message;
+mod session;
+pub mod transport;
+
+pub use auth::{AuthConfig, AuthOutcome, Authenticator};
+pub use error::RtspError;
+pub use message::{
+    encode_interleaved, interleaved_header, Headers, Incoming, MessageReader, Method, Request,
+    Response, Version, DEFAULT_MAX_BODY_LEN, MAX_HEADERS, MAX_HEAD_LEN,
+};
+pub use session::{
+    AuthPolicy, ServerConfig, ServerEvent, ServerOutput, ServerSession, SetupAnswer, TrackSetup,
+    TrackStart, DEFAULT_SESSION_TIMEOUT, MAX_TRACKS,
+};
+pub use transport::{
+    ChannelPair, LowerTransport, Mode, NptRange, NptTime, PortPair, RtpInfo, SessionHeader,
+    Transport,
+};
