@@ -17,10 +17,29 @@ S_RTMP=$((base + 1)) S_HTTP=$((base + 2)) L_HTTP=$((base + 3)) N_RTMP=$((base + 
 server_cpus=${SERVER_CPUS:-0} client_cpus=${CLIENT_CPUS:-1}
 pids=()
 
+# kill_hard PID...: TERM, then KILL whatever is still there after 3 s (a server that
+# hangs in its shutdown must not hang the script), then reap.
+kill_hard() {
+  local p i any
+  alive() { [ -e "/proc/$1" ] && [ "$(awk '{print $3}' "/proc/$1/stat" 2>/dev/null)" != Z ]; }
+  for p in "$@"; do pkill -P "$p" 2>/dev/null || true; kill "$p" 2>/dev/null || true; done
+  for i in $(seq 30); do
+    any=0
+    for p in "$@"; do alive "$p" && any=1; done
+    [ "$any" = 1 ] || break
+    sleep 0.1
+  done
+  for p in "$@"; do
+    if alive "$p"; then
+      echo "$0: pid $p ignored SIGTERM for 3 s; SIGKILL" >&2
+      kill -9 "$p" 2>/dev/null || true
+    fi
+  done
+  for p in "$@"; do wait "$p" 2>/dev/null || true; done
+}
+
 cleanup() {
-  local p
-  for p in "${pids[@]}"; do pkill -P "$p" 2>/dev/null || true; kill "$p" 2>/dev/null || true; done
-  wait 2>/dev/null || true
+  [ ${#pids[@]} = 0 ] || kill_hard "${pids[@]}"
 }
 trap cleanup EXIT
 trap 'echo "$0: interrupted or over its time bound, stopping" >&2; exit 124' INT TERM
@@ -142,10 +161,7 @@ play() {
 }
 
 # stop PID...: kill and reap.
-stop() {
-  kill "$@" 2>/dev/null || true
-  wait "$@" 2>/dev/null || true
-}
+stop() { kill_hard "$@"; }
 
 # url PROTO SERVER: the play URL of stream live/x.
 url() {

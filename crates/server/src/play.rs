@@ -73,12 +73,14 @@ pub async fn drain(local: &LocalStream, player: &Player) {
     let _ = tokio::time::timeout(DRAIN_TIMEOUT, async {
         loop {
             local.on_writable(player);
-            if player.drained() {
+            if player.drained() || player.wait() == PlayerWait::Close(CloseReason::WriteError) {
                 return;
             }
             if player.sock.writable().await.is_err() {
                 return;
             }
+            // A socket that reports writable but takes nothing must not starve the worker.
+            tokio::task::yield_now().await;
         }
     })
     .await;
