@@ -492,6 +492,17 @@ mod tests {
         ))
     }
 
+    /// Names TS segments `N.ts`.
+    struct Names;
+
+    impl crate::SegmentNames for Names {
+        fn segment(&self, msn: u64, out: &mut String) {
+            out.push_str(&format!("{msn}.ts"));
+        }
+        fn part(&self, _: u64, _: u32, _: &mut String) {}
+        fn init(&self, _: &mut String) {}
+    }
+
     /// 25 fps video with a keyframe every `gop` frames, and 48 kHz AAC between.
     fn frames(seconds: i64, gop: i64) -> Vec<Frame> {
         let mut out = Vec::new();
@@ -539,14 +550,6 @@ mod tests {
             assert!(bytes.len() % 188 == 0 && bytes[0] == 0x47, "segment {msn}");
         }
         let mut playlist = String::new();
-        struct Names;
-        impl crate::SegmentNames for Names {
-            fn segment(&self, msn: u64, out: &mut String) {
-                out.push_str(&format!("{msn}.ts"));
-            }
-            fn part(&self, _: u64, _: u32, _: &mut String) {}
-            fn init(&self, _: &mut String) {}
-        }
         seg.timeline().render(&Names, &mut playlist);
         assert!(playlist.contains("#EXTINF:2.000,\n0.ts"), "{playlist}");
     }
@@ -585,14 +588,6 @@ mod tests {
             seg.push(f, 0).unwrap();
         }
         let mut playlist = String::new();
-        struct Names;
-        impl crate::SegmentNames for Names {
-            fn segment(&self, msn: u64, out: &mut String) {
-                out.push_str(&format!("{msn}.ts"));
-            }
-            fn part(&self, _: u64, _: u32, _: &mut String) {}
-            fn init(&self, _: &mut String) {}
-        }
         seg.timeline().render(&Names, &mut playlist);
         assert!(playlist.contains("#EXT-X-DISCONTINUITY"), "{playlist}");
     }
