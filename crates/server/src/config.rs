@@ -13,6 +13,7 @@ use std::path::PathBuf;
 #[serde(default, deny_unknown_fields)]
 pub struct Config {
     pub rtmp: String,
+    pub rtsp: String,
     pub http: String,
     pub https: String,
     pub tls_cert: String,
@@ -41,6 +42,7 @@ impl Default for Config {
     fn default() -> Self {
         Config {
             rtmp: "0.0.0.0:1935".into(),
+            rtsp: "0.0.0.0:8554".into(),
             http: "0.0.0.0:8080".into(),
             https: "0.0.0.0:8443".into(),
             tls_cert: String::new(),
@@ -70,6 +72,7 @@ impl Default for Config {
 /// What each key means, in the order `--print-config` prints them.
 const DOCS: &[(&str, &str)] = &[
     ("rtmp", "RTMP listener address, or \"off\"."),
+    ("rtsp", "RTSP listener address (publish with ANNOUNCE/RECORD, play with DESCRIBE/PLAY; RTP interleaved on TCP), or \"off\"."),
     ("http", "HTTP listener address (HTTP-FLV, WebSocket-FLV, HLS), or \"off\"."),
     ("https", "HTTPS listener address (the same routes as HTTP), or \"off\"; it listens only with a certificate (tls_cert and tls_key) or tls_self_signed."),
     ("tls_cert", "PEM file with the HTTPS certificate chain."),
@@ -99,7 +102,7 @@ const DOCS: &[(&str, &str)] = &[
 #[command(
     name = "sluice",
     version,
-    about = "Sluice: a live streaming media server (RTMP in and out, HTTP-FLV, WebSocket-FLV)."
+    about = "Sluice: a live streaming media server (RTMP and RTSP in and out, HTTP-FLV, WebSocket-FLV, HLS)."
 )]
 pub struct Cli {
     /// TOML configuration file; flags override its keys.
@@ -111,6 +114,9 @@ pub struct Cli {
     /// RTMP listener address, or "off" [default: 0.0.0.0:1935].
     #[arg(long, value_name = "ADDR")]
     pub rtmp: Option<String>,
+    /// RTSP listener address, or "off" [default: 0.0.0.0:8554].
+    #[arg(long, value_name = "ADDR")]
+    pub rtsp: Option<String>,
     /// HTTP listener address, or "off" [default: 0.0.0.0:8080].
     #[arg(long, value_name = "ADDR")]
     pub http: Option<String>,
@@ -205,6 +211,7 @@ impl Config {
         }
         flag!(
             rtmp,
+            rtsp,
             http,
             https,
             tls_cert,
@@ -234,6 +241,7 @@ impl Config {
     fn validate(&self) -> Result<(), ConfigError> {
         for (key, value) in [
             ("rtmp", &self.rtmp),
+            ("rtsp", &self.rtsp),
             ("http", &self.http),
             ("https", &self.https),
         ] {

@@ -105,6 +105,9 @@ pub struct Player {
     io: RefCell<PlayerIo>,
     /// Wakes the player's own task: it must wait for writability, or close.
     pub wake: Notify,
+    /// Where to start instead of the newest start keyframe, if still kept (RTSP
+    /// announces the first packet's sequence number before the player is attached).
+    start_at: Cell<Option<u64>>,
 }
 
 #[derive(Debug, Default)]
@@ -137,7 +140,14 @@ impl Player {
             format,
             io: RefCell::new(PlayerIo::default()),
             wake: Notify::new(),
+            start_at: Cell::new(None),
         })
+    }
+
+    /// Starts the player at ring position `pos` (a start keyframe) when it is still
+    /// kept at attach time; otherwise it starts at the newest start keyframe.
+    pub fn start_at(&self, pos: u64) {
+        self.start_at.set(Some(pos));
     }
 
     /// Queues bytes that must go out before any further media (a protocol's own
@@ -173,8 +183,13 @@ impl Player {
 
     fn close(&self, reason: CloseReason) {
         let mut io = self.io.borrow_mut();
-        if io.closing.is_none() {
+        // A write error overrides an earlier reason: nothing can be written any more,
+        // so a closing player that was still draining must stop trying.
+        if io.closing.is_none() || reason == CloseReason::WriteError {
             io.closing = Some(reason);
+            if reason == CloseReason::WriteError {
+                io.pending.clear();
+            }
             drop(io);
             self.wake.notify_one();
         }
@@ -422,7 +437,7 @@ impl LocalStream {
         };
         match io.cursor {
             None => {
-                if player.format != Format::Rtmp {
+                if matches!(player.format, Format::Flv | Format::WsFlv) {
                     let mut header = BytesMut::with_capacity(13);
                     let has_video = m.init.iter().any(|p| p.is_video());
                     sluice_media::flv::write_file_header(&mut header, true, has_video);
@@ -445,7 +460,11 @@ impl LocalStream {
                         }
                     }
                 }
-                io.cursor = Some(start);
+                let hint = player
+                    .start_at
+                    .take()
+                    .filter(|&p| p <= start && m.get(p).is_some());
+                io.cursor = Some(hint.unwrap_or(start));
             }
             Some(cursor) => {
                 let behind = match m.get(cursor) {

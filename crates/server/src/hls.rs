@@ -49,7 +49,13 @@ impl Segmenters {
     /// Bytes held by kept segments and the init segment (parts share the segments' bytes).
     fn memory(&self) -> usize {
         let ts: usize = self.ts.segments().values().map(Bytes::len).sum();
-        let fmp4: usize = self.fmp4.segments().values().flatten().map(Bytes::len).sum();
+        let fmp4: usize = self
+            .fmp4
+            .segments()
+            .values()
+            .flatten()
+            .map(Bytes::len)
+            .sum();
         ts + fmp4 + self.fmp4.init().map_or(0, Bytes::len)
     }
 }

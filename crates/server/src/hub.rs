@@ -5,7 +5,7 @@
 //! taken once per frame by the publisher and once per merge window by each worker.
 
 use crate::hls::HlsStream;
-use crate::packet::Packet;
+use crate::packet::{Packet, RtpSource};
 use crate::ring::{Ring, RingLimits};
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
@@ -19,6 +19,8 @@ pub struct HubConfig {
     pub ring: RingLimits,
     pub publish_grace: Duration,
     pub hls: Option<sluice_hls::HlsConfig>,
+    /// Whether streams make the RTP form of their frames (an RTSP listener is on).
+    pub rtp: bool,
 }
 
 /// Why a publisher was refused.
@@ -50,6 +52,9 @@ pub struct Stream {
     pub skips: AtomicU64,
     /// The stream's HLS segments and playlists.
     pub hls: HlsStream,
+    /// The stream's RTP packetizers, when RTSP is on. Only its publisher takes this
+    /// lock (once per frame, before the state lock, never both at once).
+    pub rtp: Option<Mutex<RtpSource>>,
 }
 
 #[derive(Debug)]
@@ -192,6 +197,7 @@ impl Stream {
             }),
             players: AtomicUsize::new(0),
             skips: AtomicU64::new(0),
+            rtp: config.rtp.then(|| Mutex::new(RtpSource::new())),
         }
     }
 

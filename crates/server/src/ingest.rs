@@ -1,22 +1,24 @@
-//! From a publisher's FLV tag bodies to packets in the hub, for any ingest protocol
-//! that speaks FLV bodies (RTMP now; HTTP-FLV pull for relays later).
+//! From a publisher's media to packets in the hub, for every ingest protocol: FLV tag
+//! bodies (RTMP; HTTP-FLV pull for relays later) and ready tracks and frames (RTSP,
+//! from RTP). Both paths end in [`Ingest::set_track`] and [`Ingest::frame`], which make
+//! the packets, feed HLS, and make the RTP form of each frame when RTSP is on.
 //!
 //! It also keeps the stream's timeline continuous when a publisher comes back within
 //! the grace window: its first timestamp is moved to follow the last one players got.
 
-use crate::hub::Stream;
+use crate::hub::{Hub, Stream};
 use crate::packet::{Packet, Payload};
 use bytes::Bytes;
 use sluice_media::flv::{self, AudioTag, FlvError, VideoTag};
-use sluice_media::{Frame, MediaKind, Track};
+use sluice_media::{Frame, MediaKind, Timestamp, Track};
 use std::sync::Arc;
 
 /// One publisher session's view of its stream.
 #[derive(Debug)]
 pub struct Ingest {
     pub stream: Arc<Stream>,
-    /// Added to every incoming timestamp; fixed at the first timed packet.
-    offset: Option<i64>,
+    /// Added to every incoming timestamp (90 kHz); fixed at the first timed packet.
+    offset: Option<Timestamp>,
     video: Option<Arc<Track>>,
     audio: Option<Arc<Track>>,
     /// Frames dropped because no decoder configuration preceded them.
@@ -41,15 +43,26 @@ impl Ingest {
         }
     }
 
-    fn rebase(&mut self, ts_ms: i64) -> i64 {
+    /// The stream's time of a publisher time, both in 90 kHz ticks.
+    fn rebase(&mut self, ticks: Timestamp) -> Timestamp {
         let offset = *self.offset.get_or_insert_with(|| {
             let state = self.stream.lock();
             match state.last_ts_ms {
-                Some(last) => last + state.last_delta_ms.clamp(1, 100) - ts_ms,
+                Some(last) => {
+                    Frame::ticks_from_ms(last + state.last_delta_ms.clamp(1, 100)) - ticks
+                }
                 None => 0,
             }
         });
-        ts_ms + offset
+        ticks + offset
+    }
+
+    /// The current decoder configuration of one kind of track.
+    pub fn track(&self, kind: MediaKind) -> Option<&Arc<Track>> {
+        match kind {
+            MediaKind::Video => self.video.as_ref(),
+            MediaKind::Audio => self.audio.as_ref(),
+        }
     }
 
     /// A video message body.
@@ -58,48 +71,21 @@ impl Ingest {
         let Some(tag) = self.skip_unsupported(flv::parse_video(body))? else {
             return Ok(());
         };
+        let dts = Frame::ticks_from_ms(ts_ms);
         match tag {
-            VideoTag::Config(track) => {
-                if self.video.as_deref() == Some(&track) {
-                    return Ok(());
-                }
-                let track = Arc::new(track);
-                self.video = Some(track.clone());
-                self.stream.hls.set_track(&track);
-                let ts = self.rebase(ts_ms);
-                let packet = Packet::new(Payload::Config(track), ts, false);
-                {
-                    let mut state = self.stream.lock();
-                    state.has_video = true;
-                    state.video_config = Some(packet.clone());
-                    state.ring.reset_start();
-                }
-                self.stream.push(packet);
-            }
+            VideoTag::Config(track) => self.set_track(dts, track),
             VideoTag::Frame {
                 keyframe,
                 cts_ms,
                 data,
                 ..
-            } => {
-                let Some(track) = self.video.clone() else {
-                    self.dropped += 1;
-                    return Ok(());
-                };
-                let ts = self.rebase(ts_ms);
-                let dts = Frame::ticks_from_ms(ts);
-                let frame = Frame {
-                    kind: MediaKind::Video,
-                    dts,
-                    pts: dts + Frame::ticks_from_ms(i64::from(cts_ms)),
-                    keyframe,
-                    payload: data,
-                };
-                self.frames += 1;
-                self.stream.hls.push(&self.stream.key, &frame);
-                self.stream
-                    .push(Packet::new(Payload::Media { frame, track }, ts, keyframe));
-            }
+            } => self.frame(Frame {
+                kind: MediaKind::Video,
+                dts,
+                pts: dts + Frame::ticks_from_ms(i64::from(cts_ms)),
+                keyframe,
+                payload: data,
+            }),
             VideoTag::EndOfSequence | VideoTag::Other => {}
         }
         Ok(())
@@ -111,33 +97,20 @@ impl Ingest {
         let Some(tag) = self.skip_unsupported(flv::parse_audio(body))? else {
             return Ok(());
         };
+        let dts = Frame::ticks_from_ms(ts_ms);
         match tag {
-            AudioTag::Config(track) => self.set_audio_config(ts_ms, track),
+            AudioTag::Config(track) => self.set_track(dts, track),
             AudioTag::Frame { data, implied, .. } => {
                 if let Some(track) = implied {
-                    if self.audio.as_deref() != Some(&track) {
-                        self.set_audio_config(ts_ms, track);
-                    }
+                    self.set_track(dts, track);
                 }
-                let Some(track) = self.audio.clone() else {
-                    self.dropped += 1;
-                    return Ok(());
-                };
-                let ts = self.rebase(ts_ms);
-                let dts = Frame::ticks_from_ms(ts);
-                let frame = Frame {
+                self.frame(Frame {
                     kind: MediaKind::Audio,
                     dts,
                     pts: dts,
                     keyframe: true,
                     payload: data,
-                };
-                // Audio is a start point only for streams without video.
-                let key = self.video.is_none();
-                self.frames += 1;
-                self.stream.hls.push(&self.stream.key, &frame);
-                self.stream
-                    .push(Packet::new(Payload::Media { frame, track }, ts, key));
+                });
             }
             AudioTag::Other => {}
         }
@@ -157,17 +130,70 @@ impl Ingest {
         }
     }
 
-    fn set_audio_config(&mut self, ts_ms: i64, track: Track) {
-        if self.audio.as_deref() == Some(&track) {
+    /// A decoder configuration at publisher time `ticks` (90 kHz); the same one
+    /// again is ignored. A new video configuration makes new players wait for a
+    /// keyframe made with it.
+    pub fn set_track(&mut self, ticks: Timestamp, track: Track) {
+        let kind = track.kind();
+        if self.track(kind).map(|t| &**t) == Some(&track) {
             return;
         }
         let track = Arc::new(track);
-        self.audio = Some(track.clone());
+        match kind {
+            MediaKind::Video => self.video = Some(track.clone()),
+            MediaKind::Audio => self.audio = Some(track.clone()),
+        }
         self.stream.hls.set_track(&track);
-        let ts = self.rebase(ts_ms);
+        if let Some(rtp) = &self.stream.rtp {
+            rtp.lock()
+                .unwrap_or_else(|e| e.into_inner())
+                .set_track(&track);
+        }
+        let ts = Frame::ms_from_ticks(self.rebase(ticks));
         let packet = Packet::new(Payload::Config(track), ts, false);
-        self.stream.lock().audio_config = Some(packet.clone());
+        {
+            let mut state = self.stream.lock();
+            match kind {
+                MediaKind::Video => {
+                    state.has_video = true;
+                    state.video_config = Some(packet.clone());
+                    state.ring.reset_start();
+                }
+                MediaKind::Audio => state.audio_config = Some(packet.clone()),
+            }
+        }
         self.stream.push(packet);
+    }
+
+    /// A coded frame with timestamps on the publisher's clock (90 kHz); dropped (and
+    /// counted) while its kind has no decoder configuration.
+    pub fn frame(&mut self, mut frame: Frame) {
+        let Some(track) = self.track(frame.kind).cloned() else {
+            self.dropped += 1;
+            return;
+        };
+        let dts = self.rebase(frame.dts);
+        frame.pts = frame.pts - frame.dts + dts;
+        frame.dts = dts;
+        // Audio is a start point only for streams without video.
+        let key = match frame.kind {
+            MediaKind::Video => frame.keyframe,
+            MediaKind::Audio => self.video.is_none(),
+        };
+        self.frames += 1;
+        self.stream.hls.push(&self.stream.key, &frame);
+        let rtp = self.stream.rtp.as_ref().and_then(|rtp| {
+            rtp.lock()
+                .unwrap_or_else(|e| e.into_inner())
+                .packetize(&frame)
+        });
+        let ts = Frame::ms_from_ticks(dts);
+        self.stream.push(Packet::with_rtp(
+            Payload::Media { frame, track },
+            ts,
+            key,
+            rtp,
+        ));
     }
 
     /// A script data body (`onMetaData` and its object).
@@ -176,5 +202,29 @@ impl Ingest {
         let packet = Packet::new(Payload::Metadata(body), ts, false);
         self.stream.lock().metadata = Some(packet.clone());
         self.stream.push(packet);
+    }
+
+    /// Ends publishing, leaving the stream to its players for the grace window.
+    pub fn end(self, hub: &Arc<Hub>, publisher: u64) {
+        let stream = self.stream;
+        tracing::info!(
+            stream = %stream.key,
+            frames = self.frames,
+            bytes = self.bytes,
+            dropped = self.dropped,
+            hls_bytes = stream.hls.memory(),
+            "unpublish"
+        );
+        let Some(generation) = hub.unpublish(&stream, publisher) else {
+            return;
+        };
+        let hub = hub.clone();
+        let grace = hub.config.publish_grace;
+        tokio::task::spawn_local(async move {
+            tokio::time::sleep(grace).await;
+            if hub.expire(&stream, generation) {
+                tracing::info!(stream = %stream.key, "stream ended");
+            }
+        });
     }
 }

@@ -2,7 +2,7 @@
 //! its fan-out, and one module per protocol.
 //!
 //! Read in this order: `hub` (streams) → `ring` (recent packets) → `packet` (shared
-//! output bytes) → `fanout` (per-worker players) → `rtmp`, `http` (protocol drivers).
+//! output bytes) → `fanout` (per-worker players) → `ingest` (publishers) → `rtmp`, `rtsp`, `http` (protocol drivers).
 #![warn(clippy::unwrap_used)]
 #![cfg_attr(test, allow(clippy::unwrap_used))]
 
@@ -16,6 +16,7 @@ mod packet;
 mod play;
 mod ring;
 mod rtmp;
+mod rtsp;
 mod sock;
 mod tls;
 mod worker;

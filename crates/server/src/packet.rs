@@ -4,8 +4,14 @@
 //! Why lazily: a format nobody plays costs nothing, and the first worker that needs a
 //! format builds it for all the others (`OnceLock`), so the bytes exist once per
 //! stream whatever the number of players or workers.
+//!
+//! The exception is RTP: a packetizer numbers packets on from frame to frame, so the
+//! RTP form of a frame is made once, in stream order, by the publisher as it pushes
+//! the frame ([`RtpSource`], only while an RTSP listener is on), and shared by every
+//! RTSP player like the lazy forms.
 
 use bytes::{Bytes, BytesMut};
+use sluice_media::rtp::{RtpCodec, RtpFrame, RtpPacketizer, DEFAULT_MTU};
 use sluice_media::{flv, Frame, MediaKind, Track};
 use std::sync::{Arc, OnceLock};
 
@@ -29,6 +35,9 @@ pub enum Format {
     Flv,
     /// FLV tags, each in one binary WebSocket frame.
     WsFlv,
+    /// RTP packets interleaved on the RTSP connection (`$`, channel, length), on the
+    /// channels of [`rtp_channel`], of the kinds of track the player set up.
+    Rtp { video: bool, audio: bool },
 }
 
 /// Parameters that shape the shared bytes; the same for all players of a server.
@@ -51,10 +60,112 @@ pub struct Packet {
     /// The FLV tag inside one binary WebSocket frame, contiguous: one buffer per
     /// packet in a player's `writev` instead of two.
     ws: OnceLock<Bytes>,
+    /// The frame's RTP packets, made by the stream's [`RtpSource`] when the packet was
+    /// pushed (not lazily: sequence numbers must follow stream order).
+    pub rtp: Option<RtpForm>,
+}
+
+/// All RTP packets of one frame, each behind its interleave header, in ONE buffer:
+/// an RTSP/TCP player gets the whole frame in one `writev` entry.
+#[derive(Debug, Clone)]
+pub struct RtpForm {
+    pub data: Bytes,
+    /// Sequence number of the first packet (`RTP-Info: seq=` for a player starting here).
+    pub first_seq: u16,
+    /// RTP timestamp of the first packet (`RTP-Info: rtptime=`).
+    pub timestamp: u32,
+}
+
+/// The interleaved RTP channel of a kind of track, the same for every RTSP player
+/// (RTCP goes on the next one): so the interleaved bytes of a frame are shared.
+pub fn rtp_channel(kind: MediaKind) -> u8 {
+    match kind {
+        MediaKind::Video => 0,
+        MediaKind::Audio => 2,
+    }
+}
+
+/// The RTP packetizers of one stream, one per kind of track, fed every frame in
+/// stream order by the stream's publisher (whoever it is: sequence numbers and
+/// timestamps continue across a publisher's return and across decoder changes).
+#[derive(Debug)]
+pub struct RtpSource {
+    video: Option<RtpPacketizer>,
+    audio: Option<RtpPacketizer>,
+    /// Per kind: SSRC, next sequence number and timestamp offset while no packetizer
+    /// exists (a codec RTP does not carry), so a later one continues them.
+    start: [(u32, u16, u32); 2],
+    scratch: RtpFrame,
+}
+
+impl RtpSource {
+    /// Random SSRCs, first sequence numbers and timestamp offsets (RFC 3550 §5.1).
+    pub fn new() -> Self {
+        RtpSource {
+            video: None,
+            audio: None,
+            start: [rand::random(), rand::random()],
+            scratch: RtpFrame::new(),
+        }
+    }
+
+    fn slot(&mut self, kind: MediaKind) -> (&mut Option<RtpPacketizer>, &mut (u32, u16, u32)) {
+        match kind {
+            MediaKind::Video => (&mut self.video, &mut self.start[0]),
+            MediaKind::Audio => (&mut self.audio, &mut self.start[1]),
+        }
+    }
+
+    /// A new decoder configuration: a new packetizer that continues the numbering.
+    pub fn set_track(&mut self, track: &Track) {
+        let (slot, start) = self.slot(track.kind());
+        if let Some(old) = slot.take() {
+            *start = (old.ssrc(), old.next_seq(), old.rtp_timestamp(0));
+        }
+        let (ssrc, seq, offset) = *start;
+        let Ok(codec) = RtpCodec::for_track(track) else {
+            return;
+        };
+        if let Ok(mut p) =
+            RtpPacketizer::new(track, codec.default_payload_type(), ssrc, DEFAULT_MTU)
+        {
+            p.set_start(seq, offset);
+            *slot = Some(p);
+        }
+    }
+
+    /// The RTP form of a frame whose track was set, or `None` when RTP cannot carry it.
+    pub fn packetize(&mut self, frame: &Frame) -> Option<RtpForm> {
+        let channel = rtp_channel(frame.kind);
+        let p = match frame.kind {
+            MediaKind::Video => self.video.as_mut()?,
+            MediaKind::Audio => self.audio.as_mut()?,
+        };
+        // On error nothing was written and no sequence number consumed.
+        p.packetize_interleaved(frame, channel, &mut self.scratch)
+            .ok()?;
+        let f = self.scratch.freeze()?;
+        Some(RtpForm {
+            data: f.data,
+            first_seq: f.first_seq,
+            timestamp: f.timestamp,
+        })
+    }
+}
+
+impl Default for RtpSource {
+    fn default() -> Self {
+        Self::new()
+    }
 }
 
 impl Packet {
     pub fn new(payload: Payload, ts_ms: i64, key: bool) -> Arc<Packet> {
+        Self::with_rtp(payload, ts_ms, key, None)
+    }
+
+    /// A packet with its RTP form made in advance (see [`RtpSource`]).
+    pub fn with_rtp(payload: Payload, ts_ms: i64, key: bool, rtp: Option<RtpForm>) -> Arc<Packet> {
         Arc::new(Packet {
             payload,
             ts_ms,
@@ -62,15 +173,27 @@ impl Packet {
             flv: OnceLock::new(),
             rtmp: OnceLock::new(),
             ws: OnceLock::new(),
+            rtp,
         })
     }
 
-    /// Bytes in the ring's accounting: the payload, whatever formats get built.
+    /// Bytes in the ring's accounting: the payload and its RTP form (made eagerly),
+    /// whatever lazy formats get built.
     pub fn size(&self) -> usize {
-        match &self.payload {
+        let rtp = self.rtp.as_ref().map_or(0, |r| r.data.len());
+        rtp + match &self.payload {
             Payload::Media { frame, .. } => frame.payload.len(),
             Payload::Config(_) => 64,
             Payload::Metadata(b) => b.len(),
+        }
+    }
+
+    /// Video or audio for media and decoder configurations; `None` for metadata.
+    pub fn kind(&self) -> Option<MediaKind> {
+        match &self.payload {
+            Payload::Media { frame, .. } => Some(frame.kind),
+            Payload::Config(track) => Some(track.kind()),
+            Payload::Metadata(_) => None,
         }
     }
 
@@ -188,6 +311,18 @@ impl Packet {
                     out.freeze()
                 });
                 [frame, &EMPTY]
+            }
+            // Decoder configurations and metadata travel in the SDP, not in RTP.
+            Format::Rtp { video, audio } => {
+                let wanted = match self.kind() {
+                    Some(MediaKind::Video) => video,
+                    Some(MediaKind::Audio) => audio,
+                    None => false,
+                };
+                match &self.rtp {
+                    Some(r) if wanted => [&r.data, &EMPTY],
+                    _ => [&EMPTY, &EMPTY],
+                }
             }
         }
     }

@@ -9,12 +9,12 @@ use crate::fanout::{CloseReason, LocalStream, Player};
 use crate::ingest::Ingest;
 use crate::packet::Format;
 use crate::play::{self, PlayEnd};
-use crate::sock::{cap_send_buffer, Sock};
+use crate::sock::{cap_send_buffer, write_all, Sock};
 use crate::worker::Ctx;
 use bytes::Bytes;
 use sluice_rtmp::{RtmpError, ServerConfig, ServerEvent, ServerOutput, ServerSession};
 use std::collections::VecDeque;
-use std::io::{self, IoSlice};
+use std::io;
 use std::net::SocketAddr;
 use std::rc::Rc;
 use std::time::Duration;
@@ -201,29 +201,9 @@ impl Conn {
 
     /// Ends publishing, leaving the stream to its players for the grace window.
     fn unpublish(&mut self) {
-        let Some(ingest) = self.publishing.take() else {
-            return;
-        };
-        let stream = ingest.stream;
-        tracing::info!(
-            stream = %stream.key,
-            frames = ingest.frames,
-            bytes = ingest.bytes,
-            dropped = ingest.dropped,
-            hls_bytes = stream.hls.memory(),
-            "unpublish"
-        );
-        let Some(generation) = self.ctx.hub.unpublish(&stream, self.id) else {
-            return;
-        };
-        let hub = self.ctx.hub.clone();
-        let grace = hub.config.publish_grace;
-        tokio::task::spawn_local(async move {
-            tokio::time::sleep(grace).await;
-            if hub.expire(&stream, generation) {
-                tracing::info!(stream = %stream.key, "stream ended");
-            }
-        });
+        if let Some(ingest) = self.publishing.take() {
+            ingest.end(&self.ctx.hub, self.id);
+        }
     }
 
     /// Plays `key` until the player ends. Returns whether the connection is done.
@@ -305,28 +285,4 @@ impl Conn {
             }
         }
     }
-}
-
-/// Writes queued session output (outside of playing, where the fan-out writes).
-async fn write_all(sock: &Sock, out: &mut VecDeque<Bytes>) -> io::Result<()> {
-    while !out.is_empty() {
-        sock.writable().await?;
-        let iov: Vec<IoSlice<'_>> = out.iter().take(64).map(|b| IoSlice::new(b)).collect();
-        let mut n = match sock.try_write_vectored(&iov) {
-            Ok(n) => n,
-            Err(e) if e.kind() == io::ErrorKind::WouldBlock => continue,
-            Err(e) => return Err(e),
-        };
-        while n > 0 {
-            let Some(front) = out.front_mut() else { break };
-            if n >= front.len() {
-                n -= front.len();
-                out.pop_front();
-            } else {
-                bytes::Buf::advance(front, n);
-                n = 0;
-            }
-        }
-    }
-    Ok(())
 }

@@ -191,3 +191,36 @@ pub fn cap_send_buffer(sock: &TcpStream, bytes: usize) {
         let _ = socket2::SockRef::from(sock).set_send_buffer_size(bytes);
     }
 }
+
+/// Writes queued session output (outside of playing, where the fan-out writes).
+pub async fn write_all(
+    sock: &Sock,
+    out: &mut std::collections::VecDeque<bytes::Bytes>,
+) -> io::Result<()> {
+    loop {
+        // An empty buffer would make a zero-byte write that never advances.
+        while out.front().is_some_and(|b| b.is_empty()) {
+            out.pop_front();
+        }
+        if out.is_empty() {
+            return Ok(());
+        }
+        sock.writable().await?;
+        let iov: Vec<IoSlice<'_>> = out.iter().take(64).map(|b| IoSlice::new(b)).collect();
+        let mut n = match sock.try_write_vectored(&iov) {
+            Ok(n) => n,
+            Err(e) if e.kind() == io::ErrorKind::WouldBlock => continue,
+            Err(e) => return Err(e),
+        };
+        while n > 0 {
+            let Some(front) = out.front_mut() else { break };
+            if n >= front.len() {
+                n -= front.len();
+                out.pop_front();
+            } else {
+                bytes::Buf::advance(front, n);
+                n = 0;
+            }
+        }
+    }
+}

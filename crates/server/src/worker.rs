@@ -31,6 +31,8 @@ pub struct Ctx {
 pub struct Server {
     /// Where RTMP listens, if on.
     pub rtmp: Option<SocketAddr>,
+    /// Where RTSP listens, if on.
+    pub rtsp: Option<SocketAddr>,
     /// Where HTTP listens, if on.
     pub http: Option<SocketAddr>,
     /// Where HTTPS listens, if on (it needs a certificate).
@@ -43,6 +45,7 @@ pub struct Server {
 #[derive(Clone)]
 enum Proto {
     Rtmp,
+    Rtsp,
     Http,
     Https(tokio_rustls::TlsAcceptor),
 }
@@ -63,6 +66,11 @@ fn listeners(value: &str, workers: usize) -> io::Result<(Option<SocketAddr>, Vec
     let Some(addr) = Config::listener(value) else {
         return Ok((None, Vec::new()));
     };
+    // SO_REUSEPORT would let us share a port with another server left running (of
+    // the same user) and silently split the connections; a plain bind refuses.
+    if addr.port() != 0 {
+        drop(StdListener::bind(addr)?);
+    }
     let first = listener(addr)?;
     let bound = first.local_addr()?;
     let mut all = vec![first];
@@ -84,8 +92,10 @@ impl Server {
             },
             publish_grace: Duration::from_millis(config.publish_grace_ms),
             hls: config.hls_config(),
+            rtp: Config::listener(&config.rtsp).is_some(),
         }));
         let (rtmp, mut rtmp_listeners) = listeners(&config.rtmp, workers)?;
+        let (rtsp, mut rtsp_listeners) = listeners(&config.rtsp, workers)?;
         let (http, mut http_listeners) = listeners(&config.http, workers)?;
         let tls = crate::tls::server_config(&config).map_err(io::Error::other)?;
         let https_addr = if tls.is_some() {
@@ -100,6 +110,9 @@ impl Server {
             let mut mine = Vec::new();
             if !rtmp_listeners.is_empty() {
                 mine.push((Proto::Rtmp, rtmp_listeners.remove(0)));
+            }
+            if !rtsp_listeners.is_empty() {
+                mine.push((Proto::Rtsp, rtsp_listeners.remove(0)));
             }
             if !http_listeners.is_empty() {
                 mine.push((Proto::Http, http_listeners.remove(0)));
@@ -119,6 +132,7 @@ impl Server {
         }
         Ok(Server {
             rtmp,
+            rtsp,
             http,
             https,
             hub,
@@ -206,6 +220,7 @@ async fn accept_loop(ctx: Rc<Ctx>, proto: Proto, listener: TcpListener) {
 fn spawn_session(ctx: Rc<Ctx>, proto: &Proto, sock: TcpStream, peer: SocketAddr) {
     match proto {
         Proto::Rtmp => tokio::task::spawn_local(crate::rtmp::serve(ctx, sock, peer)),
+        Proto::Rtsp => tokio::task::spawn_local(crate::rtsp::serve(ctx, sock, peer)),
         Proto::Http => tokio::task::spawn_local(crate::http::serve(ctx, sock, peer)),
         Proto::Https(acceptor) => {
             tokio::task::spawn_local(crate::http::serve_tls(ctx, acceptor.clone(), sock, peer))

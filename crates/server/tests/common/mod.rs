@@ -20,11 +20,18 @@ pub struct TestServer {
     pub http: SocketAddr,
     /// Set when started with `--https 127.0.0.1:0 --tls-self-signed`.
     pub https: Option<SocketAddr>,
+    /// RTSP, on a kernel-chosen port unless the flags say otherwise.
+    pub rtsp: Option<SocketAddr>,
 }
 
 impl TestServer {
     /// Starts the binary on 127.0.0.1 with kernel-chosen ports and the given flags.
     pub fn start(args: &[&str]) -> TestServer {
+        let rtsp: &[&str] = if args.contains(&"--rtsp") {
+            &[]
+        } else {
+            &["--rtsp", "127.0.0.1:0"]
+        };
         let mut child = Command::new(env!("CARGO_BIN_EXE_sluice"))
             .args([
                 "--rtmp",
@@ -34,6 +41,7 @@ impl TestServer {
                 "--log",
                 "warn",
             ])
+            .args(rtsp)
             .args(args)
             .stdout(Stdio::piped())
             .spawn()
@@ -49,14 +57,16 @@ impl TestServer {
                 .and_then(|a| a.parse().ok())
                 .unwrap_or_else(|| panic!("no {name} address in {line:?}"))
         };
-        let https = line
-            .split_whitespace()
-            .find_map(|w| w.strip_prefix("https="))
-            .and_then(|a| a.parse().ok());
+        let optional = |name: &str| -> Option<SocketAddr> {
+            line.split_whitespace()
+                .find_map(|w| w.strip_prefix(&format!("{name}=")))
+                .and_then(|a| a.parse().ok())
+        };
         TestServer {
+            https: optional("https"),
+            rtsp: optional("rtsp"),
             rtmp: field("rtmp"),
             http: field("http"),
-            https,
             child,
         }
     }

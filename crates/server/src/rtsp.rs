@@ -1,0 +1,579 @@
+//! RTSP connections: the driver between a socket and `sluice_rtsp::ServerSession`.
+//!
+//! A connection DESCRIBEs, SETUPs and PLAYs a live stream, and then becomes a
+//! [`Player`] of the worker's fan-out in [`Format::Rtp`]: it gets the frames' shared
+//! RTP bytes (made once per stream by its publisher, see `packet::RtpSource`), on the
+//! fixed channels of [`rtp_channel`], whatever channels it proposed. Or it ANNOUNCEs and
+//! RECORDs one: interleaved RTP is depacketized per track into an [`Ingest`].
+//!
+//! Transport: RTP interleaved on the TCP connection only, for now. A SETUP asking for
+//! UDP is answered 461 Unsupported Transport, and clients such as ffmpeg then retry
+//! over TCP. Protocol rules live in the session; this file only moves bytes and events.
+
+use crate::fanout::{CloseReason, Player};
+use crate::hub::Stream;
+use crate::ingest::Ingest;
+use crate::packet::{rtp_channel, Format, Payload};
+use crate::play::{self, PlayEnd};
+use crate::sock::{cap_send_buffer, write_all, Sock};
+use crate::worker::Ctx;
+use bytes::{Bytes, BytesMut};
+use sluice_media::rtp::{RtpCodec, RtpDepacketizer};
+use sluice_media::sdp::{parse_sdp, write_sdp, SdpRange, SdpTrack, SessionDescription};
+use sluice_media::{MediaKind, Timestamp, Track};
+use sluice_rtsp::{
+    ChannelPair, LowerTransport, NptRange, RtspError, ServerConfig, ServerEvent, ServerOutput,
+    ServerSession, SetupAnswer, TrackStart,
+};
+use std::collections::VecDeque;
+use std::io;
+use std::net::SocketAddr;
+use std::rc::Rc;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+use tokio::net::TcpStream;
+use tracing::Instrument;
+
+/// Bytes read from the socket per wake-up (a publisher's interleaved RTP).
+const READ_CHUNK: usize = 16 << 10;
+
+/// How often a DESCRIBE of a stream without a start keyframe yet looks again.
+const DESCRIBE_POLL: Duration = Duration::from_millis(50);
+
+/// Why a connection ended badly.
+#[derive(Debug, thiserror::Error)]
+enum SessionError {
+    #[error(transparent)]
+    Rtsp(#[from] RtspError),
+    #[error("i/o: {0}")]
+    Io(#[from] io::Error),
+    #[error("session timed out")]
+    Timeout,
+    #[error("player closed: {0:?}")]
+    Closed(CloseReason),
+}
+
+pub async fn serve(ctx: Rc<Ctx>, sock: TcpStream, peer: SocketAddr) {
+    let id = ctx.hub.next_id();
+    let span = tracing::info_span!("rtsp", id, %peer);
+    async move {
+        tracing::debug!("connected");
+        let mut conn = Conn {
+            ctx,
+            id,
+            sock: Rc::new(Sock::Tcp(sock)),
+            session: ServerSession::new(ServerConfig::default(), rand::random(), Instant::now()),
+            out: VecDeque::new(),
+            described: None,
+            publishing: None,
+        };
+        let result = conn.run().await;
+        conn.unpublish();
+        match result {
+            Ok(()) => tracing::info!("closed"),
+            Err(SessionError::Io(e)) => tracing::info!("closed: {e}"),
+            Err(e) => tracing::warn!("closed: {e}"),
+        }
+    }
+    .instrument(span)
+    .await
+}
+
+struct Conn {
+    ctx: Rc<Ctx>,
+    id: u64,
+    sock: Rc<Sock>,
+    session: ServerSession,
+    /// Session output waiting to be written while not playing.
+    out: VecDeque<Bytes>,
+    /// The stream a DESCRIBE chose, and the kind of each of its SDP's tracks.
+    described: Option<(Arc<Stream>, Vec<MediaKind>)>,
+    publishing: Option<Publish>,
+}
+
+/// An RTSP publisher: its stream, and a depacketizer per ANNOUNCEd track.
+struct Publish {
+    ingest: Ingest,
+    /// By SDP track index; `None` for media we cannot take or a second track of a kind.
+    tracks: Vec<Option<InTrack>>,
+    /// The tracks described by the SDP, made known to the stream at RECORD.
+    initial: Vec<Track>,
+}
+
+struct InTrack {
+    depacketizer: RtpDepacketizer,
+    /// Each track's RTP clock starts at a random value: the first frame's time is
+    /// subtracted, so every track starts at 0 on the publisher's timeline.
+    base: Option<Timestamp>,
+}
+
+/// What an event asks the connection to do next.
+enum Next {
+    Continue,
+    /// Play from this ring position (the keyframe the `RTP-Info` describes).
+    Play(Arc<Stream>, Format, Option<u64>),
+    Close,
+}
+
+impl Conn {
+    async fn run(&mut self) -> Result<(), SessionError> {
+        loop {
+            let next = match self.drain_events().await {
+                Ok(next) => next,
+                Err(e) => {
+                    // An answer found a framing error in buffered input, say: the
+                    // session queued its error response; send what is queued.
+                    while let Some(output) = self.session.poll_output() {
+                        if let ServerOutput::Write(b) = output {
+                            self.out.push_back(b);
+                        }
+                    }
+                    let _ = write_all(&self.sock, &mut self.out).await;
+                    return Err(e);
+                }
+            };
+            match next {
+                Next::Continue => {}
+                Next::Close => {
+                    write_all(&self.sock, &mut self.out).await?;
+                    return Ok(());
+                }
+                Next::Play(stream, format, start) => {
+                    write_all(&self.sock, &mut self.out).await?;
+                    if self.play(stream, format, start).await? {
+                        return Ok(());
+                    }
+                    continue;
+                }
+            }
+            write_all(&self.sock, &mut self.out).await?;
+            if self.session.is_closed() {
+                return Ok(());
+            }
+            let deadline = self
+                .session
+                .poll_timeout()
+                .map(tokio::time::Instant::from_std);
+            tokio::select! {
+                r = self.sock.readable() => {
+                    r?;
+                    let mut buf = [0u8; READ_CHUNK];
+                    match self.sock.try_read(&mut buf) {
+                        Ok(0) => return Ok(()),
+                        Ok(n) => {
+                            if let Err(e) = self.session.handle_input(Instant::now(), &buf[..n]) {
+                                // Final: the session queued an error response, if any.
+                                while let Some(ServerOutput::Write(b)) = self.session.poll_output() {
+                                    self.out.push_back(b);
+                                }
+                                write_all(&self.sock, &mut self.out).await?;
+                                return Err(e.into());
+                            }
+                        }
+                        Err(e) if e.kind() == io::ErrorKind::WouldBlock => {}
+                        Err(e) => return Err(e.into()),
+                    }
+                }
+                _ = sleep_until(deadline) => self.session.handle_timeout(Instant::now()),
+            }
+        }
+    }
+
+    /// Handles everything the session has to say; writes are queued in `out`.
+    async fn drain_events(&mut self) -> Result<Next, SessionError> {
+        while let Some(output) = self.session.poll_output() {
+            match output {
+                ServerOutput::Write(bytes) => self.out.push_back(bytes),
+                ServerOutput::Event(event) => match self.on_event(event).await? {
+                    Next::Continue => {}
+                    // A PLAY's answer goes to the player's queue, in order with media.
+                    play @ Next::Play(..) => return Ok(play),
+                    Next::Close => {
+                        while let Some(ServerOutput::Write(bytes)) = self.session.poll_output() {
+                            self.out.push_back(bytes);
+                        }
+                        return Ok(Next::Close);
+                    }
+                },
+            }
+        }
+        Ok(Next::Continue)
+    }
+
+    async fn on_event(&mut self, event: ServerEvent) -> Result<Next, SessionError> {
+        match event {
+            ServerEvent::Describe { path, .. } => self.describe(stream_key(&path)).await?,
+            ServerEvent::Announce { path, sdp, .. } => self.announce(stream_key(&path), &sdp)?,
+            ServerEvent::Setup {
+                track, transport, ..
+            } => {
+                if transport.lower != LowerTransport::Tcp {
+                    // UDP comes later; clients fall back to interleaved TCP.
+                    self.session.reject(461)?;
+                    return Ok(Next::Continue);
+                }
+                let channels = if self.publishing.is_some() {
+                    transport.interleaved.unwrap_or(ChannelPair {
+                        rtp: track_channel(track),
+                        rtcp: track_channel(track).wrapping_add(1),
+                    })
+                } else {
+                    match self.described.as_ref().and_then(|(_, k)| k.get(track)) {
+                        Some(&kind) => ChannelPair {
+                            rtp: rtp_channel(kind),
+                            rtcp: rtp_channel(kind) + 1,
+                        },
+                        None => {
+                            self.session.not_found()?;
+                            return Ok(Next::Continue);
+                        }
+                    }
+                };
+                let answer = SetupAnswer::Interleaved {
+                    channels,
+                    ssrc: None,
+                };
+                match self.session.answer_setup(answer) {
+                    Err(e @ RtspError::BadAnswer { .. }) => {
+                        // A publisher proposing channels another track uses.
+                        tracing::debug!("setup refused: {e}");
+                        self.session.reject(400)?;
+                    }
+                    other => other?,
+                }
+            }
+            ServerEvent::Play { range } => return self.start_play(range),
+            ServerEvent::Record { .. } => {
+                if let Some(p) = &mut self.publishing {
+                    for track in std::mem::take(&mut p.initial) {
+                        p.ingest.set_track(0, track);
+                    }
+                    tracing::info!(stream = %p.ingest.stream.key, "record");
+                    self.session.accept_record()?;
+                } else {
+                    self.session.reject(455)?;
+                }
+            }
+            ServerEvent::Interleaved {
+                channel,
+                track,
+                payload,
+            } => {
+                let rtp = self
+                    .session
+                    .setups()
+                    .iter()
+                    .find(|s| s.track == track)
+                    .and_then(|s| s.transport.interleaved)
+                    .is_some_and(|c| c.rtp == channel);
+                // RTCP (receiver reports, a publisher's sender reports) is not used yet.
+                if let (true, Some(p)) = (rtp, &mut self.publishing) {
+                    p.rtp(track, &payload);
+                }
+            }
+            ServerEvent::Pause | ServerEvent::KeepAlive => {}
+            ServerEvent::Teardown => {
+                if self.publishing.is_some() {
+                    self.unpublish();
+                    return Ok(Next::Close);
+                }
+                self.described = None;
+            }
+            ServerEvent::Timeout => return Err(SessionError::Timeout),
+        }
+        Ok(Next::Continue)
+    }
+
+    /// Answers a DESCRIBE with the SDP of the stream's current tracks, waiting up to
+    /// `play_wait_ms` for the stream and for a keyframe to start players at.
+    async fn describe(&mut self, key: String) -> Result<(), SessionError> {
+        let wait = Duration::from_millis(self.ctx.config.play_wait_ms);
+        let deadline = tokio::time::Instant::now() + wait;
+        let Some(stream) = self.ctx.hub.find_or_wait(&key, wait).await else {
+            tracing::info!(stream = %key, "describe: not live");
+            return Ok(self.session.not_found()?);
+        };
+        let tracks = loop {
+            let tracks = {
+                let state = stream.lock();
+                let ready = state.ring.start().is_some();
+                let tracks: Vec<Arc<Track>> = [&state.video_config, &state.audio_config]
+                    .into_iter()
+                    .flatten()
+                    .filter_map(|p| match &p.payload {
+                        Payload::Config(t) => Some(t.clone()),
+                        _ => None,
+                    })
+                    .filter(|t| RtpCodec::for_track(t).is_ok())
+                    .collect();
+                ready.then_some(tracks)
+            };
+            match tracks {
+                Some(t) => break t,
+                None if tokio::time::Instant::now() >= deadline => break Vec::new(),
+                None => tokio::time::sleep(DESCRIBE_POLL).await,
+            }
+        };
+        if tracks.is_empty() {
+            tracing::info!(stream = %key, "describe: no track RTP can carry");
+            return Ok(self.session.not_found()?);
+        }
+        let controls: Vec<String> = (0..tracks.len()).map(|i| format!("trackID={i}")).collect();
+        let sdp_tracks: Vec<SdpTrack<'_>> = tracks
+            .iter()
+            .zip(&controls)
+            .filter_map(|(track, control)| {
+                Some(SdpTrack {
+                    track,
+                    payload_type: RtpCodec::for_track(track).ok()?.default_payload_type(),
+                    control,
+                })
+            })
+            .collect();
+        let mut sdp = BytesMut::new();
+        let desc = SessionDescription {
+            session_id: stream.id,
+            session_version: 1,
+            origin_address: "127.0.0.1",
+            name: &key,
+            range: SdpRange::Live,
+            tracks: &sdp_tracks,
+        };
+        if let Err(e) = write_sdp(&desc, &mut sdp) {
+            tracing::warn!(stream = %key, "cannot describe: {e}");
+            return Ok(self.session.reject(500)?);
+        }
+        tracing::debug!(stream = %key, "describe");
+        let kinds = tracks.iter().map(|t| t.kind()).collect();
+        self.described = Some((stream, kinds));
+        Ok(self.session.answer_describe(sdp.freeze())?)
+    }
+
+    /// Answers a PLAY: `RTP-Info` gives, per track set up, the sequence number and
+    /// timestamp of the first packet the player will get, from the start keyframe on.
+    fn start_play(&mut self, range: Option<NptRange>) -> Result<Next, SessionError> {
+        let Some((stream, kinds)) = &self.described else {
+            self.session.reject(455)?;
+            return Ok(Next::Continue);
+        };
+        let setup: Vec<(usize, MediaKind)> = self
+            .session
+            .setups()
+            .iter()
+            .filter_map(|s| Some((s.track, *kinds.get(s.track)?)))
+            .collect();
+        let format = Format::Rtp {
+            video: setup.iter().any(|(_, k)| *k == MediaKind::Video),
+            audio: setup.iter().any(|(_, k)| *k == MediaKind::Audio),
+        };
+        let mut starts = Vec::with_capacity(setup.len());
+        let start = {
+            let state = stream.lock();
+            let ring = &state.ring;
+            let start = ring.start();
+            for &(track, kind) in &setup {
+                let first = (start.unwrap_or(ring.next())..ring.next())
+                    .filter_map(|pos| ring.get(pos))
+                    .find_map(|p| p.rtp.as_ref().filter(|_| p.kind() == Some(kind)));
+                if let Some(rtp) = first {
+                    starts.push(TrackStart {
+                        track,
+                        seq: rtp.first_seq,
+                        rtptime: rtp.timestamp,
+                    });
+                }
+            }
+            start
+        };
+        let stream = stream.clone();
+        self.session
+            .answer_play(&starts, Some(range.unwrap_or(NptRange::FROM_ZERO)))?;
+        Ok(Next::Play(stream, format, start))
+    }
+
+    /// Plays until the player ends. Returns whether the connection is done.
+    async fn play(
+        &mut self,
+        stream: Arc<Stream>,
+        format: Format,
+        start: Option<u64>,
+    ) -> Result<bool, SessionError> {
+        tracing::info!(stream = %stream.key, "play");
+        let player = Player::new(self.id, self.sock.clone(), format);
+        if let Some(pos) = start {
+            player.start_at(pos);
+        }
+        cap_send_buffer(self.sock.tcp(), self.ctx.config.player_send_buffer);
+        let session = &mut self.session;
+        let mut stop = drain_playing(session, &player)?;
+        let fanout = self.ctx.fanout.clone();
+        let local = fanout.attach(&stream, player.clone());
+        let end = if stop {
+            Ok(PlayEnd::Stopped)
+        } else {
+            play::run(&local, &player, |input| {
+                session.handle_input(Instant::now(), input)?;
+                stop = drain_playing(session, &player)?;
+                Ok::<bool, SessionError>(!stop)
+            })
+            .await
+        };
+        let done = match end {
+            Ok(PlayEnd::Stopped) => {
+                // The answer to the TEARDOWN or PAUSE that stopped it.
+                play::drain(&local, &player).await;
+                Ok(self.session.is_closed())
+            }
+            Ok(PlayEnd::PeerClosed) => Ok(true),
+            Ok(PlayEnd::Io(e)) => Err(e.into()),
+            Ok(PlayEnd::Closed(CloseReason::StreamEnded)) => Ok(true),
+            Ok(PlayEnd::Closed(reason)) => Err(SessionError::Closed(reason)),
+            Err(e) => {
+                play::drain(&local, &player).await;
+                Err(e)
+            }
+        };
+        fanout.detach(&local, &player);
+        tracing::info!(
+            stream = %stream.key,
+            bytes = player.bytes(),
+            skips = player.skips(),
+            "stop playing"
+        );
+        done
+    }
+
+    /// Claims the stream of an ANNOUNCE and reads its SDP.
+    fn announce(&mut self, key: String, sdp: &[u8]) -> Result<(), SessionError> {
+        if self.publishing.is_some() {
+            return Ok(self.session.reject(455)?);
+        }
+        let sdp = match parse_sdp(sdp) {
+            Ok(s) => s,
+            Err(e) => {
+                tracing::info!(stream = %key, "announce: bad SDP: {e}");
+                return Ok(self.session.reject(400)?);
+            }
+        };
+        for s in &sdp.skipped {
+            tracing::info!(stream = %key, media = %s.media, encoding = %s.encoding, "announce: skipped media: {}", s.reason);
+        }
+        let mut tracks = Vec::with_capacity(sdp.media.len());
+        let mut initial = Vec::new();
+        let mut kinds = Vec::new();
+        for media in &sdp.media {
+            let kind = if media.codec.is_video() {
+                MediaKind::Video
+            } else {
+                MediaKind::Audio
+            };
+            let depacketizer = match media.depacketizer() {
+                Ok(d) if !kinds.contains(&kind) => d,
+                _ => {
+                    tracks.push(None);
+                    continue;
+                }
+            };
+            kinds.push(kind);
+            initial.extend(media.track.clone());
+            tracks.push(Some(InTrack {
+                depacketizer,
+                base: None,
+            }));
+        }
+        if kinds.is_empty() {
+            tracing::info!(stream = %key, "announce: no media we can take");
+            return Ok(self.session.reject(415)?);
+        }
+        let stream = match self.ctx.hub.publish(&key, self.id) {
+            Ok(s) => s,
+            Err(e) => {
+                tracing::warn!(stream = %key, "publish refused: {e}");
+                return Ok(self.session.reject(455)?);
+            }
+        };
+        tracing::info!(stream = %key, tracks = kinds.len(), "publish");
+        self.publishing = Some(Publish {
+            ingest: Ingest::new(stream),
+            tracks,
+            initial,
+        });
+        Ok(self.session.accept_announce()?)
+    }
+
+    /// Ends publishing, leaving the stream to its players for the grace window.
+    fn unpublish(&mut self) {
+        if let Some(p) = self.publishing.take() {
+            p.ingest.end(&self.ctx.hub, self.id);
+        }
+    }
+}
+
+impl Publish {
+    /// One RTP packet of SDP track `track`: whole frames go to the stream.
+    fn rtp(&mut self, track: usize, packet: &[u8]) {
+        let Some(Some(t)) = self.tracks.get_mut(track) else {
+            return;
+        };
+        self.ingest.bytes += packet.len() as u64;
+        if let Err(e) = t.depacketizer.push(packet) {
+            // That packet's frame is dropped; the track goes on.
+            tracing::debug!(track, "bad RTP packet: {e}");
+        }
+        while let Some(f) = t.depacketizer.poll() {
+            let codec = t.depacketizer.codec();
+            let base = *t.base.get_or_insert(f.pts);
+            if let Some(config) = f
+                .parameter_sets
+                .as_ref()
+                .and_then(|s| s.to_config(codec).ok())
+            {
+                self.ingest.set_track(f.pts - base, Track::new(config));
+            }
+            let mut frame = f.into_frame();
+            frame.dts -= base;
+            frame.pts -= base;
+            self.ingest.frame(frame);
+        }
+    }
+}
+
+/// After input or an answer while playing: responses go to the player's queue, in
+/// order with media. Returns whether playing stops (TEARDOWN, PAUSE, timeout).
+fn drain_playing(session: &mut ServerSession, player: &Player) -> Result<bool, SessionError> {
+    let mut stop = false;
+    while let Some(output) = session.poll_output() {
+        match output {
+            ServerOutput::Write(bytes) => player.queue(bytes),
+            // PLAY again while playing (a seek, say): live goes on where it is.
+            ServerOutput::Event(ServerEvent::Play { .. }) => session.answer_play(&[], None)?,
+            ServerOutput::Event(ServerEvent::Teardown | ServerEvent::Pause) => stop = true,
+            ServerOutput::Event(ServerEvent::Timeout) => stop = true,
+            ServerOutput::Event(ServerEvent::Describe { .. } | ServerEvent::Announce { .. }) => {
+                session.reject(455)?
+            }
+            ServerOutput::Event(ServerEvent::Setup { .. } | ServerEvent::Record { .. }) => {
+                session.reject(455)?
+            }
+            ServerOutput::Event(ServerEvent::Interleaved { .. } | ServerEvent::KeepAlive) => {}
+        }
+    }
+    Ok(stop)
+}
+
+/// `/live/cam1/` → `live/cam1`.
+fn stream_key(path: &str) -> String {
+    path.trim_matches('/').to_string()
+}
+
+/// The channel a publisher's track gets when it proposed none.
+fn track_channel(track: usize) -> u8 {
+    u8::try_from(track.saturating_mul(2)).unwrap_or(254)
+}
+
+async fn sleep_until(deadline: Option<tokio::time::Instant>) {
+    match deadline {
+        Some(d) => tokio::time::sleep_until(d).await,
+        None => std::future::pending().await,
+    }
+}

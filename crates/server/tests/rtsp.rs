@@ -1,0 +1,261 @@
+//! RTSP end to end: ffmpeg publishes over RTMP and ffprobe plays over RTSP (TCP
+//! interleaved); ffmpeg publishes H.264+AAC and H.265 over RTSP and the stream plays
+//! back over RTSP, RTMP, HTTP-FLV and HLS; broken requests get clean answers.
+
+mod common;
+
+use common::{have_ffmpeg, TestServer};
+use std::io::{Read, Write};
+use std::net::{SocketAddr, TcpStream};
+use std::process::{Child, Command, Stdio};
+use std::time::Duration;
+
+struct Kill(Child);
+
+impl Drop for Kill {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+/// ffmpeg sends `seconds` of a 320x240 test pattern and a tone to `url` as `format`.
+fn publish(url: &str, format: &str, video_codec: &str, seconds: u32) -> Kill {
+    let mut cmd = Command::new("ffmpeg");
+    cmd.args(["-hide_banner", "-loglevel", "error", "-re"])
+        .args(["-f", "lavfi", "-i", "testsrc2=size=320x240:rate=25"])
+        .args(["-f", "lavfi", "-i", "sine=frequency=440:sample_rate=48000"])
+        .args(["-t", &seconds.to_string(), "-c:v", video_codec])
+        .args(["-preset", "ultrafast", "-g", "25", "-bf", "0"]);
+    if video_codec == "libx265" {
+        cmd.args(["-x265-params", "log-level=error"]);
+    }
+    cmd.args(["-pix_fmt", "yuv420p", "-c:a", "aac", "-f", format]);
+    if format == "rtsp" {
+        cmd.args(["-rtsp_transport", "tcp"]);
+    }
+    Kill(
+        cmd.arg(url)
+            .stdin(Stdio::null())
+            .spawn()
+            .expect("start ffmpeg"),
+    )
+}
+
+fn rtsp_url(server: &TestServer, name: &str) -> String {
+    format!("rtsp://{}/live/{name}", server.rtsp.expect("rtsp listener"))
+}
+
+/// What ffprobe reads from `url` in its first `packets` packets: its streams
+/// (`codec,width,height` lines) and the video packet times.
+fn probe(url: &str, packets: u32) -> (String, Vec<f64>) {
+    let mut cmd = Command::new("ffprobe");
+    cmd.args(["-v", "error", "-rw_timeout", "10000000"]);
+    if url.starts_with("rtsp:") {
+        cmd.args(["-rtsp_transport", "tcp"]);
+    }
+    let out = cmd
+        // In packets, not seconds: a player starts at the GOP cache's keyframe, and
+        // RTMP's own data message at time 0 would end a time interval early.
+        .args(["-read_intervals", &format!("%+#{packets}")])
+        .args([
+            "-show_entries",
+            "stream=codec_name,width,height:packet=codec_type,pts_time",
+            "-of",
+            "csv=p=0",
+            url,
+        ])
+        .output()
+        .expect("ffprobe");
+    assert!(
+        out.status.success(),
+        "ffprobe {url}: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let stdout = String::from_utf8_lossy(&out.stdout).into_owned();
+    let times = stdout
+        .lines()
+        .filter_map(|l| l.strip_prefix("video,"))
+        .filter_map(|t| t.split(',').next()?.parse().ok())
+        .collect();
+    (stdout, times)
+}
+
+/// ffprobe sees `codec` (and AAC) and at least `min` video packets with rising times.
+fn check_plays(url: &str, codec: &str, min: usize) {
+    let (out, times) = probe(url, 120);
+    assert!(out.contains(&format!("{codec},320,240")), "{url}: {out}");
+    assert!(out.contains("aac"), "{url}: no audio in {out}");
+    assert!(
+        times.len() >= min,
+        "{url}: only {} video packets",
+        times.len()
+    );
+    for w in times.windows(2) {
+        assert!(
+            w[1] > w[0] && w[1] - w[0] < 0.5,
+            "{url}: video times {} then {}",
+            w[0],
+            w[1]
+        );
+    }
+}
+
+/// Runs every check at once (each reads a couple of seconds of live media).
+fn check_all(checks: Vec<(String, &'static str)>) {
+    let threads: Vec<_> = checks
+        .into_iter()
+        .map(|(url, codec)| std::thread::spawn(move || check_plays(&url, codec, 25)))
+        .collect();
+    for t in threads {
+        t.join().expect("a check failed");
+    }
+}
+
+#[test]
+fn rtmp_publish_plays_over_rtsp() {
+    if !have_ffmpeg() {
+        return;
+    }
+    let server = TestServer::start(&[]);
+    let _publisher = publish(
+        &format!("rtmp://{}/live/x", server.rtmp),
+        "flv",
+        "libx264",
+        15,
+    );
+    std::thread::sleep(Duration::from_secs(2));
+    check_all(vec![
+        (rtsp_url(&server, "x"), "h264"),
+        (rtsp_url(&server, "x"), "h264"),
+    ]);
+}
+
+#[test]
+fn rtsp_publish_plays_over_rtsp_rtmp_flv_and_hls() {
+    if !have_ffmpeg() {
+        return;
+    }
+    let server = TestServer::start(&[]);
+    let _publisher = publish(&rtsp_url(&server, "y"), "rtsp", "libx264", 16);
+    // HLS needs a couple of segments.
+    std::thread::sleep(Duration::from_secs(5));
+    check_all(vec![
+        (rtsp_url(&server, "y"), "h264"),
+        (format!("rtmp://{}/live/y", server.rtmp), "h264"),
+        (format!("http://{}/live/y.flv", server.http), "h264"),
+        (format!("http://{}/live/y.m3u8", server.http), "h264"),
+    ]);
+}
+
+#[test]
+fn h265_published_over_rtsp_plays_over_rtsp_and_hls() {
+    if !have_ffmpeg() {
+        return;
+    }
+    let server = TestServer::start(&[]);
+    let _publisher = publish(&rtsp_url(&server, "hevc"), "rtsp", "libx265", 16);
+    std::thread::sleep(Duration::from_secs(5));
+    check_all(vec![
+        (rtsp_url(&server, "hevc"), "hevc"),
+        (format!("http://{}/live/hevc.m3u8", server.http), "hevc"),
+    ]);
+}
+
+/// Sends `bytes` on a fresh connection; returns everything the server answered before
+/// closing or going quiet.
+fn exchange(addr: SocketAddr, bytes: &[u8]) -> String {
+    let mut sock = TcpStream::connect(addr).expect("connect");
+    sock.set_read_timeout(Some(Duration::from_millis(1500)))
+        .expect("timeout");
+    // The server may close while we still send (a huge header): not our concern.
+    let _ = sock.write_all(bytes);
+    let mut out = Vec::new();
+    let mut buf = [0u8; 4096];
+    loop {
+        match sock.read(&mut buf) {
+            Ok(0) | Err(_) => break,
+            Ok(n) => out.extend_from_slice(&buf[..n]),
+        }
+    }
+    String::from_utf8_lossy(&out).into_owned()
+}
+
+const SDP: &str = "v=0\r\no=- 0 0 IN IP4 127.0.0.1\r\ns=x\r\nc=IN IP4 0.0.0.0\r\nt=0 0\r\n\
+m=audio 0 RTP/AVP 97\r\na=rtpmap:97 MPEG4-GENERIC/48000/2\r\n\
+a=fmtp:97 profile-level-id=1;mode=AAC-hbr;sizelength=13;indexlength=3;indexdeltalength=3;config=1190\r\n\
+a=control:streamid=0\r\n";
+
+#[test]
+fn bad_requests_get_clean_answers_and_the_server_lives() {
+    let mut server = TestServer::start(&["--play-wait-ms", "200"]);
+    let addr = server.rtsp.expect("rtsp listener");
+
+    let garbage = exchange(addr, b"\x00\x01\x02 this is not rtsp \xff\xfe\r\n\r\n");
+    assert!(garbage.is_empty() || garbage.contains(" 400 "), "{garbage}");
+
+    let mut huge = b"OPTIONS rtsp://x/ RTSP/1.0\r\nCSeq: 1\r\nX-Big: ".to_vec();
+    huge.extend(std::iter::repeat_n(b'a', 1 << 20));
+    huge.extend_from_slice(b"\r\n\r\n");
+    let answer = exchange(addr, &huge);
+    assert!(!answer.contains(" 200 "), "{answer}");
+
+    let unknown = exchange(addr, b"FROB rtsp://x/live/a RTSP/1.0\r\nCSeq: 1\r\n\r\n");
+    assert!(unknown.contains("RTSP/1.0 501"), "{unknown}");
+
+    let missing = exchange(
+        addr,
+        b"DESCRIBE rtsp://x/live/none RTSP/1.0\r\nCSeq: 2\r\nAccept: application/sdp\r\n\r\n",
+    );
+    assert!(missing.contains("RTSP/1.0 404"), "{missing}");
+
+    // A publisher that sets up a track its SDP does not have, then sends RTP on a
+    // channel it never set up.
+    let announce = format!(
+        "ANNOUNCE rtsp://x/live/bad RTSP/1.0\r\nCSeq: 1\r\nContent-Type: application/sdp\r\n\
+         Content-Length: {}\r\n\r\n{SDP}\
+         SETUP rtsp://x/live/bad/streamid=5 RTSP/1.0\r\nCSeq: 2\r\n\
+         Transport: RTP/AVP/TCP;unicast;interleaved=0-1;mode=record\r\n\r\n\
+         SETUP rtsp://x/live/bad/streamid=0 RTSP/1.0\r\nCSeq: 3\r\n\
+         Transport: RTP/AVP/TCP;unicast;interleaved=0-1;mode=record\r\n\r\n",
+        SDP.len()
+    );
+    let mut bytes = announce.into_bytes();
+    bytes.extend_from_slice(b"$\x07\x00\x04abcd");
+    let answer = exchange(addr, &bytes);
+    assert!(answer.contains("CSeq: 1"), "{answer}");
+    let setup_unknown = answer.split("CSeq: 2").next().unwrap_or("");
+    assert!(
+        setup_unknown.contains("RTSP/1.0 404"),
+        "SETUP of an unknown track: {answer}"
+    );
+    assert!(answer.contains("CSeq: 3"), "{answer}");
+
+    // The name is free again once that publisher is gone and its grace is over; the
+    // server still answers.
+    assert!(server.alive());
+    let options = exchange(addr, b"OPTIONS rtsp://x/ RTSP/1.0\r\nCSeq: 9\r\n\r\n");
+    assert!(options.contains("RTSP/1.0 200"), "{options}");
+    assert!(options.contains("ANNOUNCE"), "{options}");
+}
+
+#[test]
+fn a_live_name_cannot_be_published_twice() {
+    let server = TestServer::start(&[]);
+    let addr = server.rtsp.expect("rtsp listener");
+    let announce = format!(
+        "ANNOUNCE rtsp://x/live/dup RTSP/1.0\r\nCSeq: 1\r\nContent-Type: application/sdp\r\n\
+         Content-Length: {}\r\n\r\n{SDP}",
+        SDP.len()
+    );
+    let mut first = TcpStream::connect(addr).expect("connect");
+    first.write_all(announce.as_bytes()).expect("send");
+    let mut buf = [0u8; 1024];
+    first
+        .set_read_timeout(Some(Duration::from_secs(3)))
+        .expect("timeout");
+    let n = first.read(&mut buf).expect("answer");
+    assert!(String::from_utf8_lossy(&buf[..n]).contains("RTSP/1.0 200"));
+    let second = exchange(addr, announce.as_bytes());
+    assert!(second.contains("RTSP/1.0 455"), "{second}");
+}
