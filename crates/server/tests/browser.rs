@@ -3,21 +3,12 @@
 
 mod common;
 
-use common::{have_ffmpeg, TestServer};
+use common::{have_ffmpeg, publish_test_pattern, Kill, TestServer};
 use std::io::{BufRead, BufReader, Write};
 use std::net::{SocketAddr, TcpListener};
-use std::process::{Child, Command, Stdio};
+use std::process::{Command, Stdio};
 use std::sync::mpsc;
 use std::time::Duration;
-
-struct Kill(Child);
-
-impl Drop for Kill {
-    fn drop(&mut self) {
-        let _ = self.0.kill();
-        let _ = self.0.wait();
-    }
-}
 
 fn have_chromium() -> bool {
     let ok = Command::new("chromium")
@@ -161,30 +152,9 @@ fn field<'a>(report: &'a str, name: &str) -> &'a str {
         .unwrap_or("")
 }
 
-fn publish_test_pattern(server: &TestServer, name: &str) -> Kill {
-    Kill(
-        Command::new("ffmpeg")
-            .args(["-hide_banner", "-loglevel", "error", "-re"])
-            .args(["-f", "lavfi", "-i", "testsrc2=size=320x240:rate=25"])
-            .args(["-f", "lavfi", "-i", "sine=frequency=440:sample_rate=48000"])
-            .args([
-                "-t",
-                "60",
-                "-c:v",
-                "libx264",
-                "-preset",
-                "ultrafast",
-                "-g",
-                "25",
-                "-pix_fmt",
-                "yuv420p",
-            ])
-            .args(["-c:a", "aac", "-f", "flv"])
-            .arg(format!("rtmp://{}/live/{name}", server.rtmp))
-            .stdin(Stdio::null())
-            .spawn()
-            .expect("start ffmpeg"),
-    )
+fn publish(server: &TestServer, name: &str) -> Kill {
+    let url = format!("rtmp://{}/live/{name}", server.rtmp);
+    publish_test_pattern(&url, "flv", "libx264", 60)
 }
 
 #[test]
@@ -193,7 +163,7 @@ fn mpegts_js_plays_http_flv_and_websocket_flv() {
         return;
     }
     let server = TestServer::start(&[]);
-    let _publisher = publish_test_pattern(&server, "browser");
+    let _publisher = publish(&server, "browser");
     std::thread::sleep(Duration::from_millis(1500));
     for url in [
         format!("http://{}/live/browser.flv", server.http),
@@ -213,7 +183,7 @@ fn hls_js_plays_ts_and_low_latency_hls() {
         return;
     }
     let server = TestServer::start(&[]);
-    let _publisher = publish_test_pattern(&server, "hls");
+    let _publisher = publish(&server, "hls");
     // A few segments, so the TS playlist has its usual three to start from.
     std::thread::sleep(Duration::from_millis(6500));
     for url in [

@@ -3,43 +3,13 @@
 
 mod common;
 
-use common::{have_ffmpeg, shared_media, TestServer};
-use std::process::{Child, Command, Output, Stdio};
+use common::{have_ffmpeg, publish_test_pattern, shared_media, Kill, TestServer};
+use std::process::{Command, Output, Stdio};
 use std::time::{Duration, Instant};
 
-struct Publisher(Child);
-
-impl Drop for Publisher {
-    fn drop(&mut self) {
-        let _ = self.0.kill();
-        let _ = self.0.wait();
-    }
-}
-
 /// ffmpeg encoding a test pattern and a tone in real time, published over RTMP.
-fn ffmpeg_publish(url: &str, seconds: u32) -> Publisher {
-    let child = Command::new("ffmpeg")
-        .args(["-hide_banner", "-loglevel", "error", "-re"])
-        .args(["-f", "lavfi", "-i", "testsrc2=size=320x240:rate=25"])
-        .args(["-f", "lavfi", "-i", "sine=frequency=440:sample_rate=48000"])
-        .args(["-t", &seconds.to_string()])
-        .args([
-            "-c:v",
-            "libx264",
-            "-preset",
-            "ultrafast",
-            "-tune",
-            "zerolatency",
-            "-g",
-            "25",
-            "-pix_fmt",
-            "yuv420p",
-        ])
-        .args(["-c:a", "aac", "-b:a", "64k", "-f", "flv", url])
-        .stdin(Stdio::null())
-        .spawn()
-        .expect("start ffmpeg");
-    Publisher(child)
+fn ffmpeg_publish(url: &str, seconds: u32) -> Kill {
+    publish_test_pattern(url, "flv", "libx264", seconds)
 }
 
 fn run_with_timeout(cmd: &mut Command, limit: Duration) -> Output {

@@ -3,43 +3,15 @@
 
 mod common;
 
-use common::{have_ffmpeg, TestServer};
+use common::{have_ffmpeg, publish_test_pattern, Kill, TestServer};
 use std::io::{Read, Write};
 use std::net::{SocketAddr, TcpStream};
-use std::process::{Child, Command, Stdio};
+use std::process::Command;
 use std::time::{Duration, Instant};
 
-struct Kill(Child);
-
-impl Drop for Kill {
-    fn drop(&mut self) {
-        let _ = self.0.kill();
-        let _ = self.0.wait();
-    }
-}
-
 fn publish(server: &TestServer, name: &str, seconds: u32) -> Kill {
-    Kill(
-        Command::new("ffmpeg")
-            .args(["-hide_banner", "-loglevel", "error", "-re"])
-            .args(["-f", "lavfi", "-i", "testsrc2=size=320x240:rate=25"])
-            .args(["-f", "lavfi", "-i", "sine=frequency=440:sample_rate=48000"])
-            .args([
-                "-t",
-                &seconds.to_string(),
-                "-c:v",
-                "libx264",
-                "-preset",
-                "ultrafast",
-                "-g",
-                "25",
-            ])
-            .args(["-pix_fmt", "yuv420p", "-c:a", "aac", "-f", "flv"])
-            .arg(format!("rtmp://{}/live/{name}", server.rtmp))
-            .stdin(Stdio::null())
-            .spawn()
-            .expect("start ffmpeg"),
-    )
+    let url = format!("rtmp://{}/live/{name}", server.rtmp);
+    publish_test_pattern(&url, "flv", "libx264", seconds)
 }
 
 /// A GET (or HEAD) with extra header lines; returns (status line, headers, body).

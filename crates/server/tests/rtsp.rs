@@ -4,42 +4,14 @@
 
 mod common;
 
-use common::{have_ffmpeg, TestServer};
+use common::{have_ffmpeg, publish_test_pattern, Kill, TestServer};
 use std::io::{Read, Write};
 use std::net::{SocketAddr, TcpStream};
-use std::process::{Child, Command, Stdio};
+use std::process::Command;
 use std::time::Duration;
 
-struct Kill(Child);
-
-impl Drop for Kill {
-    fn drop(&mut self) {
-        let _ = self.0.kill();
-        let _ = self.0.wait();
-    }
-}
-
-/// ffmpeg sends `seconds` of a 320x240 test pattern and a tone to `url` as `format`.
 fn publish(url: &str, format: &str, video_codec: &str, seconds: u32) -> Kill {
-    let mut cmd = Command::new("ffmpeg");
-    cmd.args(["-hide_banner", "-loglevel", "error", "-re"])
-        .args(["-f", "lavfi", "-i", "testsrc2=size=320x240:rate=25"])
-        .args(["-f", "lavfi", "-i", "sine=frequency=440:sample_rate=48000"])
-        .args(["-t", &seconds.to_string(), "-c:v", video_codec])
-        .args(["-preset", "ultrafast", "-g", "25", "-bf", "0"]);
-    if video_codec == "libx265" {
-        cmd.args(["-x265-params", "log-level=error"]);
-    }
-    cmd.args(["-pix_fmt", "yuv420p", "-c:a", "aac", "-f", format]);
-    if format == "rtsp" {
-        cmd.args(["-rtsp_transport", "tcp"]);
-    }
-    Kill(
-        cmd.arg(url)
-            .stdin(Stdio::null())
-            .spawn()
-            .expect("start ffmpeg"),
-    )
+    publish_test_pattern(url, format, video_codec, seconds)
 }
 
 fn rtsp_url(server: &TestServer, name: &str) -> String {

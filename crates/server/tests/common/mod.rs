@@ -270,3 +270,37 @@ pub fn shared_media() -> PathBuf {
     }
     dir
 }
+
+/// A child process (ffmpeg, a browser) killed when dropped.
+pub struct Kill(pub Child);
+
+impl Drop for Kill {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+/// ffmpeg sends `seconds` of a 320x240 25 fps test pattern (1 s GOP, no B-frames)
+/// and a 48 kHz tone to `url`, in real time, as `format` (`flv` for RTMP, `rtsp`).
+pub fn publish_test_pattern(url: &str, format: &str, video_codec: &str, seconds: u32) -> Kill {
+    let mut cmd = Command::new("ffmpeg");
+    cmd.args(["-hide_banner", "-loglevel", "error", "-re"])
+        .args(["-f", "lavfi", "-i", "testsrc2=size=320x240:rate=25"])
+        .args(["-f", "lavfi", "-i", "sine=frequency=440:sample_rate=48000"])
+        .args(["-t", &seconds.to_string(), "-c:v", video_codec])
+        .args(["-preset", "ultrafast", "-g", "25", "-bf", "0"]);
+    if video_codec == "libx265" {
+        cmd.args(["-x265-params", "log-level=error"]);
+    }
+    cmd.args(["-pix_fmt", "yuv420p", "-c:a", "aac", "-f", format]);
+    if format == "rtsp" {
+        cmd.args(["-rtsp_transport", "tcp"]);
+    }
+    Kill(
+        cmd.arg(url)
+            .stdin(Stdio::null())
+            .spawn()
+            .expect("start ffmpeg"),
+    )
+}
