@@ -2,17 +2,17 @@
 # Scenario (a), fan-out cost: server CPU-seconds per GB delivered to N players of the
 # 2 Mbit/s 720p clip, Sluice beside ../shared/limit at the same merge window and
 # nginx-rtmp (RTMP, its defaults), in one run. Each server is pinned to core 0;
-# players (and the publisher) to core 1.
-# TODO(hls, rtsp): add "hls" and "rtsp-tcp" to -p (and nginx's HLS files served with
-# sendfile, already written by start_nginx under OUTDIR/nginx/hls) once sluice-bench
-# plays them and Sluice serves them.
+# players (and the publisher) to core 1. HLS: Sluice's MPEG-TS (hls) and fMP4 Low-Latency
+# (ll-hls) playlists, and nginx-rtmp's HLS (TS files written by the RTMP module, served
+# by nginx's http module with sendfile) as the peer row of "hls".
+# TODO(rtsp): add "rtsp-tcp" to -p once sluice-bench plays it.
 #
-# Usage: bench/fanout.sh [-n PLAYERS] [-d SECONDS] [-m MERGE_MS] [-p "flv rtmp ws-flv"]
+# Usage: bench/fanout.sh [-n PLAYERS] [-d SECONDS] [-m MERGE_MS] [-p "flv rtmp hls ll-hls ws-flv"]
 #                        [-x "limit nginx"] [-o OUTDIR]
 # Writes OUTDIR/fanout.md and one JSON per run (sluice-bench's report).
 set -euo pipefail
 . "$(dirname "$0")/lib.sh"
-n=500 dur=25 merge=200 protos="flv rtmp" peers="limit nginx" out="$root/target/bench"
+n=500 dur=25 merge=200 protos="flv rtmp hls ll-hls" peers="limit nginx" out="$root/target/bench"
 while getopts n:d:m:p:x:o: opt; do
   case $opt in
     n) n=$OPTARG ;; d) dur=$OPTARG ;; m) merge=$OPTARG ;; p) protos=$OPTARG ;; x) peers=$OPTARG ;; o) out=$OPTARG ;;
@@ -20,19 +20,26 @@ while getopts n:d:m:p:x:o: opt; do
   esac
 done
 have_nginx || { [[ $peers != *nginx* ]] || echo "nginx with the RTMP module not found: skipping it" >&2; peers=${peers//nginx/}; }
-bound_run "${BENCH_MAX_S:-400}"
+bound_run "${BENCH_MAX_S:-600}"
 setup "$out"
 warmup=5
 
 runs=()
 [[ $peers != *limit* ]] || runs+=("limit:flv") # the floor: limit.c serves HTTP-FLV only
 for p in $protos; do runs+=("sluice:$p"); done
-[[ $peers != *nginx* ]] || runs+=("nginx:rtmp")
+if [[ $peers == *nginx* ]]; then
+  [[ " $protos " != *" rtmp "* ]] || runs+=("nginx:rtmp")
+  [[ " $protos " != *" hls "* ]] || runs+=("nginx:hls")
+fi
 
 for run in "${runs[@]}"; do
   s=${run%%:*} p=${run#*:}
   json=$out/$s-$p.json; [ "$s" = limit ] && json=$out/limit-flv.json
-  PUB_S=$((dur + 15)) start_server "$s" "$merge"
+  case $p in
+    *hls) # a live playlist with a few segments before the players come (2 s each)
+      PUB_S=$((dur + 25)) start_server "$s" "$merge"; sleep 7 ;;
+    *) PUB_S=$((dur + 15)) start_server "$s" "$merge" ;;
+  esac
   play "$p" "$(url "$p" "$s")" "$n" "$srv" "$json" --ramp 500/s --duration "${dur}s" --warmup "${warmup}s"
   stop_server
 done

@@ -3,9 +3,10 @@
 # idle server, and joining while 1000 players already play (loaded), per protocol, for
 # Sluice beside limit.c (flv) and nginx-rtmp (rtmp). The background players' lag over
 # its minimum shows what the merge window adds to delivery jitter.
-# Missing for a true publish-to-play (glass-to-glass) figure: the bench publisher does
-# not stamp wall-clock time into the stream (SEI / onTextData) for players to read
-# back. TODO(latency): per-protocol added delay once it does; RTSP/HLS players later.
+# Publish-to-play delay: the bench publisher stamps its send time into every H.264
+# frame (an SEI NAL unit); players read it back. Measured with 1 player (6 s) and with
+# the N background players. limit.c plays a file (no publisher): no stamps.
+# TODO(latency): HLS players do not parse TS/fMP4 samples for the stamp yet.
 #
 # Usage: bench/latency.sh [-n BACKGROUND_PLAYERS] [-j JOINERS] [-m MERGE_MS] [-p "rtmp flv ws-flv"]
 #                         [-x "limit nginx"] [-o OUTDIR]
@@ -35,6 +36,8 @@ for run in "${runs[@]}"; do
   u=$(url "$p" "$s")
   # Idle: players join one by one (5 a second), nothing else playing.
   play "$p" "$u" "$joiners" "$srv" "$base-idle.json" --ramp 5/s --duration 1s
+  # One player alone: publish-to-play delay with no other load.
+  play "$p" "$u" 1 "$srv" "$base-one.json" --duration 6s
   # Loaded: N players in the background, then the joiners.
   client_cpus=$client_cpus play "$p" "$u" "$n" "$srv" "$base-background.json" --ramp "$ramp" \
     --duration "$((join_s + 4))s" --warmup 1s &

@@ -171,9 +171,10 @@ url() {
     sluice:flv) echo "http://127.0.0.1:$S_HTTP/live/x.flv" ;;
     limit:flv) echo "http://127.0.0.1:$L_HTTP/live/x.flv" ;;
     nginx:rtmp) echo "rtmp://127.0.0.1:$N_RTMP/live/x" ;;
-    # TODO(hls, rtsp): sluice:hls http://127.0.0.1:$S_HTTP/live/x.m3u8,
-    # nginx:hls http://127.0.0.1:$N_HTTP/hls/x.m3u8, sluice:rtsp-tcp rtsp://127.0.0.1:PORT/live/x
-    # once sluice-bench plays them and Sluice serves them.
+    sluice:hls) echo "http://127.0.0.1:$S_HTTP/live/x.m3u8" ;;           # MPEG-TS segments
+    sluice:ll-hls) echo "http://127.0.0.1:$S_HTTP/live/x/index.m3u8" ;;  # fMP4, Low-Latency
+    nginx:hls) echo "http://127.0.0.1:$N_HTTP/hls/x.m3u8" ;;            # TS files, sendfile
+    # TODO(rtsp): sluice:rtsp-tcp rtsp://127.0.0.1:PORT/live/x once sluice-bench plays it.
     *) echo "" ;;
   esac
 }

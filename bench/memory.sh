@@ -24,7 +24,7 @@ done
 have_nginx || peers=${peers//nginx/}
 bound_run "${BENCH_MAX_S:-420}"
 setup "$out"
-fill=13 # > the default 10 s ring
+fill=${FILL_S:-13} # > the default 10 s ring (HLS keeps ~18 s: use FILL_S=20 to include it)
 
 runs=()
 for p in $protos; do runs+=("sluice:$p"); done

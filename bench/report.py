@@ -421,6 +421,24 @@ def cmd_latency(out, merge, *runs):
                 f"| {srv} | {proto} | {load_name} | {r['ok']} | {k['p50']:.1f} | {k['p99']:.1f} | {k['max']:.1f} | "
                 f"{r['connect_ms']['p50']:.1f} | {bg} |"
             )
+    lines += [
+        "",
+        "Publish-to-play delay: the bench publisher stamps its wall-clock send time into each H.264 frame "
+        "(an SEI NAL unit); players compare it with their clock on arrival (frames stamped after the player "
+        "started, so a GOP cache's burst is left out). One player alone, and the N background players.",
+        "",
+        "| server | protocol | 1 player p50 ms | p99 | max | N players p50 ms | p99 | max |",
+        "|---|---|---|---|---|---|---|---|",
+    ]
+    for run in runs:
+        srv, proto = run.split(":")
+        cells = []
+        for name in ("one", "background"):
+            f = os.path.join(out, f"lat-{srv}-{proto}-{name}.json")
+            l = load(f).get("publish_latency_ms") if os.path.exists(f) else None
+            cells += [f"{l['p50']:.1f}", f"{l['p99']:.1f}", f"{l['max']:.1f}"] if l else ["-", "-", "-"]
+            summary[f"{run}:publish_latency:{name}"] = l
+        lines.append(f"| {srv} | {proto} | " + " | ".join(cells) + " |")
     probe = os.path.join(out, "lat-probe.json")
     if os.path.exists(probe):
         p = load(probe)
@@ -449,7 +467,9 @@ def cmd_fanout(out, n, merge, *runs):
         if os.path.exists(f):
             rows.append((srv, proto, load(f)))
     floor = next((r["server"]["cpu_s_per_gb"] for s, _, r in rows if s == "limit"), None)
-    ng = next((r["server"]["cpu_s_per_gb"] for s, p, r in rows if s == "nginx" and p == "rtmp"), None)
+    # nginx-rtmp's row of the same family: RTMP for rtmp, its HLS (TS files) for hls and ll-hls.
+    family = lambda p: "hls" if p in ("hls", "ll-hls") else p
+    ng = {p: r["server"]["cpu_s_per_gb"] for s, p, r in rows if s == "nginx"}
     lines += [
         "| server | protocol | players ok | Mbit/s | CPU-s/GB | × limit | × nginx-rtmp | RSS/player KiB | first keyframe p50/p99 ms | stalls |",
         "|---|---|---|---|---|---|---|---|---|---|",
@@ -459,9 +479,15 @@ def cmd_fanout(out, n, merge, *runs):
         c = s["cpu_s_per_gb"]
         lines.append(
             f"| {'limit.c' if srv == 'limit' else srv} | {proto} | {r['ok']}/{r['count']} | {r['mbit_s']:.0f} | {c:.3f} | "
-            f"{c / floor if floor else 0:.2f} | {c / ng if ng and proto == 'rtmp' else float('nan'):.2f} | "
+            f"{c / floor if floor else 0:.2f} | {c / ng[family(proto)] if ng.get(family(proto)) else float('nan'):.2f} | "
             f"{s['rss_per_player_kib']:.1f} | {fk(r)} | {r['stalls']} |"
         )
+    lines += [
+        "",
+        "× nginx-rtmp: against nginx-rtmp's row of the same family (RTMP for rtmp; its HLS, TS files served "
+        "with sendfile, for hls and ll-hls). HLS first keyframe: the first segment (ll-hls: part) received in "
+        "full; HLS players start three segments (ll-hls: the last independent part) back from the live edge.",
+    ]
     write(out, "fanout", [l.replace("| nan |", "| |") for l in lines])
 
 

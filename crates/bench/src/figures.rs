@@ -61,11 +61,38 @@ pub(crate) struct PlayerRow {
     pub stalls: u32,
     /// Largest lag past its minimum.
     pub max_lag_ms: f64,
+    /// HLS: segments (or LL-HLS parts) received.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub segments: Option<u64>,
+    /// HLS: playlist responses received.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub playlists: Option<u64>,
+    /// HLS: segments or parts missed (left the playlist before being fetched, or 404).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub misses: Option<u64>,
+    /// Publish-to-play delay of the video frames that carried the bench publisher's
+    /// wall-clock stamp (`crate::stamp`); absent when none did.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub publish_latency_ms: Option<Spread>,
     pub error_kind: Option<ErrorKind>,
     pub error: Option<String>,
     #[serde(skip)]
     lag: LagClock,
+    /// The delays behind `publish_latency_ms`, in ms, up to [`MAX_LATENCY_SAMPLES`].
+    #[serde(skip)]
+    pub latencies: Vec<f32>,
+    /// When the player started (Unix µs): frames stamped earlier (a GOP cache's
+    /// burst) say how old the cache is, not what delivery adds, and are left out.
+    #[serde(skip)]
+    started_us: u64,
+    /// Added to [`STALL_MS`] for this player: a polling HLS player's poll interval,
+    /// by which a segment's arrival may slip without the player running dry.
+    #[serde(skip)]
+    pub stall_slack_ms: f64,
 }
+
+/// Stamped frames whose delay a player keeps (25 fps for 400 s).
+const MAX_LATENCY_SAMPLES: usize = 10_000;
 
 impl PlayerRow {
     pub(crate) fn new(id: usize, slow: bool) -> Self {
@@ -80,15 +107,30 @@ impl PlayerRow {
             media_ms: 0,
             stalls: 0,
             max_lag_ms: 0.0,
+            segments: None,
+            playlists: None,
+            misses: None,
+            publish_latency_ms: None,
             error_kind: None,
             error: None,
             lag: LagClock::default(),
+            latencies: Vec::new(),
+            started_us: crate::stamp::unix_us(),
+            stall_slack_ms: 0.0,
         }
     }
 
     /// Whether this player connected and ran to the end.
     pub(crate) fn ok(&self) -> bool {
         self.connect_ms.is_some() && self.error_kind.is_none()
+    }
+
+    /// Sums up the latency samples into `publish_latency_ms`.
+    pub(crate) fn finish(&mut self) {
+        if !self.latencies.is_empty() {
+            self.publish_latency_ms =
+                Some(Spread::of(self.latencies.iter().map(|&v| f64::from(v))));
+        }
     }
 
     pub(crate) fn fail(&mut self, kind: ErrorKind, what: impl ToString) {
@@ -102,13 +144,19 @@ impl PlayerRow {
     pub(crate) fn on_media(&mut self, m: &crate::scan::Media, now: Instant, start: Instant) {
         if m.is_video_frame() {
             self.video_frames += 1;
+            if let Some(t) = crate::stamp::find(&m.head) {
+                if t >= self.started_us && self.latencies.len() < MAX_LATENCY_SAMPLES {
+                    let delay_us = crate::stamp::unix_us() as i64 - t as i64;
+                    self.latencies.push(delay_us as f32 / 1000.0);
+                }
+            }
             if self.first_keyframe_ms.is_none() {
                 if !m.is_keyframe() {
                     return;
                 }
                 self.first_keyframe_ms = Some(ms(now - start));
             }
-            let (media_ms, lag) = self.lag.frame(m.ts_ms, now);
+            let (media_ms, lag) = self.lag.frame(m.ts_ms, now, self.stall_slack_ms);
             self.media_ms = media_ms;
             if let Some(l) = lag {
                 self.max_lag_ms = self.max_lag_ms.max(l.over_min_ms);
@@ -118,6 +166,29 @@ impl PlayerRow {
             }
         } else if m.is_audio_frame() {
             self.audio_frames += 1;
+        }
+    }
+}
+
+impl PlayerRow {
+    /// Counts one HLS segment or part received in full at `now`; `media_end_ms` is the
+    /// media time at its end (the sum of the durations received so far). The first
+    /// one counts as the first keyframe (segments start with one).
+    pub(crate) fn on_segment(&mut self, media_end_ms: u64, now: Instant, start: Instant) {
+        *self.segments.get_or_insert(0) += 1;
+        if self.first_keyframe_ms.is_none() {
+            self.first_keyframe_ms = Some(ms(now - start));
+        }
+        // The lag clock runs on u32 ms: it wraps after 49 days, as FLV timestamps do.
+        let (_, lag) = self
+            .lag
+            .frame(media_end_ms as u32, now, self.stall_slack_ms);
+        self.media_ms = media_end_ms as i64;
+        if let Some(l) = lag {
+            self.max_lag_ms = self.max_lag_ms.max(l.over_min_ms);
+            if l.stalled {
+                self.stalls += 1;
+            }
         }
     }
 }
@@ -137,7 +208,7 @@ struct Lag {
 
 impl LagClock {
     /// Returns media time so far and, after the first frame, the lag figures.
-    fn frame(&mut self, ts: u32, now: Instant) -> (i64, Option<Lag>) {
+    fn frame(&mut self, ts: u32, now: Instant, slack_ms: f64) -> (i64, Option<Lag>) {
         let Some((t0, ts0)) = self.first else {
             self.first = Some((now, ts));
             return (0, None);
@@ -146,7 +217,7 @@ impl LagClock {
         let lag = ms(now - t0) - media as f64;
         self.min_ms = self.min_ms.min(lag);
         self.stall_base_ms = self.stall_base_ms.min(lag);
-        let stalled = lag - self.stall_base_ms > STALL_MS;
+        let stalled = lag - self.stall_base_ms > STALL_MS + slack_ms;
         if stalled {
             self.stall_base_ms = lag;
         }
@@ -223,11 +294,13 @@ mod tests {
     }
 
     fn frame(ts: u32, key: bool) -> Media {
+        let mut head = [0; crate::stamp::HEAD_LEN];
+        head[..2].copy_from_slice(&[if key { 0x17 } else { 0x27 }, 1]);
         Media {
             tag_type: 9,
             ts_ms: ts,
             len: 100,
-            head: [if key { 0x17 } else { 0x27 }, 1],
+            head,
         }
     }
 

@@ -12,10 +12,12 @@
 //! percentiles), `procfs` (server CPU/RSS), `report` (table and JSON).
 
 mod figures;
+mod hls;
 mod load;
 mod procfs;
 mod report;
 mod scan;
+mod stamp;
 mod target;
 
 use clap::{Args, Parser, Subcommand, ValueEnum};
@@ -63,7 +65,9 @@ struct PlayArgs {
     /// Protocol of the players.
     #[arg(long, value_enum)]
     protocol: Protocol,
-    /// rtmp://host[:port]/app/stream, http://host:port/path.flv or ws://host:port/path.flv.
+    /// rtmp://host[:port]/app/stream, http://host:port/path.flv or ws://host:port/path.flv;
+    /// for hls and ll-hls, the media playlist: http://host:port/app/stream.m3u8 (TS) or
+    /// http://host:port/app/stream/index.m3u8 (fMP4, Low-Latency).
     #[arg(long)]
     url: String,
     /// Fraction of players that read slowly (0..1).
@@ -101,6 +105,10 @@ struct PublishArgs {
     /// Send as fast as the server takes it.
     #[arg(long, overrides_with = "realtime")]
     no_realtime: bool,
+    /// Do not stamp the wall clock into H.264 frames (by default each frame gets an
+    /// SEI NAL unit with the send time, for players' publish-to-play latency).
+    #[arg(long)]
+    no_stamp: bool,
     #[command(flatten)]
     common: Common,
 }
@@ -400,6 +408,7 @@ fn base_report(c: &Common, mode: &'static str, protocol: String, url: &str) -> R
         mbit_s: 0.0,
         connect_ms: Spread::default(),
         first_keyframe_ms: None,
+        publish_latency_ms: None,
         stalls: 0,
         players_with_stalls: 0,
         max_lag_ms: 0.0,
@@ -451,6 +460,12 @@ async fn run_play(a: PlayArgs) -> Result<Report, String> {
             },
             Protocol::WsFlv,
         ) => {}
+        (
+            Target::Http {
+                websocket: false, ..
+            },
+            Protocol::Hls | Protocol::LlHls,
+        ) => {}
         (_, p) => return Err(format!("{} is not a URL for --protocol {p:?}", a.url)),
     }
     let c = &a.common;
@@ -483,8 +498,16 @@ async fn run_play(a: PlayArgs) -> Result<Report, String> {
     r.players_with_stalls = rows.iter().filter(|p| p.stalls > 0).count();
     r.max_lag_ms = rows.iter().map(|p| p.max_lag_ms).fold(0.0, f64::max);
     r.slow_players = rows.iter().filter(|p| p.slow).count();
+    let latencies = Spread::of(
+        rows.iter()
+            .flat_map(|p| p.latencies.iter().map(|&v| f64::from(v))),
+    );
+    r.publish_latency_ms = (latencies.n > 0).then_some(latencies);
     r.server = m.server;
     r.players = m.rows;
+    for p in &mut r.players {
+        p.finish();
+    }
     write_json(c, &r)?;
     Ok(r)
 }
@@ -508,6 +531,7 @@ async fn run_publish(a: PublishArgs) -> Result<Report, String> {
         stream,
         clip,
         realtime: !a.no_realtime,
+        stamp: !a.no_stamp,
         live: live.clone(),
         end: plan.end,
     });

@@ -14,6 +14,10 @@ pub enum Protocol {
     Flv,
     /// WebSocket-FLV.
     WsFlv,
+    /// HLS (MPEG-TS or fMP4 segments): playlist polling, whole segments.
+    Hls,
+    /// Low-Latency HLS (fMP4 parts): blocking playlist reload and preload hints.
+    LlHls,
 }
 
 /// A connected player.
@@ -41,6 +45,11 @@ impl Player {
             Protocol::Flv | Protocol::WsFlv => {
                 let path = format!("/{app}/{stream}.flv");
                 Player::Flv(FlvConn::connect(addr, &path, protocol == Protocol::WsFlv).await?)
+            }
+            Protocol::Hls | Protocol::LlHls => {
+                return Err(ClientError::Refused(
+                    "HLS has no tag-level player (sluice-bench play only)".into(),
+                ))
             }
         })
     }

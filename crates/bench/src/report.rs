@@ -37,6 +37,10 @@ pub(crate) struct Report {
     pub connect_ms: Spread,
     /// Play only.
     pub first_keyframe_ms: Option<Spread>,
+    /// Play only: publish-to-play delay of every video frame that carried the bench
+    /// publisher's wall-clock stamp, all players together; absent when none did.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub publish_latency_ms: Option<Spread>,
     pub stalls: u64,
     pub players_with_stalls: usize,
     pub max_lag_ms: f64,
@@ -196,6 +200,9 @@ impl Report {
         let _ = writeln!(t, "{:<18} {}", "connect ms", spread(&self.connect_ms));
         if let Some(k) = &self.first_keyframe_ms {
             let _ = writeln!(t, "{:<18} {}", "first keyframe ms", spread(k));
+            if let Some(l) = &self.publish_latency_ms {
+                let _ = writeln!(t, "{:<18} {}", "publish-play ms", spread(l));
+            }
             let _ = writeln!(
                 t,
                 "{:<18} {} ({} players)   max lag {:.0} ms",

@@ -11,6 +11,7 @@
 //! - Memory does not grow with what the peer sends: only RTMP control and command
 //!   messages are reassembled, each up to [`MAX_CONTROL_LEN`].
 
+use crate::stamp::HEAD_LEN;
 use std::fmt;
 
 /// Largest RTMP non-media message we reassemble (commands, control, `onMetaData`): a
@@ -46,8 +47,10 @@ pub(crate) struct Media {
     pub ts_ms: u32,
     /// Body length in bytes.
     pub len: u32,
-    /// The first two body bytes (zero where the body is shorter).
-    pub head: [u8; 2],
+    /// The first body bytes (zero where the body is shorter): the FLV audio/video
+    /// header, and for video the first NAL unit, where the bench publisher's wall-clock
+    /// stamp is (`crate::stamp`).
+    pub head: [u8; HEAD_LEN],
 }
 
 impl Media {
@@ -57,7 +60,7 @@ impl Media {
         if self.tag_type != 9 || self.len == 0 {
             return false;
         }
-        let [b0, b1] = self.head;
+        let (b0, b1) = (self.head[0], self.head[1]);
         if b0 & 0x80 != 0 {
             matches!(b0 & 0x0f, 1 | 3)
         } else {
@@ -133,7 +136,7 @@ impl FlvScanner {
                 tag_type: 0,
                 ts_ms: 0,
                 len: 0,
-                head: [0; 2],
+                head: [0; HEAD_LEN],
             },
         }
     }
@@ -186,7 +189,7 @@ impl FlvScanner {
                         tag_type,
                         ts_ms: u24(&a[4..7]) | (u32::from(a[7]) << 24),
                         len: u24(&a[1..4]),
-                        head: [0; 2],
+                        head: [0; HEAD_LEN],
                     };
                     self.state = FlvState::Body(self.cur.len);
                     if self.cur.len == 0 {
@@ -310,7 +313,7 @@ pub(crate) enum ChunkEvent<'a> {
     Message { msg_type: u8, body: &'a [u8] },
 }
 
-#[derive(Debug, Default)]
+#[derive(Debug)]
 struct ChunkStream {
     csid: u32,
     ts: u32,
@@ -320,10 +323,27 @@ struct ChunkStream {
     extended: bool,
     /// Bytes of the current message still to come; 0 when none is in progress.
     left: u32,
-    head: [u8; 2],
+    head: [u8; HEAD_LEN],
     got: u32,
     /// A command or control message being reassembled (capacity reused).
     body: Vec<u8>,
+}
+
+impl Default for ChunkStream {
+    fn default() -> Self {
+        ChunkStream {
+            csid: 0,
+            ts: 0,
+            delta: 0,
+            len: 0,
+            msg_type: 0,
+            extended: false,
+            left: 0,
+            head: [0; HEAD_LEN],
+            got: 0,
+            body: Vec::new(),
+        }
+    }
 }
 
 /// Finds RTMP messages in the chunk stream that follows the handshake, reassembling
@@ -425,7 +445,7 @@ impl ChunkScanner {
                     self.aggregate
                         .feed(part, &mut |m| on(ChunkEvent::Media(m)))?;
                 } else {
-                    for &b in part.iter().take(2usize.saturating_sub(s.got as usize)) {
+                    for &b in part.iter().take(HEAD_LEN.saturating_sub(s.got as usize)) {
                         s.head[s.got as usize] = b;
                         s.got += 1;
                     }
@@ -508,7 +528,7 @@ impl ChunkScanner {
             }
             s.left = s.len;
             s.got = 0;
-            s.head = [0; 2];
+            s.head = [0; HEAD_LEN];
             s.body.clear();
             if s.msg_type == 22 {
                 self.aggregate = FlvScanner::tags_only();
@@ -591,7 +611,7 @@ mod tests {
         let bytes = flv_stream();
         let whole = scan_flv(&bytes, bytes.len());
         assert_eq!(whole.len(), 5);
-        assert_eq!(whole[1].head, [0x17, 0]);
+        assert_eq!(whole[1].head[..2], [0x17, 0]);
         assert!(!whole[1].is_video_frame());
         assert!(whole[2].is_keyframe());
         assert_eq!(whole[2].ts_ms, 40);

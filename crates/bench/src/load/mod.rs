@@ -12,6 +12,7 @@
 //! - A player never holds the thread's read buffer across an await.
 
 pub(crate) mod flv;
+pub(crate) mod hls;
 pub(crate) mod publish;
 pub(crate) mod rtmp;
 
@@ -70,6 +71,8 @@ pub(crate) async fn play(ctx: Arc<Ctx>, id: usize, slow: bool) -> PlayerRow {
     let result = match (&ctx.target, ctx.protocol) {
         (Target::Http { .. }, Protocol::Flv | Protocol::WsFlv) => flv::play(&ctx, &mut row).await,
         (Target::Rtmp { .. }, Protocol::Rtmp) => rtmp::play(&ctx, &mut row).await,
+        (Target::Http { .. }, Protocol::Hls) => hls::play(&ctx, &mut row).await,
+        (Target::Http { .. }, Protocol::LlHls) => hls::play_low_latency(&ctx, &mut row).await,
         _ => Err((
             ErrorKind::Protocol,
             "URL scheme does not match --protocol".into(),
@@ -177,10 +180,16 @@ impl Conn {
     /// For a slow player, waits until its reading is back under its rate; `false`
     /// when the run ended meanwhile.
     pub(crate) async fn pace(&mut self, row: &PlayerRow) -> bool {
+        self.pace_counts(row.bytes, row.media_ms).await
+    }
+
+    /// [`Conn::pace`] from counts: `bytes` read so far on this connection and the
+    /// media time they carried.
+    pub(crate) async fn pace_counts(&mut self, bytes: u64, media_ms: i64) -> bool {
         let Some(t) = &mut self.throttle else {
             return true;
         };
-        let Some(due) = t.due(row, Instant::now()) else {
+        let Some(due) = t.due(bytes, media_ms, Instant::now()) else {
             return true;
         };
         tokio::select! {
@@ -201,17 +210,17 @@ struct Throttle {
 }
 
 impl Throttle {
-    fn due(&mut self, row: &PlayerRow, now: Instant) -> Option<Instant> {
+    fn due(&mut self, bytes: u64, media_ms: i64, now: Instant) -> Option<Instant> {
         let (t0, b0, rate) = match self.since {
             Some(s) => s,
-            None if row.media_ms >= SLOW_PROBE_MS => {
-                let rate = row.bytes as f64 * 1000.0 / row.media_ms as f64 * self.factor;
-                self.since = Some((now, row.bytes, rate.max(1.0)));
+            None if media_ms >= SLOW_PROBE_MS => {
+                let rate = bytes as f64 * 1000.0 / media_ms as f64 * self.factor;
+                self.since = Some((now, bytes, rate.max(1.0)));
                 return None;
             }
             None => return None,
         };
-        let due = t0 + std::time::Duration::from_secs_f64((row.bytes - b0) as f64 / rate);
+        let due = t0 + std::time::Duration::from_secs_f64(bytes.saturating_sub(b0) as f64 / rate);
         (due > now).then_some(due)
     }
 }

@@ -7,7 +7,7 @@ use crate::figures::{ms, ErrorKind, Live};
 use serde::Serialize;
 use sluice_bench::clip::Clip;
 use sluice_bench::rtmp::RtmpConn;
-use sluice_media::flv::TAG_SCRIPT;
+use sluice_media::flv::{TAG_SCRIPT, TAG_VIDEO};
 use std::net::SocketAddr;
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
@@ -25,6 +25,8 @@ pub(crate) struct PublishCtx {
     pub stream: String,
     pub clip: Clip,
     pub realtime: bool,
+    /// Stamp the wall clock into each H.264 frame (an SEI NAL unit, `crate::stamp`).
+    pub stamp: bool,
     pub live: Arc<Live>,
     pub end: Instant,
 }
@@ -125,6 +127,7 @@ async fn run(ctx: &PublishCtx, row: &mut PublisherRow) -> Result<(), Failure> {
     }
     let t0 = Instant::now();
     let mut pending = 0u64;
+    let mut stamped = Vec::new();
     'rounds: for round in 0i64.. {
         for tag in clip.tags.iter().filter(|t| t.tag_type != TAG_SCRIPT) {
             let ts = tag.ts_ms + round * clip.duration_ms;
@@ -148,10 +151,18 @@ async fn run(ctx: &PublishCtx, row: &mut PublisherRow) -> Result<(), Failure> {
             if Instant::now() >= end {
                 break 'rounds;
             }
-            conn.send(tag.tag_type, ts as u32, &tag.body);
+            let body: &[u8] = if ctx.stamp
+                && tag.tag_type == TAG_VIDEO
+                && crate::stamp::stamp_frame(&mut stamped, &tag.body, crate::stamp::unix_us())
+            {
+                &stamped
+            } else {
+                &tag.body
+            };
+            conn.send(tag.tag_type, ts as u32, body);
             row.tags_sent += 1;
-            row.bytes_sent += tag.body.len() as u64;
-            pending += tag.body.len() as u64;
+            row.bytes_sent += body.len() as u64;
+            pending += body.len() as u64;
         }
         if clip.duration_ms <= 0 {
             break;

@@ -1,0 +1,134 @@
+//! Wall-clock stamps in the video, for publish-to-play latency: the bench publisher
+//! puts an H.264 SEI NAL unit (type 6, payload type 5 `user_data_unregistered`: our
+//! UUID + the Unix time in µs, big-endian) in front of each video frame's NAL units;
+//! players find it in the first bytes of each video message and compare it with their
+//! own clock. Servers pass SEI NAL units through untouched, so this works against any
+//! server (the clocks are the same machine's).
+//!
+//! Only legacy FLV AVC frames (codec id 7, AVCPacketType 1, 4-byte NAL lengths) are
+//! stamped: the SEI is the first NAL unit, right after the 5-byte video tag header.
+
+/// Ours, to tell our SEI from an encoder's.
+pub(crate) const UUID: [u8; 16] = *b"sluice-bench-t0\x01";
+/// Body bytes a player keeps of each video message to find a stamp: 5 header bytes,
+/// a 4-byte NAL length, and the NAL (header, type, size, 24 payload bytes, trailing
+/// bits) with room for emulation-prevention bytes.
+pub(crate) const HEAD_LEN: usize = 56;
+
+/// The SEI NAL unit (escaped) carrying `unix_us`, appended to `out`.
+pub(crate) fn push_sei(out: &mut Vec<u8>, unix_us: u64) {
+    let mut rbsp = [0u8; 2 + 16 + 8 + 1];
+    rbsp[0] = 5; // user_data_unregistered
+    rbsp[1] = 24; // payload size
+    rbsp[2..18].copy_from_slice(&UUID);
+    rbsp[18..26].copy_from_slice(&unix_us.to_be_bytes());
+    rbsp[26] = 0x80; // rbsp_stop_one_bit
+    out.push(0x06); // forbidden 0, nal_ref_idc 0, type 6
+    let mut zeros = 0;
+    for &b in &rbsp {
+        if zeros >= 2 && b <= 3 {
+            out.push(3);
+            zeros = 0;
+        }
+        out.push(b);
+        zeros = if b == 0 { zeros + 1 } else { 0 };
+    }
+}
+
+/// `body` (an FLV video tag body) with our SEI in front of its NAL units, in `out`
+/// (cleared first); `false` (and `out` untouched) when `body` is not a legacy AVC frame.
+pub(crate) fn stamp_frame(out: &mut Vec<u8>, body: &[u8], unix_us: u64) -> bool {
+    if body.len() < 5 || body[0] & 0x0f != 7 || body[0] & 0x80 != 0 || body[1] != 1 {
+        return false;
+    }
+    out.clear();
+    out.extend_from_slice(&body[..5]);
+    let at = out.len();
+    out.extend_from_slice(&[0; 4]);
+    push_sei(out, unix_us);
+    let len = (out.len() - at - 4) as u32;
+    out[at..at + 4].copy_from_slice(&len.to_be_bytes());
+    out.extend_from_slice(&body[5..]);
+    true
+}
+
+/// The stamp in the first bytes of a video tag body, if it carries ours.
+pub(crate) fn find(head: &[u8]) -> Option<u64> {
+    if head.len() < 10 || head[0] & 0x0f != 7 || head[0] & 0x80 != 0 || head[1] != 1 {
+        return None;
+    }
+    let len = u32::from_be_bytes([head[5], head[6], head[7], head[8]]) as usize;
+    let nal = head.get(9..9 + len)?;
+    if nal.first()? & 0x1f != 6 {
+        return None;
+    }
+    // Unescape the start of the RBSP: type, size, UUID, time.
+    let mut rbsp = [0u8; 26];
+    let (mut n, mut zeros) = (0, 0);
+    for &b in &nal[1..] {
+        if n == rbsp.len() {
+            break;
+        }
+        if zeros >= 2 && b == 3 {
+            zeros = 0;
+            continue;
+        }
+        rbsp[n] = b;
+        n += 1;
+        zeros = if b == 0 { zeros + 1 } else { 0 };
+    }
+    if n < rbsp.len() || rbsp[0] != 5 || rbsp[1] != 24 || rbsp[2..18] != UUID {
+        return None;
+    }
+    let mut t = [0u8; 8];
+    t.copy_from_slice(&rbsp[18..26]);
+    Some(u64::from_be_bytes(t))
+}
+
+/// Now, as Unix µs.
+pub(crate) fn unix_us() -> u64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_micros() as u64)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn stamps_round_trip_with_emulation_prevention() {
+        let frame = [0x27u8, 1, 0, 0, 0, 0, 0, 0, 3, 0x41, 0x9a, 0x00];
+        for us in [
+            0u64,
+            1,
+            0x0000_0100_0000_0003,
+            1_763_800_000_123_456,
+            u64::MAX,
+        ] {
+            let mut out = Vec::new();
+            assert!(stamp_frame(&mut out, &frame, us));
+            // No start-code emulation inside the NAL.
+            let len = u32::from_be_bytes([out[5], out[6], out[7], out[8]]) as usize;
+            let nal = &out[9..9 + len];
+            assert!(
+                !nal.windows(3).any(|w| w[0] == 0 && w[1] == 0 && w[2] <= 2),
+                "{nal:x?}"
+            );
+            assert!(out.len() <= HEAD_LEN + frame.len());
+            // The frame's own NAL units follow untouched.
+            assert_eq!(&out[9 + len..], &frame[5..]);
+            assert_eq!(find(&out[..HEAD_LEN.min(out.len())]), Some(us), "{us:x}");
+        }
+        // Not AVC frames: sequence headers, HEVC (enhanced), audio.
+        let mut out = Vec::new();
+        assert!(!stamp_frame(&mut out, &[0x17, 0, 0, 0, 0, 1], 5));
+        assert!(!stamp_frame(&mut out, &[0x91, 0, 0, 0, 0, 1], 5));
+        assert_eq!(find(&frame), None);
+        // Another encoder's SEI (other UUID) is not ours.
+        let mut other = Vec::new();
+        stamp_frame(&mut other, &frame, 7);
+        other[12] ^= 0xff;
+        assert_eq!(find(&other), None);
+    }
+}
