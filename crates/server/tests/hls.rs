@@ -303,3 +303,41 @@ fn hls_and_http_flv_over_https() {
         assert!(packets >= 25, "{url}: {packets} video packets");
     }
 }
+
+#[test]
+fn idle_and_half_sent_connections_do_not_stall_viewers() {
+    if !have_ffmpeg() {
+        return;
+    }
+    let server = TestServer::start(&[]);
+    let _publisher = publish(&server, "busy", 30);
+    std::thread::sleep(Duration::from_millis(3000));
+    // 1000 connections that say nothing, or half a request head, and stay open.
+    let mut idle = Vec::new();
+    for i in 0..1000 {
+        let mut sock = TcpStream::connect(server.http).expect("connect");
+        if i % 2 == 1 {
+            sock.write_all(b"GET /live/busy.m3u8 HTTP/1.1\r\nHost: x\r\nX-Slow: ")
+                .expect("half a head");
+        }
+        idle.push(sock);
+    }
+    for path in ["/live/busy.m3u8", "/live/busy/index.m3u8"] {
+        let started = Instant::now();
+        let playlist = text(server.http, path);
+        assert!(playlist.starts_with("#EXTM3U"), "{path}");
+        assert!(
+            started.elapsed() < Duration::from_millis(500),
+            "{path} took {:?}",
+            started.elapsed()
+        );
+    }
+    let segment = text(server.http, "/live/busy.m3u8")
+        .lines()
+        .find(|l| l.ends_with(".ts"))
+        .map(str::to_string)
+        .expect("a segment");
+    let (status, _, body) = get(server.http, "GET", &format!("/live/{segment}"), "");
+    assert!(status.contains(" 200 ") && !body.is_empty(), "{status}");
+    drop(idle);
+}
