@@ -147,8 +147,10 @@ fn blocking_reload_preload_hints_caching_and_bad_requests() {
         (got_msn, got_part) >= (want_msn, want_part) || got_msn > want_msn,
         "blocking reload returned before part {want_msn}.{want_part}: last is {got_msn}.{got_part}"
     );
+    // Part P+2 is at least one more frame away (the last part of a segment can be
+    // a single frame), so an answer that did not wait would be at once.
     assert!(
-        waited >= Duration::from_millis(200),
+        waited >= Duration::from_millis(30),
         "it waited for the part ({waited:?})"
     );
     assert!(
