@@ -107,14 +107,8 @@ fn ts_and_fmp4_variants_play_with_continuous_timestamps() {
     }
 }
 
-/// The last `#EXT-X-PART` URI's (msn, part) in a playlist.
-fn last_part(playlist: &str) -> (u64, u32) {
-    let uri = playlist
-        .lines()
-        .rfind(|l| l.starts_with("#EXT-X-PART:"))
-        .and_then(|l| l.split("URI=\"").nth(1))
-        .and_then(|u| u.split('"').next())
-        .expect("a part");
+/// The (msn, part) a part URI `TAG-N.P.m4s` names.
+fn part_of(uri: &str) -> (u64, u32) {
     let stem = uri
         .rsplit_once('-')
         .map(|x| x.1)
@@ -122,6 +116,26 @@ fn last_part(playlist: &str) -> (u64, u32) {
         .trim_end_matches(".m4s");
     let (msn, part) = stem.split_once('.').expect("msn.part");
     (msn.parse().expect("msn"), part.parse().expect("part"))
+}
+
+/// The URI of a playlist's tag line `name`.
+fn tag_uri(playlist: &str, name: &str) -> String {
+    playlist
+        .lines()
+        .rfind(|l| l.starts_with(name))
+        .and_then(|l| l.split("URI=\"").nth(1))
+        .and_then(|u| u.split('"').next())
+        .unwrap_or_else(|| panic!("no {name} in {playlist}"))
+        .to_string()
+}
+
+/// The last `#EXT-X-PART`'s (msn, part).
+fn last_part(playlist: &str) -> (u64, u32) {
+    part_of(&tag_uri(playlist, "#EXT-X-PART:"))
+}
+
+fn preload_hint(playlist: &str) -> String {
+    tag_uri(playlist, "#EXT-X-PRELOAD-HINT")
 }
 
 #[test]
@@ -133,39 +147,30 @@ fn blocking_reload_preload_hints_caching_and_bad_requests() {
     let _publisher = publish(&server, "ll", 30);
     std::thread::sleep(Duration::from_millis(4000));
     let playlist = text(server.http, "/live/ll/index.m3u8");
-    let (msn, part) = last_part(&playlist);
-    // Ask for the part after the next one: the answer waits until it exists.
-    let (want_msn, want_part) = (msn, part + 2);
+    // The hinted part does not exist yet; ask for the one after it, so the answer
+    // must wait for the hinted part (and its successor, or the segment's end).
+    let (hint_msn, hint_part) = part_of(&preload_hint(&playlist));
     let started = Instant::now();
     let blocked = text(
         server.http,
-        &format!("/live/ll/index.m3u8?_HLS_msn={want_msn}&_HLS_part={want_part}"),
+        &format!(
+            "/live/ll/index.m3u8?_HLS_msn={hint_msn}&_HLS_part={}",
+            hint_part + 1
+        ),
     );
     let waited = started.elapsed();
     let (got_msn, got_part) = last_part(&blocked);
     assert!(
-        (got_msn, got_part) >= (want_msn, want_part) || got_msn > want_msn,
-        "blocking reload returned before part {want_msn}.{want_part}: last is {got_msn}.{got_part}"
-    );
-    // Part P+2 is at least one more frame away (the last part of a segment can be
-    // a single frame), so an answer that did not wait would be at once.
-    assert!(
-        waited >= Duration::from_millis(30),
-        "it waited for the part ({waited:?})"
+        (got_msn, got_part) >= (hint_msn, hint_part),
+        "blocking reload returned before the hinted part {hint_msn}.{hint_part}: last is {got_msn}.{got_part}"
     );
     assert!(
         waited < Duration::from_secs(3),
-        "and no longer ({waited:?})"
+        "and no longer than it must ({waited:?})"
     );
 
     // The preload hint names a part that does not exist yet: its request blocks until it does.
-    let hint = blocked
-        .lines()
-        .find(|l| l.starts_with("#EXT-X-PRELOAD-HINT"))
-        .and_then(|l| l.split("URI=\"").nth(1))
-        .and_then(|u| u.split('"').next())
-        .expect("preload hint")
-        .to_string();
+    let hint = preload_hint(&blocked);
     let (status, head, body) = get(server.http, "GET", &format!("/live/ll/{hint}"), "");
     assert!(status.contains(" 200 "), "{hint}: {status}");
     assert!(head.contains("Content-Type: video/mp4"), "{head}");
