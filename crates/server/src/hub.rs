@@ -48,6 +48,8 @@ pub struct Stream {
     state: Mutex<StreamState>,
     /// Players across all workers.
     pub players: AtomicUsize,
+    /// HLS viewers, as the workers last counted them (see `viewers`).
+    pub hls_viewers: AtomicUsize,
     /// Players moved to a newer keyframe because they fell behind.
     pub skips: AtomicU64,
     /// The stream's HLS segments and playlists.
@@ -196,6 +198,7 @@ impl Stream {
                 subscribers: Vec::new(),
             }),
             players: AtomicUsize::new(0),
+            hls_viewers: AtomicUsize::new(0),
             skips: AtomicU64::new(0),
             rtp: config.rtp.then(|| Mutex::new(RtpSource::new())),
         }

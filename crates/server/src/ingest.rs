@@ -213,6 +213,7 @@ impl Ingest {
             bytes = self.bytes,
             dropped = self.dropped,
             hls_bytes = stream.hls.memory(),
+            hls_viewers = stream.hls_viewers.load(std::sync::atomic::Ordering::Relaxed),
             "unpublish"
         );
         let Some(generation) = hub.unpublish(&stream, publisher) else {

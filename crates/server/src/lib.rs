@@ -19,6 +19,7 @@ mod rtmp;
 mod rtsp;
 mod sock;
 mod tls;
+mod viewers;
 mod worker;
 
 pub use config::{Cli, Config};

@@ -24,6 +24,8 @@ pub struct Ctx {
     pub hub: Arc<Hub>,
     pub fanout: Rc<Fanout>,
     pub worker: usize,
+    /// This worker's HLS viewer sessions (no lock: only this thread touches them).
+    pub viewers: std::cell::RefCell<crate::viewers::Viewers>,
 }
 
 /// A running server.
@@ -188,6 +190,17 @@ fn run_worker(
             hub,
             fanout,
             worker,
+            viewers: Default::default(),
+        });
+        tokio::task::spawn_local({
+            let ctx = ctx.clone();
+            async move {
+                let mut tick = tokio::time::interval(Duration::from_secs(5));
+                loop {
+                    tick.tick().await;
+                    ctx.viewers.borrow_mut().publish(std::time::Instant::now());
+                }
+            }
         });
         for (proto, std_listener) in listeners {
             match TcpListener::from_std(std_listener) {

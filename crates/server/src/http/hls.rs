@@ -7,6 +7,7 @@
 
 use super::{respond, ConnError, CORS};
 use crate::hls::{HlsStream, HlsView, VariantView};
+use crate::viewers::{session_id, IDLE};
 use crate::worker::Ctx;
 use bytes::Bytes;
 use sluice_hls::{parse_blocking_request, Availability, Readiness};
@@ -77,20 +78,31 @@ pub(crate) async fn serve<S: AsyncWrite + Unpin>(
     key: &str,
     what: HlsPath<'_>,
 ) -> Result<(), ConnError> {
-    let answer = match ctx.hub.find(key) {
-        Some(stream) => answer(&stream.hls, req, what).await,
-        None => Answer::NotFound,
+    let Some(stream) = ctx.hub.find(key) else {
+        return Ok(respond(sock, req, "404 Not Found", "text/plain", "not found\n").await?);
     };
-    match answer {
+    // Count the viewer: an id from the request, or a new one with the playlist.
+    let playlist = matches!(what, HlsPath::TsPlaylist | HlsPath::Fmp4Playlist);
+    let mut new_id = None;
+    let id = session_id(&req.query, req.header("cookie"))
+        .or_else(|| playlist.then(|| *new_id.insert(rand::random::<u64>() | 1)));
+    if let Some(id) = id {
+        ctx.viewers
+            .borrow_mut()
+            .touch(id, &stream, std::time::Instant::now());
+    }
+    match answer(&stream.hls, req, what).await {
         Answer::Playlist(body) => {
-            write(
-                sock,
-                req,
-                "200 OK",
+            let mut headers = String::from(
                 "Content-Type: application/vnd.apple.mpegurl\r\nCache-Control: no-cache\r\n",
-                &[body],
-            )
-            .await
+            );
+            if let Some(id) = new_id {
+                headers.push_str(&format!(
+                    "Set-Cookie: sluice_hls={id:x}; Path=/; Max-Age={}; SameSite=Lax\r\n",
+                    IDLE.as_secs()
+                ));
+            }
+            write(sock, req, "200 OK", &headers, &[body]).await
         }
         Answer::Media(kind, body, etag) => {
             if req.header("if-none-match") == Some(etag.as_str()) {
