@@ -7,13 +7,15 @@
 //! limit) and the ciphertext out as far as the socket takes it; what is left is
 //! flushed when the socket becomes writable again.
 
-use std::cell::RefCell;
+use bytes::{Bytes, BytesMut};
+use std::cell::{Cell, RefCell};
 use std::io::{self, IoSlice};
 use std::pin::Pin;
 use std::rc::Rc;
 use std::task::{ready, Context, Poll, Waker};
 use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
 use tokio::net::TcpStream;
+use tokio::sync::Notify;
 use tokio_rustls::server::TlsStream;
 
 /// A connection's socket.
@@ -26,6 +28,90 @@ pub enum Sock {
         /// The same socket, for readiness without borrowing the TLS state.
         tcp: Rc<TcpStream>,
     },
+    /// An in-memory pipe to an HTTP/2 response body (HTTP-FLV over h2).
+    Pipe(Rc<Pipe>),
+}
+
+/// A bounded buffer between the fan-out (writer) and an HTTP/2 response body
+/// (reader). Full is `WouldBlock`, as a socket's send buffer would be; a dropped body
+/// is a broken pipe.
+#[derive(Debug, Default)]
+pub struct Pipe {
+    buf: RefCell<BytesMut>,
+    cap: usize,
+    reader: RefCell<Option<Waker>>,
+    drained: Notify,
+    closed: Cell<bool>,
+}
+
+impl Pipe {
+    /// A pipe holding at most `cap` bytes (like a capped socket send buffer).
+    pub fn new(cap: usize) -> Rc<Pipe> {
+        Rc::new(Pipe {
+            cap: cap.max(16 << 10),
+            ..Pipe::default()
+        })
+    }
+
+    fn write(&self, bufs: &[IoSlice<'_>]) -> io::Result<usize> {
+        if self.closed.get() {
+            return Err(io::ErrorKind::BrokenPipe.into());
+        }
+        let mut buf = self.buf.borrow_mut();
+        let mut space = self.cap.saturating_sub(buf.len());
+        if space == 0 {
+            return Err(io::ErrorKind::WouldBlock.into());
+        }
+        let mut total = 0;
+        for b in bufs {
+            let n = b.len().min(space);
+            buf.extend_from_slice(&b[..n]);
+            total += n;
+            space -= n;
+            if space == 0 {
+                break;
+            }
+        }
+        if let Some(w) = self.reader.borrow_mut().take() {
+            w.wake();
+        }
+        Ok(total)
+    }
+
+    async fn writable(&self) {
+        loop {
+            let drained = self.drained.notified();
+            if self.closed.get() || self.buf.borrow().len() < self.cap {
+                return;
+            }
+            drained.await;
+        }
+    }
+
+    /// The body side: what is buffered, `Ready(None)` once closed and empty.
+    pub fn poll_read(&self, cx: &mut Context<'_>) -> Poll<Option<Bytes>> {
+        let mut buf = self.buf.borrow_mut();
+        if !buf.is_empty() {
+            let data = buf.split().freeze();
+            drop(buf);
+            self.drained.notify_one();
+            return Poll::Ready(Some(data));
+        }
+        if self.closed.get() {
+            return Poll::Ready(None);
+        }
+        *self.reader.borrow_mut() = Some(cx.waker().clone());
+        Poll::Pending
+    }
+
+    /// The body went away (the client reset the stream or closed the connection).
+    pub fn close(&self) {
+        self.closed.set(true);
+        self.drained.notify_one();
+        if let Some(w) = self.reader.borrow_mut().take() {
+            w.wake();
+        }
+    }
 }
 
 /// A TCP socket shared between a TLS stream and readiness waits.
@@ -108,27 +194,41 @@ fn once<T>(f: impl FnOnce(&mut Context<'_>) -> Poll<io::Result<T>>) -> io::Resul
 }
 
 impl Sock {
-    /// The TCP socket underneath.
-    pub fn tcp(&self) -> &TcpStream {
+    /// The TCP socket underneath, if any.
+    pub fn tcp(&self) -> Option<&TcpStream> {
         match self {
-            Sock::Tcp(s) => s,
-            Sock::Tls { tcp, .. } => tcp,
+            Sock::Tcp(s) => Some(s),
+            Sock::Tls { tcp, .. } => Some(tcp),
+            Sock::Pipe(_) => None,
         }
     }
 
     /// Waits until the socket has input (TLS may also hold decrypted bytes: callers
-    /// read until `WouldBlock` after each wake-up).
+    /// read until `WouldBlock` after each wake-up). A pipe has no input.
     pub async fn readable(&self) -> io::Result<()> {
-        self.tcp().readable().await
+        match self.tcp() {
+            Some(tcp) => tcp.readable().await,
+            None => std::future::pending().await,
+        }
     }
 
     pub async fn writable(&self) -> io::Result<()> {
-        self.tcp().writable().await
+        match self {
+            Sock::Pipe(pipe) => {
+                pipe.writable().await;
+                Ok(())
+            }
+            _ => match self.tcp() {
+                Some(tcp) => tcp.writable().await,
+                None => Ok(()),
+            },
+        }
     }
 
     pub fn try_read(&self, buf: &mut [u8]) -> io::Result<usize> {
         match self {
             Sock::Tcp(s) => s.try_read(buf),
+            Sock::Pipe(_) => Err(io::ErrorKind::WouldBlock.into()),
             Sock::Tls { tls, .. } => {
                 let mut tls = tls.borrow_mut();
                 let mut read = ReadBuf::new(buf);
@@ -141,6 +241,7 @@ impl Sock {
     pub fn try_write_vectored(&self, bufs: &[IoSlice<'_>]) -> io::Result<usize> {
         match self {
             Sock::Tcp(s) => s.try_write_vectored(bufs),
+            Sock::Pipe(pipe) => pipe.write(bufs),
             Sock::Tls { tls, .. } => {
                 let mut tls = tls.borrow_mut();
                 let mut total = 0;
@@ -164,7 +265,7 @@ impl Sock {
     /// Pushes out ciphertext rustls still holds. `Ok(true)` when nothing is left.
     pub fn try_flush(&self) -> io::Result<bool> {
         match self {
-            Sock::Tcp(_) => Ok(true),
+            Sock::Tcp(_) | Sock::Pipe(_) => Ok(true),
             Sock::Tls { tls, .. } => {
                 let mut tls = tls.borrow_mut();
                 match once(|cx| Pin::new(&mut *tls).poll_flush(cx)) {
@@ -179,14 +280,15 @@ impl Sock {
     /// Whether written bytes are still held in user space (TLS ciphertext).
     pub fn has_pending_output(&self) -> bool {
         match self {
-            Sock::Tcp(_) => false,
+            Sock::Tcp(_) | Sock::Pipe(_) => false,
             Sock::Tls { tls, .. } => tls.borrow().get_ref().1.wants_write(),
         }
     }
 }
 
 /// Caps a socket's kernel send buffer (see `player_send_buffer`).
-pub fn cap_send_buffer(sock: &TcpStream, bytes: usize) {
+pub fn cap_send_buffer(sock: Option<&TcpStream>, bytes: usize) {
+    let Some(sock) = sock else { return };
     if bytes > 0 {
         let _ = socket2::SockRef::from(sock).set_send_buffer_size(bytes);
     }

@@ -54,7 +54,7 @@ pub fn server_config(config: &Config) -> Result<Option<Arc<rustls::ServerConfig>
         .with_safe_default_protocol_versions()?
         .with_no_client_auth()
         .with_single_cert(certs, key)?;
-    // HTTP/1.1 only for now; h2 for LL-HLS comes with a hyper-served route set.
-    tls.alpn_protocols = vec![b"http/1.1".to_vec()];
+    // h2 for HLS (many parallel requests per viewer); HTTP-FLV stays on HTTP/1.1.
+    tls.alpn_protocols = vec![b"h2".to_vec(), b"http/1.1".to_vec()];
     Ok(Some(Arc::new(tls)))
 }

@@ -132,6 +132,8 @@ fn play_in_chromium(script: &str, setup: &str, stream_url: &str, watch_ms: u32) 
                 "--disable-component-update",
                 "--disable-sync",
                 "--autoplay-policy=no-user-gesture-required",
+                // Our test server's certificate is self-signed.
+                "--ignore-certificate-errors",
                 "--remote-debugging-port=0",
             ])
             .arg(format!("--user-data-dir={}", profile.display()))
@@ -191,6 +193,36 @@ fn hls_js_plays_ts_and_low_latency_hls() {
         format!("http://{}/live/hls/index.m3u8", server.http),
     ] {
         let report = play_in_chromium("hls.light.min.js", HLS_SETUP, &url, 8000);
+        let errors = field(&report, "err");
+        assert!(errors.is_empty(), "{url}: player errors {errors}");
+        let t: f64 = field(&report, "t").parse().unwrap_or(0.0);
+        assert!(t > 3.0, "{url}: video played only to {t} s ({report})");
+    }
+}
+
+#[test]
+fn players_over_https_and_http2() {
+    if !have_ffmpeg() || !have_chromium() {
+        return;
+    }
+    let server = TestServer::start(&["--https", "127.0.0.1:0", "--tls-self-signed"]);
+    let https = server.https.expect("an HTTPS listener");
+    let _publisher = publish(&server, "tls");
+    std::thread::sleep(Duration::from_millis(4000));
+    // Chromium negotiates h2 with Sluice's HTTPS listener for every request here.
+    for (script, setup, url) in [
+        (
+            "hls.light.min.js",
+            HLS_SETUP,
+            format!("https://{https}/live/tls/index.m3u8"),
+        ),
+        (
+            "mpegts.js",
+            MPEGTS_SETUP,
+            format!("https://{https}/live/tls.flv"),
+        ),
+    ] {
+        let report = play_in_chromium(script, setup, &url, 7000);
         let errors = field(&report, "err");
         assert!(errors.is_empty(), "{url}: player errors {errors}");
         let t: f64 = field(&report, "t").parse().unwrap_or(0.0);

@@ -5,7 +5,7 @@
 //! durations (then 503), a request for the next part or segment waits as long
 //! (then 404); a request too far ahead is refused at once (400).
 
-use super::{respond, ConnError, CORS};
+use super::{ConnError, CORS};
 use crate::hls::{HlsStream, HlsView, VariantView};
 use crate::viewers::{session_id, IDLE};
 use crate::worker::Ctx;
@@ -71,15 +71,29 @@ enum Answer {
     Unavailable,
 }
 
-pub(crate) async fn serve<S: AsyncWrite + Unpin>(
-    ctx: &Rc<Ctx>,
-    sock: &mut S,
-    req: &Request,
-    key: &str,
-    what: HlsPath<'_>,
-) -> Result<(), ConnError> {
+/// A complete answer to an HLS request, for HTTP/1.1 or HTTP/2.
+pub(crate) struct Reply {
+    pub status: u16,
+    /// Header lines without the ones every response gets (Server, CORS, length).
+    pub headers: Vec<(&'static str, String)>,
+    /// The body, as shared buffers.
+    pub body: Vec<Bytes>,
+}
+
+impl Reply {
+    fn text(status: u16, body: &'static str) -> Reply {
+        Reply {
+            status,
+            headers: vec![("Content-Type", "text/plain".into())],
+            body: vec![Bytes::from_static(body.as_bytes())],
+        }
+    }
+}
+
+/// Answers an HLS request for the stream `key`.
+pub(crate) async fn reply(ctx: &Rc<Ctx>, req: &Request, key: &str, what: HlsPath<'_>) -> Reply {
     let Some(stream) = ctx.hub.find(key) else {
-        return Ok(respond(sock, req, "404 Not Found", "text/plain", "not found\n").await?);
+        return Reply::text(404, "not found\n");
     };
     // Count the viewer: an id from the request, or a new one with the playlist.
     let playlist = matches!(what, HlsPath::TsPlaylist | HlsPath::Fmp4Playlist);
@@ -93,48 +107,73 @@ pub(crate) async fn serve<S: AsyncWrite + Unpin>(
     }
     match answer(&stream.hls, req, what).await {
         Answer::Playlist(body) => {
-            let mut headers = String::from(
-                "Content-Type: application/vnd.apple.mpegurl\r\nCache-Control: no-cache\r\n",
-            );
+            let mut headers = vec![
+                ("Content-Type", "application/vnd.apple.mpegurl".to_string()),
+                ("Cache-Control", "no-cache".to_string()),
+            ];
             if let Some(id) = new_id {
-                headers.push_str(&format!(
-                    "Set-Cookie: sluice_hls={id:x}; Path=/; Max-Age={}; SameSite=Lax\r\n",
-                    IDLE.as_secs()
+                headers.push((
+                    "Set-Cookie",
+                    format!(
+                        "sluice_hls={id:x}; Path=/; Max-Age={}; SameSite=Lax",
+                        IDLE.as_secs()
+                    ),
                 ));
             }
-            write(sock, req, "200 OK", &headers, &[body]).await
+            Reply {
+                status: 200,
+                headers,
+                body: vec![body],
+            }
         }
         Answer::Media(kind, body, etag) => {
             if req.header("if-none-match") == Some(etag.as_str()) {
-                return write(
-                    sock,
-                    req,
-                    "304 Not Modified",
-                    &format!("ETag: {etag}\r\n"),
-                    &[],
-                )
-                .await;
+                return Reply {
+                    status: 304,
+                    headers: vec![("ETag", etag)],
+                    body: Vec::new(),
+                };
             }
-            let headers = format!(
-                "Content-Type: {kind}\r\nCache-Control: public, max-age=31536000, immutable\r\nETag: {etag}\r\n"
-            );
-            write(sock, req, "200 OK", &headers, &body).await
+            Reply {
+                status: 200,
+                headers: vec![
+                    ("Content-Type", kind.to_string()),
+                    (
+                        "Cache-Control",
+                        "public, max-age=31536000, immutable".to_string(),
+                    ),
+                    ("ETag", etag),
+                ],
+                body,
+            }
         }
-        Answer::NotFound => {
-            Ok(respond(sock, req, "404 Not Found", "text/plain", "not found\n").await?)
-        }
-        Answer::BadRequest(why) => {
-            Ok(respond(sock, req, "400 Bad Request", "text/plain", why).await?)
-        }
-        Answer::Unavailable => Ok(respond(
-            sock,
-            req,
-            "503 Service Unavailable",
-            "text/plain",
-            "not produced in time\n",
-        )
-        .await?),
+        Answer::NotFound => Reply::text(404, "not found\n"),
+        Answer::BadRequest(why) => Reply::text(400, why),
+        Answer::Unavailable => Reply::text(503, "not produced in time\n"),
     }
+}
+
+/// Answers an HLS request on an HTTP/1.1 connection.
+pub(crate) async fn serve<S: AsyncWrite + Unpin>(
+    ctx: &Rc<Ctx>,
+    sock: &mut S,
+    req: &Request,
+    key: &str,
+    what: HlsPath<'_>,
+) -> Result<(), ConnError> {
+    let reply = reply(ctx, req, key, what).await;
+    let mut headers = String::new();
+    for (name, value) in &reply.headers {
+        headers.push_str(&format!("{name}: {value}\r\n"));
+    }
+    let status = match reply.status {
+        200 => "200 OK",
+        304 => "304 Not Modified",
+        400 => "400 Bad Request",
+        503 => "503 Service Unavailable",
+        _ => "404 Not Found",
+    };
+    write(sock, req, status, &headers, &reply.body).await
 }
 
 fn variant(view: &HlsView, fmp4: bool) -> Option<&VariantView> {

@@ -5,6 +5,7 @@
 //! fan-out like an RTMP player's. Keep-alive holds for the short answers (HEAD, 404,
 //! OPTIONS); a stream response ends the connection when the stream does.
 
+mod h2;
 mod hls;
 
 use crate::fanout::Player;
@@ -27,6 +28,13 @@ use tracing::Instrument;
 
 /// Longest stream key (`app/name`) accepted in a path.
 const MAX_KEY_LEN: usize = 256;
+
+/// The CORS headers of every response, for HTTP/2 (name, value).
+pub(crate) const CORS_HEADERS: [(&str, &str); 3] = [
+    ("access-control-allow-origin", "*"),
+    ("access-control-allow-methods", "GET, HEAD, OPTIONS"),
+    ("access-control-allow-headers", "*"),
+];
 
 pub(crate) const CORS: &str = "Access-Control-Allow-Origin: *\r\nAccess-Control-Allow-Methods: GET, HEAD, OPTIONS\r\nAccess-Control-Allow-Headers: *\r\n";
 
@@ -55,6 +63,12 @@ pub async fn serve_tls(ctx: Rc<Ctx>, acceptor: TlsAcceptor, sock: TcpStream, pee
             Ok(Err(e)) => return tracing::info!("TLS handshake failed: {e}"),
             Err(_) => return tracing::info!("TLS handshake timed out"),
         };
+        if tls.get_ref().1.alpn_protocol() == Some(b"h2") {
+            return match h2::serve(ctx, tls).await {
+                Ok(()) => tracing::debug!("closed"),
+                Err(e) => tracing::info!("closed: {e}"),
+            };
+        }
         match connection(&ctx, id, tls).await {
             Ok(()) => tracing::debug!("closed"),
             Err(e) => tracing::info!("closed: {e}"),

@@ -1,0 +1,222 @@
+//! HTTP/2 on HTTPS connections that negotiate `h2` (ALPN), for HLS: many parallel
+//! requests (blocking playlist reloads beside part fetches) on one connection, as
+//! LL-HLS players expect. The answers are the same as on HTTP/1.1 (`hls::reply`).
+//!
+//! HTTP-FLV over h2 (browsers negotiate h2 for every request of an origin) is a
+//! fan-out player whose "socket" is a bounded in-memory pipe to the response body:
+//! one copy per player more than on HTTP/1.1, where the fan-out writes the socket
+//! itself. Prefer HTTP/1.1 (or plain HTTP) for large FLV audiences.
+
+use super::hls::{self, Reply};
+use super::{route, Route, CORS_HEADERS};
+use crate::fanout::Player;
+use crate::packet::Format;
+use crate::play;
+use crate::sock::{Pipe, Sock};
+use crate::worker::Ctx;
+use bytes::Bytes;
+use hyper::body::{Body, Frame, Incoming, SizeHint};
+use sluice_http::{Method, Request};
+use std::collections::VecDeque;
+use std::convert::Infallible;
+use std::future::Future;
+use std::pin::Pin;
+use std::rc::Rc;
+use std::task::{Context, Poll};
+
+/// Runs h2 stream tasks on this worker's event loop (they hold `Rc`s).
+#[derive(Clone, Copy)]
+struct LocalExec;
+
+impl<F> hyper::rt::Executor<F> for LocalExec
+where
+    F: Future + 'static,
+{
+    fn execute(&self, fut: F) {
+        tokio::task::spawn_local(fut);
+    }
+}
+
+/// A response body: shared buffers sent without copying, or an FLV stream.
+enum H2Body {
+    Parts(VecDeque<Bytes>),
+    Flv(FlvBody),
+}
+
+/// The reading end of a player's pipe; dropping it (a reset stream) ends the player.
+struct FlvBody(Rc<Pipe>);
+
+impl Drop for FlvBody {
+    fn drop(&mut self) {
+        self.0.close();
+    }
+}
+
+impl Body for H2Body {
+    type Data = Bytes;
+    type Error = Infallible;
+
+    fn poll_frame(
+        self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+    ) -> Poll<Option<Result<Frame<Bytes>, Infallible>>> {
+        match self.get_mut() {
+            H2Body::Parts(parts) => Poll::Ready(parts.pop_front().map(|b| Ok(Frame::data(b)))),
+            H2Body::Flv(FlvBody(pipe)) => pipe.poll_read(cx).map(|b| b.map(|b| Ok(Frame::data(b)))),
+        }
+    }
+
+    fn is_end_stream(&self) -> bool {
+        matches!(self, H2Body::Parts(parts) if parts.is_empty())
+    }
+
+    fn size_hint(&self) -> SizeHint {
+        match self {
+            H2Body::Parts(parts) => {
+                SizeHint::with_exact(parts.iter().map(|b| b.len() as u64).sum())
+            }
+            H2Body::Flv(_) => SizeHint::default(),
+        }
+    }
+}
+
+/// Serves one HTTP/2 connection until it closes.
+pub(crate) async fn serve<IO>(ctx: Rc<Ctx>, io: IO) -> Result<(), hyper::Error>
+where
+    IO: tokio::io::AsyncRead + tokio::io::AsyncWrite + Unpin + 'static,
+{
+    let service = hyper::service::service_fn(move |req: http::Request<Incoming>| {
+        let ctx = ctx.clone();
+        async move { Ok::<_, Infallible>(handle(&ctx, req).await) }
+    });
+    hyper::server::conn::http2::Builder::new(LocalExec)
+        .serve_connection(hyper_util::rt::TokioIo::new(io), service)
+        .await
+}
+
+async fn handle(ctx: &Rc<Ctx>, req: http::Request<Incoming>) -> http::Response<H2Body> {
+    let method = match *req.method() {
+        http::Method::GET => Method::Get,
+        http::Method::HEAD => Method::Head,
+        http::Method::OPTIONS => Method::Options,
+        _ => Method::Other,
+    };
+    let request = Request {
+        method,
+        path: req.uri().path().to_string(),
+        query: req.uri().query().unwrap_or("").to_string(),
+        http11: true,
+        headers: req
+            .headers()
+            .iter()
+            .filter_map(|(n, v)| Some((n.as_str().to_string(), v.to_str().ok()?.to_string())))
+            .collect(),
+        head_len: 0,
+    };
+    tracing::debug!(path = %request.path, method = ?method, "request (h2)");
+    let reply = match (method, route(&request.path)) {
+        (Method::Options, _) => Reply {
+            status: 204,
+            headers: Vec::new(),
+            body: Vec::new(),
+        },
+        (Method::Get | Method::Head, Route::Hls(key, what)) => {
+            hls::reply(ctx, &request, key, what).await
+        }
+        (Method::Get, Route::Flv(key)) => return flv(ctx, key).await,
+        (Method::Head, Route::Flv(key)) => match ctx.hub.find(key) {
+            Some(_) => Reply {
+                status: 200,
+                headers: vec![("Content-Type", "video/x-flv".into())],
+                body: Vec::new(),
+            },
+            None => Reply {
+                status: 404,
+                headers: Vec::new(),
+                body: Vec::new(),
+            },
+        },
+        (Method::Get | Method::Head, Route::Root) => Reply {
+            status: 200,
+            headers: vec![("Content-Type", "text/plain".into())],
+            body: vec![Bytes::from_static(
+                concat!("Sluice ", env!("CARGO_PKG_VERSION"), "\n").as_bytes(),
+            )],
+        },
+        (Method::Get | Method::Head, _) => Reply {
+            status: 404,
+            headers: vec![("Content-Type", "text/plain".into())],
+            body: vec![Bytes::from_static(b"not found\n")],
+        },
+        _ => Reply {
+            status: 405,
+            headers: Vec::new(),
+            body: Vec::new(),
+        },
+    };
+    let body = if method == Method::Head {
+        Vec::new()
+    } else {
+        reply.body
+    };
+    response(
+        reply.status,
+        reply.headers,
+        H2Body::Parts(VecDeque::from(body)),
+    )
+}
+
+fn response(
+    status: u16,
+    headers: Vec<(&'static str, String)>,
+    body: H2Body,
+) -> http::Response<H2Body> {
+    let mut response = http::Response::builder()
+        .status(status)
+        .header("server", "sluice");
+    for (name, value) in CORS_HEADERS
+        .iter()
+        .map(|(n, v)| (*n, v.to_string()))
+        .chain(headers)
+    {
+        response = response.header(name, value);
+    }
+    response
+        .body(body)
+        .unwrap_or_else(|_| http::Response::new(H2Body::Parts(VecDeque::new())))
+}
+
+/// An HTTP-FLV player on an h2 stream.
+async fn flv(ctx: &Rc<Ctx>, key: &str) -> http::Response<H2Body> {
+    let wait = std::time::Duration::from_millis(ctx.config.play_wait_ms);
+    let Some(stream) = ctx.hub.find_or_wait(key, wait).await else {
+        let body = VecDeque::from([Bytes::from(format!("stream {key} is not live\n"))]);
+        return response(
+            404,
+            vec![("Content-Type", "text/plain".into())],
+            H2Body::Parts(body),
+        );
+    };
+    let pipe = Pipe::new(ctx.config.player_send_buffer);
+    let player = Player::new(
+        ctx.hub.next_id(),
+        Rc::new(Sock::Pipe(pipe.clone())),
+        Format::Flv,
+    );
+    let fanout = ctx.fanout.clone();
+    let local = fanout.attach(&stream, player.clone());
+    tracing::info!(stream = %stream.key, "play (h2)");
+    tokio::task::spawn_local(async move {
+        let _ = play::run(&local, &player, |_| Ok::<bool, Infallible>(true)).await;
+        fanout.detach(&local, &player);
+        tracing::info!(stream = %stream.key, bytes = player.bytes(), skips = player.skips(), "stop playing (h2)");
+    });
+    response(
+        200,
+        vec![
+            ("Content-Type", "video/x-flv".into()),
+            ("Cache-Control", "no-cache, no-store".into()),
+        ],
+        H2Body::Flv(FlvBody(pipe)),
+    )
+}
