@@ -3,7 +3,7 @@
 
 mod common;
 
-use common::{have_ffmpeg, publish_test_pattern, Kill, TestServer};
+use common::{have_ffmpeg, probe_video, publish_test_pattern, Kill, TestServer};
 use std::io::{Read, Write};
 use std::net::{SocketAddr, TcpStream};
 use std::process::Command;
@@ -38,33 +38,6 @@ fn text(addr: SocketAddr, path: &str) -> String {
     String::from_utf8(body).expect("utf-8 playlist")
 }
 
-/// Video packet times of `url` read by ffprobe for a few seconds of media.
-fn probe(url: &str) -> (String, Vec<f64>) {
-    let out = Command::new("ffprobe")
-        .args(["-v", "error", "-read_intervals", "%+4"])
-        .args([
-            "-show_entries",
-            "stream=codec_name,width,height:packet=codec_type,pts_time",
-            "-of",
-            "csv=p=0",
-            url,
-        ])
-        .output()
-        .expect("ffprobe");
-    assert!(
-        out.status.success(),
-        "ffprobe {url}: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    let stdout = String::from_utf8_lossy(&out.stdout).into_owned();
-    let times = stdout
-        .lines()
-        .filter_map(|l| l.strip_prefix("video,"))
-        .filter_map(|t| t.split(',').next()?.parse().ok())
-        .collect();
-    (stdout, times)
-}
-
 #[test]
 fn ts_and_fmp4_variants_play_with_continuous_timestamps() {
     if !have_ffmpeg() {
@@ -75,7 +48,7 @@ fn ts_and_fmp4_variants_play_with_continuous_timestamps() {
     std::thread::sleep(Duration::from_millis(7000));
     for path in ["/live/cam.m3u8", "/live/cam/index.m3u8"] {
         let url = format!("http://{}{path}", server.http);
-        let (out, times) = probe(&url);
+        let (out, times) = probe_video(&url, "%+4");
         assert!(out.contains("h264,320,240"), "{path}: {out}");
         assert!(out.contains("aac"), "{path}: no audio in {out}");
         assert!(

@@ -4,10 +4,9 @@
 
 mod common;
 
-use common::{have_ffmpeg, publish_test_pattern, Kill, TestServer};
+use common::{have_ffmpeg, probe_video, publish_test_pattern, Kill, TestServer};
 use std::io::{Read, Write};
 use std::net::{SocketAddr, TcpStream};
-use std::process::Command;
 use std::time::Duration;
 
 fn publish(url: &str, format: &str, video_codec: &str, seconds: u32) -> Kill {
@@ -18,39 +17,11 @@ fn rtsp_url(server: &TestServer, name: &str) -> String {
     format!("rtsp://{}/live/{name}", server.rtsp.expect("rtsp listener"))
 }
 
-/// What ffprobe reads from `url` in its first `packets` packets: its streams
-/// (`codec,width,height` lines) and the video packet times.
+/// What ffprobe reads from `url` in its first `packets` packets. In packets, not
+/// seconds: a player starts at the GOP cache's keyframe, and RTMP's own data message
+/// at time 0 would end a time interval early.
 fn probe(url: &str, packets: u32) -> (String, Vec<f64>) {
-    let mut cmd = Command::new("ffprobe");
-    cmd.args(["-v", "error", "-rw_timeout", "10000000"]);
-    if url.starts_with("rtsp:") {
-        cmd.args(["-rtsp_transport", "tcp"]);
-    }
-    let out = cmd
-        // In packets, not seconds: a player starts at the GOP cache's keyframe, and
-        // RTMP's own data message at time 0 would end a time interval early.
-        .args(["-read_intervals", &format!("%+#{packets}")])
-        .args([
-            "-show_entries",
-            "stream=codec_name,width,height:packet=codec_type,pts_time",
-            "-of",
-            "csv=p=0",
-            url,
-        ])
-        .output()
-        .expect("ffprobe");
-    assert!(
-        out.status.success(),
-        "ffprobe {url}: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    let stdout = String::from_utf8_lossy(&out.stdout).into_owned();
-    let times = stdout
-        .lines()
-        .filter_map(|l| l.strip_prefix("video,"))
-        .filter_map(|t| t.split(',').next()?.parse().ok())
-        .collect();
-    (stdout, times)
+    probe_video(url, &format!("%+#{packets}"))
 }
 
 /// ffprobe sees `codec` (and AAC) and at least `min` video packets with rising times.

@@ -304,3 +304,35 @@ pub fn publish_test_pattern(url: &str, format: &str, video_codec: &str, seconds:
             .expect("start ffmpeg"),
     )
 }
+
+/// What ffprobe reads from `url` within `interval` (`-read_intervals`, e.g. `%+4`
+/// seconds or `%+#120` packets): its stream lines (`codec,width,height`) and the
+/// video packet times.
+pub fn probe_video(url: &str, interval: &str) -> (String, Vec<f64>) {
+    let mut cmd = Command::new("ffprobe");
+    cmd.args(["-v", "error", "-rw_timeout", "10000000"]);
+    if url.starts_with("rtsp:") {
+        cmd.args(["-rtsp_transport", "tcp"]);
+    }
+    let out = cmd
+        .args(["-read_intervals", interval])
+        .args([
+            "-show_entries",
+            "stream=codec_name,width,height:packet=codec_type,pts_time",
+        ])
+        .args(["-of", "csv=p=0", url])
+        .output()
+        .expect("ffprobe");
+    assert!(
+        out.status.success(),
+        "ffprobe {url}: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let stdout = String::from_utf8_lossy(&out.stdout).into_owned();
+    let times = stdout
+        .lines()
+        .filter_map(|l| l.strip_prefix("video,"))
+        .filter_map(|t| t.split(',').next()?.parse().ok())
+        .collect();
+    (stdout, times)
+}
