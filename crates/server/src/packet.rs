@@ -11,7 +11,7 @@
 //! RTSP player like the lazy forms.
 
 use bytes::{Bytes, BytesMut};
-use sluice_media::rtp::{RtpCodec, RtpFrame, RtpPacketizer, DEFAULT_MTU};
+use sluice_media::rtp::{rtcp, RtpCodec, RtpFrame, RtpPacketizer, DEFAULT_MTU};
 use sluice_media::{flv, Frame, MediaKind, Track};
 use std::sync::{Arc, OnceLock};
 
@@ -95,8 +95,14 @@ pub struct RtpSource {
     /// Per kind: SSRC, next sequence number and timestamp offset while no packetizer
     /// exists (a codec RTP does not carry), so a later one continues them.
     start: [(u32, u16, u32); 2],
+    /// Per kind: presentation time of the last RTCP sender report.
+    last_report: [Option<i64>; 2],
     scratch: RtpFrame,
 }
+
+/// Media time between RTCP sender reports of a track (RFC 3550 suggests ~5 s): they
+/// map RTP timestamps to wall-clock time, which players use to sync audio and video.
+const SENDER_REPORT_TICKS: i64 = 5 * 90_000;
 
 impl RtpSource {
     /// Random SSRCs, first sequence numbers and timestamp offsets (RFC 3550 §5.1).
@@ -105,6 +111,7 @@ impl RtpSource {
             video: None,
             audio: None,
             start: [rand::random(), rand::random()],
+            last_report: [None, None],
             scratch: RtpFrame::new(),
         }
     }
@@ -135,8 +142,12 @@ impl RtpSource {
     }
 
     /// The RTP form of a frame whose track was set, or `None` when RTP cannot carry it.
+    /// Every [`SENDER_REPORT_TICKS`] of a track's media, an interleaved RTCP sender
+    /// report follows the frame's packets in the same buffer, so every player gets it
+    /// with no work of its own.
     pub fn packetize(&mut self, frame: &Frame) -> Option<RtpForm> {
         let channel = rtp_channel(frame.kind);
+        let index = usize::from(frame.kind == MediaKind::Audio);
         let p = match frame.kind {
             MediaKind::Video => self.video.as_mut()?,
             MediaKind::Audio => self.audio.as_mut()?,
@@ -145,8 +156,29 @@ impl RtpSource {
         p.packetize_interleaved(frame, channel, &mut self.scratch)
             .ok()?;
         let f = self.scratch.freeze()?;
+        let due =
+            self.last_report[index].is_none_or(|last| frame.pts - last >= SENDER_REPORT_TICKS);
+        let data = if due {
+            self.last_report[index] = Some(frame.pts);
+            let now = std::time::SystemTime::now()
+                .duration_since(std::time::UNIX_EPOCH)
+                .unwrap_or_default();
+            let mut report = BytesMut::new();
+            rtcp::write_sender_report(
+                &mut report,
+                &p.sender_report(rtcp::ntp_timestamp(now), frame.pts),
+            );
+            let mut out = BytesMut::with_capacity(f.data.len() + report.len() + 4);
+            out.extend_from_slice(&f.data);
+            out.extend_from_slice(&[b'$', channel + 1]);
+            out.extend_from_slice(&u16::try_from(report.len()).unwrap_or(0).to_be_bytes());
+            out.extend_from_slice(&report);
+            out.freeze()
+        } else {
+            f.data
+        };
         Some(RtpForm {
-            data: f.data,
+            data,
             first_seq: f.first_seq,
             timestamp: f.timestamp,
         })
@@ -331,5 +363,48 @@ impl Packet {
     pub fn len(&self, format: Format, shape: &Shape) -> usize {
         let [a, b] = self.parts(format, shape);
         a.len() + b.len()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use sluice_media::codec::AvcConfig;
+    use sluice_media::TrackConfig;
+
+    #[test]
+    fn sender_reports_follow_frames_every_five_seconds() {
+        let sps = Bytes::from_static(&[0x67, 0x42, 0xc0, 0x1e, 0xd9, 0x00, 0xa0, 0x47, 0xfe, 0xc8]);
+        let pps = Bytes::from_static(&[0x68, 0xce, 0x3c, 0x80]);
+        let track = Track::new(TrackConfig::H264(
+            AvcConfig::from_parameter_sets(&[sps], &[pps]).unwrap(),
+        ));
+        let mut source = RtpSource::new();
+        source.set_track(&track);
+        let mut reports = 0;
+        for n in 0..(11 * 25) {
+            let frame = Frame {
+                kind: MediaKind::Video,
+                dts: n * 3600,
+                pts: n * 3600,
+                keyframe: n % 25 == 0,
+                payload: Bytes::from_static(&[0, 0, 0, 3, 0x41, 0x9a, 0x02]),
+            };
+            let form = source.packetize(&frame).unwrap();
+            // Walk the interleaved units: `$`, channel, length, then the unit.
+            let mut rest = &form.data[..];
+            while let [b'$', channel, hi, lo, tail @ ..] = rest {
+                let len = usize::from(u16::from_be_bytes([*hi, *lo]));
+                if *channel == 1 {
+                    assert_eq!(tail[1], 200, "an RTCP sender report on the RTCP channel");
+                    reports += 1;
+                } else {
+                    assert_eq!(*channel, 0);
+                }
+                rest = &tail[len..];
+            }
+            assert!(rest.is_empty());
+        }
+        assert_eq!(reports, 3, "at 0, 5 and 10 s of media");
     }
 }
