@@ -163,11 +163,13 @@ impl RtpSource {
             let now = std::time::SystemTime::now()
                 .duration_since(std::time::UNIX_EPOCH)
                 .unwrap_or_default();
+            // A compound packet: the report, then the SDES CNAME RFC 3550 requires.
             let mut report = BytesMut::new();
             rtcp::write_sender_report(
                 &mut report,
                 &p.sender_report(rtcp::ntp_timestamp(now), frame.pts),
             );
+            rtcp::write_sdes_cname(&mut report, p.ssrc(), "sluice");
             let mut out = BytesMut::with_capacity(f.data.len() + report.len() + 4);
             out.extend_from_slice(&f.data);
             out.extend_from_slice(&[b'$', channel + 1]);
@@ -397,6 +399,17 @@ mod tests {
                 let len = usize::from(u16::from_be_bytes([*hi, *lo]));
                 if *channel == 1 {
                     assert_eq!(tail[1], 200, "an RTCP sender report on the RTCP channel");
+                    let packets: Vec<_> = rtcp::parse_compound(&tail[..len]).collect();
+                    assert!(
+                        matches!(
+                            packets[..],
+                            [
+                                Ok(rtcp::RtcpPacket::SenderReport { .. }),
+                                Ok(rtcp::RtcpPacket::SourceDescription { .. })
+                            ]
+                        ),
+                        "{packets:?}"
+                    );
                     reports += 1;
                 } else {
                     assert_eq!(*channel, 0);
