@@ -4,7 +4,10 @@
 //! Video tracks use the x264/x265 records in `data/` with synthetic slice NAL units;
 //! audio is AAC-LC 44.1 kHz stereo or Opus with synthetic packets.
 
+mod common;
+
 use bytes::{Bytes, BytesMut};
+use common::{ffprobe, ffprobe_present, temp_file};
 use mp4_atom::{Codec, Decode, Ftyp, Mdat, Moof, Moov};
 use proptest::prelude::*;
 use sluice_media::codec::{AacConfig, AvcConfig, HevcConfig, OpusConfig};
@@ -13,8 +16,6 @@ use sluice_media::fmp4::{
     SAMPLE_FLAGS_NON_SYNC, SAMPLE_FLAGS_SYNC,
 };
 use sluice_media::{Track, TrackConfig};
-use std::path::PathBuf;
-use std::process::Command;
 
 const AVCC_720P: &[u8] = include_bytes!("data/x264_720p.avcC");
 const HVCC_1080P: &[u8] = include_bytes!("data/x265_1080p.hvcC");
@@ -461,40 +462,6 @@ proptest! {
 }
 
 // ---- ffprobe ----
-
-fn ffprobe_present() -> bool {
-    if Command::new("ffprobe").arg("-version").output().is_ok() {
-        return true;
-    }
-    assert!(
-        std::env::var("SLUICE_REQUIRE_TOOLS").as_deref() != Ok("1"),
-        "ffprobe missing but SLUICE_REQUIRE_TOOLS=1"
-    );
-    eprintln!("ffprobe not found; skipped");
-    false
-}
-
-fn temp_file(name: &str, bytes: &[u8]) -> PathBuf {
-    let path = std::env::temp_dir().join(format!("sluice-{}-{name}", std::process::id()));
-    std::fs::write(&path, bytes).expect("write temp file");
-    path
-}
-
-fn ffprobe(path: &PathBuf, args: &[&str]) -> String {
-    let out = Command::new("ffprobe")
-        .args(["-v", "error"])
-        .args(args)
-        .args(["-of", "csv=p=0"])
-        .arg(path)
-        .output()
-        .expect("ffprobe runs");
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    String::from_utf8_lossy(&out.stdout).into_owned()
-}
 
 #[test]
 fn ffprobe_reads_init_and_fragments() {

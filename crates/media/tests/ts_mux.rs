@@ -4,7 +4,10 @@
 //! Video tracks use the x264/x265 records in `data/` with synthetic slice NAL units;
 //! audio is AAC-LC 44.1 kHz stereo or MP3 with synthetic frames.
 
+mod common;
+
 use bytes::{Bytes, BytesMut};
+use common::{ffprobe, ffprobe_present, temp_file};
 use mpeg2ts_reader::demultiplex::{
     self, DemuxContext, FilterChangeset, FilterRequest, NullPacketFilter, PatPacketFilter,
     PmtPacketFilter,
@@ -19,8 +22,6 @@ use sluice_media::ts::{
 };
 use sluice_media::{Frame, MediaKind, Track, TrackConfig};
 use std::collections::BTreeMap;
-use std::path::PathBuf;
-use std::process::Command;
 
 const AVCC_720P: &[u8] = include_bytes!("data/x264_720p.avcC");
 const HVCC_1080P: &[u8] = include_bytes!("data/x265_1080p.hvcC");
@@ -620,46 +621,11 @@ proptest! {
 
 // ---- ffprobe ----
 
-/// ffprobe, if installed; without it the test is skipped unless
-/// `SLUICE_REQUIRE_TOOLS=1`.
-fn ffprobe() -> Option<&'static str> {
-    let found = Command::new("ffprobe").arg("-version").output().is_ok();
-    if !found {
-        assert!(
-            std::env::var("SLUICE_REQUIRE_TOOLS").as_deref() != Ok("1"),
-            "ffprobe missing but SLUICE_REQUIRE_TOOLS=1"
-        );
-        eprintln!("ffprobe not found; skipped");
-        return None;
-    }
-    Some("ffprobe")
-}
-
-fn temp_file(name: &str, bytes: &[u8]) -> PathBuf {
-    let path = std::env::temp_dir().join(format!("sluice-{}-{name}", std::process::id()));
-    std::fs::write(&path, bytes).expect("write temp file");
-    path
-}
-
-fn probe_streams(path: &PathBuf) -> String {
-    let out = Command::new("ffprobe")
-        .args(["-v", "error", "-show_entries"])
-        .arg("stream=codec_name,width,height,sample_rate,channels")
-        .args(["-of", "csv=p=0"])
-        .arg(path)
-        .output()
-        .expect("ffprobe runs");
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    String::from_utf8_lossy(&out.stdout).into_owned()
-}
-
 #[test]
 fn ffprobe_reads_h264_aac_and_h265_aac() {
-    let Some(_) = ffprobe() else { return };
+    if !ffprobe_present() {
+        return;
+    }
     for (name, vt, expected) in [
         ("h264.ts", h264_track(), "h264,1280,720"),
         ("h265.ts", h265_track(), "hevc,1920,1080"),
@@ -690,20 +656,15 @@ fn ffprobe_reads_h264_aac_and_h265_aac() {
                 .expect("audio");
         }
         let path = temp_file(name, &out);
-        let streams = probe_streams(&path);
-        let packets = Command::new("ffprobe")
-            .args([
-                "-v",
-                "error",
+        let streams = ffprobe(
+            &path,
+            &[
                 "-show_entries",
-                "packet=stream_index,pts,dts",
-            ])
-            .args(["-of", "csv=p=0"])
-            .arg(&path)
-            .output()
-            .expect("ffprobe runs");
+                "stream=codec_name,width,height,sample_rate,channels",
+            ],
+        );
+        let packets = ffprobe(&path, &["-show_entries", "packet=stream_index,pts,dts"]);
         let _ = std::fs::remove_file(&path);
-        let packets = String::from_utf8_lossy(&packets.stdout).into_owned();
         let video_pts: Vec<i64> = packets
             .lines()
             .filter_map(|l| l.strip_prefix("0,"))
