@@ -36,6 +36,7 @@ pub struct Config {
     pub hls_segment_ms: u32,
     pub hls_part_ms: u32,
     pub hls_window: usize,
+    pub media_root: String,
 }
 
 impl Default for Config {
@@ -65,6 +66,7 @@ impl Default for Config {
             hls_segment_ms: 2_000,
             hls_part_ms: 300,
             hls_window: 6,
+            media_root: "./media".into(),
         }
     }
 }
@@ -95,6 +97,7 @@ const DOCS: &[(&str, &str)] = &[
     ("hls_segment_ms", "HLS target segment duration in ms; segments start at keyframes, so they last at least one GOP."),
     ("hls_part_ms", "Low-Latency HLS part duration in ms."),
     ("hls_window", "Segments listed in a live playlist; three more are kept for slow clients."),
+    ("media_root", "Directory of files served on demand (/files/ downloads, /vod/ playback) and where recordings are written."),
 ];
 
 /// Command-line flags; each overrides the key of the same name.
@@ -168,6 +171,9 @@ pub struct Cli {
     /// Low-Latency HLS part duration in ms [default: 300].
     #[arg(long, value_name = "MS")]
     pub hls_part_ms: Option<u32>,
+    /// Directory served by /files/ and /vod/, where recordings go [default: ./media].
+    #[arg(long, value_name = "DIR")]
+    pub media_root: Option<String>,
 }
 
 /// Why the configuration could not be used.
@@ -227,7 +233,8 @@ impl Config {
             play_wait_ms,
             hls,
             hls_segment_ms,
-            hls_part_ms
+            hls_part_ms,
+            media_root
         );
         config.validate()?;
         Ok(config)

@@ -8,6 +8,7 @@
 
 pub mod config;
 mod fanout;
+mod filemap;
 mod hls;
 mod http;
 pub mod hub;

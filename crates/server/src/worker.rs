@@ -26,6 +26,8 @@ pub struct Ctx {
     pub worker: usize,
     /// This worker's HLS viewer sessions (no lock: only this thread touches them).
     pub viewers: std::cell::RefCell<crate::viewers::Viewers>,
+    /// Mappings of media-root files, shared by every worker.
+    pub files: Arc<crate::filemap::FileMaps>,
 }
 
 /// A running server.
@@ -106,6 +108,7 @@ impl Server {
             "off"
         };
         let (https, mut https_listeners) = listeners(https_addr, workers)?;
+        let files = Arc::new(crate::filemap::FileMaps::default());
         let (shutdown, _) = watch::channel(false);
         let mut threads = Vec::with_capacity(workers);
         for worker in 0..workers {
@@ -125,11 +128,12 @@ impl Server {
             }
             let config = config.clone();
             let hub = hub.clone();
+            let files = files.clone();
             let stop = shutdown.subscribe();
             threads.push(
                 std::thread::Builder::new()
                     .name(format!("sluice-w{worker}"))
-                    .spawn(move || run_worker(worker, config, hub, mine, stop))?,
+                    .spawn(move || run_worker(worker, config, hub, files, mine, stop))?,
             );
         }
         Ok(Server {
@@ -162,6 +166,7 @@ fn run_worker(
     worker: usize,
     config: Arc<Config>,
     hub: Arc<Hub>,
+    files: Arc<crate::filemap::FileMaps>,
     listeners: Vec<(Proto, StdListener)>,
     mut stop: watch::Receiver<bool>,
 ) {
@@ -191,6 +196,7 @@ fn run_worker(
             fanout,
             worker,
             viewers: Default::default(),
+            files,
         });
         tokio::task::spawn_local({
             let ctx = ctx.clone();

@@ -1,0 +1,210 @@
+//! Files of the media root: opened safely beneath it, and mapped once however many
+//! readers they have.
+//!
+//! Why one mapping per file: a hot file (a VOD title, a popular download) is read by
+//! many sessions at once; each sharing one mapping keeps one copy of the file in the
+//! page cache and no copy in the heap, and the last reader to go unmaps it.
+//!
+//! A mapped file must not shrink while it is mapped (reading a page past the new end
+//! raises SIGBUS). Sluice itself only appends (recordings); operators replace files
+//! by renaming a new one over them, which keeps the old inode, and the old mapping,
+//! intact.
+
+use bytes::Bytes;
+use memmap2::Mmap;
+use rustix::fs::{Mode, OFlags, ResolveFlags};
+use std::collections::HashMap;
+use std::fs::{File, Metadata};
+use std::io;
+use std::os::unix::fs::MetadataExt;
+use std::path::Path;
+use std::sync::{Arc, Mutex, Weak};
+
+/// Mappings kept track of before dead entries are swept out of the table.
+const SWEEP_AT: usize = 256;
+
+/// Opens `rel` (relative, already free of `..`) beneath `root` for reading.
+///
+/// Resolution stays beneath `root`: `..` and symbolic links that lead out of it fail
+/// (`EXDEV` from `openat2(RESOLVE_BENEATH)`), reported as `PermissionDenied`. Opening
+/// is non-blocking, so a FIFO cannot stall the worker; anything but a regular file is
+/// `NotFound`.
+pub fn open_beneath(root: &Path, rel: &Path) -> io::Result<(File, Metadata)> {
+    let dir = rustix::fs::open(
+        root,
+        OFlags::PATH | OFlags::DIRECTORY | OFlags::CLOEXEC,
+        Mode::empty(),
+    )?;
+    let fd = match rustix::fs::openat2(
+        &dir,
+        rel,
+        OFlags::RDONLY | OFlags::NONBLOCK | OFlags::CLOEXEC | OFlags::NOCTTY,
+        Mode::empty(),
+        ResolveFlags::BENEATH | ResolveFlags::NO_MAGICLINKS,
+    ) {
+        Ok(fd) => fd,
+        Err(rustix::io::Errno::XDEV) => {
+            return Err(io::Error::new(
+                io::ErrorKind::PermissionDenied,
+                "path leads out of the media root",
+            ))
+        }
+        Err(rustix::io::Errno::NOSYS) => return open_checked(root, rel),
+        Err(e) => return Err(e.into()),
+    };
+    regular(File::from(fd))
+}
+
+/// Before Linux 5.6 (no `openat2`): resolve, then check the result is beneath the root.
+fn open_checked(root: &Path, rel: &Path) -> io::Result<(File, Metadata)> {
+    let root = root.canonicalize()?;
+    let path = root.join(rel).canonicalize()?;
+    if !path.starts_with(&root) {
+        return Err(io::Error::new(
+            io::ErrorKind::PermissionDenied,
+            "path leads out of the media root",
+        ));
+    }
+    let fd = rustix::fs::open(
+        &path,
+        OFlags::RDONLY | OFlags::NONBLOCK | OFlags::CLOEXEC | OFlags::NOCTTY,
+        Mode::empty(),
+    )?;
+    regular(File::from(fd))
+}
+
+fn regular(file: File) -> io::Result<(File, Metadata)> {
+    let meta = file.metadata()?;
+    if !meta.is_file() {
+        return Err(io::Error::new(
+            io::ErrorKind::NotFound,
+            "not a regular file",
+        ));
+    }
+    Ok((file, meta))
+}
+
+/// Which version of which file a mapping holds: a file rewritten in place or replaced
+/// gets a new mapping.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+struct FileKey {
+    dev: u64,
+    ino: u64,
+    len: u64,
+    mtime_ns: i128,
+}
+
+impl FileKey {
+    fn of(meta: &Metadata) -> FileKey {
+        FileKey {
+            dev: meta.dev(),
+            ino: meta.ino(),
+            len: meta.len(),
+            mtime_ns: i128::from(meta.mtime()) * 1_000_000_000 + i128::from(meta.mtime_nsec()),
+        }
+    }
+}
+
+/// The mappings of the files being read now, shared by every worker.
+#[derive(Debug, Default)]
+pub struct FileMaps {
+    maps: Mutex<HashMap<FileKey, Weak<Mmap>>>,
+}
+
+/// Owns one reference to a mapping for the `Bytes` made from it.
+struct MapOwner(Arc<Mmap>);
+
+impl AsRef<[u8]> for MapOwner {
+    fn as_ref(&self) -> &[u8] {
+        &self.0
+    }
+}
+
+impl FileMaps {
+    /// The whole of `file` as `Bytes` over its one shared mapping, mapping it if no
+    /// reader has it mapped now. Slices of the result share the mapping and keep it
+    /// alive; it is unmapped when the last of them is dropped.
+    pub fn map(&self, file: &File, meta: &Metadata) -> io::Result<Bytes> {
+        if meta.len() == 0 {
+            return Ok(Bytes::new());
+        }
+        let key = FileKey::of(meta);
+        let mut maps = self.maps.lock().unwrap_or_else(|e| e.into_inner());
+        if let Some(map) = maps.get(&key).and_then(Weak::upgrade) {
+            return Ok(Bytes::from_owner(MapOwner(map)));
+        }
+        // SAFETY: the mapping is read-only and private to no one; the hazard is the
+        // file shrinking underneath it (SIGBUS), which the module docs rule out.
+        let map = Arc::new(unsafe { Mmap::map(file)? });
+        if maps.len() >= SWEEP_AT {
+            maps.retain(|_, m| m.strong_count() > 0);
+        }
+        maps.insert(key, Arc::downgrade(&map));
+        Ok(Bytes::from_owner(MapOwner(map)))
+    }
+
+    /// Files mapped now.
+    pub fn mapped(&self) -> usize {
+        let maps = self.maps.lock().unwrap_or_else(|e| e.into_inner());
+        maps.values().filter(|m| m.strong_count() > 0).count()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::io::Write;
+
+    fn temp_root(name: &str) -> std::path::PathBuf {
+        let dir =
+            std::env::temp_dir().join(format!("sluice-filemap-{name}-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        std::fs::create_dir_all(dir.join("root/sub")).unwrap();
+        dir
+    }
+
+    #[test]
+    fn opens_beneath_and_refuses_ways_out() {
+        let dir = temp_root("open");
+        let root = dir.join("root");
+        std::fs::write(root.join("sub/a.txt"), b"hello").unwrap();
+        std::fs::write(dir.join("secret.txt"), b"secret").unwrap();
+        std::os::unix::fs::symlink(dir.join("secret.txt"), root.join("out")).unwrap();
+        std::os::unix::fs::symlink("sub/a.txt", root.join("in")).unwrap();
+
+        let (_, meta) = open_beneath(&root, Path::new("sub/a.txt")).unwrap();
+        assert_eq!(meta.len(), 5);
+        assert!(open_beneath(&root, Path::new("in")).is_ok());
+        let out = open_beneath(&root, Path::new("out")).unwrap_err();
+        assert_eq!(out.kind(), io::ErrorKind::PermissionDenied);
+        let up = open_beneath(&root, Path::new("../secret.txt")).unwrap_err();
+        assert_eq!(up.kind(), io::ErrorKind::PermissionDenied);
+        let dir_err = open_beneath(&root, Path::new("sub")).unwrap_err();
+        assert_eq!(dir_err.kind(), io::ErrorKind::NotFound);
+        let missing = open_beneath(&root, Path::new("nope")).unwrap_err();
+        assert_eq!(missing.kind(), io::ErrorKind::NotFound);
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
+
+    #[test]
+    fn one_mapping_per_file_released_by_the_last_reader() {
+        let dir = temp_root("map");
+        let root = dir.join("root");
+        let mut f = File::create(root.join("m.bin")).unwrap();
+        f.write_all(&[7u8; 10_000]).unwrap();
+        drop(f);
+        let maps = FileMaps::default();
+        let (file, meta) = open_beneath(&root, Path::new("m.bin")).unwrap();
+        let a = maps.map(&file, &meta).unwrap();
+        let b = maps.map(&file, &meta).unwrap();
+        assert_eq!(a.as_ptr(), b.as_ptr(), "second reader shares the mapping");
+        assert_eq!(maps.mapped(), 1);
+        let slice = a.slice(100..200);
+        drop((a, b));
+        assert_eq!(maps.mapped(), 1, "a slice keeps the mapping");
+        assert_eq!(&slice[..], &[7u8; 100][..]);
+        drop(slice);
+        assert_eq!(maps.mapped(), 0);
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
+}
