@@ -41,6 +41,7 @@ mod readiness;
 mod render;
 mod segmenter;
 mod timeline;
+pub mod vod;
 
 pub use config::{
     HlsConfig, Variant, MAX_PARTS_PER_SEGMENT, MAX_SEGMENT_TICKS, MAX_WINDOW, TICKS_PER_SECOND,

@@ -13,6 +13,7 @@ pub mod codec;
 pub mod flv;
 pub mod fmp4;
 mod frame;
+pub mod mp4;
 pub mod rtp;
 pub mod sdp;
 mod track;

@@ -14,6 +14,7 @@ use std::path::PathBuf;
 pub struct Config {
     pub rtmp: String,
     pub rtsp: String,
+    pub rtp_ports: String,
     pub http: String,
     pub https: String,
     pub tls_cert: String,
@@ -44,6 +45,7 @@ impl Default for Config {
         Config {
             rtmp: "0.0.0.0:1935".into(),
             rtsp: "0.0.0.0:8554".into(),
+            rtp_ports: "30000-30199".into(),
             http: "0.0.0.0:8080".into(),
             https: "0.0.0.0:8443".into(),
             tls_cert: String::new(),
@@ -75,6 +77,7 @@ impl Default for Config {
 const DOCS: &[(&str, &str)] = &[
     ("rtmp", "RTMP listener address, or \"off\"."),
     ("rtsp", "RTSP listener address (publish with ANNOUNCE/RECORD, play with DESCRIBE/PLAY; RTP interleaved on TCP), or \"off\"."),
+    ("rtp_ports", "UDP ports for RTSP's RTP over UDP, as \"A-B\": each worker binds one pair (RTP on an even port, RTCP on the next) shared by all its UDP sessions; \"0\" lets the kernel choose; \"off\" offers TCP only."),
     ("http", "HTTP listener address (HTTP-FLV, WebSocket-FLV, HLS), or \"off\"."),
     ("https", "HTTPS listener address (the same routes as HTTP), or \"off\"; it listens only with a certificate (tls_cert and tls_key) or tls_self_signed."),
     ("tls_cert", "PEM file with the HTTPS certificate chain."),
@@ -120,6 +123,9 @@ pub struct Cli {
     /// RTSP listener address, or "off" [default: 0.0.0.0:8554].
     #[arg(long, value_name = "ADDR")]
     pub rtsp: Option<String>,
+    /// UDP port range for RTSP RTP/RTCP over UDP ("A-B", "0" or "off") [default: 30000-30199].
+    #[arg(long, value_name = "A-B")]
+    pub rtp_ports: Option<String>,
     /// HTTP listener address, or "off" [default: 0.0.0.0:8080].
     #[arg(long, value_name = "ADDR")]
     pub http: Option<String>,
@@ -218,6 +224,7 @@ impl Config {
         flag!(
             rtmp,
             rtsp,
+            rtp_ports,
             http,
             https,
             tls_cert,
@@ -259,6 +266,15 @@ impl Config {
                 });
             }
         }
+        if self.rtp_port_range().is_err() {
+            return Err(ConfigError::Invalid {
+                key: "rtp_ports",
+                why: format!(
+                    "{:?} is not \"A-B\" (A even, B > A), \"0\" or \"off\"",
+                    self.rtp_ports
+                ),
+            });
+        }
         if !(128..=(16 << 20)).contains(&self.rtmp_chunk_size) {
             return Err(ConfigError::Invalid {
                 key: "rtmp_chunk_size",
@@ -272,6 +288,24 @@ impl Config {
             });
         }
         Ok(())
+    }
+
+    /// The UDP ports RTSP may bind for RTP/RTCP: `Ok(None)` when off, `Ok(Some((0, 0)))`
+    /// for kernel-chosen ports.
+    pub fn rtp_port_range(&self) -> Result<Option<(u16, u16)>, ()> {
+        match self.rtp_ports.trim() {
+            "off" => Ok(None),
+            "0" => Ok(Some((0, 0))),
+            range => {
+                let (a, b) = range.split_once('-').ok_or(())?;
+                let a: u16 = a.trim().parse().map_err(|_| ())?;
+                let b: u16 = b.trim().parse().map_err(|_| ())?;
+                if a % 2 != 0 || b <= a || a == 0 {
+                    return Err(());
+                }
+                Ok(Some((a, b)))
+            }
+        }
     }
 
     /// A listener address, or `None` when it is "off".
@@ -362,5 +396,22 @@ mod tests {
             Config::load(&cli),
             Err(ConfigError::Invalid { key: "rtmp", .. })
         ));
+    }
+
+    #[test]
+    fn rtp_port_ranges() {
+        let with = |v: &str| Config {
+            rtp_ports: v.into(),
+            ..Config::default()
+        };
+        assert_eq!(
+            with("30000-30199").rtp_port_range(),
+            Ok(Some((30000, 30199)))
+        );
+        assert_eq!(with("0").rtp_port_range(), Ok(Some((0, 0))));
+        assert_eq!(with("off").rtp_port_range(), Ok(None));
+        for bad in ["30001-30100", "30000-30000", "x-y", "30000", "0-10"] {
+            assert!(with(bad).rtp_port_range().is_err(), "{bad}");
+        }
     }
 }

@@ -142,10 +142,7 @@ impl Hub {
             if state.publisher.is_some() || state.generation != generation || state.closed {
                 return false;
             }
-            state.closed = true;
-            for s in &state.subscribers {
-                s.notify_one();
-            }
+            state.close();
         }
         stream.hls.end(&stream.key);
         if streams
@@ -177,7 +174,32 @@ impl Hub {
     }
 }
 
+impl StreamState {
+    /// Marks the stream ended and wakes its workers, whose players then finish.
+    fn close(&mut self) {
+        self.closed = true;
+        for s in &self.subscribers {
+            s.notify_one();
+        }
+    }
+}
+
 impl Stream {
+    /// A stream outside the registry, with one session's media (a file played on
+    /// demand): no publisher to wait for, no HLS.
+    pub fn private(key: &str, id: u64, config: &HubConfig) -> Arc<Stream> {
+        let config = HubConfig {
+            hls: None,
+            ..*config
+        };
+        Arc::new(Stream::new(key, id, &config))
+    }
+
+    /// Ends a private stream: its players get what is left and finish.
+    pub fn close(&self) {
+        self.lock().close();
+    }
+
     fn new(key: &str, id: u64, config: &HubConfig) -> Self {
         let limits = config.ring;
         Stream {

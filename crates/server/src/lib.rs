@@ -20,7 +20,9 @@ mod rtmp;
 mod rtsp;
 mod sock;
 mod tls;
+mod udp;
 mod viewers;
+mod vod;
 mod worker;
 
 pub use config::{Cli, Config};

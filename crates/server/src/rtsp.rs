@@ -16,14 +16,18 @@ use crate::ingest::Ingest;
 use crate::packet::{rtp_channel, Format, Payload};
 use crate::play::{self, PlayEnd};
 use crate::sock::{cap_send_buffer, write_all, Sock};
+use crate::udp::{Inbound, RouteGuard, UdpOut};
+use crate::vod::{VodFile, VodPlay};
 use crate::worker::Ctx;
 use bytes::{Bytes, BytesMut};
+use sluice_media::rtp::{JitterBuffer, JITTER_CAPACITY, JITTER_MAX_WAIT};
 use sluice_media::rtp::{RtpCodec, RtpDepacketizer};
 use sluice_media::sdp::{parse_sdp, write_sdp, SdpRange, SdpTrack, SessionDescription};
 use sluice_media::{MediaKind, Timestamp, Track};
+use sluice_rtsp::Transport;
 use sluice_rtsp::{
-    ChannelPair, LowerTransport, NptRange, RtspError, ServerConfig, ServerEvent, ServerOutput,
-    ServerSession, SetupAnswer, TrackStart,
+    ChannelPair, LowerTransport, NptRange, NptTime, RtspError, ServerConfig, ServerEvent,
+    ServerOutput, ServerSession, SetupAnswer, TrackStart,
 };
 use std::collections::VecDeque;
 use std::io;
@@ -32,10 +36,17 @@ use std::rc::Rc;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 use tokio::net::TcpStream;
+use tokio::sync::mpsc;
 use tracing::Instrument;
 
 /// Bytes read from the socket per wake-up (a publisher's interleaved RTP).
 const READ_CHUNK: usize = 16 << 10;
+
+/// Longest a UDP packet waits in a jitter buffer for the ones before it.
+const JITTER_DELAY: Duration = Duration::from_millis(50);
+
+/// UDP packets queued for one publisher before more are dropped.
+const UDP_QUEUE: usize = 1024;
 
 /// How often a DESCRIBE of a stream without a start keyframe yet looks again.
 const DESCRIBE_POLL: Duration = Duration::from_millis(50);
@@ -61,10 +72,13 @@ pub async fn serve(ctx: Rc<Ctx>, sock: TcpStream, peer: SocketAddr) {
         let mut conn = Conn {
             ctx,
             id,
+            peer,
             sock: Rc::new(Sock::Tcp(sock)),
             session: ServerSession::new(ServerConfig::default(), rand::random(), Instant::now()),
             out: VecDeque::new(),
             described: None,
+            vod: None,
+            replay: None,
             publishing: None,
         };
         let result = conn.run().await;
@@ -82,13 +96,28 @@ pub async fn serve(ctx: Rc<Ctx>, sock: TcpStream, peer: SocketAddr) {
 struct Conn {
     ctx: Rc<Ctx>,
     id: u64,
+    peer: SocketAddr,
     sock: Rc<Sock>,
     session: ServerSession,
     /// Session output waiting to be written while not playing.
     out: VecDeque<Bytes>,
-    /// The stream a DESCRIBE chose, and the kind of each of its SDP's tracks.
-    described: Option<(Arc<Stream>, Vec<MediaKind>)>,
+    /// What a DESCRIBE chose, and the kind of each of its SDP's tracks.
+    described: Option<(Source, Vec<MediaKind>)>,
+    /// The file being played now, when `described` is one.
+    vod: Option<VodPlay>,
+    /// A PLAY that came while playing a file (a seek): answered by playing again.
+    replay: Option<Option<NptRange>>,
     publishing: Option<Publish>,
+}
+
+/// What a player DESCRIBEd.
+enum Source {
+    Live(Arc<Stream>),
+    /// A file, and where a PLAY without a range continues (after a PAUSE).
+    Vod {
+        file: Arc<VodFile>,
+        resume: Timestamp,
+    },
 }
 
 /// An RTSP publisher: its stream, and a depacketizer per ANNOUNCEd track.
@@ -98,10 +127,18 @@ struct Publish {
     tracks: Vec<Option<InTrack>>,
     /// The tracks described by the SDP, made known to the stream at RECORD.
     initial: Vec<Track>,
+    /// RTP over UDP: packets routed here from the worker's socket, by source address.
+    udp: Option<mpsc::Receiver<Inbound>>,
+    udp_tx: Option<mpsc::Sender<Inbound>>,
+    routes: Vec<RouteGuard>,
 }
 
 struct InTrack {
     depacketizer: RtpDepacketizer,
+    /// Puts UDP packets back in order (TCP needs none).
+    jitter: JitterBuffer,
+    /// Since when the jitter buffer holds packets it does not release.
+    waiting_since: Option<Instant>,
     /// Each track's RTP clock starts at a random value: the first frame's time is
     /// subtracted, so every track starts at 0 on the publisher's timeline.
     base: Option<Timestamp>,
@@ -117,8 +154,13 @@ enum Next {
 
 impl Conn {
     async fn run(&mut self) -> Result<(), SessionError> {
+        let mut pending_play = None;
         loop {
-            let next = match self.drain_events().await {
+            let drained = match pending_play.take() {
+                Some((stream, format, start)) => Ok(Next::Play(stream, format, start)),
+                None => self.drain_events().await,
+            };
+            let next = match drained {
                 Ok(next) => next,
                 Err(e) => {
                     // An answer found a framing error in buffered input, say: the
@@ -140,8 +182,19 @@ impl Conn {
                 }
                 Next::Play(stream, format, start) => {
                     write_all(&self.sock, &mut self.out).await?;
-                    if self.play(stream, format, start).await? {
+                    let done = self.play(stream, format, start).await;
+                    if let (Some((Source::Vod { resume, .. }, _)), Some(vod)) =
+                        (&mut self.described, self.vod.take())
+                    {
+                        *resume = vod.position();
+                    }
+                    if done? {
                         return Ok(());
+                    }
+                    if let Some(range) = self.replay.take() {
+                        if let Next::Play(stream, format, start) = self.start_play(range)? {
+                            pending_play = Some((stream, format, start));
+                        }
                     }
                     continue;
                 }
@@ -154,6 +207,7 @@ impl Conn {
                 .session
                 .poll_timeout()
                 .map(tokio::time::Instant::from_std);
+            let release_due = self.publishing.as_ref().and_then(Publish::release_due);
             tokio::select! {
                 r = self.sock.readable() => {
                     r?;
@@ -175,6 +229,18 @@ impl Conn {
                     }
                 }
                 _ = sleep_until(deadline) => self.session.handle_timeout(Instant::now()),
+                Some((track, packet)) = next_udp(&mut self.publishing) => {
+                    let now = Instant::now();
+                    self.session.note_activity(now);
+                    if let Some(p) = &mut self.publishing {
+                        p.rtp_udp(track, packet, now);
+                    }
+                }
+                _ = sleep_until(release_due.map(tokio::time::Instant::from_std)) => {
+                    if let Some(p) = &mut self.publishing {
+                        p.release(Instant::now());
+                    }
+                }
             }
         }
     }
@@ -207,8 +273,12 @@ impl Conn {
             ServerEvent::Setup {
                 track, transport, ..
             } => {
-                if transport.lower != LowerTransport::Tcp {
-                    // UDP comes later; clients fall back to interleaved TCP.
+                if transport.lower == LowerTransport::Udp {
+                    self.setup_udp(track, &transport)?;
+                    return Ok(Next::Continue);
+                }
+                if self.uses(LowerTransport::Udp) {
+                    // One transport per session.
                     self.session.reject(461)?;
                     return Ok(Next::Continue);
                 }
@@ -278,15 +348,76 @@ impl Conn {
                     return Ok(Next::Close);
                 }
                 self.described = None;
+                self.vod = None;
             }
             ServerEvent::Timeout => return Err(SessionError::Timeout),
         }
         Ok(Next::Continue)
     }
 
+    /// Whether a track is set up over `lower` already.
+    fn uses(&self, lower: LowerTransport) -> bool {
+        self.session
+            .setups()
+            .iter()
+            .any(|s| s.transport.lower == lower)
+    }
+
+    /// Answers a SETUP of RTP over UDP: our ports are the worker's shared pair. A
+    /// publisher's packets from its `client_port` are routed to this session; a
+    /// player's media goes to its `client_port` on the address it connected from
+    /// (never to a `destination` it names: no reflection to third parties).
+    fn setup_udp(&mut self, track: usize, transport: &Transport) -> Result<(), SessionError> {
+        let (Some(udp), Some(client)) = (self.ctx.udp.clone(), transport.client_port) else {
+            // Clients such as ffmpeg then retry over TCP.
+            return Ok(self.session.reject(461)?);
+        };
+        if self.uses(LowerTransport::Tcp) {
+            return Ok(self.session.reject(461)?);
+        }
+        match &mut self.publishing {
+            Some(p) => {
+                if !matches!(p.tracks.get(track), Some(Some(_))) {
+                    return Ok(self.session.not_found()?);
+                }
+                let tx = match &p.udp {
+                    Some(_) => p.udp_tx.clone(),
+                    None => {
+                        let (tx, rx) = mpsc::channel(UDP_QUEUE);
+                        p.udp = Some(rx);
+                        p.udp_tx = Some(tx.clone());
+                        Some(tx)
+                    }
+                };
+                if let Some(tx) = tx {
+                    let from = SocketAddr::new(self.peer.ip(), client.rtp);
+                    p.routes.push(udp.route(from, track, tx));
+                }
+            }
+            None => {
+                if self
+                    .described
+                    .as_ref()
+                    .and_then(|(_, k)| k.get(track))
+                    .is_none()
+                {
+                    return Ok(self.session.not_found()?);
+                }
+            }
+        }
+        let answer = SetupAnswer::Udp {
+            server_port: udp.ports,
+            ssrc: None,
+        };
+        Ok(self.session.answer_setup(answer)?)
+    }
+
     /// Answers a DESCRIBE with the SDP of the stream's current tracks, waiting up to
     /// `play_wait_ms` for the stream and for a keyframe to start players at.
     async fn describe(&mut self, key: String) -> Result<(), SessionError> {
+        if let Some(path) = key.strip_prefix("vod/") {
+            return self.describe_file(path).await;
+        }
         let wait = Duration::from_millis(self.ctx.config.play_wait_ms);
         let deadline = tokio::time::Instant::now() + wait;
         let Some(stream) = self.ctx.hub.find_or_wait(&key, wait).await else {
@@ -318,6 +449,51 @@ impl Conn {
             tracing::info!(stream = %key, "describe: no track RTP can carry");
             return Ok(self.session.not_found()?);
         }
+        let range = SdpRange::Live;
+        let (session_id, sdp) = (stream.id, self.sdp(&key, &tracks, range));
+        let Some(sdp) = sdp else {
+            return Ok(self.session.reject(500)?);
+        };
+        let kinds = tracks.iter().map(|t| t.kind()).collect();
+        self.described = Some((Source::Live(stream), kinds));
+        let _ = session_id;
+        Ok(self.session.answer_describe(sdp)?)
+    }
+
+    /// Answers a DESCRIBE of a file below the media root.
+    async fn describe_file(&mut self, path: &str) -> Result<(), SessionError> {
+        let root = std::path::Path::new(&self.ctx.config.media_root);
+        let file = match self.ctx.vods.open(&self.ctx.files, root, path).await {
+            Ok(f) => f,
+            Err(e) => {
+                tracing::info!(file = %path, "describe: {e}");
+                return Ok(self.session.not_found()?);
+            }
+        };
+        let tracks: Vec<Arc<Track>> = file
+            .movie
+            .tracks
+            .iter()
+            .filter(|t| RtpCodec::for_track(&t.track).is_ok())
+            .map(|t| Arc::new(t.track.clone()))
+            .collect();
+        if tracks.is_empty() {
+            tracing::info!(file = %path, "describe: no track RTP can carry");
+            return Ok(self.session.not_found()?);
+        }
+        let range = SdpRange::Vod {
+            duration_secs: crate::vod::secs_from_ticks(file.movie.duration),
+        };
+        let Some(sdp) = self.sdp(path, &tracks, range) else {
+            return Ok(self.session.reject(500)?);
+        };
+        let kinds = tracks.iter().map(|t| t.kind()).collect();
+        self.described = Some((Source::Vod { file, resume: 0 }, kinds));
+        Ok(self.session.answer_describe(sdp)?)
+    }
+
+    /// The SDP of `tracks`, with control URLs `trackID=<index>`.
+    fn sdp(&self, name: &str, tracks: &[Arc<Track>], range: SdpRange) -> Option<Bytes> {
         let controls: Vec<String> = (0..tracks.len()).map(|i| format!("trackID={i}")).collect();
         let sdp_tracks: Vec<SdpTrack<'_>> = tracks
             .iter()
@@ -332,29 +508,49 @@ impl Conn {
             .collect();
         let mut sdp = BytesMut::new();
         let desc = SessionDescription {
-            session_id: stream.id,
+            session_id: self.id,
             session_version: 1,
             origin_address: "127.0.0.1",
-            name: &key,
-            range: SdpRange::Live,
+            name,
+            range,
             tracks: &sdp_tracks,
         };
         if let Err(e) = write_sdp(&desc, &mut sdp) {
-            tracing::warn!(stream = %key, "cannot describe: {e}");
-            return Ok(self.session.reject(500)?);
+            tracing::warn!(stream = %name, "cannot describe: {e}");
+            return None;
         }
-        tracing::debug!(stream = %key, "describe");
-        let kinds = tracks.iter().map(|t| t.kind()).collect();
-        self.described = Some((stream, kinds));
-        Ok(self.session.answer_describe(sdp.freeze())?)
+        tracing::debug!(stream = %name, "describe");
+        Some(sdp.freeze())
     }
 
     /// Answers a PLAY: `RTP-Info` gives, per track set up, the sequence number and
     /// timestamp of the first packet the player will get, from the start keyframe on.
     fn start_play(&mut self, range: Option<NptRange>) -> Result<Next, SessionError> {
-        let Some((stream, kinds)) = &self.described else {
+        let Some((source, kinds)) = &self.described else {
             self.session.reject(455)?;
             return Ok(Next::Continue);
+        };
+        let (stream, answer_range) = match source {
+            Source::Live(stream) => (stream.clone(), range.unwrap_or(NptRange::FROM_ZERO)),
+            Source::Vod { file, resume } => {
+                let from = match range.and_then(|r| r.start) {
+                    Some(NptTime::At(d)) => crate::vod::ticks_from_secs(d.as_secs_f64()),
+                    _ => *resume,
+                };
+                self.vod = None;
+                let play = VodPlay::start(file.clone(), &self.ctx.hub.config, self.id, from);
+                let range = NptRange {
+                    start: Some(NptTime::At(Duration::from_secs_f64(
+                        crate::vod::secs_from_ticks(play.start.max(0)),
+                    ))),
+                    end: Some(NptTime::At(Duration::from_secs_f64(
+                        crate::vod::secs_from_ticks(file.movie.duration.max(0)),
+                    ))),
+                };
+                let stream = play.stream.clone();
+                self.vod = Some(play);
+                (stream, range)
+            }
         };
         let setup: Vec<(usize, MediaKind)> = self
             .session
@@ -385,9 +581,7 @@ impl Conn {
             }
             start
         };
-        let stream = stream.clone();
-        self.session
-            .answer_play(&starts, Some(range.unwrap_or(NptRange::FROM_ZERO)))?;
+        self.session.answer_play(&starts, Some(answer_range))?;
         Ok(Next::Play(stream, format, start))
     }
 
@@ -398,14 +592,23 @@ impl Conn {
         format: Format,
         start: Option<u64>,
     ) -> Result<bool, SessionError> {
-        tracing::info!(stream = %stream.key, "play");
-        let player = Player::new(self.id, self.sock.clone(), format);
+        let udp = self.udp_out();
+        tracing::info!(stream = %stream.key, udp = udp.is_some(), "play");
+        let sock = match udp {
+            Some(out) => Rc::new(Sock::Udp(Box::new(out))),
+            None => {
+                cap_send_buffer(self.sock.tcp(), self.ctx.config.player_send_buffer);
+                self.sock.clone()
+            }
+        };
+        let player = Player::new(self.id, sock, format);
         if let Some(pos) = start {
             player.start_at(pos);
         }
-        cap_send_buffer(self.sock.tcp(), self.ctx.config.player_send_buffer);
         let session = &mut self.session;
-        let mut stop = drain_playing(session, &player)?;
+        let vod = self.vod.is_some();
+        let mut replay = None;
+        let mut stop = drain_playing(session, &player, vod, &mut replay)?;
         let fanout = self.ctx.fanout.clone();
         let local = fanout.attach(&stream, player.clone());
         let end = if stop {
@@ -413,7 +616,7 @@ impl Conn {
         } else {
             play::run(&local, &player, |input| {
                 session.handle_input(Instant::now(), input)?;
-                stop = drain_playing(session, &player)?;
+                stop = drain_playing(session, &player, vod, &mut replay)?;
                 Ok::<bool, SessionError>(!stop)
             })
             .await
@@ -434,6 +637,7 @@ impl Conn {
             }
         };
         fanout.detach(&local, &player);
+        self.replay = replay;
         tracing::info!(
             stream = %stream.key,
             bytes = player.bytes(),
@@ -441,6 +645,29 @@ impl Conn {
             "stop playing"
         );
         done
+    }
+
+    /// A player's UDP output, when its tracks are set up over UDP: each kind's fixed
+    /// channels mapped to the client's ports.
+    fn udp_out(&self) -> Option<UdpOut> {
+        let udp = self.ctx.udp.clone()?;
+        let kinds = &self.described.as_ref()?.1;
+        let mut dest = [None; 4];
+        for s in self.session.setups() {
+            let (LowerTransport::Udp, Some(client)) = (s.transport.lower, s.transport.client_port)
+            else {
+                continue;
+            };
+            let Some(&kind) = kinds.get(s.track) else {
+                continue;
+            };
+            let ch = usize::from(rtp_channel(kind));
+            dest[ch] = Some(SocketAddr::new(self.peer.ip(), client.rtp));
+            dest[ch + 1] = Some(SocketAddr::new(self.peer.ip(), client.rtcp));
+        }
+        dest.iter()
+            .any(Option::is_some)
+            .then(|| UdpOut::new(self.sock.clone(), udp, dest))
     }
 
     /// Claims the stream of an ANNOUNCE and reads its SDP.
@@ -478,6 +705,8 @@ impl Conn {
             initial.extend(media.track.clone());
             tracks.push(Some(InTrack {
                 depacketizer,
+                jitter: JitterBuffer::new(JITTER_CAPACITY, JITTER_MAX_WAIT),
+                waiting_since: None,
                 base: None,
             }));
         }
@@ -497,6 +726,9 @@ impl Conn {
             ingest: Ingest::new(stream),
             tracks,
             initial,
+            udp: None,
+            udp_tx: None,
+            routes: Vec::new(),
         });
         Ok(self.session.accept_announce()?)
     }
@@ -510,6 +742,55 @@ impl Conn {
 }
 
 impl Publish {
+    /// One RTP packet over UDP: reordered, then depacketized like interleaved ones.
+    fn rtp_udp(&mut self, track: usize, packet: Bytes, now: Instant) {
+        if let Some(Some(t)) = self.tracks.get_mut(track) {
+            if let Err(e) = t.jitter.push(packet) {
+                tracing::debug!(track, "bad RTP packet: {e}");
+            }
+        }
+        self.release(now);
+    }
+
+    /// Depacketizes what the jitter buffers release, and what they held longer than
+    /// [`JITTER_DELAY`] (a lost packet is given up on; a sender that puts few packets
+    /// out, such as AAC aggregated a few frames per packet, is not held back).
+    fn release(&mut self, now: Instant) {
+        for track in 0..self.tracks.len() {
+            let Some(Some(t)) = self.tracks.get_mut(track) else {
+                continue;
+            };
+            if t.waiting_since
+                .is_some_and(|w| now.duration_since(w) >= JITTER_DELAY)
+            {
+                t.jitter.skip_missing();
+                t.waiting_since = None;
+            }
+            let mut ready = Vec::new();
+            while let Some(p) = t.jitter.pop() {
+                ready.push(p);
+            }
+            if t.jitter.is_empty() {
+                t.waiting_since = None;
+            } else {
+                t.waiting_since.get_or_insert(now);
+            }
+            for p in ready {
+                self.rtp(track, &p);
+            }
+        }
+    }
+
+    /// When the oldest held packet is due for release, if any is held.
+    fn release_due(&self) -> Option<Instant> {
+        self.tracks
+            .iter()
+            .flatten()
+            .filter_map(|t| t.waiting_since)
+            .min()
+            .map(|w| w + JITTER_DELAY)
+    }
+
     /// One RTP packet of SDP track `track`: whole frames go to the stream.
     fn rtp(&mut self, track: usize, packet: &[u8]) {
         let Some(Some(t)) = self.tracks.get_mut(track) else {
@@ -539,12 +820,23 @@ impl Publish {
 }
 
 /// After input or an answer while playing: responses go to the player's queue, in
-/// order with media. Returns whether playing stops (TEARDOWN, PAUSE, timeout).
-fn drain_playing(session: &mut ServerSession, player: &Player) -> Result<bool, SessionError> {
+/// order with media. Returns whether playing stops (TEARDOWN, PAUSE, timeout, or a
+/// PLAY of a file while playing it, left in `replay` to be answered by playing again).
+fn drain_playing(
+    session: &mut ServerSession,
+    player: &Player,
+    vod: bool,
+    replay: &mut Option<Option<NptRange>>,
+) -> Result<bool, SessionError> {
     let mut stop = false;
     while let Some(output) = session.poll_output() {
         match output {
             ServerOutput::Write(bytes) => player.queue(bytes),
+            ServerOutput::Event(ServerEvent::Play { range }) if vod => {
+                *replay = Some(range);
+                // The answer comes from playing again: nothing after it now.
+                return Ok(true);
+            }
             // PLAY again while playing (a seek, say): live goes on where it is.
             ServerOutput::Event(ServerEvent::Play { .. }) => session.answer_play(&[], None)?,
             ServerOutput::Event(ServerEvent::Teardown | ServerEvent::Pause) => stop = true,
@@ -569,6 +861,14 @@ fn stream_key(path: &str) -> String {
 /// The channel a publisher's track gets when it proposed none.
 fn track_channel(track: usize) -> u8 {
     u8::try_from(track.saturating_mul(2)).unwrap_or(254)
+}
+
+/// The next UDP packet for a publisher over UDP; never, for anyone else.
+async fn next_udp(publishing: &mut Option<Publish>) -> Option<Inbound> {
+    match publishing.as_mut().and_then(|p| p.udp.as_mut()) {
+        Some(rx) => rx.recv().await,
+        None => std::future::pending().await,
+    }
 }
 
 async fn sleep_until(deadline: Option<tokio::time::Instant>) {

@@ -30,6 +30,8 @@ pub enum Sock {
     },
     /// An in-memory pipe to an HTTP/2 response body (HTTP-FLV over h2).
     Pipe(Rc<Pipe>),
+    /// An RTSP player over UDP: media as datagrams, answers on its TCP connection.
+    Udp(Box<crate::udp::UdpOut>),
 }
 
 /// A bounded buffer between the fan-out (writer) and an HTTP/2 response body
@@ -200,6 +202,7 @@ impl Sock {
             Sock::Tcp(s) => Some(s),
             Sock::Tls { tcp, .. } => Some(tcp),
             Sock::Pipe(_) => None,
+            Sock::Udp(udp) => udp.control().tcp(),
         }
     }
 
@@ -218,6 +221,7 @@ impl Sock {
                 pipe.writable().await;
                 Ok(())
             }
+            Sock::Udp(udp) => udp.writable().await,
             _ => match self.tcp() {
                 Some(tcp) => tcp.writable().await,
                 None => Ok(()),
@@ -229,6 +233,7 @@ impl Sock {
         match self {
             Sock::Tcp(s) => s.try_read(buf),
             Sock::Pipe(_) => Err(io::ErrorKind::WouldBlock.into()),
+            Sock::Udp(udp) => udp.control().try_read(buf),
             Sock::Tls { tls, .. } => {
                 let mut tls = tls.borrow_mut();
                 let mut read = ReadBuf::new(buf);
@@ -242,6 +247,7 @@ impl Sock {
         match self {
             Sock::Tcp(s) => s.try_write_vectored(bufs),
             Sock::Pipe(pipe) => pipe.write(bufs),
+            Sock::Udp(udp) => udp.try_write_vectored(bufs),
             Sock::Tls { tls, .. } => {
                 let mut tls = tls.borrow_mut();
                 let mut total = 0;
@@ -265,7 +271,7 @@ impl Sock {
     /// Pushes out ciphertext rustls still holds. `Ok(true)` when nothing is left.
     pub fn try_flush(&self) -> io::Result<bool> {
         match self {
-            Sock::Tcp(_) | Sock::Pipe(_) => Ok(true),
+            Sock::Tcp(_) | Sock::Pipe(_) | Sock::Udp(_) => Ok(true),
             Sock::Tls { tls, .. } => {
                 let mut tls = tls.borrow_mut();
                 match once(|cx| Pin::new(&mut *tls).poll_flush(cx)) {
@@ -280,7 +286,7 @@ impl Sock {
     /// Whether written bytes are still held in user space (TLS ciphertext).
     pub fn has_pending_output(&self) -> bool {
         match self {
-            Sock::Tcp(_) | Sock::Pipe(_) => false,
+            Sock::Tcp(_) | Sock::Pipe(_) | Sock::Udp(_) => false,
             Sock::Tls { tls, .. } => tls.borrow().get_ref().1.wants_write(),
         }
     }

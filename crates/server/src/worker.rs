@@ -28,6 +28,10 @@ pub struct Ctx {
     pub viewers: std::cell::RefCell<crate::viewers::Viewers>,
     /// Mappings of media-root files, shared by every worker.
     pub files: Arc<crate::filemap::FileMaps>,
+    /// Files played on demand, shared by every worker.
+    pub vods: Arc<crate::vod::Vods>,
+    /// This worker's RTP/RTCP sockets for RTSP over UDP, when on.
+    pub udp: Option<Rc<crate::udp::RtpUdp>>,
 }
 
 /// A running server.
@@ -84,6 +88,31 @@ fn listeners(value: &str, workers: usize) -> io::Result<(Option<SocketAddr>, Vec
     Ok((Some(bound), all))
 }
 
+/// One RTP/RTCP port pair per worker for RTSP over UDP, on the RTSP listener's
+/// address; workers without one offer TCP only.
+fn rtp_pairs(
+    config: &Config,
+    rtsp: Option<SocketAddr>,
+    workers: usize,
+) -> Vec<Option<(std::net::UdpSocket, std::net::UdpSocket)>> {
+    let range = match (rtsp, config.rtp_port_range()) {
+        (Some(addr), Ok(Some(range))) => Some((addr.ip(), range)),
+        _ => None,
+    };
+    (0..workers)
+        .map(|_| {
+            let (ip, range) = range?;
+            match crate::udp::bind_pair(ip, range) {
+                Ok(pair) => Some(pair),
+                Err(e) => {
+                    tracing::warn!("RTP over UDP: {e}");
+                    None
+                }
+            }
+        })
+        .collect()
+}
+
 impl Server {
     /// Binds every listener, then starts the workers.
     pub fn start(config: Config) -> io::Result<Server> {
@@ -108,7 +137,9 @@ impl Server {
             "off"
         };
         let (https, mut https_listeners) = listeners(https_addr, workers)?;
+        let mut udp_pairs = rtp_pairs(&config, rtsp, workers);
         let files = Arc::new(crate::filemap::FileMaps::default());
+        let vods = Arc::new(crate::vod::Vods::default());
         let (shutdown, _) = watch::channel(false);
         let mut threads = Vec::with_capacity(workers);
         for worker in 0..workers {
@@ -129,11 +160,13 @@ impl Server {
             let config = config.clone();
             let hub = hub.clone();
             let files = files.clone();
+            let vods = vods.clone();
+            let udp = udp_pairs.pop().flatten();
             let stop = shutdown.subscribe();
             threads.push(
                 std::thread::Builder::new()
                     .name(format!("sluice-w{worker}"))
-                    .spawn(move || run_worker(worker, config, hub, files, mine, stop))?,
+                    .spawn(move || run_worker(worker, config, hub, files, vods, udp, mine, stop))?,
             );
         }
         Ok(Server {
@@ -167,6 +200,8 @@ fn run_worker(
     config: Arc<Config>,
     hub: Arc<Hub>,
     files: Arc<crate::filemap::FileMaps>,
+    vods: Arc<crate::vod::Vods>,
+    udp: Option<(std::net::UdpSocket, std::net::UdpSocket)>,
     listeners: Vec<(Proto, StdListener)>,
     mut stop: watch::Receiver<bool>,
 ) {
@@ -197,6 +232,14 @@ fn run_worker(
             worker,
             viewers: Default::default(),
             files,
+            vods,
+            udp: udp.and_then(|(rtp, rtcp)| match crate::udp::RtpUdp::new(rtp, rtcp) {
+                Ok(u) => Some(u),
+                Err(e) => {
+                    tracing::warn!(worker, "RTP over UDP off: {e}");
+                    None
+                }
+            }),
         });
         tokio::task::spawn_local({
             let ctx = ctx.clone();
@@ -204,7 +247,11 @@ fn run_worker(
                 let mut tick = tokio::time::interval(Duration::from_secs(5));
                 loop {
                     tick.tick().await;
-                    ctx.viewers.borrow_mut().publish(std::time::Instant::now());
+                    let now = std::time::Instant::now();
+                    ctx.viewers.borrow_mut().publish(now);
+                    if ctx.worker == 0 {
+                        ctx.vods.sweep(now);
+                    }
                 }
             }
         });

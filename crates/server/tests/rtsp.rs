@@ -4,7 +4,7 @@
 
 mod common;
 
-use common::{have_ffmpeg, probe_video, publish_test_pattern, Kill, TestServer};
+use common::{have_ffmpeg, probe_video, probe_video_over, publish_test_pattern, Kill, TestServer};
 use std::io::{Read, Write};
 use std::net::{SocketAddr, TcpStream};
 use std::time::Duration;
@@ -53,6 +53,36 @@ fn check_all(checks: Vec<(String, &'static str)>) {
     for t in threads {
         t.join().expect("a check failed");
     }
+}
+
+#[test]
+fn rtsp_over_udp_publishes_and_plays() {
+    if !have_ffmpeg() {
+        return;
+    }
+    let server = TestServer::start(&["--rtp-ports", "0"]);
+    let _publisher = publish(&rtsp_url(&server, "u"), "rtsp-udp", "libx264", 15);
+    std::thread::sleep(Duration::from_secs(2));
+    let udp = rtsp_url(&server, "u");
+    let over_udp = std::thread::spawn(move || {
+        let (out, times) = probe_video_over(&udp, "%+#120", "udp");
+        assert!(out.contains("h264,320,240"), "udp: {out}");
+        assert!(out.contains("aac"), "udp: no audio in {out}");
+        assert!(times.len() >= 25, "udp: only {} video packets", times.len());
+        for w in times.windows(2) {
+            assert!(
+                w[1] > w[0] && w[1] - w[0] < 0.5,
+                "udp: {} then {}",
+                w[0],
+                w[1]
+            );
+        }
+    });
+    check_all(vec![
+        (rtsp_url(&server, "u"), "h264"),
+        (format!("rtmp://{}/live/u", server.rtmp), "h264"),
+    ]);
+    over_udp.join().expect("UDP player");
 }
 
 #[test]

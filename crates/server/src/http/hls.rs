@@ -92,6 +92,9 @@ impl Reply {
 
 /// Answers an HLS request for the stream `key`.
 pub(crate) async fn reply(ctx: &Rc<Ctx>, req: &Request, key: &str, what: HlsPath<'_>) -> Reply {
+    if let Some(path) = key.strip_prefix("vod/") {
+        return super::vod::reply(ctx, path, what).await;
+    }
     let Some(stream) = ctx.hub.find(key) else {
         return Reply::text(404, "not found\n");
     };

@@ -7,6 +7,7 @@
 
 mod h2;
 mod hls;
+pub(crate) mod vod;
 
 use crate::fanout::Player;
 use crate::packet::Format;
@@ -159,7 +160,14 @@ where
                 respond(&mut sock, &req, "200 OK", "text/plain", body).await?;
             }
             (Method::Head, Route::Flv(key)) => {
-                if ctx.hub.find(key).is_some() {
+                let found = match key.strip_prefix("vod/") {
+                    Some(path) => {
+                        let root = std::path::Path::new(&ctx.config.media_root);
+                        ctx.vods.open(&ctx.files, root, path).await.is_ok()
+                    }
+                    None => ctx.hub.find(key).is_some(),
+                };
+                if found {
                     let head = format!(
                         "HTTP/1.1 200 OK\r\nServer: sluice\r\nContent-Type: video/x-flv\r\nCache-Control: no-cache\r\n{CORS}Connection: {}\r\n\r\n",
                         if req.keep_alive() { "keep-alive" } else { "close" }
@@ -171,7 +179,19 @@ where
             }
             (Method::Get, Route::Flv(key)) => {
                 let wait = Duration::from_millis(ctx.config.play_wait_ms);
-                let Some(stream) = ctx.hub.find_or_wait(key, wait).await else {
+                // A file on demand plays as a private stream, kept alive by `_vod`.
+                let mut _vod = None;
+                let found = match key.strip_prefix("vod/") {
+                    Some(path) => match crate::vod::open_play(ctx, path, id, 0).await {
+                        Ok(play) => Some(_vod.insert(play).stream.clone()),
+                        Err(e) => {
+                            tracing::info!(file = %path, "vod: {e}");
+                            None
+                        }
+                    },
+                    None => ctx.hub.find_or_wait(key, wait).await,
+                };
+                let Some(stream) = found else {
                     let body = format!("stream {key} is not live\n");
                     respond(&mut sock, &req, "404 Not Found", "text/plain", &body).await?;
                     if req.keep_alive() {

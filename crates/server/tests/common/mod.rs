@@ -282,7 +282,8 @@ impl Drop for Kill {
 }
 
 /// ffmpeg sends `seconds` of a 320x240 25 fps test pattern (1 s GOP, no B-frames)
-/// and a 48 kHz tone to `url`, in real time, as `format` (`flv` for RTMP, `rtsp`).
+/// and a 48 kHz tone to `url`, in real time, as `format` (`flv` for RTMP, `rtsp` over
+/// TCP, `rtsp-udp`).
 pub fn publish_test_pattern(url: &str, format: &str, video_codec: &str, seconds: u32) -> Kill {
     let mut cmd = Command::new("ffmpeg");
     cmd.args(["-hide_banner", "-loglevel", "error", "-re"])
@@ -293,9 +294,14 @@ pub fn publish_test_pattern(url: &str, format: &str, video_codec: &str, seconds:
     if video_codec == "libx265" {
         cmd.args(["-x265-params", "log-level=error"]);
     }
+    let (format, transport) = match format {
+        "rtsp" => ("rtsp", Some("tcp")),
+        "rtsp-udp" => ("rtsp", Some("udp")),
+        other => (other, None),
+    };
     cmd.args(["-pix_fmt", "yuv420p", "-c:a", "aac", "-f", format]);
-    if format == "rtsp" {
-        cmd.args(["-rtsp_transport", "tcp"]);
+    if let Some(t) = transport {
+        cmd.args(["-rtsp_transport", t]);
     }
     Kill(
         cmd.arg(url)
@@ -309,10 +315,15 @@ pub fn publish_test_pattern(url: &str, format: &str, video_codec: &str, seconds:
 /// seconds or `%+#120` packets): its stream lines (`codec,width,height`) and the
 /// video packet times.
 pub fn probe_video(url: &str, interval: &str) -> (String, Vec<f64>) {
+    probe_video_over(url, interval, "tcp")
+}
+
+/// [`probe_video`] with RTSP's RTP over `transport` (`tcp` or `udp`).
+pub fn probe_video_over(url: &str, interval: &str, transport: &str) -> (String, Vec<f64>) {
     let mut cmd = Command::new("ffprobe");
     cmd.args(["-v", "error", "-rw_timeout", "10000000"]);
     if url.starts_with("rtsp:") {
-        cmd.args(["-rtsp_transport", "tcp"]);
+        cmd.args(["-rtsp_transport", transport]);
     }
     let out = cmd
         .args(["-read_intervals", interval])

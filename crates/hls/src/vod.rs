@@ -1,0 +1,420 @@
+//! HLS of a file on demand: segments planned from the demuxed sample index, a VOD
+//! playlist (`EXT-X-PLAYLIST-TYPE:VOD`, `EXT-X-ENDLIST`), and each segment muxed
+//! when it is first asked for.
+//!
+//! Why plan from the index: the playlist lists every segment with its duration
+//! before any is made, so a player can seek anywhere at once; a segment is then just
+//! the samples between two planned keyframes, muxed from the file's mapped bytes.
+
+use crate::segmenter::SegmentError;
+use bytes::{Bytes, BytesMut};
+use sluice_media::fmp4::{write_fragment, write_init, InitTrack, Sample as Fmp4Sample, TrackRun};
+use sluice_media::mp4::{Movie, Mp4Error};
+use sluice_media::ts::TsMuxer;
+use sluice_media::{MediaKind, Timestamp, CLOCK_HZ};
+use std::fmt::Write;
+use std::ops::Range;
+
+/// Track ids of the fMP4 variant.
+const VIDEO_ID: u32 = 1;
+const AUDIO_ID: u32 = 2;
+/// The timescale of every fMP4 track: the hub's clock, in which the index is kept.
+const TIMESCALE: u32 = CLOCK_HZ;
+
+/// Why a segment could not be made.
+#[derive(Debug, thiserror::Error)]
+pub enum VodError {
+    /// No such segment in the plan.
+    #[error("no segment {0}")]
+    NoSegment(usize),
+    /// The file's samples could not be read (a truncated file).
+    #[error(transparent)]
+    Mp4(#[from] Mp4Error),
+    /// The muxer refused the samples.
+    #[error(transparent)]
+    Mux(#[from] SegmentError),
+}
+
+/// One planned segment.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct VodSegment {
+    /// Decode time of the first sample (90 kHz, the movie's time).
+    pub start: Timestamp,
+    /// Until the next segment's start, or the end of the movie.
+    pub duration: Timestamp,
+    video: Range<usize>,
+    audio: Range<usize>,
+}
+
+/// The segments of one file.
+#[derive(Debug, Clone)]
+pub struct VodPlan {
+    /// In order, covering the whole movie.
+    pub segments: Vec<VodSegment>,
+    video: Option<usize>,
+    audio: Option<usize>,
+    /// Added to every decode time so that none is negative (fMP4 `tfdt` is unsigned).
+    shift: Timestamp,
+}
+
+/// Which playlist: MPEG-TS or fMP4 segments.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum VodVariant {
+    /// `.ts` segments, playlist version 3.
+    Ts,
+    /// `.m4s` segments behind an `EXT-X-MAP` init segment, version 7.
+    Fmp4,
+}
+
+impl VodPlan {
+    /// Cuts `movie` into segments of at least `target_ms` each, starting at video
+    /// keyframes (or anywhere, for audio-only files).
+    pub fn new(movie: &Movie, target_ms: u32) -> VodPlan {
+        let target = Timestamp::from(target_ms.max(100)) * Timestamp::from(CLOCK_HZ) / 1000;
+        let video = movie.video();
+        let audio = movie.audio();
+        let shift = movie
+            .tracks
+            .iter()
+            .filter_map(|t| t.samples.first())
+            .map(|s| s.dts)
+            .min()
+            .unwrap_or(0)
+            .min(0);
+        // Segment starts, as (video sample index, decode time).
+        let mut starts: Vec<(usize, Timestamp)> = Vec::new();
+        match video {
+            Some(v) => {
+                for (i, s) in movie.tracks[v].samples.iter().enumerate() {
+                    let due = starts.last().is_none_or(|&(_, t)| s.dts - t >= target);
+                    if s.keyframe && due {
+                        starts.push((i, s.dts));
+                    }
+                }
+            }
+            // Samples before the first keyframe cannot be decoded: not listed.
+            None => {
+                if let Some(a) = audio {
+                    for (i, s) in movie.tracks[a].samples.iter().enumerate() {
+                        if starts.last().is_none_or(|&(_, t)| s.dts - t >= target) {
+                            starts.push((i, s.dts));
+                        }
+                    }
+                }
+            }
+        }
+        let end = movie.duration.max(starts.last().map_or(0, |s| s.1 + 1));
+        let audio_samples = audio.map_or(&[][..], |a| &movie.tracks[a].samples[..]);
+        let video_len = video.map_or(0, |v| movie.tracks[v].samples.len());
+        let mut segments = Vec::with_capacity(starts.len());
+        for (n, &(first, start)) in starts.iter().enumerate() {
+            let next = starts.get(n + 1).copied();
+            let stop = next.map_or(end, |s| s.1);
+            let (video_range, audio_range) = if video.is_some() {
+                let a0 = if n == 0 {
+                    0
+                } else {
+                    audio_samples.partition_point(|s| s.dts < start)
+                };
+                let a1 = match next {
+                    Some(_) => audio_samples.partition_point(|s| s.dts < stop),
+                    None => audio_samples.len(),
+                };
+                (first..next.map_or(video_len, |s| s.0), a0..a1)
+            } else {
+                (0..0, first..next.map_or(audio_samples.len(), |s| s.0))
+            };
+            segments.push(VodSegment {
+                start,
+                duration: (stop - start).max(1),
+                video: video_range,
+                audio: audio_range,
+            });
+        }
+        VodPlan {
+            segments,
+            video,
+            audio,
+            shift,
+        }
+    }
+
+    /// The playlist. Segment URIs are `{prefix}{tag}-{n}.ts` or `.m4s`, the init
+    /// segment `{prefix}{tag}-init.mp4`.
+    pub fn playlist(&self, variant: VodVariant, prefix: &str, tag: &str) -> String {
+        let longest = self.segments.iter().map(|s| s.duration).max().unwrap_or(0);
+        let target = (longest + Timestamp::from(CLOCK_HZ) - 1) / Timestamp::from(CLOCK_HZ);
+        let mut out = String::with_capacity(128 + self.segments.len() * 40);
+        let version = match variant {
+            VodVariant::Ts => 3,
+            VodVariant::Fmp4 => 7,
+        };
+        let _ = write!(
+            out,
+            "#EXTM3U\n#EXT-X-VERSION:{version}\n#EXT-X-TARGETDURATION:{}\n#EXT-X-PLAYLIST-TYPE:VOD\n#EXT-X-MEDIA-SEQUENCE:0\n#EXT-X-INDEPENDENT-SEGMENTS\n",
+            target.max(1)
+        );
+        let ext = match variant {
+            VodVariant::Ts => "ts",
+            VodVariant::Fmp4 => {
+                let _ = writeln!(out, "#EXT-X-MAP:URI=\"{prefix}{tag}-init.mp4\"");
+                "m4s"
+            }
+        };
+        for (n, s) in self.segments.iter().enumerate() {
+            let ms = s.duration * 1000 / Timestamp::from(CLOCK_HZ);
+            let _ = write!(
+                out,
+                "#EXTINF:{}.{:03},\n{prefix}{tag}-{n}.{ext}\n",
+                ms / 1000,
+                ms % 1000
+            );
+        }
+        out.push_str("#EXT-X-ENDLIST\n");
+        out
+    }
+
+    /// The fMP4 init segment.
+    pub fn init(&self, movie: &Movie) -> Result<Bytes, VodError> {
+        let mut tracks = Vec::with_capacity(2);
+        for (index, id) in [(self.video, VIDEO_ID), (self.audio, AUDIO_ID)] {
+            if let Some(i) = index {
+                tracks.push(InitTrack {
+                    track_id: id,
+                    track: &movie.tracks[i].track,
+                    timescale: TIMESCALE,
+                });
+            }
+        }
+        let mut out = BytesMut::new();
+        write_init(&mut out, &tracks).map_err(SegmentError::from)?;
+        Ok(out.freeze())
+    }
+
+    /// fMP4 segment `n`: one fragment with a run per track.
+    pub fn fmp4_segment(&self, movie: &Movie, file: &Bytes, n: usize) -> Result<Bytes, VodError> {
+        let seg = self.segments.get(n).ok_or(VodError::NoSegment(n))?;
+        let mut runs_samples: Vec<(u32, u64, Vec<Fmp4Sample>)> = Vec::with_capacity(2);
+        for (index, range, id) in [
+            (self.video, &seg.video, VIDEO_ID),
+            (self.audio, &seg.audio, AUDIO_ID),
+        ] {
+            let Some(t) = index else { continue };
+            if range.is_empty() {
+                continue;
+            }
+            let samples = &movie.tracks[t].samples;
+            let mut out = Vec::with_capacity(range.len());
+            for i in range.clone() {
+                let frame = movie.frame(file, t, i)?;
+                let s = &samples[i];
+                let duration = match (samples.get(i + 1), i.checked_sub(1).map(|p| &samples[p])) {
+                    (Some(next), _) => next.dts - s.dts,
+                    (None, Some(prev)) => s.dts - prev.dts,
+                    (None, None) => seg.duration,
+                };
+                out.push(Fmp4Sample {
+                    duration: u32::try_from(duration.max(0)).unwrap_or(u32::MAX),
+                    cts_offset: s.cts,
+                    keyframe: s.keyframe,
+                    data: frame.payload,
+                });
+            }
+            let base = u64::try_from(samples[range.start].dts - self.shift).unwrap_or(0);
+            runs_samples.push((id, base, out));
+        }
+        let runs: Vec<TrackRun<'_>> = runs_samples
+            .iter()
+            .map(|(id, base, samples)| TrackRun {
+                track_id: *id,
+                base_decode_time: *base,
+                samples,
+            })
+            .collect();
+        let mut out = BytesMut::new();
+        let sequence = u32::try_from(n + 1).unwrap_or(u32::MAX);
+        write_fragment(&mut out, sequence, &runs).map_err(SegmentError::from)?;
+        Ok(out.freeze())
+    }
+
+    /// MPEG-TS segment `n`: tables, then every sample in decode order.
+    pub fn ts_segment(&self, movie: &Movie, file: &Bytes, n: usize) -> Result<Bytes, VodError> {
+        let seg = self.segments.get(n).ok_or(VodError::NoSegment(n))?;
+        let track = |i: Option<usize>| i.map(|i| &movie.tracks[i].track);
+        let mut muxer =
+            TsMuxer::new(track(self.video), track(self.audio)).map_err(SegmentError::from)?;
+        let mut out = BytesMut::new();
+        muxer.write_tables(&mut out);
+        let (mut v, mut a) = (seg.video.clone(), seg.audio.clone());
+        let dts = |t: Option<usize>, i: usize| t.map(|t| movie.tracks[t].samples[i].dts);
+        loop {
+            let vd = if v.is_empty() {
+                None
+            } else {
+                dts(self.video, v.start)
+            };
+            let ad = if a.is_empty() {
+                None
+            } else {
+                dts(self.audio, a.start)
+            };
+            let (t, i) = match (vd, ad) {
+                (Some(x), Some(y)) if y < x => (self.audio, a.next()),
+                (Some(_), _) => (self.video, v.next()),
+                (None, Some(_)) => (self.audio, a.next()),
+                (None, None) => break,
+            };
+            let (Some(t), Some(i)) = (t, i) else { break };
+            let mut frame = movie.frame(file, t, i)?;
+            frame.dts -= self.shift;
+            frame.pts -= self.shift;
+            debug_assert!(matches!(frame.kind, MediaKind::Video | MediaKind::Audio));
+            muxer
+                .write_frame(&frame, &mut out)
+                .map_err(SegmentError::from)?;
+        }
+        Ok(out.freeze())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use sluice_media::codec::{AacConfig, AvcConfig};
+    use sluice_media::mp4::{MovieTrack, Sample};
+    use sluice_media::{Track, TrackConfig};
+
+    fn video() -> Track {
+        let sps = Bytes::from_static(&[0x67, 0x42, 0xc0, 0x1e, 0xd9, 0x00, 0xa0, 0x47, 0xfe, 0xc8]);
+        let pps = Bytes::from_static(&[0x68, 0xce, 0x3c, 0x80]);
+        Track::new(TrackConfig::H264(
+            AvcConfig::from_parameter_sets(&[sps], &[pps]).unwrap(),
+        ))
+    }
+
+    fn audio() -> Track {
+        Track::new(TrackConfig::Aac(
+            AacConfig::parse(Bytes::from_static(&[0x11, 0x90])).unwrap(),
+        ))
+    }
+
+    /// `seconds` of 25 fps video with a keyframe every `gop` frames, the first dts at
+    /// `-3600` (one B-frame delay), and 48 kHz AAC; every sample is the same 9 bytes
+    /// of the returned file (a 5-byte NAL behind its length, or AAC bytes).
+    fn movie(seconds: i64, gop: usize, with_audio: bool) -> (Movie, Bytes) {
+        let file = Bytes::from_static(&[0, 0, 0, 5, 0x65, 1, 2, 3, 4]);
+        let sample = |dts, cts, keyframe| Sample {
+            offset: 0,
+            size: 9,
+            dts,
+            cts,
+            keyframe,
+        };
+        let frames = seconds as usize * 25;
+        let v: Vec<Sample> = (0..frames)
+            .map(|n| sample(n as i64 * 3600 - 3600, 3600, n % gop == 0))
+            .collect();
+        let mut tracks = vec![MovieTrack {
+            track_id: 1,
+            track: video(),
+            timescale: 90_000,
+            samples: v,
+        }];
+        if with_audio {
+            let count = seconds * 90_000 / 1920;
+            tracks.push(MovieTrack {
+                track_id: 2,
+                track: audio(),
+                timescale: 48_000,
+                samples: (0..count).map(|n| sample(n * 1920, 0, true)).collect(),
+            });
+        }
+        let movie = Movie {
+            tracks,
+            duration: seconds * 90_000,
+            fragmented: false,
+            skipped: Vec::new(),
+        };
+        (movie, file)
+    }
+
+    #[test]
+    fn segments_start_at_keyframes_and_cover_every_sample() {
+        let (movie, _) = movie(10, 25, true);
+        let plan = VodPlan::new(&movie, 2000);
+        // Keyframes every second, 2 s target: five segments of 50 frames.
+        assert_eq!(plan.segments.len(), 5);
+        let mut video = 0;
+        let mut audio = 0;
+        for (n, s) in plan.segments.iter().enumerate() {
+            assert_eq!(s.video.start, n * 50);
+            assert!(movie.tracks[0].samples[s.video.start].keyframe);
+            video += s.video.len();
+            audio += s.audio.len();
+        }
+        assert_eq!(video, movie.tracks[0].samples.len());
+        assert_eq!(audio, movie.tracks[1].samples.len());
+        let total: Timestamp = plan.segments.iter().map(|s| s.duration).sum();
+        assert_eq!(
+            total,
+            movie.duration + 3600,
+            "from the first dts to the end"
+        );
+    }
+
+    #[test]
+    fn playlist_lists_every_segment_and_ends() {
+        let (movie, _) = movie(5, 25, true);
+        let plan = VodPlan::new(&movie, 2000);
+        let ts = plan.playlist(VodVariant::Ts, "clip.mp4/", "abc");
+        assert!(ts.starts_with("#EXTM3U\n#EXT-X-VERSION:3\n#EXT-X-TARGETDURATION:2\n"));
+        assert!(ts.contains("#EXT-X-PLAYLIST-TYPE:VOD\n"));
+        assert!(ts.contains("#EXTINF:2.000,\nclip.mp4/abc-0.ts\n"));
+        assert!(ts.contains("clip.mp4/abc-2.ts\n#EXT-X-ENDLIST\n"));
+        assert!(!ts.contains("EXT-X-MAP"));
+        let fmp4 = plan.playlist(VodVariant::Fmp4, "", "abc");
+        assert!(fmp4.contains("#EXT-X-MAP:URI=\"abc-init.mp4\"\n"));
+        assert!(fmp4.contains("abc-1.m4s\n"));
+        let parsed = m3u8_rs::parse_media_playlist_res(fmp4.as_bytes()).unwrap();
+        assert!(parsed.end_list);
+        assert_eq!(parsed.segments.len(), 3);
+    }
+
+    #[test]
+    fn audio_only_files_are_cut_by_time() {
+        let (mut movie, _) = movie(6, 25, true);
+        movie.tracks.remove(0);
+        let plan = VodPlan::new(&movie, 2000);
+        assert_eq!(plan.segments.len(), 3);
+        let total: usize = plan.segments.iter().map(|s| s.audio.len()).sum();
+        assert_eq!(total, movie.tracks[0].samples.len());
+    }
+
+    #[test]
+    fn segments_mux_from_the_file() {
+        let (movie, file) = movie(4, 25, true);
+        let plan = VodPlan::new(&movie, 2000);
+        let init = plan.init(&movie).unwrap();
+        assert_eq!(&init[4..8], b"ftyp");
+        let seg = plan.fmp4_segment(&movie, &file, 1).unwrap();
+        assert_eq!(&seg[4..8], b"moof");
+        let ts = plan.ts_segment(&movie, &file, 0).unwrap();
+        assert_eq!(ts.len() % 188, 0);
+        assert_eq!(ts[0], 0x47);
+        assert!(matches!(
+            plan.fmp4_segment(&movie, &file, 2),
+            Err(VodError::NoSegment(2))
+        ));
+    }
+
+    #[test]
+    fn a_sample_outside_the_file_is_an_error_not_a_panic() {
+        let (mut movie, file) = movie(2, 25, false);
+        movie.tracks[0].samples[3].offset = 1 << 40;
+        let plan = VodPlan::new(&movie, 2000);
+        assert!(matches!(
+            plan.fmp4_segment(&movie, &file, 0),
+            Err(VodError::Mp4(_))
+        ));
+    }
+}

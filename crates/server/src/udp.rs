@@ -1,0 +1,406 @@
+//! RTP and RTCP over UDP for RTSP: one pair of sockets per worker, shared by all of
+//! that worker's UDP sessions.
+//!
+//! Why shared sockets: a UDP player costs no socket and no port of its own, and all
+//! packets of a frame (and of every frame since the last merge window) leave in one
+//! `sendmmsg` call, addressed per player. Publishers sending to us are told this
+//! worker's ports, so their packets reach the worker that owns their session; they
+//! are routed by source address, and packets from addresses no session announced are
+//! dropped.
+//!
+//! A player's media arrives here as the same interleaved bytes an RTSP/TCP player
+//! gets (`$`, channel, length, packet): the packets are sent from inside that shared
+//! buffer, the 4-byte headers skipped, so nothing is copied per player.
+
+use crate::sock::Sock;
+use bytes::Bytes;
+use rustix::net::{SendAncillaryBuffer, SendFlags, SocketAddrAny};
+use sluice_rtsp::PortPair;
+use std::cell::{Cell, RefCell};
+use std::collections::HashMap;
+use std::io::{self, IoSlice};
+use std::net::{IpAddr, SocketAddr, UdpSocket as StdUdpSocket};
+use std::rc::Rc;
+use tokio::io::Interest;
+use tokio::net::UdpSocket;
+use tokio::sync::mpsc;
+
+/// Largest datagram we accept (RTP over UDP stays under the path MTU; loopback
+/// senders may use more).
+const MAX_DATAGRAM: usize = 65_536;
+/// Most packets per `sendmmsg`.
+const MAX_BATCH: usize = 64;
+/// Kernel send buffer of the shared RTP socket: it carries every UDP player of the
+/// worker.
+const SEND_BUFFER: usize = 4 << 20;
+/// Receive buffer: bursts of several publishers' keyframes.
+const RECV_BUFFER: usize = 4 << 20;
+/// Attempts at a kernel-chosen even/odd port pair.
+const PAIR_ATTEMPTS: usize = 64;
+
+/// A packet for a publisher's session: its SDP track and the RTP packet.
+pub type Inbound = (usize, Bytes);
+
+/// One worker's RTP/RTCP sockets.
+#[derive(Debug)]
+pub struct RtpUdp {
+    rtp: UdpSocket,
+    rtcp: UdpSocket,
+    /// Our ports, for `server_port=`.
+    pub ports: PortPair,
+    routes: RefCell<HashMap<SocketAddr, Route>>,
+    /// Datagrams from addresses no session announced.
+    pub unknown: Cell<u64>,
+    /// Datagrams dropped because their session's queue was full.
+    pub overflow: Cell<u64>,
+}
+
+#[derive(Debug)]
+struct Route {
+    track: usize,
+    tx: mpsc::Sender<Inbound>,
+}
+
+/// Removes a route when dropped.
+#[derive(Debug)]
+pub struct RouteGuard {
+    udp: Rc<RtpUdp>,
+    from: SocketAddr,
+}
+
+impl Drop for RouteGuard {
+    fn drop(&mut self) {
+        self.udp.routes.borrow_mut().remove(&self.from);
+    }
+}
+
+/// Binds an RTP socket on an even port and RTCP on the next, within `range`
+/// (`(0, 0)`: ports the kernel chooses).
+pub fn bind_pair(ip: IpAddr, range: (u16, u16)) -> io::Result<(StdUdpSocket, StdUdpSocket)> {
+    let bind = |port: u16| StdUdpSocket::bind(SocketAddr::new(ip, port));
+    if range == (0, 0) {
+        for _ in 0..PAIR_ATTEMPTS {
+            let rtp = bind(0)?;
+            let port = rtp.local_addr()?.port();
+            if port % 2 == 0 && port < u16::MAX {
+                if let Ok(rtcp) = bind(port + 1) {
+                    return Ok((rtp, rtcp));
+                }
+            }
+        }
+        return Err(io::Error::new(
+            io::ErrorKind::AddrInUse,
+            "no free even/odd UDP port pair",
+        ));
+    }
+    let (first, last) = range;
+    let mut port = first;
+    while port < last {
+        if let (Ok(rtp), Ok(rtcp)) = (bind(port), bind(port + 1)) {
+            return Ok((rtp, rtcp));
+        }
+        port = port.saturating_add(2);
+    }
+    Err(io::Error::new(
+        io::ErrorKind::AddrInUse,
+        format!("no free UDP port pair in {first}-{last}"),
+    ))
+}
+
+impl RtpUdp {
+    /// Takes over a bound pair; must run on the worker's runtime.
+    pub fn new(rtp: StdUdpSocket, rtcp: StdUdpSocket) -> io::Result<Rc<RtpUdp>> {
+        let ports = PortPair {
+            rtp: rtp.local_addr()?.port(),
+            rtcp: rtcp.local_addr()?.port(),
+        };
+        for s in [&rtp, &rtcp] {
+            s.set_nonblocking(true)?;
+            let r = socket2::SockRef::from(s);
+            let _ = r.set_send_buffer_size(SEND_BUFFER);
+            let _ = r.set_recv_buffer_size(RECV_BUFFER);
+        }
+        let udp = Rc::new(RtpUdp {
+            rtp: UdpSocket::from_std(rtp)?,
+            rtcp: UdpSocket::from_std(rtcp)?,
+            ports,
+            routes: RefCell::new(HashMap::new()),
+            unknown: Cell::new(0),
+            overflow: Cell::new(0),
+        });
+        tokio::task::spawn_local(udp.clone().receive_rtp());
+        tokio::task::spawn_local(udp.clone().receive_rtcp());
+        Ok(udp)
+    }
+
+    /// Sends packets arriving from `from` to `tx` as SDP track `track`, until the
+    /// guard is dropped.
+    pub fn route(
+        self: &Rc<Self>,
+        from: SocketAddr,
+        track: usize,
+        tx: mpsc::Sender<Inbound>,
+    ) -> RouteGuard {
+        self.routes.borrow_mut().insert(from, Route { track, tx });
+        RouteGuard {
+            udp: self.clone(),
+            from,
+        }
+    }
+
+    async fn receive_rtp(self: Rc<Self>) {
+        let mut buf = vec![0u8; MAX_DATAGRAM];
+        loop {
+            let (n, from) = match self.rtp.recv_from(&mut buf).await {
+                Ok(r) => r,
+                // ICMP port unreachable from a player gone away, say: not fatal.
+                Err(e) => {
+                    tracing::debug!("rtp socket: {e}");
+                    continue;
+                }
+            };
+            let routes = self.routes.borrow();
+            let Some(route) = routes.get(&from) else {
+                self.unknown.set(self.unknown.get() + 1);
+                continue;
+            };
+            let packet = Bytes::copy_from_slice(&buf[..n]);
+            if route.tx.try_send((route.track, packet)).is_err() {
+                self.overflow.set(self.overflow.get() + 1);
+            }
+        }
+    }
+
+    /// Receiver reports from players and sender reports from publishers are read
+    /// and dropped (nothing uses them yet), so they never fill the socket.
+    async fn receive_rtcp(self: Rc<Self>) {
+        let mut buf = vec![0u8; 2048];
+        loop {
+            if let Err(e) = self.rtcp.recv_from(&mut buf).await {
+                tracing::debug!("rtcp socket: {e}");
+            }
+        }
+    }
+}
+
+/// An RTSP player over UDP: media to its ports through the worker's sockets, RTSP
+/// answers on its TCP connection.
+#[derive(Debug)]
+pub struct UdpOut {
+    control: Rc<Sock>,
+    udp: Rc<RtpUdp>,
+    /// By interleaved channel: video RTP, video RTCP, audio RTP, audio RTCP.
+    dest: [Option<SocketAddr>; 4],
+    /// The last write stopped inside an answer: the next buffer continues it.
+    control_partial: Cell<bool>,
+    /// The last write stopped on the TCP connection rather than on UDP.
+    blocked_on_control: Cell<bool>,
+}
+
+impl UdpOut {
+    pub fn new(control: Rc<Sock>, udp: Rc<RtpUdp>, dest: [Option<SocketAddr>; 4]) -> Self {
+        UdpOut {
+            control,
+            udp,
+            dest,
+            control_partial: Cell::new(false),
+            blocked_on_control: Cell::new(false),
+        }
+    }
+
+    pub fn control(&self) -> &Sock {
+        &self.control
+    }
+
+    pub async fn writable(&self) -> io::Result<()> {
+        if self.blocked_on_control.get() {
+            match self.control.tcp() {
+                Some(tcp) => tcp.writable().await,
+                None => Ok(()),
+            }
+        } else {
+            self.udp.rtp.writable().await
+        }
+    }
+
+    /// Writes answers (buffers not starting with `$`) to the TCP connection and the
+    /// packets inside interleaved buffers as datagrams; returns the bytes of whole
+    /// answers-or-packets consumed, in order.
+    pub fn try_write_vectored(&self, bufs: &[IoSlice<'_>]) -> io::Result<usize> {
+        let mut total = 0usize;
+        let mut batch = Batch::default();
+        for (i, buf) in bufs.iter().enumerate() {
+            if buf.is_empty() {
+                continue;
+            }
+            let answer = (i == 0 && self.control_partial.get()) || buf[0] != b'$';
+            if answer {
+                // Everything before it goes first.
+                let (sent, done) = self.flush(&mut batch)?;
+                total += sent;
+                if !done {
+                    return finish(total);
+                }
+                match self.control.try_write_vectored(&[IoSlice::new(buf)]) {
+                    Ok(n) => {
+                        total += n;
+                        self.control_partial.set(n < buf.len());
+                        if n < buf.len() {
+                            self.blocked_on_control.set(true);
+                            return Ok(total);
+                        }
+                    }
+                    Err(e) if e.kind() == io::ErrorKind::WouldBlock => {
+                        self.blocked_on_control.set(true);
+                        return finish(total);
+                    }
+                    Err(e) => return Err(e),
+                }
+                continue;
+            }
+            let mut rest: &[u8] = buf;
+            while let Some((channel, packet, len)) = next_interleaved(rest) {
+                let (chunk, tail) = rest.split_at(len);
+                rest = tail;
+                let Some(dest) = self.dest.get(usize::from(channel)).copied().flatten() else {
+                    // A channel this player did not set up: nothing to send.
+                    batch.skipped += chunk.len();
+                    continue;
+                };
+                if channel % 2 == 1 {
+                    // RTCP (a sender report every few seconds) leaves from the RTCP port.
+                    let (sent, done) = self.flush(&mut batch)?;
+                    total += sent;
+                    if !done {
+                        return finish(total);
+                    }
+                    match self.udp.rtcp.try_send_to(packet, dest) {
+                        Ok(_) => total += chunk.len(),
+                        Err(e) if e.kind() == io::ErrorKind::WouldBlock => return finish(total),
+                        // A report that cannot go is not worth the player.
+                        Err(_) => total += chunk.len(),
+                    }
+                    continue;
+                }
+                if batch.len() == MAX_BATCH {
+                    let (sent, done) = self.flush(&mut batch)?;
+                    total += sent;
+                    if !done {
+                        return finish(total);
+                    }
+                }
+                batch.push(packet, chunk.len(), dest);
+            }
+            // A malformed tail (never made by our packetizer) is dropped, not retried.
+            batch.skipped += rest.len();
+        }
+        let (sent, _) = self.flush(&mut batch)?;
+        finish(total + sent)
+    }
+
+    /// Sends the batch; returns the bytes consumed and whether all of it went.
+    fn flush(&self, batch: &mut Batch<'_>) -> io::Result<(usize, bool)> {
+        let skipped = std::mem::take(&mut batch.skipped);
+        if batch.packets.is_empty() {
+            return Ok((skipped, true));
+        }
+        self.blocked_on_control.set(false);
+        let addrs: Vec<SocketAddrAny> = batch.dests.iter().map(|&a| a.into()).collect();
+        let iovs: Vec<[IoSlice<'_>; 1]> = batch.packets.iter().map(|p| [IoSlice::new(p)]).collect();
+        let mut controls: Vec<SendAncillaryBuffer<'_, '_, '_>> = (0..iovs.len())
+            .map(|_| SendAncillaryBuffer::default())
+            .collect();
+        let mut msgs: Vec<rustix::net::MMsgHdr<'_>> = addrs
+            .iter()
+            .zip(&iovs)
+            .zip(controls.iter_mut())
+            .map(|((addr, iov), control)| rustix::net::MMsgHdr::new_with_addr(addr, iov, control))
+            .collect();
+        let sent = match self.udp.rtp.try_io(Interest::WRITABLE, || {
+            rustix::net::sendmmsg(&self.udp.rtp, &mut msgs, SendFlags::DONTWAIT)
+                .map_err(io::Error::from)
+        }) {
+            Ok(n) => n,
+            Err(e) if e.kind() == io::ErrorKind::WouldBlock => 0,
+            // A refused destination (ICMP unreachable): the player is gone.
+            Err(e) => return Err(e),
+        };
+        let bytes: usize = batch.lens[..sent].iter().sum();
+        let done = sent == batch.packets.len();
+        batch.clear();
+        Ok((bytes + skipped, done))
+    }
+}
+
+fn finish(total: usize) -> io::Result<usize> {
+    if total == 0 {
+        Err(io::ErrorKind::WouldBlock.into())
+    } else {
+        Ok(total)
+    }
+}
+
+/// The first interleaved frame of `buf`: channel, packet, and length with its header.
+fn next_interleaved(buf: &[u8]) -> Option<(u8, &[u8], usize)> {
+    if buf.len() < 4 || buf[0] != b'$' {
+        return None;
+    }
+    let len = usize::from(u16::from_be_bytes([buf[2], buf[3]]));
+    let packet = buf.get(4..4 + len)?;
+    Some((buf[1], packet, 4 + len))
+}
+
+#[derive(Default)]
+struct Batch<'a> {
+    packets: Vec<&'a [u8]>,
+    lens: Vec<usize>,
+    dests: Vec<SocketAddr>,
+    /// Bytes consumed without sending (channels not set up).
+    skipped: usize,
+}
+
+impl<'a> Batch<'a> {
+    fn len(&self) -> usize {
+        self.packets.len()
+    }
+
+    fn push(&mut self, packet: &'a [u8], len: usize, dest: SocketAddr) {
+        self.packets.push(packet);
+        self.lens.push(len);
+        self.dests.push(dest);
+    }
+
+    fn clear(&mut self) {
+        self.packets.clear();
+        self.lens.clear();
+        self.dests.clear();
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn interleaved_frames_are_split_without_copying() {
+        let buf = [b'$', 0, 0, 3, 1, 2, 3, b'$', 3, 0, 1, 9];
+        let (ch, p, len) = next_interleaved(&buf).unwrap();
+        assert_eq!((ch, p, len), (0, &[1u8, 2, 3][..], 7));
+        let (ch, p, len) = next_interleaved(&buf[7..]).unwrap();
+        assert_eq!((ch, p, len), (3, &[9u8][..], 5));
+        assert!(next_interleaved(&[b'$', 0, 0, 9, 1]).is_none(), "truncated");
+        assert!(next_interleaved(b"RTSP/1.0").is_none());
+    }
+
+    #[test]
+    fn pairs_are_even_then_odd() {
+        let ip = IpAddr::from([127, 0, 0, 1]);
+        let (rtp, rtcp) = bind_pair(ip, (0, 0)).unwrap();
+        let p = rtp.local_addr().unwrap().port();
+        assert_eq!(p % 2, 0);
+        assert_eq!(rtcp.local_addr().unwrap().port(), p + 1);
+        // The same range again skips the pair in use.
+        let (rtp2, _) = bind_pair(ip, (p, p.saturating_add(10))).unwrap();
+        assert_ne!(rtp2.local_addr().unwrap().port(), p);
+    }
+}
