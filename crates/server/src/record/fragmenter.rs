@@ -348,7 +348,7 @@ impl File {
         let (mut dts, mut pts) = (frame.dts, frame.pts);
         if let Some(last) = track.last_dts {
             if dts < last {
-                pts = pts.saturating_add(last - dts);
+                pts = pts.saturating_add(last.saturating_sub(dts));
                 dts = last;
             }
         }
@@ -672,8 +672,8 @@ fn write_ts(file: &mut File, out: &mut VecDeque<Output>) -> Result<(), FragmentE
             let kind = t.kind;
             t.samples.drain(..).map(move |c| Frame {
                 kind,
-                dts: c.sample.dts - origin,
-                pts: c.sample.pts - origin,
+                dts: c.sample.dts.saturating_sub(origin),
+                pts: c.sample.pts.saturating_sub(origin),
                 keyframe: c.sample.keyframe,
                 payload: c.sample.data,
             })
@@ -1133,5 +1133,118 @@ mod tests {
             assert!(fr.len().is_multiple_of(188) && fr.chunks(188).all(|p| p[0] == 0x47));
         }
         assert_eq!(*end, Some(3000));
+    }
+
+    /// One step of a publisher gone wrong.
+    #[derive(Debug, Clone)]
+    enum Op {
+        /// A frame `step` ticks after the previous one (or at `at` when given).
+        Frame {
+            video: bool,
+            keyframe: bool,
+            step: i64,
+            at: Option<i64>,
+            cts: i64,
+            len: usize,
+        },
+        /// Tracks: bit 0 video, bit 1 audio, bit 2 the other video configuration.
+        Tracks(u8),
+        Flush,
+        Finish,
+    }
+
+    fn op() -> impl proptest::strategy::Strategy<Value = Op> {
+        use proptest::prelude::*;
+        prop_oneof![
+            8 => (
+                any::<bool>(),
+                proptest::bool::weighted(0.1),
+                -2000i64..8000,
+                proptest::option::weighted(0.02, any::<i64>()),
+                -4000i64..8000,
+                0usize..64,
+            )
+                .prop_map(|(video, keyframe, step, at, cts, len)| Op::Frame {
+                    video,
+                    keyframe,
+                    step,
+                    at,
+                    cts,
+                    len,
+                }),
+            1 => (0u8..8).prop_map(Op::Tracks),
+            1 => Just(Op::Flush),
+            1 => Just(Op::Finish),
+        ]
+    }
+
+    proptest::proptest! {
+        #[test]
+        fn any_publisher_gets_well_formed_files(
+            ts in proptest::bool::ANY,
+            ops in proptest::collection::vec(op(), 0..400),
+        ) {
+            let format = if ts { Format::Ts } else { Format::Fmp4 };
+            let mut f = Fragmenter::new(FragmenterConfig {
+                format,
+                fragment_ticks: 20_000,
+                rotate_ticks: 200_000,
+            });
+            let mut dts = 0i64;
+            let mut open: Option<usize> = None;
+            for op in ops {
+                match op {
+                    Op::Frame { video, keyframe, step, at, cts, len } => {
+                        dts = at.unwrap_or(dts.saturating_add(step));
+                        let frame = Frame {
+                            kind: if video { MediaKind::Video } else { MediaKind::Audio },
+                            dts,
+                            pts: dts.saturating_add(cts),
+                            keyframe,
+                            payload: Bytes::from(vec![0; len]),
+                        };
+                        // Errors are allowed (random bytes are not NAL units); panics are not.
+                        let _ = f.push(&frame, 0);
+                    }
+                    Op::Tracks(bits) => {
+                        let v = if bits & 4 != 0 { other_video() } else { video() };
+                        let a = audio();
+                        f.set_tracks((bits & 1 != 0).then_some(&v), (bits & 2 != 0).then_some(&a));
+                    }
+                    Op::Flush => { let _ = f.flush(); }
+                    Op::Finish => { let _ = f.finish(); }
+                }
+                while let Some(out) = f.poll_output() {
+                    match out {
+                        Output::Begin { header, .. } => {
+                            proptest::prop_assert!(open.is_none(), "Begin without End");
+                            if format == Format::Fmp4 {
+                                let kinds: Vec<_> = boxes(&header).iter().map(|b| b.0).collect();
+                                proptest::prop_assert_eq!(kinds, [*b"ftyp", *b"moov"]);
+                            }
+                            open = Some(header.len());
+                        }
+                        Output::Append(bytes) => {
+                            proptest::prop_assert!(open.is_some(), "Append without Begin");
+                            if format == Format::Fmp4 {
+                                let kinds: Vec<_> = boxes(&bytes).iter().map(|b| b.0).collect();
+                                proptest::prop_assert_eq!(kinds, [*b"moof", *b"mdat"]);
+                            } else {
+                                proptest::prop_assert!(bytes.len().is_multiple_of(188));
+                            }
+                        }
+                        Output::Patch { offset, .. } => {
+                            let header = open.unwrap_or(0) as u64;
+                            proptest::prop_assert!(offset + 4 <= header, "patch outside the header");
+                        }
+                        Output::Sync => proptest::prop_assert!(open.is_some()),
+                        Output::End { .. } => {
+                            proptest::prop_assert!(open.is_some(), "End without Begin");
+                            open = None;
+                        }
+                    }
+                }
+            }
+        }
     }
 }
