@@ -91,25 +91,18 @@ impl Server {
     pub fn start(config: Config) -> io::Result<Server> {
         let workers = config.worker_count();
         let config = Arc::new(config);
-        let (recorder, record_writer) = match crate::record::RecordConfig::from_config(&config) {
-            Some(c) => {
-                let (recorder, writer) = crate::record::start(c)?;
-                (Some(recorder), Some(writer))
-            }
-            None => (None, None),
-        };
-        let hub = Arc::new(
-            Hub::new(HubConfig {
-                ring: RingLimits {
-                    max_ms: i64::try_from(config.ring_ms).unwrap_or(i64::MAX),
-                    max_bytes: config.ring_bytes,
-                },
-                publish_grace: Duration::from_millis(config.publish_grace_ms),
-                hls: config.hls_config(),
-                rtp: Config::listener(&config.rtsp).is_some(),
-            })
-            .with_recorder(recorder),
-        );
+        let recording = crate::record::RecordConfig::from_config(&config).map(crate::record::start);
+        let (recorder, record_writer) = recording.transpose()?.unzip();
+        let hub = Hub::new(HubConfig {
+            ring: RingLimits {
+                max_ms: i64::try_from(config.ring_ms).unwrap_or(i64::MAX),
+                max_bytes: config.ring_bytes,
+            },
+            publish_grace: Duration::from_millis(config.publish_grace_ms),
+            hls: config.hls_config(),
+            rtp: Config::listener(&config.rtsp).is_some(),
+        });
+        let hub = Arc::new(hub.with_recorder(recorder));
         let (rtmp, mut rtmp_listeners) = listeners(&config.rtmp, workers)?;
         let (rtsp, mut rtsp_listeners) = listeners(&config.rtsp, workers)?;
         let (http, mut http_listeners) = listeners(&config.http, workers)?;
