@@ -17,7 +17,7 @@ const MAX_MS: i64 = 253_402_300_799_999;
 const MS_PER_DAY: i64 = 86_400_000;
 
 /// Appends `unix_ms` as `YYYY-MM-DDTHH:MM:SS.mmmZ` (UTC), clamped to years 1..=9999.
-pub(crate) fn write_iso8601_ms(out: &mut String, unix_ms: i64) {
+pub fn write_iso8601_ms(out: &mut String, unix_ms: i64) {
     let ms = unix_ms.clamp(MIN_MS, MAX_MS);
     let days = ms.div_euclid(MS_PER_DAY);
     let in_day = ms.rem_euclid(MS_PER_DAY);

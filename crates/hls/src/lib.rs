@@ -46,6 +46,7 @@ pub mod vod;
 pub use config::{
     HlsConfig, Variant, MAX_PARTS_PER_SEGMENT, MAX_SEGMENT_TICKS, MAX_WINDOW, TICKS_PER_SECOND,
 };
+pub use datetime::write_iso8601_ms;
 pub use error::HlsError;
 pub use query::{parse_blocking_request, BlockingRequest};
 pub use readiness::{Availability, Readiness};

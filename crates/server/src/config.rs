@@ -38,6 +38,12 @@ pub struct Config {
     pub hls_part_ms: u32,
     pub hls_window: usize,
     pub media_root: String,
+    pub record: Vec<String>,
+    pub record_dir: String,
+    pub record_format: String,
+    pub record_rotate_s: u64,
+    pub record_fragment_ms: u64,
+    pub record_queue_bytes: usize,
 }
 
 impl Default for Config {
@@ -69,6 +75,12 @@ impl Default for Config {
             hls_part_ms: 300,
             hls_window: 6,
             media_root: "./media".into(),
+            record: Vec::new(),
+            record_dir: "recordings".into(),
+            record_format: "fmp4".into(),
+            record_rotate_s: 3600,
+            record_fragment_ms: 1000,
+            record_queue_bytes: 64 << 20,
         }
     }
 }
@@ -101,6 +113,12 @@ const DOCS: &[(&str, &str)] = &[
     ("hls_part_ms", "Low-Latency HLS part duration in ms."),
     ("hls_window", "Segments listed in a live playlist; three more are kept for slow clients."),
     ("media_root", "Directory of files served on demand (/files/ downloads, /vod/ playback) and where recordings are written."),
+    ("record", "Streams to record, as patterns: \"live/*\" (every stream of app live), \"live/cam1\" (one stream), \"*/cam*\", \"*\" (every stream); none by default."),
+    ("record_dir", "Where recordings go, relative to media_root (or absolute): <record_dir>/<app>/<stream>/<stream>-<UTC YYYYmmdd-HHMMSS>.mp4."),
+    ("record_format", "Container of recordings: \"fmp4\" (fragmented MP4, played by /vod/) or \"ts\" (MPEG-TS)."),
+    ("record_rotate_s", "A recording starts a new file at the first keyframe after this many seconds."),
+    ("record_fragment_ms", "A recording writes a fragment at the first keyframe after this many ms (audio-only: every this many ms; without keyframes: after 4 times this), which bounds what a crash loses."),
+    ("record_queue_bytes", "Bytes of frames waiting for the recording thread; past this (a stalled disk) a recording drops frames until its next keyframe."),
 ];
 
 /// Command-line flags; each overrides the key of the same name.
@@ -180,6 +198,21 @@ pub struct Cli {
     /// Directory served by /files/ and /vod/, where recordings go [default: ./media].
     #[arg(long, value_name = "DIR")]
     pub media_root: Option<String>,
+    /// Record streams matching PATTERN ("live/*", "live/cam1", "*"); repeat or comma-separate.
+    #[arg(long, value_name = "PATTERN", value_delimiter = ',')]
+    pub record: Vec<String>,
+    /// Directory of recordings, relative to the media root [default: recordings].
+    #[arg(long, value_name = "DIR")]
+    pub record_dir: Option<String>,
+    /// Container of recordings: fmp4 or ts [default: fmp4].
+    #[arg(long, value_name = "FORMAT")]
+    pub record_format: Option<String>,
+    /// A recording starts a new file at the first keyframe after this long [default: 3600].
+    #[arg(long, value_name = "S")]
+    pub record_rotate_s: Option<u64>,
+    /// A recording writes a fragment at the first keyframe after this long [default: 1000].
+    #[arg(long, value_name = "MS")]
+    pub record_fragment_ms: Option<u64>,
 }
 
 /// Why the configuration could not be used.
@@ -241,8 +274,15 @@ impl Config {
             hls,
             hls_segment_ms,
             hls_part_ms,
-            media_root
+            media_root,
+            record_dir,
+            record_format,
+            record_rotate_s,
+            record_fragment_ms
         );
+        if !cli.record.is_empty() {
+            config.record = cli.record.clone();
+        }
         config.validate()?;
         Ok(config)
     }
@@ -279,6 +319,35 @@ impl Config {
             return Err(ConfigError::Invalid {
                 key: "rtmp_chunk_size",
                 why: "must be between 128 and 16777216".into(),
+            });
+        }
+        for pattern in &self.record {
+            if let Err(why) = crate::record::Pattern::parse(pattern) {
+                return Err(ConfigError::Invalid { key: "record", why });
+            }
+        }
+        if crate::record::Format::parse(&self.record_format).is_none() {
+            return Err(ConfigError::Invalid {
+                key: "record_format",
+                why: format!("{:?} is neither \"fmp4\" nor \"ts\"", self.record_format),
+            });
+        }
+        if self.record_rotate_s == 0 {
+            return Err(ConfigError::Invalid {
+                key: "record_rotate_s",
+                why: "must be at least 1".into(),
+            });
+        }
+        if !(100..=60_000).contains(&self.record_fragment_ms) {
+            return Err(ConfigError::Invalid {
+                key: "record_fragment_ms",
+                why: "must be between 100 and 60000".into(),
+            });
+        }
+        if self.record_queue_bytes < (1 << 20) {
+            return Err(ConfigError::Invalid {
+                key: "record_queue_bytes",
+                why: "must be at least 1 MiB".into(),
             });
         }
         if self.ring_bytes < (1 << 20) {
@@ -386,6 +455,32 @@ mod tests {
         assert_eq!(config.http, "off");
         assert_eq!(config.rtmp, "0.0.0.0:1935");
         std::fs::remove_dir_all(dir).unwrap();
+    }
+
+    #[test]
+    fn record_patterns_from_file_and_flags() {
+        let config =
+            Config::from_toml("record = [\"live/*\", \"*\"]\nrecord_rotate_s = 60\n").unwrap();
+        assert_eq!(config.record, ["live/*", "*"]);
+        assert!(config.validate().is_ok());
+        let cli = Cli::parse_from(["sluice", "--record", "live/*,app/cam", "--record", "x/y"]);
+        assert_eq!(
+            Config::load(&cli).unwrap().record,
+            ["live/*", "app/cam", "x/y"]
+        );
+        let cli = Cli::parse_from(["sluice", "--record", "live"]);
+        assert!(matches!(
+            Config::load(&cli),
+            Err(ConfigError::Invalid { key: "record", .. })
+        ));
+        let cli = Cli::parse_from(["sluice", "--record-format", "avi"]);
+        assert!(matches!(
+            Config::load(&cli),
+            Err(ConfigError::Invalid {
+                key: "record_format",
+                ..
+            })
+        ));
     }
 
     #[test]

@@ -6,6 +6,7 @@
 
 use crate::hls::HlsStream;
 use crate::packet::{Packet, RtpSource};
+use crate::record::{Recorder, Tap};
 use crate::ring::{Ring, RingLimits};
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
@@ -38,6 +39,8 @@ pub struct Hub {
     published: Notify,
     next_id: AtomicU64,
     pub config: HubConfig,
+    /// Makes the recording tap of each new stream that is to be recorded.
+    recorder: Option<Recorder>,
 }
 
 /// A live stream: its ring, its current decoder configuration, and who is listening.
@@ -57,6 +60,8 @@ pub struct Stream {
     /// The stream's RTP packetizers, when RTSP is on. Only its publisher takes this
     /// lock (once per frame, before the state lock, never both at once).
     pub rtp: Option<Mutex<RtpSource>>,
+    /// The stream's line to the recording thread, when it is recorded.
+    pub record: Option<Tap>,
 }
 
 #[derive(Debug)]
@@ -86,7 +91,14 @@ impl Hub {
             published: Notify::new(),
             next_id: AtomicU64::new(1),
             config,
+            recorder: None,
         }
+    }
+
+    /// Records the streams that `recorder`'s patterns match.
+    pub fn with_recorder(mut self, recorder: Option<Recorder>) -> Self {
+        self.recorder = recorder;
+        self
     }
 
     fn streams(&self) -> MutexGuard<'_, HashMap<String, Arc<Stream>>> {
@@ -113,7 +125,9 @@ impl Hub {
                 drop(state);
                 stream.clone()
             } else {
-                let stream = Arc::new(Stream::new(key, self.next_id(), &self.config));
+                let id = self.next_id();
+                let record = self.recorder.as_ref().and_then(|r| r.tap(key, id));
+                let stream = Arc::new(Stream::new(key, id, &self.config, record));
                 stream.lock().publisher = Some(publisher);
                 streams.insert(key.to_string(), stream.clone());
                 stream
@@ -145,6 +159,9 @@ impl Hub {
             state.close();
         }
         stream.hls.end(&stream.key);
+        if let Some(tap) = &stream.record {
+            tap.close();
+        }
         if streams
             .get(&stream.key)
             .is_some_and(|s| Arc::ptr_eq(s, stream))
@@ -186,13 +203,13 @@ impl StreamState {
 
 impl Stream {
     /// A stream outside the registry, with one session's media (a file played on
-    /// demand): no publisher to wait for, no HLS.
+    /// demand): no publisher to wait for, no HLS, no recording.
     pub fn private(key: &str, id: u64, config: &HubConfig) -> Arc<Stream> {
         let config = HubConfig {
             hls: None,
             ..*config
         };
-        Arc::new(Stream::new(key, id, &config))
+        Arc::new(Stream::new(key, id, &config, None))
     }
 
     /// Ends a private stream: its players get what is left and finish.
@@ -200,7 +217,7 @@ impl Stream {
         self.lock().close();
     }
 
-    fn new(key: &str, id: u64, config: &HubConfig) -> Self {
+    fn new(key: &str, id: u64, config: &HubConfig, record: Option<Tap>) -> Self {
         let limits = config.ring;
         Stream {
             hls: HlsStream::new(key, id, config.hls),
@@ -223,6 +240,7 @@ impl Stream {
             hls_viewers: AtomicUsize::new(0),
             skips: AtomicU64::new(0),
             rtp: config.rtp.then(|| Mutex::new(RtpSource::new())),
+            record,
         }
     }
 

@@ -144,6 +144,9 @@ impl Ingest {
             MediaKind::Audio => self.audio = Some(track.clone()),
         }
         self.stream.hls.set_track(&track);
+        if let Some(tap) = &self.stream.record {
+            tap.tracks(self.video.as_ref(), self.audio.as_ref());
+        }
         if let Some(rtp) = &self.stream.rtp {
             rtp.lock()
                 .unwrap_or_else(|e| e.into_inner())
@@ -182,6 +185,9 @@ impl Ingest {
         };
         self.frames += 1;
         self.stream.hls.push(&self.stream.key, &frame);
+        if let Some(tap) = &self.stream.record {
+            tap.frame(&frame, key);
+        }
         let rtp = self.stream.rtp.as_ref().and_then(|rtp| {
             rtp.lock()
                 .unwrap_or_else(|e| e.into_inner())
@@ -216,6 +222,9 @@ impl Ingest {
             hls_viewers = stream.hls_viewers.load(std::sync::atomic::Ordering::Relaxed),
             "unpublish"
         );
+        if let Some(tap) = &stream.record {
+            tap.flush();
+        }
         let Some(generation) = hub.unpublish(&stream, publisher) else {
             return;
         };

@@ -15,6 +15,7 @@ pub mod hub;
 mod ingest;
 mod packet;
 mod play;
+mod record;
 mod ring;
 mod rtmp;
 mod rtsp;

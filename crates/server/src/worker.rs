@@ -48,6 +48,8 @@ pub struct Server {
     pub hub: Arc<Hub>,
     shutdown: watch::Sender<bool>,
     threads: Vec<JoinHandle<()>>,
+    /// The recording thread, when a stream is to be recorded.
+    recorder: Option<crate::record::Writer>,
 }
 
 #[derive(Clone)]
@@ -118,7 +120,9 @@ impl Server {
     pub fn start(config: Config) -> io::Result<Server> {
         let workers = config.worker_count();
         let config = Arc::new(config);
-        let hub = Arc::new(Hub::new(HubConfig {
+        let recording = crate::record::RecordConfig::from_config(&config).map(crate::record::start);
+        let (recorder, record_writer) = recording.transpose()?.unzip();
+        let hub = Hub::new(HubConfig {
             ring: RingLimits {
                 max_ms: i64::try_from(config.ring_ms).unwrap_or(i64::MAX),
                 max_bytes: config.ring_bytes,
@@ -126,7 +130,8 @@ impl Server {
             publish_grace: Duration::from_millis(config.publish_grace_ms),
             hls: config.hls_config(),
             rtp: Config::listener(&config.rtsp).is_some(),
-        }));
+        });
+        let hub = Arc::new(hub.with_recorder(recorder));
         let (rtmp, mut rtmp_listeners) = listeners(&config.rtmp, workers)?;
         let (rtsp, mut rtsp_listeners) = listeners(&config.rtsp, workers)?;
         let (http, mut http_listeners) = listeners(&config.http, workers)?;
@@ -177,14 +182,19 @@ impl Server {
             hub,
             shutdown,
             threads,
+            recorder: record_writer,
         })
     }
 
-    /// Stops accepting, ends every connection, and joins the workers.
+    /// Stops accepting, ends every connection, joins the workers, then completes
+    /// every recording.
     pub fn stop(mut self) {
         let _ = self.shutdown.send(true);
         for t in self.threads.drain(..) {
             let _ = t.join();
+        }
+        if let Some(recorder) = self.recorder.take() {
+            recorder.stop();
         }
     }
 }

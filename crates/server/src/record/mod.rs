@@ -1,0 +1,347 @@
+//! Recording live streams to files in the media root: fragmented MP4 (or MPEG-TS), per
+//! stream or per app as the `record` patterns say, rotated by duration, so that VOD
+//! plays them and a file cut at any moment plays up to its last complete fragment.
+//!
+//! Why a writer thread: the disk can stall for seconds, and an event loop that waits
+//! for it stalls every connection it serves. Publishers' workers only send commands
+//! (open, tracks, frame, flush, close) to one `sluice-record` thread, which owns the
+//! [`Fragmenter`] of each recording and its file.
+//!
+//! - `pattern`: which streams are recorded.
+//! - `fragmenter`: frames in, file bytes out (sans-IO).
+//! - `writer`: the thread, file names and the file I/O.
+//!
+//! # Invariants
+//! - A worker never blocks on the recorder: commands go over an unbounded channel,
+//!   and the frames in it are bounded by bytes (`record_queue_bytes`). When the queue is
+//!   full, the frames of that recording are dropped until its next start point
+//!   (counted, and logged once each time it starts dropping). Control commands are a
+//!   handful per publish and are never dropped.
+//! - Commands of one stream arrive in order: they are sent by its publisher (one at a
+//!   time, handed over through the hub's lock) and by the hub when the stream ends.
+//! - [`Writer::stop`] (after the workers are joined) completes every open file.
+
+mod fragmenter;
+mod pattern;
+mod writer;
+
+pub use fragmenter::{Format, FragmenterConfig};
+pub use pattern::Pattern;
+
+use crate::config::Config;
+use sluice_media::{Frame, Track};
+use std::path::PathBuf;
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
+use std::sync::mpsc::{self, Sender};
+use std::sync::Arc;
+use std::thread::JoinHandle;
+
+/// Counted per queued frame on top of its payload (the command and the frame's
+/// fields), so that many tiny frames are bounded too.
+const FRAME_COST: usize = 128;
+
+/// Settings of the recorder, from the configuration.
+#[derive(Debug, Clone)]
+pub struct RecordConfig {
+    /// Streams to record.
+    pub patterns: Vec<Pattern>,
+    /// Where recordings go: `<dir>/<app>/<stream>/<stream>-<time>.<ext>`.
+    pub dir: PathBuf,
+    /// Where fragments and files end, and the container.
+    pub fragmenter: FragmenterConfig,
+    /// Bytes of frames waiting for the writer, beyond which frames are dropped.
+    pub queue_bytes: usize,
+}
+
+impl RecordConfig {
+    /// The recorder's settings, or `None` when no stream is to be recorded.
+    pub fn from_config(config: &Config) -> Option<RecordConfig> {
+        let patterns: Vec<Pattern> = config
+            .record
+            .iter()
+            .filter_map(|p| Pattern::parse(p).ok())
+            .collect();
+        if patterns.is_empty() {
+            return None;
+        }
+        let ticks_per_ms = i64::from(sluice_media::CLOCK_HZ / 1000);
+        Some(RecordConfig {
+            patterns,
+            dir: PathBuf::from(&config.media_root).join(&config.record_dir),
+            fragmenter: FragmenterConfig {
+                format: Format::parse(&config.record_format).unwrap_or(Format::Fmp4),
+                fragment_ticks: i64::try_from(config.record_fragment_ms)
+                    .unwrap_or(i64::MAX)
+                    .saturating_mul(ticks_per_ms),
+                rotate_ticks: i64::try_from(config.record_rotate_s)
+                    .unwrap_or(i64::MAX)
+                    .saturating_mul(1000 * ticks_per_ms),
+            },
+            queue_bytes: config.record_queue_bytes,
+        })
+    }
+}
+
+/// What workers send to the writer thread.
+#[derive(Debug)]
+enum Command {
+    /// A stream to record; `id` names it in the commands that follow.
+    Open {
+        id: u64,
+        key: String,
+        dropped: Arc<AtomicU64>,
+    },
+    Tracks {
+        id: u64,
+        video: Option<Arc<Track>>,
+        audio: Option<Arc<Track>>,
+    },
+    /// `cost` bytes of the queue, released once the writer took the frame.
+    Frame { id: u64, frame: Frame, cost: usize },
+    /// The publisher left; it may come back within the grace window.
+    Flush { id: u64 },
+    /// The stream ended.
+    Close { id: u64 },
+    /// The server stops: complete every file and exit.
+    Shutdown,
+}
+
+/// The channel to the writer and the bytes of frames in it.
+#[derive(Debug)]
+struct Queue {
+    tx: Sender<Command>,
+    bytes: AtomicUsize,
+    limit: usize,
+}
+
+impl Queue {
+    /// Counts `cost` more bytes in the queue, unless that would pass the limit.
+    fn reserve(&self, cost: usize) -> bool {
+        self.bytes
+            .fetch_update(Ordering::AcqRel, Ordering::Acquire, |b| {
+                b.checked_add(cost).filter(|n| *n <= self.limit)
+            })
+            .is_ok()
+    }
+
+    fn release(&self, cost: usize) {
+        self.bytes.fetch_sub(cost, Ordering::AcqRel);
+    }
+
+    /// Sends a command; if the writer is gone (the server is stopping) it is dropped.
+    fn send(&self, command: Command) -> bool {
+        self.tx.send(command).is_ok()
+    }
+}
+
+/// Makes the [`Tap`] of each stream that is to be recorded. Held by the hub.
+#[derive(Debug, Clone)]
+pub struct Recorder {
+    queue: Arc<Queue>,
+    patterns: Arc<[Pattern]>,
+}
+
+impl Recorder {
+    /// The tap of a new stream `key` (hub id `id`), if a pattern matches it.
+    pub fn tap(&self, key: &str, id: u64) -> Option<Tap> {
+        if !self.patterns.iter().any(|p| p.matches(key)) {
+            return None;
+        }
+        let dropped = Arc::new(AtomicU64::new(0));
+        self.queue.send(Command::Open {
+            id,
+            key: key.to_string(),
+            dropped: dropped.clone(),
+        });
+        Some(Tap {
+            id,
+            key: key.to_string(),
+            queue: self.queue.clone(),
+            skipping: AtomicBool::new(false),
+            dropped,
+            closed: AtomicBool::new(false),
+        })
+    }
+}
+
+/// One stream's line to the writer thread. Its publisher calls [`Tap::tracks`],
+/// [`Tap::frame`] and [`Tap::flush`]; the hub calls [`Tap::close`] when the stream ends
+/// (and dropping the tap closes it too).
+#[derive(Debug)]
+pub struct Tap {
+    id: u64,
+    key: String,
+    queue: Arc<Queue>,
+    /// Frames are being dropped until the next start point.
+    skipping: AtomicBool,
+    /// Frames dropped because the queue was full.
+    dropped: Arc<AtomicU64>,
+    closed: AtomicBool,
+}
+
+impl Tap {
+    /// The stream's tracks now.
+    pub fn tracks(&self, video: Option<&Arc<Track>>, audio: Option<&Arc<Track>>) {
+        self.queue.send(Command::Tracks {
+            id: self.id,
+            video: video.cloned(),
+            audio: audio.cloned(),
+        });
+    }
+
+    /// One frame (timestamps on the stream's timeline); `start` when it is a start
+    /// point (a video keyframe, or audio in a stream without video). Never waits: with
+    /// the queue full, this and the following frames up to the next start point are
+    /// dropped.
+    pub fn frame(&self, frame: &Frame, start: bool) {
+        if self.skipping.load(Ordering::Relaxed) && !start {
+            self.dropped.fetch_add(1, Ordering::Relaxed);
+            return;
+        }
+        let cost = frame.payload.len().saturating_add(FRAME_COST);
+        if !self.queue.reserve(cost) {
+            self.dropped.fetch_add(1, Ordering::Relaxed);
+            if !self.skipping.swap(true, Ordering::Relaxed) {
+                tracing::warn!(
+                    stream = %self.key,
+                    dropped = self.dropped.load(Ordering::Relaxed),
+                    "recording queue full (disk too slow): dropping frames until the next keyframe"
+                );
+            }
+            return;
+        }
+        self.skipping.store(false, Ordering::Relaxed);
+        let sent = self.queue.send(Command::Frame {
+            id: self.id,
+            frame: frame.clone(),
+            cost,
+        });
+        if !sent {
+            self.queue.release(cost);
+        }
+    }
+
+    /// The publisher left: the file is completed as far as it goes and kept open for
+    /// a publisher that comes back.
+    pub fn flush(&self) {
+        self.queue.send(Command::Flush { id: self.id });
+    }
+
+    /// The stream ended: its file is completed and closed. Later calls do nothing.
+    pub fn close(&self) {
+        if !self.closed.swap(true, Ordering::AcqRel) {
+            self.queue.send(Command::Close { id: self.id });
+        }
+    }
+}
+
+impl Drop for Tap {
+    fn drop(&mut self) {
+        self.close();
+    }
+}
+
+/// The writer thread.
+#[derive(Debug)]
+pub struct Writer {
+    queue: Arc<Queue>,
+    thread: JoinHandle<()>,
+}
+
+impl Writer {
+    /// Completes every open file and joins the thread. Call after the workers stopped.
+    pub fn stop(self) {
+        self.queue.send(Command::Shutdown);
+        if self.thread.join().is_err() {
+            tracing::error!("the recording thread panicked");
+        }
+    }
+}
+
+/// Starts the writer thread.
+pub fn start(config: RecordConfig) -> std::io::Result<(Recorder, Writer)> {
+    let (tx, rx) = mpsc::channel();
+    let queue = Arc::new(Queue {
+        tx,
+        bytes: AtomicUsize::new(0),
+        limit: config.queue_bytes,
+    });
+    let patterns: Arc<[Pattern]> = config.patterns.clone().into();
+    let thread = std::thread::Builder::new()
+        .name("sluice-record".into())
+        .spawn({
+            let queue = queue.clone();
+            move || writer::run(rx, &queue, &config)
+        })?;
+    Ok((
+        Recorder {
+            queue: queue.clone(),
+            patterns,
+        },
+        Writer { queue, thread },
+    ))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use bytes::Bytes;
+    use sluice_media::MediaKind;
+
+    fn frame(keyframe: bool, len: usize) -> Frame {
+        Frame {
+            kind: MediaKind::Video,
+            dts: 0,
+            pts: 0,
+            keyframe,
+            payload: Bytes::from(vec![0; len]),
+        }
+    }
+
+    /// A recorder whose writer never reads: the disk stalled.
+    fn stalled(limit: usize) -> (Recorder, mpsc::Receiver<Command>) {
+        let (tx, rx) = mpsc::channel();
+        let recorder = Recorder {
+            queue: Arc::new(Queue {
+                tx,
+                bytes: AtomicUsize::new(0),
+                limit,
+            }),
+            patterns: vec![Pattern::parse("live/*").unwrap()].into(),
+        };
+        (recorder, rx)
+    }
+
+    #[test]
+    fn only_matching_streams_get_a_tap() {
+        let (recorder, rx) = stalled(1 << 20);
+        assert!(recorder.tap("other/cam", 1).is_none());
+        let tap = recorder.tap("live/cam", 2).unwrap();
+        assert!(matches!(rx.try_recv(), Ok(Command::Open { id: 2, .. })));
+        drop(tap);
+        assert!(matches!(rx.try_recv(), Ok(Command::Close { id: 2 })));
+        assert!(rx.try_recv().is_err(), "closed once");
+    }
+
+    #[test]
+    fn a_full_queue_drops_frames_until_the_next_keyframe() {
+        let (recorder, rx) = stalled(3 * (1000 + FRAME_COST));
+        let tap = recorder.tap("live/cam", 1).unwrap();
+        let sent = |keyframe| {
+            tap.frame(&frame(keyframe, 1000), keyframe);
+            std::iter::from_fn(|| rx.try_recv().ok())
+                .filter(|c| matches!(c, Command::Frame { .. }))
+                .count()
+        };
+        assert_eq!(sent(true), 1);
+        assert_eq!(sent(false), 1);
+        assert_eq!(sent(false), 1);
+        // Full: dropped, and so is what follows up to a keyframe, even with room again.
+        assert_eq!(sent(false), 0);
+        tap.queue.release(3 * (1000 + FRAME_COST));
+        assert_eq!(sent(false), 0);
+        assert_eq!(sent(true), 1);
+        assert_eq!(sent(false), 1);
+        assert_eq!(tap.dropped.load(Ordering::Relaxed), 2);
+    }
+}
