@@ -306,13 +306,10 @@ impl Config {
                 });
             }
         }
-        if self.rtp_port_range().is_err() {
+        if let Err(why) = self.rtp_port_range() {
             return Err(ConfigError::Invalid {
                 key: "rtp_ports",
-                why: format!(
-                    "{:?} is not \"A-B\" (A even, B > A), \"0\" or \"off\"",
-                    self.rtp_ports
-                ),
+                why,
             });
         }
         if !(128..=(16 << 20)).contains(&self.rtmp_chunk_size) {
@@ -361,16 +358,17 @@ impl Config {
 
     /// The UDP ports RTSP may bind for RTP/RTCP: `Ok(None)` when off, `Ok(Some((0, 0)))`
     /// for kernel-chosen ports.
-    pub fn rtp_port_range(&self) -> Result<Option<(u16, u16)>, ()> {
+    pub fn rtp_port_range(&self) -> Result<Option<(u16, u16)>, String> {
         match self.rtp_ports.trim() {
             "off" => Ok(None),
             "0" => Ok(Some((0, 0))),
             range => {
-                let (a, b) = range.split_once('-').ok_or(())?;
-                let a: u16 = a.trim().parse().map_err(|_| ())?;
-                let b: u16 = b.trim().parse().map_err(|_| ())?;
-                if a % 2 != 0 || b <= a || a == 0 {
-                    return Err(());
+                let bad = || format!("{range:?} is not \"A-B\" (A even, B > A), \"0\" or \"off\"");
+                let (a, b) = range.split_once('-').ok_or_else(bad)?;
+                let a: u16 = a.trim().parse().map_err(|_| bad())?;
+                let b: u16 = b.trim().parse().map_err(|_| bad())?;
+                if a & 1 != 0 || b <= a || a == 0 {
+                    return Err(bad());
                 }
                 Ok(Some((a, b)))
             }

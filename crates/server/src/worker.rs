@@ -164,14 +164,16 @@ impl Server {
             }
             let config = config.clone();
             let hub = hub.clone();
-            let files = files.clone();
-            let vods = vods.clone();
+            let files = Files {
+                maps: files.clone(),
+                vods: vods.clone(),
+            };
             let udp = udp_pairs.pop().flatten();
             let stop = shutdown.subscribe();
             threads.push(
                 std::thread::Builder::new()
                     .name(format!("sluice-w{worker}"))
-                    .spawn(move || run_worker(worker, config, hub, files, vods, udp, mine, stop))?,
+                    .spawn(move || run_worker(worker, config, hub, files, udp, mine, stop))?,
             );
         }
         Ok(Server {
@@ -205,12 +207,17 @@ impl Drop for Server {
     }
 }
 
+/// What every worker shares of the media root.
+struct Files {
+    maps: Arc<crate::filemap::FileMaps>,
+    vods: Arc<crate::vod::Vods>,
+}
+
 fn run_worker(
     worker: usize,
     config: Arc<Config>,
     hub: Arc<Hub>,
-    files: Arc<crate::filemap::FileMaps>,
-    vods: Arc<crate::vod::Vods>,
+    files: Files,
     udp: Option<(std::net::UdpSocket, std::net::UdpSocket)>,
     listeners: Vec<(Proto, StdListener)>,
     mut stop: watch::Receiver<bool>,
@@ -241,8 +248,8 @@ fn run_worker(
             fanout,
             worker,
             viewers: Default::default(),
-            files,
-            vods,
+            files: files.maps,
+            vods: files.vods,
             udp: udp.and_then(|(rtp, rtcp)| match crate::udp::RtpUdp::new(rtp, rtcp) {
                 Ok(u) => Some(u),
                 Err(e) => {
