@@ -250,6 +250,49 @@ fn kill_9_leaves_a_file_that_plays_up_to_its_last_fragment() {
     );
     assert!(p.video[0].1, "starts at a keyframe");
     decodes_cleanly(&files[0]).unwrap();
+    plays_on_demand(&root, &files[0], p.video.len());
+}
+
+/// A recording plays back on demand (its fragments demuxed, a cut-off last one
+/// dropped) over HLS and RTSP from a server on the same media root.
+fn plays_on_demand(root: &Path, file: &Path, video_packets: usize) {
+    let rel = file
+        .strip_prefix(root)
+        .expect("below the root")
+        .to_str()
+        .expect("utf-8");
+    let vod = TestServer::start(&["--media-root", root.to_str().expect("utf-8")]);
+    let hls = format!("http://{}/vod/{rel}/index.m3u8", vod.http);
+    let out = Command::new("ffprobe")
+        .args([
+            "-v",
+            "error",
+            "-show_entries",
+            "packet=codec_type",
+            "-of",
+            "csv=p=0",
+        ])
+        .arg(&hls)
+        .output()
+        .expect("ffprobe");
+    assert!(
+        out.status.success(),
+        "{hls}: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let video = String::from_utf8_lossy(&out.stdout)
+        .lines()
+        .filter(|l| l.starts_with("video"))
+        .count();
+    // Only a fragment cut off by the kill may be missing.
+    assert!(
+        video + 30 >= video_packets && video >= 25,
+        "{hls}: {video} video packets of {video_packets}"
+    );
+    let rtsp = format!("rtsp://{}/vod/{rel}", vod.rtsp.expect("rtsp"));
+    let (streams, times) = common::probe_video(&rtsp, "%+1");
+    assert!(streams.contains("h264,320,240"), "{rtsp}: {streams}");
+    assert!(times.len() >= 20, "{rtsp}: {} video packets", times.len());
 }
 
 #[test]
