@@ -88,7 +88,7 @@ impl Default for Config {
 /// What each key means, in the order `--print-config` prints them.
 const DOCS: &[(&str, &str)] = &[
     ("rtmp", "RTMP listener address, or \"off\"."),
-    ("rtsp", "RTSP listener address (publish with ANNOUNCE/RECORD, play with DESCRIBE/PLAY; RTP interleaved on TCP), or \"off\"."),
+    ("rtsp", "RTSP listener address (publish with ANNOUNCE/RECORD, play with DESCRIBE/PLAY; RTP interleaved on TCP or over UDP), or \"off\"."),
     ("rtp_ports", "UDP ports for RTSP's RTP over UDP, as \"A-B\": each worker binds one pair (RTP on an even port, RTCP on the next) shared by all its UDP sessions; \"0\" lets the kernel choose; \"off\" offers TCP only."),
     ("http", "HTTP listener address (HTTP-FLV, WebSocket-FLV, HLS), or \"off\"."),
     ("https", "HTTPS listener address (the same routes as HTTP), or \"off\"; it listens only with a certificate (tls_cert and tls_key) or tls_self_signed."),

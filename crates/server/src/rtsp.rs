@@ -1,12 +1,16 @@
 //! RTSP connections: the driver between a socket and `sluice_rtsp::ServerSession`.
 //!
-//! A connection DESCRIBEs, SETUPs and PLAYs a live stream, and then becomes a
-//! [`Player`] of the worker's fan-out in [`Format::Rtp`]: it gets the frames' shared
-//! RTP bytes (made once per stream by its publisher, see `packet::RtpSource`), on the
-//! fixed channels of [`rtp_channel`], whatever channels it proposed. Or it ANNOUNCEs and
-//! RECORDs one: interleaved RTP is depacketized per track into an [`Ingest`].
+//! A connection DESCRIBEs, SETUPs and PLAYs a live stream or a file (`vod/<path>`,
+//! see `vod`), and then becomes a [`Player`] of the worker's fan-out in
+//! [`Format::Rtp`]: it gets the frames' shared RTP bytes (made once per stream by its
+//! publisher, see `packet::RtpSource`), on the fixed channels of [`rtp_channel`],
+//! whatever channels it proposed. Or it ANNOUNCEs and RECORDs one: RTP is depacketized
+//! per track into an [`Ingest`].
 //!
-//! Transport: RTP interleaved on the TCP connection only, for now. A SETUP asking for
+//! Transport: RTP interleaved on the TCP connection, or UDP through the worker's
+//! shared port pair (see `udp`): a UDP player's socket is a [`Sock::Udp`] that sends
+//! the same interleaved bytes as datagrams; a UDP publisher's packets are routed here
+//! by source address and reordered per track. Without UDP ports a SETUP asking for
 //! UDP is answered 461 Unsupported Transport, and clients such as ffmpeg then retry
 //! over TCP. Protocol rules live in the session; this file only moves bytes and events.
 
