@@ -545,7 +545,7 @@ impl Conn {
                 let play = VodPlay::start(file.clone(), &self.ctx.hub.config, self.id, from);
                 let range = NptRange {
                     start: Some(NptTime::At(Duration::from_secs_f64(
-                        crate::vod::secs_from_ticks(play.start.max(0)),
+                        crate::vod::secs_from_ticks(play.start_pts.max(0)),
                     ))),
                     end: Some(NptTime::At(Duration::from_secs_f64(
                         crate::vod::secs_from_ticks(file.movie.duration.max(0)),

@@ -186,8 +186,10 @@ pub fn checked_path(rel: &str) -> Option<PathBuf> {
 /// pacer.
 pub struct VodPlay {
     pub stream: Arc<Stream>,
-    /// Where playing started (90 kHz, the movie's time).
+    /// Decode time of the first frame (90 kHz, the movie's time).
     pub start: Timestamp,
+    /// Presentation time of the first frame: where playing starts (RTSP's `npt`).
+    pub start_pts: Timestamp,
     /// Decode time of the newest frame pushed.
     pushed: Rc<Cell<Timestamp>>,
     pacer: tokio::task::AbortHandle,
@@ -210,6 +212,13 @@ impl VodPlay {
         let movie = &file.movie;
         let mut pos = movie.seek(from.max(0));
         let start = movie.peek_dts(&pos).unwrap_or(0);
+        let start_pts = movie
+            .video()
+            .and_then(|v| {
+                let s = movie.tracks[v].samples.get(pos.sample(v)?)?;
+                Some(s.dts + Timestamp::from(s.cts))
+            })
+            .unwrap_or(start);
         // Players want timestamps from 0 up; B-frames can put the first dts below.
         let shift = movie
             .tracks
@@ -238,6 +247,7 @@ impl VodPlay {
         VodPlay {
             stream,
             start,
+            start_pts,
             pushed,
             pacer,
         }
@@ -245,7 +255,7 @@ impl VodPlay {
 
     /// About where the viewer is now: what was pushed, less the lead.
     pub fn position(&self) -> Timestamp {
-        (self.pushed.get() - LEAD).max(self.start)
+        (self.pushed.get() - LEAD).max(self.start_pts)
     }
 }
 

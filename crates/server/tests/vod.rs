@@ -210,3 +210,170 @@ fn http_status(url: &str) -> u16 {
         .parse()
         .unwrap_or(0)
 }
+
+/// An RTSP exchange on one connection: sends `request`, then reads interleaved
+/// frames (counted) until the response with this `cseq`, which it returns.
+struct Rtsp {
+    sock: std::net::TcpStream,
+    buf: Vec<u8>,
+    cseq: u32,
+    session: Option<String>,
+    /// Interleaved RTP frames seen so far.
+    frames: usize,
+}
+
+impl Rtsp {
+    fn connect(addr: std::net::SocketAddr) -> Rtsp {
+        let sock = std::net::TcpStream::connect(addr).expect("connect");
+        sock.set_read_timeout(Some(std::time::Duration::from_secs(5)))
+            .expect("timeout");
+        Rtsp {
+            sock,
+            buf: Vec::new(),
+            cseq: 0,
+            session: None,
+            frames: 0,
+        }
+    }
+
+    fn request(&mut self, method: &str, url: &str, headers: &[&str]) -> String {
+        use std::io::Write;
+        self.cseq += 1;
+        let mut req = format!("{method} {url} RTSP/1.0\r\nCSeq: {}\r\n", self.cseq);
+        if let Some(s) = &self.session {
+            req.push_str(&format!("Session: {s}\r\n"));
+        }
+        for h in headers {
+            req.push_str(h);
+            req.push_str("\r\n");
+        }
+        req.push_str("\r\n");
+        self.sock.write_all(req.as_bytes()).expect("send");
+        let resp = self.response();
+        if let Some(line) = resp.lines().find(|l| l.starts_with("Session:")) {
+            let id = line["Session:".len()..]
+                .split(';')
+                .next()
+                .unwrap_or("")
+                .trim();
+            self.session = Some(id.to_string());
+        }
+        resp
+    }
+
+    /// Reads until a whole response (head and body), skipping interleaved frames.
+    fn response(&mut self) -> String {
+        use std::io::Read;
+        loop {
+            while self.buf.first() == Some(&b'$') && self.buf.len() >= 4 {
+                let len = usize::from(u16::from_be_bytes([self.buf[2], self.buf[3]]));
+                if self.buf.len() < 4 + len {
+                    break;
+                }
+                self.buf.drain(..4 + len);
+                self.frames += 1;
+            }
+            if self.buf.first().is_some_and(|&b| b != b'$') {
+                if let Some(end) = self.buf.windows(4).position(|w| w == b"\r\n\r\n") {
+                    let head = String::from_utf8_lossy(&self.buf[..end + 4]).into_owned();
+                    let body_len: usize = head
+                        .lines()
+                        .find_map(|l| l.strip_prefix("Content-Length:"))
+                        .and_then(|v| v.trim().parse().ok())
+                        .unwrap_or(0);
+                    if self.buf.len() >= end + 4 + body_len {
+                        let all =
+                            String::from_utf8_lossy(&self.buf[..end + 4 + body_len]).into_owned();
+                        self.buf.drain(..end + 4 + body_len);
+                        return all;
+                    }
+                }
+            }
+            let mut chunk = [0u8; 16384];
+            let n = self.sock.read(&mut chunk).expect("read");
+            assert!(n > 0, "connection closed");
+            self.buf.extend_from_slice(&chunk[..n]);
+        }
+    }
+
+    /// Reads media for `d`, counting frames.
+    fn read_for(&mut self, d: std::time::Duration) {
+        use std::io::Read;
+        let end = std::time::Instant::now() + d;
+        while std::time::Instant::now() < end {
+            let mut chunk = [0u8; 16384];
+            self.sock
+                .set_read_timeout(Some(std::time::Duration::from_millis(50)))
+                .expect("timeout");
+            if let Ok(n) = self.sock.read(&mut chunk) {
+                assert!(n > 0, "connection closed");
+                self.buf.extend_from_slice(&chunk[..n]);
+            }
+            while self.buf.first() == Some(&b'$') && self.buf.len() >= 4 {
+                let len = usize::from(u16::from_be_bytes([self.buf[2], self.buf[3]]));
+                if self.buf.len() < 4 + len {
+                    break;
+                }
+                self.buf.drain(..4 + len);
+                self.frames += 1;
+            }
+        }
+        self.sock
+            .set_read_timeout(Some(std::time::Duration::from_secs(5)))
+            .expect("timeout");
+    }
+}
+
+/// The start of a `Range: npt=S-E` header, in seconds.
+fn npt_start(resp: &str) -> f64 {
+    let line = resp
+        .lines()
+        .find_map(|l| l.strip_prefix("Range:"))
+        .unwrap_or_else(|| panic!("no Range in {resp}"));
+    line.trim()
+        .trim_start_matches("npt=")
+        .split('-')
+        .next()
+        .and_then(|s| s.parse().ok())
+        .unwrap_or_else(|| panic!("bad Range in {resp}"))
+}
+
+#[test]
+fn rtsp_pause_resumes_where_it_stopped_and_range_seeks() {
+    if !have_ffmpeg() {
+        return;
+    }
+    let root = media_root();
+    let server = start(&root);
+    let addr = server.rtsp.expect("rtsp");
+    let url = format!("rtsp://{addr}/vod/sub/clip.mp4");
+    let mut c = Rtsp::connect(addr);
+    let describe = c.request("DESCRIBE", &url, &["Accept: application/sdp"]);
+    assert!(describe.starts_with("RTSP/1.0 200"), "{describe}");
+    assert!(describe.contains("a=range:npt=0-4"), "{describe}");
+    let setup = c.request(
+        "SETUP",
+        &format!("{url}/trackID=0"),
+        &["Transport: RTP/AVP/TCP;unicast;interleaved=0-1"],
+    );
+    assert!(setup.starts_with("RTSP/1.0 200"), "{setup}");
+    let play = c.request("PLAY", &url, &["Range: npt=1-"]);
+    assert!(play.starts_with("RTSP/1.0 200"), "{play}");
+    assert!(play.contains("RTP-Info:"), "{play}");
+    assert!((npt_start(&play) - 1.0).abs() < 0.05, "{play}");
+    c.read_for(std::time::Duration::from_millis(1500));
+    assert!(c.frames > 10, "{} packets while playing", c.frames);
+    let pause = c.request("PAUSE", &url, &[]);
+    assert!(pause.starts_with("RTSP/1.0 200"), "{pause}");
+    // Resumes near where it paused: the keyframe at or before it.
+    let resume = c.request("PLAY", &url, &[]);
+    assert!(resume.starts_with("RTSP/1.0 200"), "{resume}");
+    let at = npt_start(&resume);
+    assert!((1.0..=2.6).contains(&at), "resumed at {at}: {resume}");
+    // A seek while playing: the PLAY answer comes with the new position.
+    let seek = c.request("PLAY", &url, &["Range: npt=3-"]);
+    assert!(seek.starts_with("RTSP/1.0 200"), "{seek}");
+    assert!((npt_start(&seek) - 3.0).abs() < 0.05, "{seek}");
+    let teardown = c.request("TEARDOWN", &url, &[]);
+    assert!(teardown.starts_with("RTSP/1.0 200"), "{teardown}");
+}
