@@ -15,6 +15,8 @@ pub struct Config {
     pub rtmp: String,
     pub rtsp: String,
     pub rtp_ports: String,
+    pub rtsp_users: Vec<String>,
+    pub rtsp_auth: String,
     pub http: String,
     pub https: String,
     pub tls_cert: String,
@@ -52,6 +54,8 @@ impl Default for Config {
             rtmp: "0.0.0.0:1935".into(),
             rtsp: "0.0.0.0:8554".into(),
             rtp_ports: "30000-30199".into(),
+            rtsp_users: Vec::new(),
+            rtsp_auth: "publish".into(),
             http: "0.0.0.0:8080".into(),
             https: "0.0.0.0:8443".into(),
             tls_cert: String::new(),
@@ -90,6 +94,8 @@ const DOCS: &[(&str, &str)] = &[
     ("rtmp", "RTMP listener address, or \"off\"."),
     ("rtsp", "RTSP listener address (publish with ANNOUNCE/RECORD, play with DESCRIBE/PLAY; RTP interleaved on TCP or over UDP), or \"off\"."),
     ("rtp_ports", "UDP ports for RTSP's RTP over UDP, as \"A-B\": each worker binds one pair (RTP on an even port, RTCP on the next) shared by all its UDP sessions; \"0\" lets the kernel choose; \"off\" offers TCP only."),
+    ("rtsp_users", "RTSP users as \"name:password\"; empty (the default) asks nobody for credentials. Clients get Digest and Basic challenges (401)."),
+    ("rtsp_auth", "Which RTSP requests need credentials when rtsp_users is set: \"publish\" (ANNOUNCE/RECORD) or \"all\" (every request but OPTIONS)."),
     ("http", "HTTP listener address (HTTP-FLV, WebSocket-FLV, HLS), or \"off\"."),
     ("https", "HTTPS listener address (the same routes as HTTP), or \"off\"; it listens only with a certificate (tls_cert and tls_key) or tls_self_signed."),
     ("tls_cert", "PEM file with the HTTPS certificate chain."),
@@ -141,6 +147,12 @@ pub struct Cli {
     /// RTSP listener address, or "off" [default: 0.0.0.0:8554].
     #[arg(long, value_name = "ADDR")]
     pub rtsp: Option<String>,
+    /// An RTSP user "name:password" (repeat for more); none asks nobody.
+    #[arg(long = "rtsp-user", value_name = "NAME:PASSWORD")]
+    pub rtsp_users: Vec<String>,
+    /// Which RTSP requests need credentials: publish or all [default: publish].
+    #[arg(long, value_name = "WHICH")]
+    pub rtsp_auth: Option<String>,
     /// UDP port range for RTSP RTP/RTCP over UDP ("A-B", "0" or "off") [default: 30000-30199].
     #[arg(long, value_name = "A-B")]
     pub rtp_ports: Option<String>,
@@ -251,6 +263,9 @@ impl Config {
         macro_rules! flag {
             ($($name:ident),*) => { $( if let Some(v) = &cli.$name { config.$name = v.clone(); } )* };
         }
+        if !cli.rtsp_users.is_empty() {
+            config.rtsp_users = cli.rtsp_users.clone();
+        }
         if cli.tls_self_signed {
             config.tls_self_signed = true;
         }
@@ -258,6 +273,7 @@ impl Config {
             rtmp,
             rtsp,
             rtp_ports,
+            rtsp_auth,
             http,
             https,
             tls_cert,
@@ -305,6 +321,18 @@ impl Config {
                     why: format!("{value:?} is neither an address like 0.0.0.0:1935 nor \"off\""),
                 });
             }
+        }
+        if !matches!(self.rtsp_auth.as_str(), "publish" | "all") {
+            return Err(ConfigError::Invalid {
+                key: "rtsp_auth",
+                why: format!("{:?} is neither \"publish\" nor \"all\"", self.rtsp_auth),
+            });
+        }
+        if let Some(bad) = self.rtsp_users.iter().find(|u| !u.contains(':')) {
+            return Err(ConfigError::Invalid {
+                key: "rtsp_users",
+                why: format!("{bad:?} is not \"name:password\""),
+            });
         }
         if let Err(why) = self.rtp_port_range() {
             return Err(ConfigError::Invalid {
@@ -372,6 +400,24 @@ impl Config {
                 }
                 Ok(Some((a, b)))
             }
+        }
+    }
+
+    /// The RTSP session settings, with the users and policy of the configuration.
+    pub fn rtsp_session(&self) -> sluice_rtsp::ServerConfig {
+        let users: std::collections::HashMap<String, String> = self
+            .rtsp_users
+            .iter()
+            .filter_map(|u| u.split_once(':'))
+            .map(|(n, p)| (n.to_string(), p.to_string()))
+            .collect();
+        sluice_rtsp::ServerConfig {
+            auth: (!users.is_empty()).then(|| sluice_rtsp::AuthConfig::new("sluice", users)),
+            auth_policy: match self.rtsp_auth.as_str() {
+                "all" => sluice_rtsp::AuthPolicy::All,
+                _ => sluice_rtsp::AuthPolicy::Publish,
+            },
+            ..sluice_rtsp::ServerConfig::default()
         }
     }
 

@@ -30,8 +30,8 @@ use sluice_media::sdp::{parse_sdp, write_sdp, SdpRange, SdpTrack, SessionDescrip
 use sluice_media::{MediaKind, Timestamp, Track};
 use sluice_rtsp::Transport;
 use sluice_rtsp::{
-    ChannelPair, LowerTransport, NptRange, NptTime, RtspError, ServerConfig, ServerEvent,
-    ServerOutput, ServerSession, SetupAnswer, TrackStart,
+    ChannelPair, LowerTransport, NptRange, NptTime, RtspError, ServerEvent, ServerOutput,
+    ServerSession, SetupAnswer, TrackStart,
 };
 use std::collections::VecDeque;
 use std::io;
@@ -73,12 +73,13 @@ pub async fn serve(ctx: Rc<Ctx>, sock: TcpStream, peer: SocketAddr) {
     let span = tracing::info_span!("rtsp", id, %peer);
     async move {
         tracing::debug!("connected");
+        let session = ServerSession::new(ctx.config.rtsp_session(), rand::random(), Instant::now());
         let mut conn = Conn {
             ctx,
             id,
             peer,
             sock: Rc::new(Sock::Tcp(sock)),
-            session: ServerSession::new(ServerConfig::default(), rand::random(), Instant::now()),
+            session,
             out: VecDeque::new(),
             described: None,
             vod: None,

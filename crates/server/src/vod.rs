@@ -186,8 +186,6 @@ pub fn checked_path(rel: &str) -> Option<PathBuf> {
 /// pacer.
 pub struct VodPlay {
     pub stream: Arc<Stream>,
-    /// Decode time of the first frame (90 kHz, the movie's time).
-    pub start: Timestamp,
     /// Presentation time of the first frame: where playing starts (RTSP's `npt`).
     pub start_pts: Timestamp,
     /// Decode time of the newest frame pushed.
@@ -246,7 +244,6 @@ impl VodPlay {
         .abort_handle();
         VodPlay {
             stream,
-            start,
             start_pts,
             pushed,
             pacer,

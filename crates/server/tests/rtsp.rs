@@ -86,6 +86,42 @@ fn rtsp_over_udp_publishes_and_plays() {
 }
 
 #[test]
+fn configured_users_must_authenticate() {
+    if !have_ffmpeg() {
+        return;
+    }
+    let server = TestServer::start(&["--rtsp-user", "alice:s3cret", "--rtsp-auth", "all"]);
+    let addr = server.rtsp.expect("rtsp");
+    // Without credentials: 401, and ffmpeg gives up.
+    let mut anonymous = publish(&format!("rtsp://{addr}/live/a"), "rtsp", "libx264", 2);
+    assert!(!anonymous.0.wait().expect("ffmpeg").success());
+    let wrong = publish(
+        &format!("rtsp://alice:nope@{addr}/live/a"),
+        "rtsp",
+        "libx264",
+        2,
+    );
+    let mut wrong = wrong;
+    assert!(!wrong.0.wait().expect("ffmpeg").success());
+    let _publisher = publish(
+        &format!("rtsp://alice:s3cret@{addr}/live/a"),
+        "rtsp",
+        "libx264",
+        15,
+    );
+    std::thread::sleep(Duration::from_secs(2));
+    check_plays(&format!("rtsp://alice:s3cret@{addr}/live/a"), "h264", 25);
+    let refused = std::process::Command::new("ffprobe")
+        .args(["-v", "error", "-rtsp_transport", "tcp"])
+        .arg(format!("rtsp://{addr}/live/a"))
+        .output()
+        .expect("ffprobe");
+    assert!(!refused.status.success());
+    let said = String::from_utf8_lossy(&refused.stderr);
+    assert!(said.contains("401"), "{said}");
+}
+
+#[test]
 fn rtmp_publish_plays_over_rtsp() {
     if !have_ffmpeg() {
         return;
