@@ -17,6 +17,8 @@ pub struct Config {
     pub rtp_ports: String,
     pub rtsp_users: Vec<String>,
     pub rtsp_auth: String,
+    pub rtsp_batch: bool,
+    pub rtsp_session_timeout_s: u64,
     pub http: String,
     pub https: String,
     pub tls_cert: String,
@@ -56,6 +58,8 @@ impl Default for Config {
             rtp_ports: "30000-30199".into(),
             rtsp_users: Vec::new(),
             rtsp_auth: "publish".into(),
+            rtsp_batch: true,
+            rtsp_session_timeout_s: 60,
             http: "0.0.0.0:8080".into(),
             https: "0.0.0.0:8443".into(),
             tls_cert: String::new(),
@@ -96,6 +100,8 @@ const DOCS: &[(&str, &str)] = &[
     ("rtp_ports", "UDP ports for RTSP's RTP over UDP, as \"A-B\": each worker binds one pair (RTP on an even port, RTCP on the next) shared by all its UDP sessions; \"0\" lets the kernel choose; \"off\" offers TCP only."),
     ("rtsp_users", "RTSP users as \"name:password\"; empty (the default) asks nobody for credentials. Clients get Digest and Basic challenges (401)."),
     ("rtsp_auth", "Which RTSP requests need credentials when rtsp_users is set: \"publish\" (ANNOUNCE/RECORD) or \"all\" (every request but OPTIONS)."),
+    ("rtsp_batch", "Send all RTP packets of a frame (of a merge window) with one call: a vectored write on TCP, sendmmsg on UDP. false sends each packet with its own call, only to measure what batching saves."),
+    ("rtsp_session_timeout_s", "An RTSP session with no request (and, playing over UDP, no RTCP receiver report) for this long is closed; announced to clients, which send keep-alives."),
     ("http", "HTTP listener address (HTTP-FLV, WebSocket-FLV, HLS), or \"off\"."),
     ("https", "HTTPS listener address (the same routes as HTTP), or \"off\"; it listens only with a certificate (tls_cert and tls_key) or tls_self_signed."),
     ("tls_cert", "PEM file with the HTTPS certificate chain."),
@@ -150,6 +156,9 @@ pub struct Cli {
     /// An RTSP user "name:password" (repeat for more); none asks nobody.
     #[arg(long = "rtsp-user", value_name = "NAME:PASSWORD")]
     pub rtsp_users: Vec<String>,
+    /// Send each frame's RTP packets with one call (true) or one call per packet [default: true].
+    #[arg(long, value_name = "BOOL")]
+    pub rtsp_batch: Option<bool>,
     /// Which RTSP requests need credentials: publish or all [default: publish].
     #[arg(long, value_name = "WHICH")]
     pub rtsp_auth: Option<String>,
@@ -274,6 +283,7 @@ impl Config {
             rtsp,
             rtp_ports,
             rtsp_auth,
+            rtsp_batch,
             http,
             https,
             tls_cert,
@@ -413,6 +423,7 @@ impl Config {
             .collect();
         sluice_rtsp::ServerConfig {
             auth: (!users.is_empty()).then(|| sluice_rtsp::AuthConfig::new("sluice", users)),
+            session_timeout: std::time::Duration::from_secs(self.rtsp_session_timeout_s.max(1)),
             auth_policy: match self.rtsp_auth.as_str() {
                 "all" => sluice_rtsp::AuthPolicy::All,
                 _ => sluice_rtsp::AuthPolicy::Publish,

@@ -33,6 +33,7 @@ use sluice_rtsp::{
     ChannelPair, LowerTransport, NptRange, NptTime, RtspError, ServerEvent, ServerOutput,
     ServerSession, SetupAnswer, TrackStart,
 };
+use std::cell::Cell;
 use std::collections::VecDeque;
 use std::io;
 use std::net::SocketAddr;
@@ -74,11 +75,16 @@ pub async fn serve(ctx: Rc<Ctx>, sock: TcpStream, peer: SocketAddr) {
     async move {
         tracing::debug!("connected");
         let session = ServerSession::new(ctx.config.rtsp_session(), rand::random(), Instant::now());
+        let sock = Rc::new(if ctx.config.rtsp_batch {
+            Sock::Tcp(sock)
+        } else {
+            Sock::TcpPerPacket(sock)
+        });
         let mut conn = Conn {
             ctx,
             id,
             peer,
-            sock: Rc::new(Sock::Tcp(sock)),
+            sock,
             session,
             out: VecDeque::new(),
             described: None,
@@ -599,8 +605,15 @@ impl Conn {
     ) -> Result<bool, SessionError> {
         let udp = self.udp_out();
         tracing::info!(stream = %stream.key, udp = udp.is_some(), "play");
+        // A UDP player is alive while it sends requests or RTCP reports.
+        let mut heard = Vec::new();
         let sock = match udp {
-            Some(out) => Rc::new(Sock::Udp(Box::new(out))),
+            Some(out) => {
+                for from in out.rtcp_sources() {
+                    heard.push(out.udp().listen(from));
+                }
+                Rc::new(Sock::Udp(Box::new(out)))
+            }
             None => {
                 cap_send_buffer(self.sock.tcp(), self.ctx.config.player_send_buffer);
                 self.sock.clone()
@@ -616,15 +629,24 @@ impl Conn {
         let mut stop = drain_playing(session, &player, vod, &mut replay)?;
         let fanout = self.ctx.fanout.clone();
         let local = fanout.attach(&stream, player.clone());
+        let last_input = Cell::new(Instant::now());
+        let timeout = self.ctx.config.rtsp_session().session_timeout;
         let end = if stop {
             Ok(PlayEnd::Stopped)
         } else {
-            play::run(&local, &player, |input| {
+            let playing = play::run(&local, &player, |input| {
+                last_input.set(Instant::now());
                 session.handle_input(Instant::now(), input)?;
                 stop = drain_playing(session, &player, vod, &mut replay)?;
                 Ok::<bool, SessionError>(!stop)
-            })
-            .await
+            });
+            tokio::select! {
+                end = playing => end,
+                () = silent_for(timeout, &last_input, &heard), if !heard.is_empty() => {
+                    tracing::info!(stream = %stream.key, "UDP player silent: session timed out");
+                    Err(SessionError::Timeout)
+                }
+            }
         };
         let done = match end {
             Ok(PlayEnd::Stopped) => {
@@ -672,7 +694,7 @@ impl Conn {
         }
         dest.iter()
             .any(Option::is_some)
-            .then(|| UdpOut::new(self.sock.clone(), udp, dest))
+            .then(|| UdpOut::new(self.sock.clone(), udp, dest, self.ctx.config.rtsp_batch))
     }
 
     /// Claims the stream of an ANNOUNCE and reads its SDP.
@@ -866,6 +888,26 @@ fn stream_key(path: &str) -> String {
 /// The channel a publisher's track gets when it proposed none.
 fn track_channel(track: usize) -> u8 {
     u8::try_from(track.saturating_mul(2)).unwrap_or(254)
+}
+
+/// Returns once neither requests (`last_input`) nor RTCP reports (`heard`) have come
+/// for `timeout`.
+async fn silent_for(
+    timeout: Duration,
+    last_input: &Cell<Instant>,
+    heard: &[(Rc<Cell<Instant>>, crate::udp::HeardGuard)],
+) {
+    loop {
+        let last = heard
+            .iter()
+            .map(|(cell, _)| cell.get())
+            .fold(last_input.get(), Instant::max);
+        let due = last + timeout;
+        if Instant::now() >= due {
+            return;
+        }
+        tokio::time::sleep_until(tokio::time::Instant::from_std(due)).await;
+    }
 }
 
 /// The next UDP packet for a publisher over UDP; never, for anyone else.

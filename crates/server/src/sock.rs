@@ -22,6 +22,9 @@ use tokio_rustls::server::TlsStream;
 #[derive(Debug)]
 pub enum Sock {
     Tcp(TcpStream),
+    /// An RTSP/TCP player written one RTP packet per send call, as servers without
+    /// frame batching do; only to measure what batching saves (`rtsp_batch = false`).
+    TcpPerPacket(TcpStream),
     Tls {
         /// Boxed: a plain player should not pay for the size of TLS state.
         tls: Box<RefCell<TlsStream<SharedTcp>>>,
@@ -199,7 +202,7 @@ impl Sock {
     /// The TCP socket underneath, if any.
     pub fn tcp(&self) -> Option<&TcpStream> {
         match self {
-            Sock::Tcp(s) => Some(s),
+            Sock::Tcp(s) | Sock::TcpPerPacket(s) => Some(s),
             Sock::Tls { tcp, .. } => Some(tcp),
             Sock::Pipe(_) => None,
             Sock::Udp(udp) => udp.control().tcp(),
@@ -231,7 +234,7 @@ impl Sock {
 
     pub fn try_read(&self, buf: &mut [u8]) -> io::Result<usize> {
         match self {
-            Sock::Tcp(s) => s.try_read(buf),
+            Sock::Tcp(s) | Sock::TcpPerPacket(s) => s.try_read(buf),
             Sock::Pipe(_) => Err(io::ErrorKind::WouldBlock.into()),
             Sock::Udp(udp) => udp.control().try_read(buf),
             Sock::Tls { tls, .. } => {
@@ -246,6 +249,7 @@ impl Sock {
     pub fn try_write_vectored(&self, bufs: &[IoSlice<'_>]) -> io::Result<usize> {
         match self {
             Sock::Tcp(s) => s.try_write_vectored(bufs),
+            Sock::TcpPerPacket(s) => write_per_packet(s, bufs),
             Sock::Pipe(pipe) => pipe.write(bufs),
             Sock::Udp(udp) => udp.try_write_vectored(bufs),
             Sock::Tls { tls, .. } => {
@@ -271,7 +275,7 @@ impl Sock {
     /// Pushes out ciphertext rustls still holds. `Ok(true)` when nothing is left.
     pub fn try_flush(&self) -> io::Result<bool> {
         match self {
-            Sock::Tcp(_) | Sock::Pipe(_) | Sock::Udp(_) => Ok(true),
+            Sock::Tcp(_) | Sock::TcpPerPacket(_) | Sock::Pipe(_) | Sock::Udp(_) => Ok(true),
             Sock::Tls { tls, .. } => {
                 let mut tls = tls.borrow_mut();
                 match once(|cx| Pin::new(&mut *tls).poll_flush(cx)) {
@@ -286,10 +290,38 @@ impl Sock {
     /// Whether written bytes are still held in user space (TLS ciphertext).
     pub fn has_pending_output(&self) -> bool {
         match self {
-            Sock::Tcp(_) | Sock::Pipe(_) | Sock::Udp(_) => false,
+            Sock::Tcp(_) | Sock::TcpPerPacket(_) | Sock::Pipe(_) | Sock::Udp(_) => false,
             Sock::Tls { tls, .. } => tls.borrow().get_ref().1.wants_write(),
         }
     }
+}
+
+/// One `send` per interleaved RTP packet (and per other buffer), until one is cut short.
+fn write_per_packet(s: &TcpStream, bufs: &[IoSlice<'_>]) -> io::Result<usize> {
+    let mut total = 0;
+    for buf in bufs {
+        let mut rest: &[u8] = buf;
+        while !rest.is_empty() {
+            let len = match rest {
+                [b'$', _, hi, lo, ..] => {
+                    (4 + usize::from(u16::from_be_bytes([*hi, *lo]))).min(rest.len())
+                }
+                _ => rest.len(),
+            };
+            match s.try_write(&rest[..len]) {
+                Ok(n) => {
+                    total += n;
+                    if n < len {
+                        return Ok(total);
+                    }
+                    rest = &rest[len..];
+                }
+                Err(e) if e.kind() == io::ErrorKind::WouldBlock && total > 0 => return Ok(total),
+                Err(e) => return Err(e),
+            }
+        }
+    }
+    Ok(total)
 }
 
 /// Caps a socket's kernel send buffer (see `player_send_buffer`).

@@ -21,6 +21,7 @@ use std::collections::HashMap;
 use std::io::{self, IoSlice};
 use std::net::{IpAddr, SocketAddr, UdpSocket as StdUdpSocket};
 use std::rc::Rc;
+use std::time::Instant;
 use tokio::io::Interest;
 use tokio::net::UdpSocket;
 use tokio::sync::mpsc;
@@ -49,6 +50,8 @@ pub struct RtpUdp {
     /// Our ports, for `server_port=`.
     pub ports: PortPair,
     routes: RefCell<HashMap<SocketAddr, Route>>,
+    /// When each UDP player's RTCP port last sent us a report: it is alive.
+    heard: RefCell<HashMap<SocketAddr, Rc<Cell<Instant>>>>,
     /// Datagrams from addresses no session announced.
     pub unknown: Cell<u64>,
     /// Datagrams dropped because their session's queue was full.
@@ -71,6 +74,19 @@ pub struct RouteGuard {
 impl Drop for RouteGuard {
     fn drop(&mut self) {
         self.udp.routes.borrow_mut().remove(&self.from);
+    }
+}
+
+/// Stops noting a player's reports when dropped.
+#[derive(Debug)]
+pub struct HeardGuard {
+    udp: Rc<RtpUdp>,
+    from: SocketAddr,
+}
+
+impl Drop for HeardGuard {
+    fn drop(&mut self) {
+        self.udp.heard.borrow_mut().remove(&self.from);
     }
 }
 
@@ -125,6 +141,7 @@ impl RtpUdp {
             rtcp: UdpSocket::from_std(rtcp)?,
             ports,
             routes: RefCell::new(HashMap::new()),
+            heard: RefCell::new(HashMap::new()),
             unknown: Cell::new(0),
             overflow: Cell::new(0),
         });
@@ -146,6 +163,18 @@ impl RtpUdp {
             udp: self.clone(),
             from,
         }
+    }
+
+    /// Notes the time of every RTCP packet from `from` in the returned cell, until the
+    /// guard is dropped.
+    pub fn listen(self: &Rc<Self>, from: SocketAddr) -> (Rc<Cell<Instant>>, HeardGuard) {
+        let cell = Rc::new(Cell::new(Instant::now()));
+        self.heard.borrow_mut().insert(from, cell.clone());
+        let guard = HeardGuard {
+            udp: self.clone(),
+            from,
+        };
+        (cell, guard)
     }
 
     async fn receive_rtp(self: Rc<Self>) {
@@ -171,13 +200,18 @@ impl RtpUdp {
         }
     }
 
-    /// Receiver reports from players and sender reports from publishers are read
-    /// and dropped (nothing uses them yet), so they never fill the socket.
+    /// Receiver reports from players keep their sessions alive; their contents, and
+    /// publishers' sender reports, are not used yet.
     async fn receive_rtcp(self: Rc<Self>) {
         let mut buf = vec![0u8; 2048];
         loop {
-            if let Err(e) = self.rtcp.recv_from(&mut buf).await {
-                tracing::debug!("rtcp socket: {e}");
+            match self.rtcp.recv_from(&mut buf).await {
+                Ok((_, from)) => {
+                    if let Some(cell) = self.heard.borrow().get(&from) {
+                        cell.set(Instant::now());
+                    }
+                }
+                Err(e) => tracing::debug!("rtcp socket: {e}"),
             }
         }
     }
@@ -195,21 +229,38 @@ pub struct UdpOut {
     control_partial: Cell<bool>,
     /// The last write stopped on the TCP connection rather than on UDP.
     blocked_on_control: Cell<bool>,
+    /// Packets per `sendmmsg` (1 without batching, see `rtsp_batch`).
+    batch: usize,
 }
 
 impl UdpOut {
-    pub fn new(control: Rc<Sock>, udp: Rc<RtpUdp>, dest: [Option<SocketAddr>; 4]) -> Self {
+    pub fn new(
+        control: Rc<Sock>,
+        udp: Rc<RtpUdp>,
+        dest: [Option<SocketAddr>; 4],
+        batch: bool,
+    ) -> Self {
         UdpOut {
             control,
             udp,
             dest,
             control_partial: Cell::new(false),
             blocked_on_control: Cell::new(false),
+            batch: if batch { MAX_BATCH } else { 1 },
         }
     }
 
     pub fn control(&self) -> &Sock {
         &self.control
+    }
+
+    /// Where this player's RTCP reports come from (its video or audio RTCP port).
+    pub fn rtcp_sources(&self) -> impl Iterator<Item = SocketAddr> + '_ {
+        [1, 3].into_iter().filter_map(|ch| self.dest[ch])
+    }
+
+    pub fn udp(&self) -> &Rc<RtpUdp> {
+        &self.udp
     }
 
     pub async fn writable(&self) -> io::Result<()> {
@@ -282,7 +333,7 @@ impl UdpOut {
                     }
                     continue;
                 }
-                if batch.len() == MAX_BATCH {
+                if batch.len() >= self.batch {
                     let (sent, done) = self.flush(&mut batch)?;
                     total += sent;
                     if !done {

@@ -1,10 +1,13 @@
 //! RTSP end to end: ffmpeg publishes over RTMP and ffprobe plays over RTSP (TCP
 //! interleaved); ffmpeg publishes H.264+AAC and H.265 over RTSP and the stream plays
-//! back over RTSP, RTMP, HTTP-FLV and HLS; broken requests get clean answers.
+//! back over RTSP, RTMP, HTTP-FLV and HLS; RTP over UDP both ways, silent UDP players
+//! time out; configured users must authenticate; broken requests get clean answers.
 
 mod common;
 
-use common::{have_ffmpeg, probe_video, probe_video_over, publish_test_pattern, Kill, TestServer};
+use common::{
+    have_ffmpeg, probe_video, probe_video_over, publish_test_pattern, Kill, Rtsp, TestServer,
+};
 use std::io::{Read, Write};
 use std::net::{SocketAddr, TcpStream};
 use std::time::Duration;
@@ -83,6 +86,115 @@ fn rtsp_over_udp_publishes_and_plays() {
         (format!("rtmp://{}/live/u", server.rtmp), "h264"),
     ]);
     over_udp.join().expect("UDP player");
+}
+
+/// A UDP port pair (even RTP port, RTCP on the next) for a raw RTSP client.
+fn udp_pair() -> (std::net::UdpSocket, std::net::UdpSocket) {
+    for _ in 0..64 {
+        let rtp = std::net::UdpSocket::bind("127.0.0.1:0").expect("bind");
+        let port = rtp.local_addr().expect("addr").port();
+        if port % 2 == 0 {
+            if let Ok(rtcp) = std::net::UdpSocket::bind(("127.0.0.1", port + 1)) {
+                return (rtp, rtcp);
+            }
+        }
+    }
+    panic!("no UDP port pair");
+}
+
+/// Datagrams that arrive on `sock` within `d`.
+fn datagrams(sock: &std::net::UdpSocket, d: Duration) -> usize {
+    sock.set_read_timeout(Some(Duration::from_millis(100)))
+        .expect("timeout");
+    let end = std::time::Instant::now() + d;
+    let mut n = 0;
+    let mut buf = [0u8; 2048];
+    while std::time::Instant::now() < end {
+        if sock.recv(&mut buf).is_ok() {
+            n += 1;
+        }
+    }
+    n
+}
+
+#[test]
+fn a_silent_udp_player_times_out_and_one_sending_reports_does_not() {
+    if !have_ffmpeg() {
+        return;
+    }
+    let dir = common::scratch("rtsp-timeout");
+    let config = dir.join("sluice.toml");
+    std::fs::write(&config, "rtsp_session_timeout_s = 2\n").expect("config");
+    let server = TestServer::start(&[
+        "--rtp-ports",
+        "0",
+        "--config",
+        config.to_str().expect("utf-8"),
+    ]);
+    let _publisher = publish(
+        &format!("rtmp://{}/live/t", server.rtmp),
+        "flv",
+        "libx264",
+        20,
+    );
+    std::thread::sleep(Duration::from_secs(2));
+    let addr = server.rtsp.expect("rtsp");
+    let url = format!("rtsp://{addr}/live/t");
+    let mut players = Vec::new();
+    for _ in 0..2 {
+        let (rtp, rtcp) = udp_pair();
+        let port = rtp.local_addr().expect("addr").port();
+        let mut c = Rtsp::connect(addr);
+        assert!(c.request("DESCRIBE", &url, &[]).starts_with("RTSP/1.0 200"));
+        let setup = c.request(
+            "SETUP",
+            &format!("{url}/trackID=0"),
+            &[&format!(
+                "Transport: RTP/AVP;unicast;client_port={port}-{}",
+                port + 1
+            )],
+        );
+        assert!(setup.starts_with("RTSP/1.0 200"), "{setup}");
+        let server_rtcp: u16 = setup
+            .split("server_port=")
+            .nth(1)
+            .and_then(|p| p.split(['-', ';', '\r']).nth(1))
+            .and_then(|p| p.parse().ok())
+            .unwrap_or_else(|| panic!("no server_port in {setup}"));
+        assert!(c.request("PLAY", &url, &[]).starts_with("RTSP/1.0 200"));
+        players.push((c, rtp, rtcp, server_rtcp));
+    }
+    for (_, rtp, _, _) in &players {
+        assert!(
+            datagrams(rtp, Duration::from_millis(500)) > 5,
+            "media over UDP"
+        );
+    }
+    // The second one reports (any RTCP will do) every 500 ms; the first says nothing.
+    let (mut silent, silent_rtp, _, _) = players.remove(0);
+    let (_talker, talker_rtp, talker_rtcp, server_rtcp) = players.remove(0);
+    let reporter = std::thread::spawn(move || {
+        for _ in 0..10 {
+            let _ = talker_rtcp.send_to(&[0x81, 201, 0, 1, 0, 0, 0, 1], ("127.0.0.1", server_rtcp));
+            std::thread::sleep(Duration::from_millis(500));
+        }
+        talker_rtp
+    });
+    assert!(
+        silent.closed_within(Duration::from_secs(4)),
+        "silent player kept"
+    );
+    // What arrived before the timeout is still queued: drop it, then nothing more.
+    silent_rtp.set_nonblocking(true).expect("nonblocking");
+    let mut buf = [0u8; 2048];
+    while silent_rtp.recv(&mut buf).is_ok() {}
+    silent_rtp.set_nonblocking(false).expect("blocking");
+    assert_eq!(datagrams(&silent_rtp, Duration::from_millis(500)), 0);
+    let talker_rtp = reporter.join().expect("reporter");
+    assert!(
+        datagrams(&talker_rtp, Duration::from_millis(500)) > 5,
+        "reporting player dropped"
+    );
 }
 
 #[test]

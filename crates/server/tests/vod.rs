@@ -3,7 +3,7 @@
 
 mod common;
 
-use common::{have_ffmpeg, probe_video, scratch, TestServer};
+use common::{have_ffmpeg, probe_video, scratch, Rtsp, TestServer};
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 
@@ -209,119 +209,6 @@ fn http_status(url: &str) -> u16 {
         .trim()
         .parse()
         .unwrap_or(0)
-}
-
-/// An RTSP exchange on one connection: sends `request`, then reads interleaved
-/// frames (counted) until the response with this `cseq`, which it returns.
-struct Rtsp {
-    sock: std::net::TcpStream,
-    buf: Vec<u8>,
-    cseq: u32,
-    session: Option<String>,
-    /// Interleaved RTP frames seen so far.
-    frames: usize,
-}
-
-impl Rtsp {
-    fn connect(addr: std::net::SocketAddr) -> Rtsp {
-        let sock = std::net::TcpStream::connect(addr).expect("connect");
-        sock.set_read_timeout(Some(std::time::Duration::from_secs(5)))
-            .expect("timeout");
-        Rtsp {
-            sock,
-            buf: Vec::new(),
-            cseq: 0,
-            session: None,
-            frames: 0,
-        }
-    }
-
-    fn request(&mut self, method: &str, url: &str, headers: &[&str]) -> String {
-        use std::io::Write;
-        self.cseq += 1;
-        let mut req = format!("{method} {url} RTSP/1.0\r\nCSeq: {}\r\n", self.cseq);
-        if let Some(s) = &self.session {
-            req.push_str(&format!("Session: {s}\r\n"));
-        }
-        for h in headers {
-            req.push_str(h);
-            req.push_str("\r\n");
-        }
-        req.push_str("\r\n");
-        self.sock.write_all(req.as_bytes()).expect("send");
-        let resp = self.response();
-        if let Some(line) = resp.lines().find(|l| l.starts_with("Session:")) {
-            let id = line["Session:".len()..]
-                .split(';')
-                .next()
-                .unwrap_or("")
-                .trim();
-            self.session = Some(id.to_string());
-        }
-        resp
-    }
-
-    /// Reads until a whole response (head and body), skipping interleaved frames.
-    fn response(&mut self) -> String {
-        use std::io::Read;
-        loop {
-            while self.buf.first() == Some(&b'$') && self.buf.len() >= 4 {
-                let len = usize::from(u16::from_be_bytes([self.buf[2], self.buf[3]]));
-                if self.buf.len() < 4 + len {
-                    break;
-                }
-                self.buf.drain(..4 + len);
-                self.frames += 1;
-            }
-            if self.buf.first().is_some_and(|&b| b != b'$') {
-                if let Some(end) = self.buf.windows(4).position(|w| w == b"\r\n\r\n") {
-                    let head = String::from_utf8_lossy(&self.buf[..end + 4]).into_owned();
-                    let body_len: usize = head
-                        .lines()
-                        .find_map(|l| l.strip_prefix("Content-Length:"))
-                        .and_then(|v| v.trim().parse().ok())
-                        .unwrap_or(0);
-                    if self.buf.len() >= end + 4 + body_len {
-                        let all =
-                            String::from_utf8_lossy(&self.buf[..end + 4 + body_len]).into_owned();
-                        self.buf.drain(..end + 4 + body_len);
-                        return all;
-                    }
-                }
-            }
-            let mut chunk = [0u8; 16384];
-            let n = self.sock.read(&mut chunk).expect("read");
-            assert!(n > 0, "connection closed");
-            self.buf.extend_from_slice(&chunk[..n]);
-        }
-    }
-
-    /// Reads media for `d`, counting frames.
-    fn read_for(&mut self, d: std::time::Duration) {
-        use std::io::Read;
-        let end = std::time::Instant::now() + d;
-        while std::time::Instant::now() < end {
-            let mut chunk = [0u8; 16384];
-            self.sock
-                .set_read_timeout(Some(std::time::Duration::from_millis(50)))
-                .expect("timeout");
-            if let Ok(n) = self.sock.read(&mut chunk) {
-                assert!(n > 0, "connection closed");
-                self.buf.extend_from_slice(&chunk[..n]);
-            }
-            while self.buf.first() == Some(&b'$') && self.buf.len() >= 4 {
-                let len = usize::from(u16::from_be_bytes([self.buf[2], self.buf[3]]));
-                if self.buf.len() < 4 + len {
-                    break;
-                }
-                self.buf.drain(..4 + len);
-                self.frames += 1;
-            }
-        }
-        self.sock
-            .set_read_timeout(Some(std::time::Duration::from_secs(5)))
-            .expect("timeout");
-    }
 }
 
 /// The start of a `Range: npt=S-E` header, in seconds.

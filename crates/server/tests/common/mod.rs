@@ -368,3 +368,137 @@ pub fn probe_video_over(url: &str, interval: &str, transport: &str) -> (String, 
         .collect();
     (stdout, times)
 }
+
+/// An RTSP exchange on one connection: sends `request`, then reads interleaved
+/// frames (counted) until the response with this `cseq`, which it returns.
+pub struct Rtsp {
+    sock: std::net::TcpStream,
+    buf: Vec<u8>,
+    cseq: u32,
+    session: Option<String>,
+    /// Interleaved RTP frames seen so far.
+    pub frames: usize,
+}
+
+impl Rtsp {
+    pub fn connect(addr: std::net::SocketAddr) -> Rtsp {
+        let sock = std::net::TcpStream::connect(addr).expect("connect");
+        sock.set_read_timeout(Some(std::time::Duration::from_secs(5)))
+            .expect("timeout");
+        Rtsp {
+            sock,
+            buf: Vec::new(),
+            cseq: 0,
+            session: None,
+            frames: 0,
+        }
+    }
+
+    pub fn request(&mut self, method: &str, url: &str, headers: &[&str]) -> String {
+        use std::io::Write;
+        self.cseq += 1;
+        let mut req = format!("{method} {url} RTSP/1.0\r\nCSeq: {}\r\n", self.cseq);
+        if let Some(s) = &self.session {
+            req.push_str(&format!("Session: {s}\r\n"));
+        }
+        for h in headers {
+            req.push_str(h);
+            req.push_str("\r\n");
+        }
+        req.push_str("\r\n");
+        self.sock.write_all(req.as_bytes()).expect("send");
+        let resp = self.response();
+        if let Some(line) = resp.lines().find(|l| l.starts_with("Session:")) {
+            let id = line["Session:".len()..]
+                .split(';')
+                .next()
+                .unwrap_or("")
+                .trim();
+            self.session = Some(id.to_string());
+        }
+        resp
+    }
+
+    /// Reads until a whole response (head and body), skipping interleaved frames.
+    pub fn response(&mut self) -> String {
+        use std::io::Read;
+        loop {
+            while self.buf.first() == Some(&b'$') && self.buf.len() >= 4 {
+                let len = usize::from(u16::from_be_bytes([self.buf[2], self.buf[3]]));
+                if self.buf.len() < 4 + len {
+                    break;
+                }
+                self.buf.drain(..4 + len);
+                self.frames += 1;
+            }
+            if self.buf.first().is_some_and(|&b| b != b'$') {
+                if let Some(end) = self.buf.windows(4).position(|w| w == b"\r\n\r\n") {
+                    let head = String::from_utf8_lossy(&self.buf[..end + 4]).into_owned();
+                    let body_len: usize = head
+                        .lines()
+                        .find_map(|l| l.strip_prefix("Content-Length:"))
+                        .and_then(|v| v.trim().parse().ok())
+                        .unwrap_or(0);
+                    if self.buf.len() >= end + 4 + body_len {
+                        let all =
+                            String::from_utf8_lossy(&self.buf[..end + 4 + body_len]).into_owned();
+                        self.buf.drain(..end + 4 + body_len);
+                        return all;
+                    }
+                }
+            }
+            let mut chunk = [0u8; 16384];
+            let n = self.sock.read(&mut chunk).expect("read");
+            assert!(n > 0, "connection closed");
+            self.buf.extend_from_slice(&chunk[..n]);
+        }
+    }
+
+    /// Reads media for `d`, counting frames.
+    pub fn read_for(&mut self, d: std::time::Duration) {
+        use std::io::Read;
+        let end = std::time::Instant::now() + d;
+        while std::time::Instant::now() < end {
+            let mut chunk = [0u8; 16384];
+            self.sock
+                .set_read_timeout(Some(std::time::Duration::from_millis(50)))
+                .expect("timeout");
+            if let Ok(n) = self.sock.read(&mut chunk) {
+                assert!(n > 0, "connection closed");
+                self.buf.extend_from_slice(&chunk[..n]);
+            }
+            while self.buf.first() == Some(&b'$') && self.buf.len() >= 4 {
+                let len = usize::from(u16::from_be_bytes([self.buf[2], self.buf[3]]));
+                if self.buf.len() < 4 + len {
+                    break;
+                }
+                self.buf.drain(..4 + len);
+                self.frames += 1;
+            }
+        }
+        self.sock
+            .set_read_timeout(Some(std::time::Duration::from_secs(5)))
+            .expect("timeout");
+    }
+}
+
+impl Rtsp {
+    /// Whether the server closes the connection within `d` (media is skipped).
+    pub fn closed_within(&mut self, d: std::time::Duration) -> bool {
+        use std::io::Read;
+        let end = std::time::Instant::now() + d;
+        while std::time::Instant::now() < end {
+            self.sock
+                .set_read_timeout(Some(std::time::Duration::from_millis(100)))
+                .expect("timeout");
+            let mut chunk = [0u8; 16384];
+            match self.sock.read(&mut chunk) {
+                Ok(0) => return true,
+                Ok(_) => {}
+                Err(e) if e.kind() == std::io::ErrorKind::ConnectionReset => return true,
+                Err(_) => {}
+            }
+        }
+        false
+    }
+}
