@@ -98,7 +98,7 @@ pub fn bind_pair(ip: IpAddr, range: (u16, u16)) -> io::Result<(StdUdpSocket, Std
         for _ in 0..PAIR_ATTEMPTS {
             let rtp = bind(0)?;
             let port = rtp.local_addr()?.port();
-            if port % 2 == 0 && port < u16::MAX {
+            if port & 1 == 0 && port < u16::MAX {
                 if let Ok(rtcp) = bind(port + 1) {
                     return Ok((rtp, rtcp));
                 }

@@ -93,7 +93,7 @@ fn udp_pair() -> (std::net::UdpSocket, std::net::UdpSocket) {
     for _ in 0..64 {
         let rtp = std::net::UdpSocket::bind("127.0.0.1:0").expect("bind");
         let port = rtp.local_addr().expect("addr").port();
-        if port % 2 == 0 {
+        if port & 1 == 0 {
             if let Ok(rtcp) = std::net::UdpSocket::bind(("127.0.0.1", port + 1)) {
                 return (rtp, rtcp);
             }
