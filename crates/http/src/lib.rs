@@ -1,14 +1,15 @@
 //! Sans-IO HTTP/1.1 pieces for the routes Sluice answers itself.
 //!
-//! Why not only hyper: streaming routes (HTTP-FLV, WebSocket-FLV, later `sendfile`
-//! downloads) hand the socket to the per-worker fan-out after the response head, so
-//! that no task is woken per viewer per frame. hyper cannot give a socket back after a
-//! response has begun, so those routes read the request head here and write their own
-//! response head; everything else can go to hyper with the head bytes replayed.
+//! Why not only hyper: streaming routes (HTTP-FLV, WebSocket-FLV) hand the socket to
+//! the per-worker fan-out after the response head, so that no task is woken per viewer
+//! per frame, and file downloads (`files`) `sendfile` their body straight from the page
+//! cache. hyper cannot give a socket back after a response has begun, so those routes
+//! read the request head here and write their own response head.
 #![forbid(unsafe_code)]
 #![warn(missing_docs, unreachable_pub, clippy::unwrap_used)]
 #![cfg_attr(test, allow(clippy::unwrap_used))]
 
+pub mod files;
 mod request;
 pub mod ws;
 

@@ -119,7 +119,7 @@ const DOCS: &[(&str, &str)] = &[
     ("player_max_skips", "A player that had to skip more often than this is disconnected."),
     ("publish_grace_ms", "When a publisher drops, its players wait this long for it to come back, and continue with continuous timestamps if it does."),
     ("play_wait_ms", "A player of a stream that is not live waits this long for a publisher, then gets not-found (RTMP NetStream.Play.StreamNotFound, HTTP 404)."),
-    ("idle_timeout_ms", "A connection that sends nothing this long while nothing is due to it (a publisher without media, a request never completed) is closed."),
+    ("idle_timeout_ms", "A connection that sends nothing this long while nothing is due to it (a publisher without media, a request never completed), or that takes nothing of a file download this long, is closed."),
     ("hls", "Segment every live stream for HLS in memory: MPEG-TS at /app/stream.m3u8, fMP4 with Low-Latency HLS at /app/stream/index.m3u8."),
     ("hls_segment_ms", "HLS target segment duration in ms; segments start at keyframes, so they last at least one GOP."),
     ("hls_part_ms", "Low-Latency HLS part duration in ms."),

@@ -1,12 +1,15 @@
 //! HTTP/2 on HTTPS connections that negotiate `h2` (ALPN), for HLS: many parallel
 //! requests (blocking playlist reloads beside part fetches) on one connection, as
-//! LL-HLS players expect. The answers are the same as on HTTP/1.1 (`hls::reply`).
+//! LL-HLS players expect. The answers are the same as on HTTP/1.1 (`hls::reply`,
+//! `files::answer`); a file body is its shared mapping, sent in slices as h2's flow
+//! control lets it go.
 //!
 //! HTTP-FLV over h2 (browsers negotiate h2 for every request of an origin) is a
 //! fan-out player whose "socket" is a bounded in-memory pipe to the response body:
 //! one copy per player more than on HTTP/1.1, where the fan-out writes the socket
 //! itself. Prefer HTTP/1.1 (or plain HTTP) for large FLV audiences.
 
+use super::files;
 use super::hls::{self, Reply};
 use super::{route, Route, CORS_HEADERS};
 use crate::fanout::Player;
@@ -37,9 +40,11 @@ where
     }
 }
 
-/// A response body: shared buffers sent without copying, or an FLV stream.
+/// A response body: shared buffers sent without copying, a file's mapped bytes
+/// (handed out a slice at a time), or an FLV stream.
 enum H2Body {
     Parts(VecDeque<Bytes>),
+    Mapped(Bytes),
     Flv(FlvBody),
 }
 
@@ -62,12 +67,21 @@ impl Body for H2Body {
     ) -> Poll<Option<Result<Frame<Bytes>, Infallible>>> {
         match self.get_mut() {
             H2Body::Parts(parts) => Poll::Ready(parts.pop_front().map(|b| Ok(Frame::data(b)))),
+            H2Body::Mapped(rest) if rest.is_empty() => Poll::Ready(None),
+            H2Body::Mapped(rest) => {
+                let n = rest.len().min(files::SLICE);
+                Poll::Ready(Some(Ok(Frame::data(rest.split_to(n)))))
+            }
             H2Body::Flv(FlvBody(pipe)) => pipe.poll_read(cx).map(|b| b.map(|b| Ok(Frame::data(b)))),
         }
     }
 
     fn is_end_stream(&self) -> bool {
-        matches!(self, H2Body::Parts(parts) if parts.is_empty())
+        match self {
+            H2Body::Parts(parts) => parts.is_empty(),
+            H2Body::Mapped(rest) => rest.is_empty(),
+            H2Body::Flv(_) => false,
+        }
     }
 
     fn size_hint(&self) -> SizeHint {
@@ -75,6 +89,7 @@ impl Body for H2Body {
             H2Body::Parts(parts) => {
                 SizeHint::with_exact(parts.iter().map(|b| b.len() as u64).sum())
             }
+            H2Body::Mapped(rest) => SizeHint::with_exact(rest.len() as u64),
             H2Body::Flv(_) => SizeHint::default(),
         }
     }
@@ -124,6 +139,15 @@ async fn handle(ctx: &Rc<Ctx>, req: http::Request<Incoming>) -> http::Response<H
             hls::reply(ctx, &request, key, what).await
         }
         (Method::Get, Route::Flv(key)) => return flv(ctx, key).await,
+        (Method::Get | Method::Head, Route::Files(rest)) => {
+            let (status, headers, body) = files::h2_answer(ctx, &request, rest);
+            let body = if method == Method::Head {
+                Bytes::new()
+            } else {
+                body
+            };
+            return response(status, headers, H2Body::Mapped(body));
+        }
         (Method::Head, Route::Flv(key)) => match ctx.hub.find(key) {
             Some(_) => Reply {
                 status: 200,

@@ -1,10 +1,13 @@
-//! HTTP/1.1 connections: HTTP-FLV and WebSocket-FLV players, CORS, and clear errors.
+//! HTTP/1.1 connections: HTTP-FLV and WebSocket-FLV players, HLS, file downloads,
+//! CORS, and clear errors.
 //!
 //! The request head is read here (bounded, with a timeout), and streaming routes take
 //! the socket over: after the response head, the socket belongs to the worker's
 //! fan-out like an RTMP player's. Keep-alive holds for the short answers (HEAD, 404,
-//! OPTIONS); a stream response ends the connection when the stream does.
+//! OPTIONS), HLS and file downloads; a stream response ends the connection when the
+//! stream does.
 
+mod files;
 mod h2;
 mod hls;
 pub(crate) mod vod;
@@ -89,6 +92,8 @@ pub(crate) enum ConnError {
     Ws(#[from] ws::WsError),
     #[error("no complete request within {0:?}")]
     Timeout(Duration),
+    #[error("peer took nothing of its response for {0:?}")]
+    Stalled(Duration),
 }
 
 /// What a path names.
@@ -98,6 +103,8 @@ enum Route<'a> {
     Flv(&'a str),
     /// `/app/stream.m3u8`, `/app/stream/index.m3u8` and their segments.
     Hls(&'a str, hls::HlsPath<'a>),
+    /// `/files/<path>`: a file of the media root (the path below `/files/`, encoded).
+    Files(&'a str),
     Root,
     NotFound,
 }
@@ -116,6 +123,12 @@ fn stream_key(key: &str) -> Option<&str> {
 fn route(path: &str) -> Route<'_> {
     if path == "/" {
         return Route::Root;
+    }
+    if let Some(rest) = path.strip_prefix("/files/") {
+        return Route::Files(rest);
+    }
+    if path == "/files" {
+        return Route::Files("");
     }
     let Some(rest) = path.strip_prefix('/') else {
         return Route::NotFound;
@@ -140,7 +153,7 @@ fn route(path: &str) -> Route<'_> {
 /// One HTTP/1.1 connection, plain or TLS.
 async fn connection<S>(ctx: &Rc<Ctx>, id: u64, sock: S) -> Result<(), ConnError>
 where
-    S: AsyncRead + AsyncWrite + Unpin + IntoSock,
+    S: AsyncRead + AsyncWrite + Unpin + IntoSock + files::FileSink,
 {
     let idle = Duration::from_millis(ctx.config.idle_timeout_ms);
     let mut buf = BytesMut::new();
@@ -229,6 +242,9 @@ where
             }
             (Method::Get | Method::Head, Route::Hls(key, what)) => {
                 hls::serve(ctx, &mut sock, &req, key, what).await?;
+            }
+            (Method::Get | Method::Head, Route::Files(rest)) => {
+                files::serve(ctx, &mut sock, &req, rest).await?;
             }
             (Method::Get | Method::Head, Route::NotFound) => {
                 respond(
@@ -384,6 +400,10 @@ mod tests {
         assert_eq!(route("/live/../cam.m3u8"), Route::NotFound);
         assert_eq!(route("/a/b/c.flv"), Route::Flv("a/b/c"));
         assert_eq!(route("/"), Route::Root);
+        assert_eq!(route("/files/a/b.flv"), Route::Files("a/b.flv"));
+        assert_eq!(route("/files/live/x.m3u8"), Route::Files("live/x.m3u8"));
+        assert_eq!(route("/files"), Route::Files(""));
+        assert_eq!(route("/filesx/a.flv"), Route::Flv("filesx/a"));
         for bad in [
             "/cam.flv",
             "/../x.flv",

@@ -82,6 +82,11 @@ impl TestServer {
             .expect("VmRSS")
     }
 
+    /// The server's process id (for its CPU time in `/proc`).
+    pub fn pid(&self) -> u32 {
+        self.child.id()
+    }
+
     /// Whether the process is still running.
     pub fn alive(&mut self) -> bool {
         matches!(self.child.try_wait(), Ok(None))

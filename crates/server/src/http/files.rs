@@ -1,0 +1,409 @@
+//! `/files/<path>`: downloads from the media root, with Range, If-Range, conditional
+//! requests and HEAD (the decisions are `sluice_http::files`; this is the I/O).
+//!
+//! Why two body paths: on plain HTTP the kernel sends the file itself (`sendfile`
+//! from the page cache to the socket: no copy through user space, no buffer of ours);
+//! under TLS and on HTTP/2 the bytes must pass through rustls, so the body is the
+//! file's one shared mapping (`FileMaps`), handed over in slices without copying.
+//!
+//! # Invariants
+//! - No file data is buffered per connection: a slow client holds an open file (and,
+//!   under TLS, a reference to the shared mapping), never a copy of the bytes.
+//! - A client that takes nothing for `idle_timeout_ms` while its body is due is
+//!   closed; one that keeps reading, however slowly, is served to the end.
+//! - A body is exactly `Content-Length` bytes or the connection is closed (a file cut
+//!   short while it is sent ends the connection, never a keep-alive with a short body).
+//! - Opening stays beneath the media root (`open_beneath`): `..` and symbolic links
+//!   out are 403, anything but a regular file is 404.
+
+use super::{respond, ConnError};
+use crate::filemap::open_beneath;
+use crate::sock::SharedTcp;
+use crate::worker::Ctx;
+use bytes::Bytes;
+use sluice_http::files::{relative_path, FileEntity, FileResponse};
+use sluice_http::{Method, Request};
+use std::fs::{File, Metadata};
+use std::io;
+use std::os::unix::fs::MetadataExt;
+use std::path::Path;
+use std::rc::Rc;
+use std::time::Duration;
+use tokio::io::{AsyncWrite, AsyncWriteExt, Interest};
+use tokio::net::TcpStream;
+use tokio_rustls::server::TlsStream;
+
+/// Most bytes asked of one `sendfile` call. The socket's send buffer bounds what one
+/// call moves anyway; 4 MiB lets a large (autotuned) buffer fill in one call.
+const SENDFILE_MAX: usize = 4 << 20;
+
+/// Bytes sent on one connection before letting the worker's other connections run,
+/// when the socket never pushes back (a fast client on loopback): about 5 ms of
+/// line rate, so one download cannot starve the others on its worker.
+const YIELD_EVERY: u64 = 16 << 20;
+
+/// Size of the slices of the mapping handed to TLS and HTTP/2: large enough that
+/// per-slice work is noise, small enough that a stalled client is noticed per slice.
+pub(crate) const SLICE: usize = 256 << 10;
+
+/// Extra headers of every file response: the browser may read the range headers of
+/// a cross-origin download, and must not sniff a type other than ours.
+pub(crate) const FILE_HEADERS: [(&str, &str); 2] = [
+    (
+        "Access-Control-Expose-Headers",
+        "Content-Length, Content-Range, Accept-Ranges, ETag, Last-Modified",
+    ),
+    ("X-Content-Type-Options", "nosniff"),
+];
+
+/// A socket a file body can be written to.
+pub(crate) trait FileSink: AsyncWrite + Unpin {
+    /// The plain TCP socket where the kernel can send the file itself; `None` under TLS.
+    fn plain_tcp(&self) -> Option<&TcpStream>;
+}
+
+impl FileSink for TcpStream {
+    fn plain_tcp(&self) -> Option<&TcpStream> {
+        Some(self)
+    }
+}
+
+impl FileSink for TlsStream<SharedTcp> {
+    fn plain_tcp(&self) -> Option<&TcpStream> {
+        None
+    }
+}
+
+/// An opened file and what to send of it.
+pub(crate) struct Opened {
+    file: File,
+    meta: Metadata,
+    response: FileResponse,
+}
+
+/// No file: a status and a short text body.
+type Refusal = (u16, &'static str);
+
+/// Opens the file a request names (`rest`: the path below `/files/`, still encoded)
+/// and decides the answer.
+pub(crate) fn answer(ctx: &Ctx, req: &Request, rest: &str) -> Result<Opened, Refusal> {
+    let rel = match relative_path(rest) {
+        Ok(rel) if !rel.is_empty() => rel,
+        Ok(_) => return Err((404, "not found\n")),
+        Err(e) => {
+            tracing::info!(path = %req.path, "file refused: {e}");
+            return Err((e.status(), "refused\n"));
+        }
+    };
+    let (file, meta) = match open_beneath(Path::new(&ctx.config.media_root), Path::new(&rel)) {
+        Ok(opened) => opened,
+        Err(e) => {
+            let (status, text) = open_error(&e);
+            if status == 403 {
+                tracing::info!(path = %rel, "file refused: {e}");
+            } else if status == 500 {
+                tracing::warn!(path = %rel, "cannot open file: {e}");
+            } else {
+                tracing::debug!(path = %rel, "no file: {e}");
+            }
+            return Err((status, text));
+        }
+    };
+    let entity = FileEntity::new(
+        &rel,
+        meta.len(),
+        meta.ino(),
+        meta.mtime(),
+        meta.mtime_nsec(),
+    );
+    let response = sluice_http::files::respond(req, &entity);
+    tracing::debug!(path = %rel, status = response.status.code(), range = ?response.range, "file");
+    Ok(Opened {
+        file,
+        meta,
+        response,
+    })
+}
+
+/// The status for a failed open: missing or not a file is 404, outside the root or
+/// unreadable is 403, anything else (out of descriptors, I/O error) is 500.
+fn open_error(e: &io::Error) -> (u16, &'static str) {
+    use rustix::io::Errno;
+    match e.kind() {
+        io::ErrorKind::NotFound => return (404, "not found\n"),
+        io::ErrorKind::PermissionDenied => return (403, "forbidden\n"),
+        _ => {}
+    }
+    let errno = e.raw_os_error().map(Errno::from_raw_os_error);
+    match errno {
+        Some(Errno::NOTDIR | Errno::LOOP | Errno::NAMETOOLONG | Errno::NXIO | Errno::ISDIR) => {
+            (404, "not found\n")
+        }
+        Some(Errno::ACCESS | Errno::PERM | Errno::XDEV) => (403, "forbidden\n"),
+        _ => (500, "cannot open\n"),
+    }
+}
+
+fn status_line(code: u16) -> &'static str {
+    match code {
+        400 => "400 Bad Request",
+        403 => "403 Forbidden",
+        414 => "414 URI Too Long",
+        500 => "500 Internal Server Error",
+        _ => "404 Not Found",
+    }
+}
+
+/// Answers a file request on an HTTP/1.1 connection, plain or TLS.
+pub(crate) async fn serve<S: FileSink>(
+    ctx: &Rc<Ctx>,
+    sock: &mut S,
+    req: &Request,
+    rest: &str,
+) -> Result<(), ConnError> {
+    let Opened {
+        file,
+        meta,
+        response,
+    } = match answer(ctx, req, rest) {
+        Ok(opened) => opened,
+        Err((code, text)) => {
+            respond(sock, req, status_line(code), "text/plain", text).await?;
+            return Ok(sock.flush().await?);
+        }
+    };
+    let idle = Duration::from_millis(ctx.config.idle_timeout_ms);
+    let range = response.range.clone();
+    let send_body = response.body && req.method == Method::Get && !range.is_empty();
+    let head = head(req, &response);
+    if !send_body {
+        sock.write_all(head.as_bytes()).await?;
+        flush(sock, idle).await?;
+        return Ok(());
+    }
+    match sock.plain_tcp() {
+        Some(tcp) => {
+            send_more(tcp, head.as_bytes(), idle).await?;
+            sendfile(tcp, &file, range.start, range.end, idle).await?;
+        }
+        None => {
+            // Map before the head: a mapping that fails is still a clean 500.
+            let map = match ctx.files.map(&file, &meta) {
+                Ok(map) => map,
+                Err(e) => {
+                    tracing::warn!(path = %req.path, "cannot map file: {e}");
+                    let line = status_line(500);
+                    respond(sock, req, line, "text/plain", "cannot map\n").await?;
+                    return Ok(sock.flush().await?);
+                }
+            };
+            tracing::debug!(files_mapped = ctx.files.mapped(), "mapped for TLS");
+            let body = slice(&map, range.start, range.end)?;
+            sock.write_all(head.as_bytes()).await?;
+            write_slices(sock, body, idle).await?;
+            flush(sock, idle).await?;
+        }
+    }
+    Ok(())
+}
+
+/// Pushes out what TLS still holds of the response: the next request of a kept-alive
+/// connection is only read once the client has all of this one.
+async fn flush<S: AsyncWrite + Unpin>(sock: &mut S, idle: Duration) -> Result<(), ConnError> {
+    tokio::time::timeout(idle, sock.flush())
+        .await
+        .map_err(|_| ConnError::Stalled(idle))??;
+    Ok(())
+}
+
+/// `range` of a mapping, or an error if the file is no longer as long as it was
+/// (which `map` can only see when the file changed between `fstat` and `mmap`).
+fn slice(map: &Bytes, start: u64, end: u64) -> io::Result<Bytes> {
+    let (Ok(start), Ok(end)) = (usize::try_from(start), usize::try_from(end)) else {
+        return Err(io::ErrorKind::FileTooLarge.into());
+    };
+    if end > map.len() || start > end {
+        return Err(io::Error::new(
+            io::ErrorKind::UnexpectedEof,
+            "file changed while it was opened",
+        ));
+    }
+    Ok(map.slice(start..end))
+}
+
+/// The response head for HTTP/1.1.
+fn head(req: &Request, response: &FileResponse) -> String {
+    let mut head = format!(
+        "HTTP/1.1 {}\r\nServer: sluice\r\n{}",
+        response.status.line(),
+        super::CORS
+    );
+    for (name, value) in FILE_HEADERS.iter().copied().chain(
+        response
+            .headers
+            .iter()
+            .map(|(name, value)| (*name, value.as_str())),
+    ) {
+        head.push_str(name);
+        head.push_str(": ");
+        head.push_str(value);
+        head.push_str("\r\n");
+    }
+    head.push_str(if req.keep_alive() {
+        "Connection: keep-alive\r\n\r\n"
+    } else {
+        "Connection: close\r\n\r\n"
+    });
+    head
+}
+
+/// Waits until `tcp` can take more, for at most `idle`.
+async fn writable(tcp: &TcpStream, idle: Duration) -> Result<(), ConnError> {
+    tokio::time::timeout(idle, tcp.writable())
+        .await
+        .map_err(|_| ConnError::Stalled(idle))??;
+    Ok(())
+}
+
+/// Writes the head with `MSG_MORE`, so that it leaves in one segment with the first
+/// bytes of the body instead of alone (the socket has `TCP_NODELAY`).
+async fn send_more(tcp: &TcpStream, mut head: &[u8], idle: Duration) -> Result<(), ConnError> {
+    use rustix::net::SendFlags;
+    while !head.is_empty() {
+        match tcp.try_io(Interest::WRITABLE, || {
+            rustix::net::send(tcp, head, SendFlags::MORE | SendFlags::NOSIGNAL)
+                .map_err(io::Error::from)
+        }) {
+            Ok(n) => head = head.get(n..).unwrap_or_default(),
+            Err(e) if e.kind() == io::ErrorKind::WouldBlock => writable(tcp, idle).await?,
+            Err(e) => return Err(e.into()),
+        }
+    }
+    Ok(())
+}
+
+/// Sends bytes `start..end` of `file` to `tcp` with `sendfile`, waiting for the socket
+/// whenever it is full (a slow client costs a wait, not a spin).
+async fn sendfile(
+    tcp: &TcpStream,
+    file: &File,
+    start: u64,
+    end: u64,
+    idle: Duration,
+) -> Result<(), ConnError> {
+    let mut offset = start;
+    let mut since_yield = 0u64;
+    while offset < end {
+        let count = usize::try_from(end - offset).map_or(SENDFILE_MAX, |n| n.min(SENDFILE_MAX));
+        let before = offset;
+        match tcp.try_io(Interest::WRITABLE, || {
+            rustix::fs::sendfile(tcp, file, Some(&mut offset), count).map_err(io::Error::from)
+        }) {
+            Ok(0) => {
+                return Err(ConnError::Io(io::Error::new(
+                    io::ErrorKind::UnexpectedEof,
+                    "file ended before its length (cut while sent)",
+                )))
+            }
+            Ok(_) => {
+                since_yield += offset - before;
+                if since_yield >= YIELD_EVERY {
+                    since_yield = 0;
+                    tokio::task::yield_now().await;
+                }
+            }
+            Err(e) if e.kind() == io::ErrorKind::WouldBlock => {
+                since_yield = 0;
+                writable(tcp, idle).await?;
+            }
+            Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+            Err(e) => return Err(e.into()),
+        }
+    }
+    Ok(())
+}
+
+/// Writes a mapped body in slices (TLS): rustls encrypts from the mapping directly.
+async fn write_slices<S: AsyncWrite + Unpin>(
+    sock: &mut S,
+    body: Bytes,
+    idle: Duration,
+) -> Result<(), ConnError> {
+    for chunk in body.chunks(SLICE) {
+        tokio::time::timeout(idle, sock.write_all(chunk))
+            .await
+            .map_err(|_| ConnError::Stalled(idle))??;
+    }
+    Ok(())
+}
+
+/// The answer to a file request on HTTP/2: status, headers, and the body as the
+/// shared mapping's bytes (empty for HEAD and bodiless statuses).
+pub(crate) fn h2_answer(
+    ctx: &Ctx,
+    req: &Request,
+    rest: &str,
+) -> (u16, Vec<(&'static str, String)>, Bytes) {
+    let text = |code: u16, body: &'static str| {
+        (
+            code,
+            vec![("Content-Type", "text/plain".to_string())],
+            Bytes::from_static(body.as_bytes()),
+        )
+    };
+    let Opened {
+        file,
+        meta,
+        response,
+    } = match answer(ctx, req, rest) {
+        Ok(opened) => opened,
+        Err((code, body)) => return text(code, body),
+    };
+    let mut headers: Vec<(&'static str, String)> = FILE_HEADERS
+        .iter()
+        .map(|(n, v)| (*n, v.to_string()))
+        .collect();
+    headers.extend(response.headers);
+    let range = response.range;
+    let body = if response.body && req.method == Method::Get && !range.is_empty() {
+        match ctx
+            .files
+            .map(&file, &meta)
+            .and_then(|map| slice(&map, range.start, range.end))
+        {
+            Ok(body) => body,
+            Err(e) => {
+                tracing::warn!(path = %req.path, "cannot map file: {e}");
+                return text(500, "cannot map\n");
+            }
+        }
+    } else {
+        Bytes::new()
+    };
+    (response.status.code(), headers, body)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn open_errors_map_to_statuses() {
+        use rustix::io::Errno;
+        let os = |e: Errno| io::Error::from_raw_os_error(e.raw_os_error());
+        assert_eq!(open_error(&os(Errno::NOENT)).0, 404);
+        assert_eq!(open_error(&os(Errno::NOTDIR)).0, 404);
+        assert_eq!(open_error(&os(Errno::LOOP)).0, 404);
+        assert_eq!(open_error(&os(Errno::ACCESS)).0, 403);
+        assert_eq!(open_error(&os(Errno::MFILE)).0, 500);
+        let outside = io::Error::new(io::ErrorKind::PermissionDenied, "out");
+        assert_eq!(open_error(&outside).0, 403);
+    }
+
+    #[test]
+    fn slices_check_the_mapping() {
+        let map = Bytes::from_static(b"0123456789");
+        assert_eq!(&slice(&map, 2, 5).unwrap()[..], b"234");
+        assert!(slice(&map, 2, 11).is_err());
+    }
+}
