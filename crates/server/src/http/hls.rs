@@ -356,5 +356,7 @@ async fn write<S: AsyncWrite + Unpin>(
         }
         offset += n;
     }
+    // TLS may still hold the last records: a kept-alive client would wait for them.
+    sock.flush().await?;
     Ok(())
 }

@@ -186,6 +186,7 @@ where
                         if req.keep_alive() { "keep-alive" } else { "close" }
                     );
                     sock.write_all(head.as_bytes()).await?;
+                    sock.flush().await?;
                 } else {
                     respond(&mut sock, &req, "404 Not Found", "text/plain", "").await?;
                 }
@@ -314,7 +315,9 @@ pub(crate) async fn respond<S: AsyncWrite + Unpin>(
     if req.method != Method::Head {
         head.push_str(body);
     }
-    sock.write_all(head.as_bytes()).await
+    sock.write_all(head.as_bytes()).await?;
+    // TLS may still hold the last records: a kept-alive client would wait for them.
+    sock.flush().await
 }
 
 async fn play_flv(
