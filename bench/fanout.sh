@@ -4,15 +4,16 @@
 # nginx-rtmp (RTMP, its defaults), in one run. Each server is pinned to core 0;
 # players (and the publisher) to core 1. HLS: Sluice's MPEG-TS (hls) and fMP4 Low-Latency
 # (ll-hls) playlists, and nginx-rtmp's HLS (TS files written by the RTMP module, served
-# by nginx's http module with sendfile) as the peer row of "hls".
-# TODO(rtsp): add "rtsp-tcp" to -p once sluice-bench plays it.
+# by nginx's http module with sendfile) as the peer row of "hls". RTSP: RTP interleaved
+# on the RTSP connection (rtsp) and RTP over UDP (rtsp-udp), Sluice only (no peer here).
 #
-# Usage: bench/fanout.sh [-n PLAYERS] [-d SECONDS] [-m MERGE_MS] [-p "flv rtmp hls ll-hls ws-flv"]
+# Usage: bench/fanout.sh [-n PLAYERS] [-d SECONDS] [-m MERGE_MS]
+#                        [-p "flv rtmp hls ll-hls rtsp rtsp-udp ws-flv"]
 #                        [-x "limit nginx"] [-o OUTDIR]
 # Writes OUTDIR/fanout.md and one JSON per run (sluice-bench's report).
 set -euo pipefail
 . "$(dirname "$0")/lib.sh"
-n=500 dur=25 merge=200 protos="flv rtmp hls ll-hls" peers="limit nginx" out="$root/target/bench"
+n=500 dur=25 merge=200 protos="flv rtmp hls ll-hls rtsp rtsp-udp" peers="limit nginx" out="$root/target/bench"
 while getopts n:d:m:p:x:o: opt; do
   case $opt in
     n) n=$OPTARG ;; d) dur=$OPTARG ;; m) merge=$OPTARG ;; p) protos=$OPTARG ;; x) peers=$OPTARG ;; o) out=$OPTARG ;;

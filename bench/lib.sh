@@ -14,6 +14,7 @@ bench=$root/target/release/sluice-bench
 nginx_bin=${NGINX:-/usr/sbin/nginx}
 base=${BENCH_PORT_BASE:-29300}
 S_RTMP=$((base + 1)) S_HTTP=$((base + 2)) L_HTTP=$((base + 3)) N_RTMP=$((base + 4)) N_HTTP=$((base + 5))
+S_RTSP=$((base + 6))
 server_cpus=${SERVER_CPUS:-0} client_cpus=${CLIENT_CPUS:-1}
 pids=()
 
@@ -83,12 +84,14 @@ wait_port() { # wait_port PORT: until something listens (5 s at most)
 }
 
 # start_sluice [FLAGS...]: Sluice on $server_cpus; sets $srv. Default flags: --workers 1.
+# RTSP listens on $S_RTSP; its RTP/RTCP UDP ports are the kernel's choice (--rtp-ports 0),
+# so that no fixed range can clash with another server on the machine.
 start_sluice() {
-  port_free "$S_RTMP"; port_free "$S_HTTP"
-  taskset -c "$server_cpus" "$sluice" --rtmp "127.0.0.1:$S_RTMP" --http "127.0.0.1:$S_HTTP" --log warn "$@" \
-    >"$out/sluice.log" 2>&1 &
+  port_free "$S_RTMP"; port_free "$S_HTTP"; port_free "$S_RTSP"
+  taskset -c "$server_cpus" "$sluice" --rtmp "127.0.0.1:$S_RTMP" --http "127.0.0.1:$S_HTTP" \
+    --rtsp "127.0.0.1:$S_RTSP" --rtp-ports 0 --log warn "$@" >"$out/sluice.log" 2>&1 &
   srv=$!; pids+=("$srv")
-  wait_port "$S_RTMP"; wait_port "$S_HTTP"
+  wait_port "$S_RTMP"; wait_port "$S_HTTP"; wait_port "$S_RTSP"
 }
 
 # start_limit MERGE_MS [FLAGS...]: limit.c (HTTP-FLV only) on $server_cpus; sets $srv.
@@ -174,7 +177,7 @@ url() {
     sluice:hls) echo "http://127.0.0.1:$S_HTTP/live/x.m3u8" ;;           # MPEG-TS segments
     sluice:ll-hls) echo "http://127.0.0.1:$S_HTTP/live/x/index.m3u8" ;;  # fMP4, Low-Latency
     nginx:hls) echo "http://127.0.0.1:$N_HTTP/hls/x.m3u8" ;;            # TS files, sendfile
-    # TODO(rtsp): sluice:rtsp-tcp rtsp://127.0.0.1:PORT/live/x once sluice-bench plays it.
+    sluice:rtsp | sluice:rtsp-udp) echo "rtsp://127.0.0.1:$S_RTSP/live/x" ;; # RTP on TCP | UDP
     *) echo "" ;;
   esac
 }

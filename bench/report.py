@@ -88,6 +88,15 @@ def save(plt, fig, path):
     print(f"plot: {path}")
 
 
+PROTO_LABEL = {"rtsp": "rtsp (tcp)", "rtsp-udp": "rtsp (udp)"}
+
+
+def rtp_lost(r):
+    """RTP packets lost and players that lost any, for RTSP runs; '-' otherwise."""
+    t = r.get("rtp")
+    return "-" if t is None else f"{t['lost']} ({t['players_with_loss']})"
+
+
 def fk(r):
     f = r.get("first_keyframe_ms") or {}
     return f"{f.get('p50', 0):.1f}/{f.get('p99', 0):.1f}"
@@ -471,22 +480,25 @@ def cmd_fanout(out, n, merge, *runs):
     family = lambda p: "hls" if p in ("hls", "ll-hls") else p
     ng = {p: r["server"]["cpu_s_per_gb"] for s, p, r in rows if s == "nginx"}
     lines += [
-        "| server | protocol | players ok | Mbit/s | CPU-s/GB | × limit | × nginx-rtmp | RSS/player KiB | first keyframe p50/p99 ms | stalls |",
-        "|---|---|---|---|---|---|---|---|---|---|",
+        "| server | protocol | players ok | Mbit/s | CPU-s/GB | × limit | × nginx-rtmp | RSS/player KiB | first keyframe p50/p99 ms | stalls | RTP lost (players) |",
+        "|---|---|---|---|---|---|---|---|---|---|---|",
     ]
     for srv, proto, r in rows:
         s = r["server"]
         c = s["cpu_s_per_gb"]
         lines.append(
-            f"| {'limit.c' if srv == 'limit' else srv} | {proto} | {r['ok']}/{r['count']} | {r['mbit_s']:.0f} | {c:.3f} | "
+            f"| {'limit.c' if srv == 'limit' else srv} | {PROTO_LABEL.get(proto, proto)} | {r['ok']}/{r['count']} | {r['mbit_s']:.0f} | {c:.3f} | "
             f"{c / floor if floor else 0:.2f} | {c / ng[family(proto)] if ng.get(family(proto)) else float('nan'):.2f} | "
-            f"{s['rss_per_player_kib']:.1f} | {fk(r)} | {r['stalls']} |"
+            f"{s['rss_per_player_kib']:.1f} | {fk(r)} | {r['stalls']} | {rtp_lost(r)} |"
         )
     lines += [
         "",
         "× nginx-rtmp: against nginx-rtmp's row of the same family (RTMP for rtmp; its HLS, TS files served "
         "with sendfile, for hls and ll-hls). HLS first keyframe: the first segment (ll-hls: part) received in "
         "full; HLS players start three segments (ll-hls: the last independent part) back from the live edge.",
+        "RTSP: RTP interleaved on the RTSP connection (TCP) or over UDP to a port pair per track; Mbit/s counts "
+        "the `$` headers over TCP and RTP+RTCP datagrams over UDP. RTP lost: sequence numbers never received "
+        "(UDP loss, or the server skipping a lagging player to a keyframe).",
     ]
     write(out, "fanout", [l.replace("| nan |", "| |") for l in lines])
 

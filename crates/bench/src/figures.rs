@@ -70,6 +70,9 @@ pub(crate) struct PlayerRow {
     /// HLS: segments or parts missed (left the playlist before being fetched, or 404).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub misses: Option<u64>,
+    /// RTSP: the RTP packets, their sequence gaps and the frames they made.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub rtp: Option<RtpCounts>,
     /// Publish-to-play delay of the video frames that carried the bench publisher's
     /// wall-clock stamp (`crate::stamp`); absent when none did.
     #[serde(skip_serializing_if = "Option::is_none")]
@@ -110,6 +113,7 @@ impl PlayerRow {
             segments: None,
             playlists: None,
             misses: None,
+            rtp: None,
             publish_latency_ms: None,
             error_kind: None,
             error: None,
@@ -143,31 +147,61 @@ impl PlayerRow {
     /// Counts one media message received at `now`; `start` is when connecting began.
     pub(crate) fn on_media(&mut self, m: &crate::scan::Media, now: Instant, start: Instant) {
         if m.is_video_frame() {
-            self.video_frames += 1;
-            if let Some(t) = crate::stamp::find(&m.head) {
-                if t >= self.started_us && self.latencies.len() < MAX_LATENCY_SAMPLES {
-                    let delay_us = crate::stamp::unix_us() as i64 - t as i64;
-                    self.latencies.push(delay_us as f32 / 1000.0);
-                }
-            }
-            if self.first_keyframe_ms.is_none() {
-                if !m.is_keyframe() {
-                    return;
-                }
-                self.first_keyframe_ms = Some(ms(now - start));
-            }
-            let (media_ms, lag) = self.lag.frame(m.ts_ms, now, self.stall_slack_ms);
-            self.media_ms = media_ms;
-            if let Some(l) = lag {
-                self.max_lag_ms = self.max_lag_ms.max(l.over_min_ms);
-                if l.stalled {
-                    self.stalls += 1;
-                }
-            }
+            let stamp = crate::stamp::find(&m.head);
+            self.on_video_frame(m.ts_ms, m.is_keyframe(), stamp, now, start);
         } else if m.is_audio_frame() {
             self.audio_frames += 1;
         }
     }
+
+    /// Counts one coded video frame received at `now`: `ts_ms` is its media time (any
+    /// origin, wrapping), `stamp` the bench publisher's wall-clock stamp it carried.
+    pub(crate) fn on_video_frame(
+        &mut self,
+        ts_ms: u32,
+        keyframe: bool,
+        stamp: Option<u64>,
+        now: Instant,
+        start: Instant,
+    ) {
+        self.video_frames += 1;
+        if let Some(t) = stamp {
+            if t >= self.started_us && self.latencies.len() < MAX_LATENCY_SAMPLES {
+                let delay_us = crate::stamp::unix_us() as i64 - t as i64;
+                self.latencies.push(delay_us as f32 / 1000.0);
+            }
+        }
+        if self.first_keyframe_ms.is_none() {
+            if !keyframe {
+                return;
+            }
+            self.first_keyframe_ms = Some(ms(now - start));
+        }
+        let (media_ms, lag) = self.lag.frame(ts_ms, now, self.stall_slack_ms);
+        self.media_ms = media_ms;
+        if let Some(l) = lag {
+            self.max_lag_ms = self.max_lag_ms.max(l.over_min_ms);
+            if l.stalled {
+                self.stalls += 1;
+            }
+        }
+    }
+}
+
+/// What an RTSP player counts of RTP, all tracks together.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize)]
+pub(crate) struct RtpCounts {
+    /// RTP packets received on the tracks set up (RTCP not included).
+    pub packets: u64,
+    /// Packets missing from the sequence: skipped sequence numbers, counted from the
+    /// `RTP-Info` start when the server gave one (UDP loss, or a server-side skip).
+    pub lost: u64,
+    /// Packets that came behind a later one (reordered or duplicated).
+    pub late: u64,
+    /// Frames the depacketizer dropped: incomplete after a loss, or malformed.
+    pub frames_dropped: u64,
+    /// Packets the depacketizer refused as malformed.
+    pub bad_packets: u64,
 }
 
 impl PlayerRow {

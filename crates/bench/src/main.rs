@@ -7,7 +7,8 @@
 //! stops at that instant, and the process exits within a few seconds after it
 //! whatever the server does (a watchdog thread enforces it).
 //!
-//! Files: `target` (URLs), `scan` (sans-IO FLV/WebSocket/RTMP-chunk scanners),
+//! Files: `target` (URLs), `scan` (sans-IO FLV/WebSocket/RTMP-chunk scanners), `rtsp`
+//! (the sans-IO RTSP player session, interleaved-frame scanner and RTP counts),
 //! `load/` (players per protocol, publishers), `figures` (per-player figures, lag,
 //! percentiles), `procfs` (server CPU/RSS), `report` (table and JSON).
 
@@ -16,6 +17,7 @@ mod hls;
 mod load;
 mod procfs;
 mod report;
+mod rtsp;
 mod scan;
 mod stamp;
 mod target;
@@ -26,7 +28,7 @@ use indicatif::{ProgressBar, ProgressStyle};
 use load::publish::{PublishCtx, PublisherRow};
 use load::Ctx;
 use procfs::Sample;
-use report::{error_counts, Report, ServerFigures};
+use report::{error_counts, Report, RtpTotals, ServerFigures};
 use sluice_bench::player::Protocol;
 use std::io::IsTerminal;
 use std::path::PathBuf;
@@ -67,7 +69,8 @@ struct PlayArgs {
     protocol: Protocol,
     /// rtmp://host[:port]/app/stream, http://host:port/path.flv or ws://host:port/path.flv;
     /// for hls and ll-hls, the media playlist: http://host:port/app/stream.m3u8 (TS) or
-    /// http://host:port/app/stream/index.m3u8 (fMP4, Low-Latency).
+    /// http://host:port/app/stream/index.m3u8 (fMP4, Low-Latency); for rtsp and rtsp-udp,
+    /// rtsp://host:port/app/stream.
     #[arg(long)]
     url: String,
     /// Fraction of players that read slowly (0..1).
@@ -413,6 +416,7 @@ fn base_report(c: &Common, mode: &'static str, protocol: String, url: &str) -> R
         players_with_stalls: 0,
         max_lag_ms: 0.0,
         slow_players: 0,
+        rtp: None,
         server: None,
         players: Vec::new(),
         publishers: Vec::new(),
@@ -466,6 +470,7 @@ async fn run_play(a: PlayArgs) -> Result<Report, String> {
             },
             Protocol::Hls | Protocol::LlHls,
         ) => {}
+        (Target::Rtsp { .. }, Protocol::Rtsp | Protocol::RtspUdp) => {}
         (_, p) => return Err(format!("{} is not a URL for --protocol {p:?}", a.url)),
     }
     let c = &a.common;
@@ -498,6 +503,7 @@ async fn run_play(a: PlayArgs) -> Result<Report, String> {
     r.players_with_stalls = rows.iter().filter(|p| p.stalls > 0).count();
     r.max_lag_ms = rows.iter().map(|p| p.max_lag_ms).fold(0.0, f64::max);
     r.slow_players = rows.iter().filter(|p| p.slow).count();
+    r.rtp = RtpTotals::of(rows);
     let latencies = Spread::of(
         rows.iter()
             .flat_map(|p| p.latencies.iter().map(|&v| f64::from(v))),

@@ -18,6 +18,10 @@ pub enum Protocol {
     Hls,
     /// Low-Latency HLS (fMP4 parts): blocking playlist reload and preload hints.
     LlHls,
+    /// RTSP with RTP interleaved on the TCP connection.
+    Rtsp,
+    /// RTSP with RTP over UDP (a port pair per track and player).
+    RtspUdp,
 }
 
 /// A connected player.
@@ -49,6 +53,11 @@ impl Player {
             Protocol::Hls | Protocol::LlHls => {
                 return Err(ClientError::Refused(
                     "HLS has no tag-level player (sluice-bench play only)".into(),
+                ))
+            }
+            Protocol::Rtsp | Protocol::RtspUdp => {
+                return Err(ClientError::Refused(
+                    "RTSP has no tag-level player (sluice-bench play only)".into(),
                 ))
             }
         })

@@ -45,11 +45,44 @@ pub(crate) struct Report {
     pub players_with_stalls: usize,
     pub max_lag_ms: f64,
     pub slow_players: usize,
+    /// RTSP players: their RTP, all together.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub rtp: Option<RtpTotals>,
     pub server: Option<ServerFigures>,
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub players: Vec<PlayerRow>,
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub publishers: Vec<PublisherRow>,
+}
+
+/// What RTSP players counted of RTP, summed over players.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize)]
+pub(crate) struct RtpTotals {
+    pub packets: u64,
+    /// Sequence numbers skipped (UDP loss, or the server skipping a lagging player).
+    pub lost: u64,
+    pub late: u64,
+    pub frames_dropped: u64,
+    pub bad_packets: u64,
+    /// Players with at least one lost packet.
+    pub players_with_loss: usize,
+}
+
+impl RtpTotals {
+    /// The sums, or `None` when no player counted RTP.
+    pub(crate) fn of(rows: &[PlayerRow]) -> Option<RtpTotals> {
+        let mut t: Option<RtpTotals> = None;
+        for c in rows.iter().filter_map(|p| p.rtp) {
+            let t = t.get_or_insert_with(RtpTotals::default);
+            t.packets += c.packets;
+            t.lost += c.lost;
+            t.late += c.late;
+            t.frames_dropped += c.frames_dropped;
+            t.bad_packets += c.bad_packets;
+            t.players_with_loss += usize::from(c.lost > 0);
+        }
+        t
+    }
 }
 
 /// The server process over the run (`--server-pid`).
@@ -207,6 +240,19 @@ impl Report {
                 t,
                 "{:<18} {} ({} players)   max lag {:.0} ms",
                 "stalls", self.stalls, self.players_with_stalls, self.max_lag_ms
+            );
+        }
+        if let Some(r) = &self.rtp {
+            let _ = writeln!(
+                t,
+                "{:<18} {} packets, lost {} ({} players), late {}, frames dropped {}, bad {}",
+                "rtp",
+                r.packets,
+                r.lost,
+                r.players_with_loss,
+                r.late,
+                r.frames_dropped,
+                r.bad_packets
             );
         }
         if let Some(s) = &self.server {

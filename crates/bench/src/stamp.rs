@@ -1,8 +1,8 @@
 //! Wall-clock stamps in the video, for publish-to-play latency: the bench publisher
 //! puts an H.264 SEI NAL unit (type 6, payload type 5 `user_data_unregistered`: our
 //! UUID + the Unix time in µs, big-endian) in front of each video frame's NAL units;
-//! players find it in the first bytes of each video message and compare it with their
-//! own clock. Servers pass SEI NAL units through untouched, so this works against any
+//! players find it in the first bytes of each video message (RTSP players: among the
+//! first NAL units of each depacketized frame) and compare it with their own clock. Servers pass SEI NAL units through untouched, so this works against any
 //! server (the clocks are the same machine's).
 //!
 //! Only legacy FLV AVC frames (codec id 7, AVCPacketType 1, 4-byte NAL lengths) are
@@ -58,7 +58,33 @@ pub(crate) fn find(head: &[u8]) -> Option<u64> {
         return None;
     }
     let len = u32::from_be_bytes([head[5], head[6], head[7], head[8]]) as usize;
-    let nal = head.get(9..9 + len)?;
+    sei_stamp(head.get(9..9 + len)?)
+}
+
+/// The stamp in an H.264 access unit as 4-byte length-prefixed NAL units (what the
+/// RTP depacketizer gives): ours is the first SEI, which may come after the parameter
+/// sets a server puts in front of a keyframe; the search stops at the first slice.
+pub(crate) fn find_in_nals(mut nals: &[u8]) -> Option<u64> {
+    while let Some(&[a, b, c, d]) = nals.get(..4) {
+        let len = u32::from_be_bytes([a, b, c, d]) as usize;
+        let nal = nals.get(4..4usize.checked_add(len)?)?;
+        match nal.first()? & 0x1f {
+            6 => {
+                if let Some(t) = sei_stamp(nal) {
+                    return Some(t);
+                }
+            }
+            // Coded slices: SEI comes before them or not at all.
+            1..=5 => return None,
+            _ => {}
+        }
+        nals = &nals[4 + len..];
+    }
+    None
+}
+
+/// Our time, from an SEI NAL unit (header byte included), if it is ours.
+fn sei_stamp(nal: &[u8]) -> Option<u64> {
     if nal.first()? & 0x1f != 6 {
         return None;
     }
@@ -130,5 +156,30 @@ mod tests {
         stamp_frame(&mut other, &frame, 7);
         other[12] ^= 0xff;
         assert_eq!(find(&other), None);
+    }
+
+    #[test]
+    fn stamps_are_found_among_nal_units() {
+        let mut sei = Vec::new();
+        push_sei(&mut sei, 1_763_800_000_123_456);
+        let nal = |out: &mut Vec<u8>, n: &[u8]| {
+            out.extend_from_slice(&(n.len() as u32).to_be_bytes());
+            out.extend_from_slice(n);
+        };
+        // A keyframe as a server sends it: SPS, PPS, our SEI, the IDR slice.
+        let mut au = Vec::new();
+        nal(&mut au, &[0x67, 0x42, 0xc0, 0x1e]);
+        nal(&mut au, &[0x68, 0xce]);
+        nal(&mut au, &sei);
+        nal(&mut au, &[0x65, 0x88, 0x84]);
+        assert_eq!(find_in_nals(&au), Some(1_763_800_000_123_456));
+        // After the first slice, or in a truncated unit, nothing is found.
+        let mut late = Vec::new();
+        nal(&mut late, &[0x41, 0x9a]);
+        nal(&mut late, &sei);
+        assert_eq!(find_in_nals(&late), None);
+        assert_eq!(find_in_nals(&au[..20]), None);
+        assert_eq!(find_in_nals(&[0xff, 0xff, 0xff, 0xff, 6]), None);
+        assert_eq!(find_in_nals(&[]), None);
     }
 }

@@ -1,5 +1,5 @@
 //! What the bench connects to, from a URL: `rtmp://host[:port]/app/stream[?q]`,
-//! `http://host:port/path.flv`, `ws://host:port/path.flv`.
+//! `http://host:port/path.flv`, `ws://host:port/path.flv`, `rtsp://host[:port]/app/stream`.
 //!
 //! Why here and not a URL crate: the forms are few and fixed, and the pieces the
 //! clients need (RTMP app, stream name with its query, tcUrl, HTTP path) are not a
@@ -29,6 +29,13 @@ pub(crate) enum Target {
         path: String,
         websocket: bool,
     },
+    /// `rtsp://host[:port]/path[?query]`.
+    Rtsp {
+        addr: SocketAddr,
+        /// The URL for DESCRIBE (and PLAY, unless the SDP says otherwise), as given
+        /// without a trailing `/`.
+        url: String,
+    },
 }
 
 impl Target {
@@ -36,11 +43,12 @@ impl Target {
     pub(crate) fn parse(url: &str) -> Result<Target, String> {
         let (scheme, rest) = url
             .split_once("://")
-            .ok_or_else(|| format!("{url}: no scheme (rtmp://, http:// or ws://)"))?;
+            .ok_or_else(|| format!("{url}: no scheme (rtmp://, rtsp://, http:// or ws://)"))?;
         let scheme = scheme.to_ascii_lowercase();
         let default_port = match scheme.as_str() {
             "rtmp" => 1935,
             "http" | "ws" => 80,
+            "rtsp" => 554,
             other => return Err(format!("{url}: unsupported scheme {other}")),
         };
         let (authority, path) = match rest.find(['/', '?']) {
@@ -48,7 +56,17 @@ impl Target {
             None => (rest, ""),
         };
         let addr = resolve(authority, default_port).map_err(|e| format!("{url}: {e}"))?;
-        if scheme == "rtmp" {
+        if scheme == "rtsp" {
+            if path.trim_matches('/').is_empty() || authority.contains('@') {
+                return Err(format!(
+                    "{url}: expected rtsp://host[:port]/path (no credentials)"
+                ));
+            }
+            Ok(Target::Rtsp {
+                addr,
+                url: format!("rtsp://{authority}{}", path.trim_end_matches('/')),
+            })
+        } else if scheme == "rtmp" {
             let path = path.strip_prefix('/').unwrap_or(path);
             let (app, stream) = path
                 .split_once('/')
@@ -79,7 +97,9 @@ impl Target {
     #[cfg(test)]
     pub(crate) fn addr(&self) -> SocketAddr {
         match self {
-            Target::Rtmp { addr, .. } | Target::Http { addr, .. } => *addr,
+            Target::Rtmp { addr, .. } | Target::Http { addr, .. } | Target::Rtsp { addr, .. } => {
+                *addr
+            }
         }
     }
 }
@@ -178,5 +198,25 @@ mod tests {
         assert!(Target::parse("http://127.0.0.1:99999/x").is_err());
         assert!(Target::parse("ftp://127.0.0.1/x").is_err());
         assert!(Target::parse("127.0.0.1/x").is_err());
+    }
+
+    #[test]
+    fn rtsp_urls() {
+        let t = Target::parse("rtsp://127.0.0.1:8554/live/cam1/").unwrap();
+        assert_eq!(
+            t,
+            Target::Rtsp {
+                addr: "127.0.0.1:8554".parse().unwrap(),
+                url: "rtsp://127.0.0.1:8554/live/cam1".into(),
+            }
+        );
+        let t = Target::parse("RTSP://localhost/live/a?token=1").unwrap();
+        assert_eq!(t.addr(), "127.0.0.1:554".parse().unwrap());
+        assert!(
+            matches!(t, Target::Rtsp { ref url, .. } if url == "rtsp://localhost/live/a?token=1")
+        );
+        assert!(Target::parse("rtsp://127.0.0.1:8554").is_err());
+        assert!(Target::parse("rtsp://127.0.0.1:8554/").is_err());
+        assert!(Target::parse("rtsp://user:pw@127.0.0.1/live/a").is_err());
     }
 }

@@ -3,8 +3,9 @@
 //! Why not `sluice_bench::player::Player`: that one hands every tag to the caller as
 //! `Bytes`, which the end-to-end tests need. Here thousands of players share the
 //! machine with the server being measured, so each player reads into one buffer per
-//! thread ([`READ_LEN`] bytes per read), scans it with `crate::scan`, keeps a few bytes
-//! of state and no media.
+//! thread ([`READ_LEN`] bytes per read), scans it with `crate::scan` (RTSP:
+//! `crate::rtsp`), keeps a few bytes of state and no media (RTSP: the frame being
+//! depacketized, and a packet split across two reads).
 //!
 //! # Invariants
 //! - Every await is bounded by the run's end: a player returns by itself when the
@@ -15,6 +16,7 @@ pub(crate) mod flv;
 pub(crate) mod hls;
 pub(crate) mod publish;
 pub(crate) mod rtmp;
+pub(crate) mod rtsp;
 
 use crate::figures::{ErrorKind, Live, PlayerRow};
 use crate::target::Target;
@@ -73,6 +75,9 @@ pub(crate) async fn play(ctx: Arc<Ctx>, id: usize, slow: bool) -> PlayerRow {
         (Target::Rtmp { .. }, Protocol::Rtmp) => rtmp::play(&ctx, &mut row).await,
         (Target::Http { .. }, Protocol::Hls) => hls::play(&ctx, &mut row).await,
         (Target::Http { .. }, Protocol::LlHls) => hls::play_low_latency(&ctx, &mut row).await,
+        (Target::Rtsp { .. }, Protocol::Rtsp | Protocol::RtspUdp) => {
+            rtsp::play(&ctx, &mut row).await
+        }
         _ => Err((
             ErrorKind::Protocol,
             "URL scheme does not match --protocol".into(),
@@ -157,24 +162,60 @@ impl Conn {
                 _ = &mut self.end => return Ok(None),
                 r = self.sock.readable() => r.map_err(io_failure)?,
             }
-            let got = READ_BUF.with(|buf| {
-                let mut buf = buf.borrow_mut();
-                let len = self.read_len.min(buf.len());
-                match self.sock.try_read(&mut buf[..len]) {
-                    Ok(0) => Err((ErrorKind::Closed, "closed by the server".to_string())),
-                    Ok(n) => {
-                        live.add_bytes(n);
-                        let f = f.take().expect("called once: we return after it");
-                        Ok(Some(f(&buf[..n], Instant::now())))
-                    }
-                    Err(e) if e.kind() == io::ErrorKind::WouldBlock => Ok(None),
-                    Err(e) => Err(io_failure(e)),
-                }
-            })?;
-            if let Some(r) = got {
+            if let Some(r) = self.read_now(live, &mut f)? {
                 return Ok(Some(r));
             }
         }
+    }
+
+    /// [`Conn::read`] without waiting: `None` when no bytes are there now.
+    pub(crate) fn try_read<R>(
+        &mut self,
+        live: &Live,
+        f: impl FnOnce(&[u8], Instant) -> R,
+    ) -> Result<Option<R>, Failure> {
+        self.read_now(live, &mut Some(f))
+    }
+
+    /// One read into the thread's buffer; `f` is taken (and called) when bytes came.
+    fn read_now<R, F: FnOnce(&[u8], Instant) -> R>(
+        &mut self,
+        live: &Live,
+        f: &mut Option<F>,
+    ) -> Result<Option<R>, Failure> {
+        READ_BUF.with(|buf| {
+            let mut buf = buf.borrow_mut();
+            let len = self.read_len.min(buf.len());
+            match self.sock.try_read(&mut buf[..len]) {
+                Ok(0) => Err((ErrorKind::Closed, "closed by the server".to_string())),
+                Ok(n) => {
+                    live.add_bytes(n);
+                    let f = f.take().expect("called once: the caller returns after it");
+                    Ok(Some(f(&buf[..n], Instant::now())))
+                }
+                Err(e) if e.kind() == io::ErrorKind::WouldBlock => Ok(None),
+                Err(e) => Err(io_failure(e)),
+            }
+        })
+    }
+
+    /// Waits for the connection to have bytes to read or for `other` to finish,
+    /// whichever comes first, bounded by the run's end.
+    pub(crate) async fn readable_or<T>(
+        &mut self,
+        other: impl std::future::Future<Output = T>,
+    ) -> Result<Woke<T>, Failure> {
+        tokio::select! {
+            biased;
+            _ = &mut self.end => Ok(Woke::Ended),
+            r = self.sock.readable() => r.map(|()| Woke::Readable).map_err(io_failure),
+            t = other => Ok(Woke::Other(t)),
+        }
+    }
+
+    /// Our address on the connection (where a server sends RTP over UDP).
+    pub(crate) fn local_ip(&self) -> Result<std::net::IpAddr, Failure> {
+        self.sock.local_addr().map(|a| a.ip()).map_err(io_failure)
     }
 
     /// For a slow player, waits until its reading is back under its rate; `false`
@@ -198,6 +239,16 @@ impl Conn {
             _ = sleep_until(due) => true,
         }
     }
+}
+
+/// What [`Conn::readable_or`] woke for.
+pub(crate) enum Woke<T> {
+    /// The run ended.
+    Ended,
+    /// The connection has bytes to read ([`Conn::try_read`]).
+    Readable,
+    /// The other future finished.
+    Other(T),
 }
 
 /// Holds a slow player to `factor` times the stream's bitrate, learnt from the first

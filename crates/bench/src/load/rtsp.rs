@@ -1,0 +1,453 @@
+//! RTSP players: RTP interleaved on the RTSP connection (`--protocol rtsp`), or over
+//! UDP (`rtsp-udp`: per track a port pair from the kernel, RTP on an even port and RTCP
+//! on the next), driven by `crate::rtsp::Session`.
+//!
+//! Per player: the connection, the session's few strings, a depacketizer per track and,
+//! over UDP, two sockets per track. TCP bytes are read into the thread's buffer and
+//! scanned in place (`crate::rtsp::InterleavedScanner`); UDP datagrams are read in
+//! batches (`recvmmsg`) into the same buffer. Keep-alives go out at half the session
+//! timeout, whatever the media does. `bytes` counts what the sockets returned: with
+//! the 4-byte `$` headers over TCP, RTP and RTCP datagrams over UDP.
+//!
+//! A slow player is paced like the others; over UDP that means the kernel drops what
+//! it has no room for, which shows as `rtp.lost`.
+
+use super::{io_failure, Conn, Ctx, Failure, Woke, READ_BUF, READ_LEN};
+use crate::figures::{ms, ErrorKind, PlayerRow};
+use crate::rtsp::{InterleavedScanner, Item, Lower, Next, PlayError, Rtp, Seen, Session};
+use crate::target::Target;
+use bytes::BytesMut;
+use sluice_bench::player::Protocol;
+use sluice_rtsp::PortPair;
+use std::io;
+use std::net::{IpAddr, SocketAddr};
+use std::sync::atomic::Ordering;
+use std::task::Poll;
+use tokio::net::UdpSocket;
+use tokio::time::Instant;
+
+/// Datagrams read per `recvmmsg`.
+const BATCH: usize = 16;
+/// Room for one datagram in the thread's buffer. RTP over UDP stays under the path
+/// MTU (Sluice sends at most 1,412 bytes); a longer datagram fails the player rather
+/// than being counted cut short.
+const SLOT: usize = READ_LEN / BATCH;
+/// Receive buffer asked for each RTP socket: the burst of a GOP cache at PLAY (a
+/// second or two of a 2 Mbit/s stream) must fit while thousands of players take their
+/// turn; the kernel caps it at `net.core.rmem_max` and charges only what is queued.
+const UDP_RECV_BUFFER: usize = 2 << 20;
+/// Attempts at an even/odd port pair from the kernel (each finds an even port with
+/// its successor free about half the time).
+const PAIR_ATTEMPTS: usize = 64;
+/// Batches read from one socket per wake-up before the other sockets get their turn.
+const BATCHES_PER_WAKE: usize = 4;
+/// Largest RTCP datagram kept whole (only counted: sender reports are 52 bytes).
+const RTCP_LEN: usize = 1500;
+
+fn play_failure(e: PlayError) -> Failure {
+    match e {
+        PlayError::Io(e) => io_failure(e),
+        e => (ErrorKind::Protocol, e.to_string()),
+    }
+}
+
+/// The sockets of one track over UDP.
+struct UdpTrack {
+    rtp: UdpSocket,
+    rtcp: UdpSocket,
+    track: usize,
+}
+
+/// What woke a player besides its connection.
+enum Wake {
+    KeepAlive,
+    Udp(io::Result<()>),
+}
+
+/// Everything of a player but its connection and scanner.
+struct State<'a> {
+    ctx: &'a Ctx,
+    /// When connecting began.
+    start: Instant,
+    local_ip: IpAddr,
+    session: Session,
+    /// Requests to write.
+    out: BytesMut,
+    /// Set once PLAY is answered.
+    rtp: Option<Rtp>,
+    /// The RTP channel of each track (TCP).
+    channels: Vec<u8>,
+    /// Bound when the session asks for ports; read once playing.
+    udp: Vec<UdpTrack>,
+    keepalive_at: Option<Instant>,
+}
+
+/// Plays until the run ends.
+pub(crate) async fn play(ctx: &Ctx, row: &mut PlayerRow) -> Result<(), Failure> {
+    let Target::Rtsp { addr, url } = &ctx.target else {
+        unreachable!("dispatched on Target::Rtsp");
+    };
+    let lower = if ctx.protocol == Protocol::RtspUdp {
+        Lower::Udp
+    } else {
+        Lower::Tcp
+    };
+    let start = Instant::now();
+    let slow = row.slow.then_some(ctx.slow_rate);
+    let Some(mut conn) = Conn::open(*addr, slow, ctx.end).await? else {
+        return Ok(());
+    };
+    let mut s = State {
+        ctx,
+        start,
+        local_ip: conn.local_ip()?,
+        session: Session::new(url.clone(), lower),
+        out: BytesMut::with_capacity(512),
+        rtp: None,
+        channels: Vec::new(),
+        udp: Vec::new(),
+        keepalive_at: None,
+    };
+    s.session.start(&mut s.out);
+    let mut scanner = InterleavedScanner::default();
+    let result = run(&mut s, &mut scanner, &mut conn, row).await;
+    if let Some(rtp) = &s.rtp {
+        row.rtp = Some(rtp.counts());
+    }
+    result
+}
+
+async fn run(
+    s: &mut State<'_>,
+    scanner: &mut InterleavedScanner,
+    conn: &mut Conn,
+    row: &mut PlayerRow,
+) -> Result<(), Failure> {
+    loop {
+        if !s.out.is_empty() {
+            if !conn.write(&s.out).await? {
+                return Ok(());
+            }
+            s.out.clear();
+        }
+        let keepalive_at = s.keepalive_at;
+        // UDP is read once playing: datagrams that come before the PLAY answer is read
+        // wait in the kernel.
+        let udp: &[UdpTrack] = if s.rtp.is_some() { &s.udp } else { &[] };
+        let woke = conn
+            .readable_or(async move {
+                tokio::select! {
+                    r = udp_ready(udp) => Wake::Udp(r),
+                    _ = sleep_until(keepalive_at) => Wake::KeepAlive,
+                }
+            })
+            .await?;
+        match woke {
+            Woke::Ended => return Ok(()),
+            Woke::Readable => {
+                let got = conn.try_read(&s.ctx.live, |data, now| {
+                    row.bytes += data.len() as u64;
+                    scanner.feed(data, &mut |item| s.on_item(item, row, now))
+                })?;
+                if let Some(r) = got {
+                    r.map_err(play_failure)?;
+                }
+            }
+            Woke::Other(Wake::KeepAlive) => {
+                s.session.keep_alive(&mut s.out);
+                s.keepalive_at = Some(Instant::now() + s.session.keepalive_interval());
+            }
+            Woke::Other(Wake::Udp(r)) => {
+                r.map_err(io_failure)?;
+                s.read_udp(row)?;
+            }
+        }
+        if !conn.pace_counts(row.bytes, row.media_ms).await {
+            return Ok(());
+        }
+    }
+}
+
+impl State<'_> {
+    fn on_item(
+        &mut self,
+        item: Item<'_>,
+        row: &mut PlayerRow,
+        now: Instant,
+    ) -> Result<(), PlayError> {
+        match item {
+            Item::Response(resp) => self.on_response(resp, row, now),
+            Item::Frame { channel, packet } => {
+                let (Some(rtp), Some(track)) = (
+                    &mut self.rtp,
+                    self.channels.iter().position(|&c| c == channel),
+                ) else {
+                    // RTCP, or a channel not set up.
+                    return Ok(());
+                };
+                let start = self.start;
+                rtp.packet(track, packet, &mut |seen| on_seen(row, seen, now, start));
+                Ok(())
+            }
+        }
+    }
+
+    fn on_response(
+        &mut self,
+        resp: sluice_rtsp::Response,
+        row: &mut PlayerRow,
+        now: Instant,
+    ) -> Result<(), PlayError> {
+        match self.session.on_response(resp, &mut self.out)? {
+            Next::Continue => {}
+            Next::NeedPorts(n) => {
+                let mut ports = Vec::with_capacity(n);
+                for track in 0..n {
+                    let (rtp, rtcp) = bind_pair(self.local_ip)?;
+                    ports.push(PortPair {
+                        rtp: rtp.local_addr()?.port(),
+                        rtcp: rtcp.local_addr()?.port(),
+                    });
+                    self.udp.push(UdpTrack { rtp, rtcp, track });
+                }
+                self.session.set_ports(ports, &mut self.out);
+            }
+            Next::Playing => {
+                let tracks = self.session.tracks();
+                self.channels = tracks
+                    .iter()
+                    .enumerate()
+                    .map(|(i, t)| t.channels(i).rtp)
+                    .collect();
+                self.rtp = Some(Rtp::new(tracks)?);
+                row.connect_ms = Some(ms(now - self.start));
+                self.ctx.live.connected.fetch_add(1, Ordering::Relaxed);
+                self.keepalive_at = Some(now + self.session.keepalive_interval());
+            }
+        }
+        Ok(())
+    }
+
+    /// Reads what waits on every UDP socket.
+    fn read_udp(&mut self, row: &mut PlayerRow) -> Result<(), Failure> {
+        let Some(rtp) = &mut self.rtp else {
+            return Ok(());
+        };
+        let (live, start) = (&self.ctx.live, self.start);
+        for u in &self.udp {
+            let mut rtcp = [0u8; RTCP_LEN];
+            loop {
+                match u.rtcp.try_recv(&mut rtcp) {
+                    Ok(n) => {
+                        row.bytes += n as u64;
+                        live.add_bytes(n);
+                    }
+                    Err(e) if e.kind() == io::ErrorKind::WouldBlock => break,
+                    Err(e) => return Err(io_failure(e)),
+                }
+            }
+            for _ in 0..BATCHES_PER_WAKE {
+                let now = Instant::now();
+                let n = recv_batch(&u.rtp, |datagram| {
+                    row.bytes += datagram.len() as u64;
+                    live.add_bytes(datagram.len());
+                    rtp.packet(u.track, datagram, &mut |seen| {
+                        on_seen(row, seen, now, start)
+                    });
+                })
+                .map_err(io_failure)?;
+                if n < BATCH {
+                    break;
+                }
+            }
+        }
+        Ok(())
+    }
+}
+
+fn on_seen(row: &mut PlayerRow, seen: Seen, now: Instant, start: Instant) {
+    match seen {
+        Seen::Video {
+            ts_ms,
+            keyframe,
+            stamp,
+        } => row.on_video_frame(ts_ms, keyframe, stamp, now, start),
+        Seen::Audio => row.audio_frames += 1,
+    }
+}
+
+async fn sleep_until(at: Option<Instant>) {
+    match at {
+        Some(at) => tokio::time::sleep_until(at).await,
+        None => std::future::pending().await,
+    }
+}
+
+/// Until one of the sockets has datagrams waiting; never with none.
+async fn udp_ready(tracks: &[UdpTrack]) -> io::Result<()> {
+    std::future::poll_fn(|cx| {
+        for t in tracks {
+            for sock in [&t.rtp, &t.rtcp] {
+                if let Poll::Ready(r) = sock.poll_recv_ready(cx) {
+                    return Poll::Ready(r);
+                }
+            }
+        }
+        Poll::Pending
+    })
+    .await
+}
+
+/// A UDP socket bound to `addr`, non-blocking, with a receive buffer of `recv_buffer`.
+fn udp_socket(addr: SocketAddr, recv_buffer: Option<usize>) -> io::Result<std::net::UdpSocket> {
+    use socket2::{Domain, Protocol, Socket, Type};
+    let s = Socket::new(Domain::for_address(addr), Type::DGRAM, Some(Protocol::UDP))?;
+    if let Some(n) = recv_buffer {
+        s.set_recv_buffer_size(n)?;
+    }
+    s.set_nonblocking(true)?;
+    s.bind(&addr.into())?;
+    Ok(s.into())
+}
+
+/// An RTP socket on an even port of `ip` and an RTCP socket on the next.
+fn bind_pair(ip: IpAddr) -> io::Result<(UdpSocket, UdpSocket)> {
+    for _ in 0..PAIR_ATTEMPTS {
+        let rtp = udp_socket(SocketAddr::new(ip, 0), Some(UDP_RECV_BUFFER))?;
+        let port = rtp.local_addr()?.port();
+        if !port.is_multiple_of(2) {
+            continue;
+        }
+        if let Ok(rtcp) = udp_socket(SocketAddr::new(ip, port + 1), None) {
+            return Ok((UdpSocket::from_std(rtp)?, UdpSocket::from_std(rtcp)?));
+        }
+    }
+    Err(io::Error::new(
+        io::ErrorKind::AddrInUse,
+        format!("no even/odd UDP port pair on {ip} in {PAIR_ATTEMPTS} tries"),
+    ))
+}
+
+/// Reads up to [`BATCH`] datagrams waiting on `sock` into the thread's buffer and
+/// passes each to `on`; returns how many (0: none waiting).
+fn recv_batch(sock: &UdpSocket, mut on: impl FnMut(&[u8])) -> io::Result<usize> {
+    READ_BUF.with(|buf| {
+        let mut buf = buf.borrow_mut();
+        let mut lens = [0usize; BATCH];
+        let n = match recv_many(sock, &mut buf, &mut lens) {
+            Ok(n) => n,
+            Err(e) if e.kind() == io::ErrorKind::WouldBlock => return Ok(0),
+            Err(e) => return Err(e),
+        };
+        for (slot, &len) in buf.chunks_exact(SLOT).zip(&lens[..n]) {
+            on(&slot[..len.min(SLOT)]);
+        }
+        Ok(n)
+    })
+}
+
+/// `recvmmsg` into [`SLOT`]-byte slots of `buf`: one syscall for a burst of packets.
+#[cfg(target_os = "linux")]
+fn recv_many(sock: &UdpSocket, buf: &mut [u8], lens: &mut [usize; BATCH]) -> io::Result<usize> {
+    use std::os::fd::AsRawFd;
+    use tokio::io::Interest;
+    // SAFETY: iovec and mmsghdr are plain C structs for which all zeroes (null
+    // pointers, zero lengths) is a valid value.
+    let mut iovs: [libc::iovec; BATCH] = unsafe { std::mem::zeroed() };
+    let mut slots = 0;
+    for (iov, slot) in iovs.iter_mut().zip(buf.chunks_exact_mut(SLOT)) {
+        iov.iov_base = slot.as_mut_ptr().cast();
+        iov.iov_len = slot.len();
+        slots += 1;
+    }
+    // SAFETY: as above.
+    let mut msgs: [libc::mmsghdr; BATCH] = unsafe { std::mem::zeroed() };
+    for (m, iov) in msgs.iter_mut().zip(iovs.iter_mut()) {
+        m.msg_hdr.msg_iov = iov;
+        m.msg_hdr.msg_iovlen = 1;
+    }
+    let n = sock.try_io(Interest::READABLE, || {
+        // SAFETY: the first `slots` headers each point at one iovec of `iovs`, each
+        // at its own SLOT-byte slot of `buf`; all of them outlive the call, and the
+        // kernel writes only within them (and the headers' length and flag fields).
+        let r = unsafe {
+            libc::recvmmsg(
+                sock.as_raw_fd(),
+                msgs.as_mut_ptr(),
+                slots as _,
+                libc::MSG_DONTWAIT as _,
+                std::ptr::null_mut(),
+            )
+        };
+        if r < 0 {
+            Err(io::Error::last_os_error())
+        } else {
+            Ok(r as usize)
+        }
+    })?;
+    for (len, m) in lens.iter_mut().zip(&msgs[..n.min(BATCH)]) {
+        if m.msg_hdr.msg_flags & libc::MSG_TRUNC != 0 {
+            return Err(io::Error::new(
+                io::ErrorKind::InvalidData,
+                format!("an RTP datagram over {SLOT} bytes"),
+            ));
+        }
+        *len = m.msg_len as usize;
+    }
+    Ok(n.min(BATCH))
+}
+
+/// One `recv` per datagram where `recvmmsg` is not available.
+#[cfg(not(target_os = "linux"))]
+fn recv_many(sock: &UdpSocket, buf: &mut [u8], lens: &mut [usize; BATCH]) -> io::Result<usize> {
+    let mut n = 0;
+    for (len, slot) in lens.iter_mut().zip(buf.chunks_exact_mut(SLOT)) {
+        match sock.try_recv(slot) {
+            Ok(got) => {
+                *len = got;
+                n += 1;
+            }
+            Err(e) if e.kind() == io::ErrorKind::WouldBlock && n > 0 => break,
+            Err(e) => return Err(e),
+        }
+    }
+    Ok(n)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[tokio::test]
+    async fn pairs_are_even_then_odd_and_batches_read_every_datagram() {
+        let ip = IpAddr::from([127, 0, 0, 1]);
+        let (rtp, rtcp) = bind_pair(ip).unwrap();
+        let (a, b) = (
+            rtp.local_addr().unwrap().port(),
+            rtcp.local_addr().unwrap().port(),
+        );
+        assert_eq!(a % 2, 0);
+        assert_eq!(b, a + 1);
+        let tx = std::net::UdpSocket::bind((ip, 0)).unwrap();
+        for i in 0..(BATCH + 3) {
+            tx.send_to(&vec![i as u8; 100 + i], (ip, a)).unwrap();
+        }
+        tokio::time::timeout(std::time::Duration::from_secs(5), rtp.readable())
+            .await
+            .unwrap()
+            .unwrap();
+        let mut got = Vec::new();
+        while got.len() < BATCH + 3 {
+            let n = recv_batch(&rtp, |d| got.push((d[0], d.len()))).unwrap();
+            if n == 0 {
+                rtp.readable().await.unwrap();
+            }
+        }
+        let want: Vec<(u8, usize)> = (0..(BATCH + 3)).map(|i| (i as u8, 100 + i)).collect();
+        assert_eq!(got, want);
+        // Too long for a slot: an error, not a cut packet.
+        tx.send_to(&vec![0u8; SLOT + 1], (ip, a)).unwrap();
+        rtp.readable().await.unwrap();
+        assert!(recv_batch(&rtp, |_| {}).is_err());
+    }
+}
