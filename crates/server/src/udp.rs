@@ -32,8 +32,9 @@ const MAX_DATAGRAM: usize = 65_536;
 /// Most packets per `sendmmsg`.
 const MAX_BATCH: usize = 64;
 /// Kernel send buffer of the shared RTP socket: it carries every UDP player of the
-/// worker.
-const SEND_BUFFER: usize = 4 << 20;
+/// worker, a merge window's worth of media each (about 55 KB at 2 Mbit/s and 200 ms).
+/// Past `net.core.wmem_max` only a privileged process gets it (SO_SNDBUFFORCE).
+const SEND_BUFFER: usize = 32 << 20;
 /// Receive buffer: bursts of several publishers' keyframes.
 const RECV_BUFFER: usize = 4 << 20;
 /// Attempts at a kernel-chosen even/odd port pair.
@@ -132,9 +133,19 @@ impl RtpUdp {
         };
         for s in [&rtp, &rtcp] {
             s.set_nonblocking(true)?;
-            let r = socket2::SockRef::from(s);
-            let _ = r.set_send_buffer_size(SEND_BUFFER);
-            let _ = r.set_recv_buffer_size(RECV_BUFFER);
+            if rustix::net::sockopt::set_socket_send_buffer_size_force(s, SEND_BUFFER).is_err() {
+                let _ = socket2::SockRef::from(s).set_send_buffer_size(SEND_BUFFER);
+            }
+            if rustix::net::sockopt::set_socket_recv_buffer_size_force(s, RECV_BUFFER).is_err() {
+                let _ = socket2::SockRef::from(s).set_recv_buffer_size(RECV_BUFFER);
+            }
+        }
+        let sndbuf = socket2::SockRef::from(&rtp).send_buffer_size().unwrap_or(0);
+        if sndbuf < SEND_BUFFER {
+            tracing::info!(
+                sndbuf,
+                "RTP over UDP: small send buffer (raise net.core.wmem_max for many UDP players)"
+            );
         }
         let udp = Rc::new(RtpUdp {
             rtp: UdpSocket::from_std(rtp)?,
