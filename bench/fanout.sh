@@ -7,6 +7,8 @@
 # by nginx's http module with sendfile) as the peer row of "hls". RTSP: RTP interleaved
 # on the RTSP connection (rtsp) and RTP over UDP (rtsp-udp), Sluice only (no peer here).
 #
+# rtsp-pp / rtsp-udp-pp run the RTSP players against Sluice with --rtsp-batch false
+# (one send call per RTP packet), to measure what frame batching saves.
 # Usage: bench/fanout.sh [-n PLAYERS] [-d SECONDS] [-m MERGE_MS]
 #                        [-p "flv rtmp hls ll-hls rtsp rtsp-udp ws-flv"]
 #                        [-x "limit nginx"] [-o OUTDIR]
@@ -36,12 +38,15 @@ fi
 for run in "${runs[@]}"; do
   s=${run%%:*} p=${run#*:}
   json=$out/$s-$p.json; [ "$s" = limit ] && json=$out/limit-flv.json
+  # rtsp-pp, rtsp-udp-pp: the same players, the server sending one packet per call.
+  proto=${p%-pp} flags=()
+  [ "$proto" = "$p" ] || flags=(--rtsp-batch false)
   case $p in
     *hls) # a live playlist with a few segments before the players come (2 s each)
       PUB_S=$((dur + 25)) start_server "$s" "$merge"; sleep 7 ;;
-    *) PUB_S=$((dur + 15)) start_server "$s" "$merge" ;;
+    *) PUB_S=$((dur + 15)) start_server "$s" "$merge" "${flags[@]}" ;;
   esac
-  play "$p" "$(url "$p" "$s")" "$n" "$srv" "$json" --ramp 500/s --duration "${dur}s" --warmup "${warmup}s"
+  play "$proto" "$(url "$proto" "$s")" "$n" "$srv" "$json" --ramp 500/s --duration "${dur}s" --warmup "${warmup}s"
   stop_server
 done
 

@@ -190,12 +190,13 @@ ingest_url() {
   esac
 }
 
-# start_server NAME MERGE_MS: sluice (1 worker) | limit | nginx, and for sluice and
-# nginx a realtime publisher of $clip for PUB_S seconds (default 120). Sets $srv, $pub.
+# start_server NAME MERGE_MS [SLUICE_FLAGS...]: sluice (1 worker) | limit | nginx, and
+# for sluice and nginx a realtime publisher of $clip for PUB_S seconds (default 120).
+# Sets $srv, $pub.
 start_server() {
   pub=""
   case $1 in
-    sluice) start_sluice --workers 1 --merge-ms "$2" ;;
+    sluice) start_sluice --workers 1 --merge-ms "$2" "${@:3}" ;;
     limit) start_limit "$2" ;;
     nginx) start_nginx ;;
   esac

@@ -88,7 +88,12 @@ def save(plt, fig, path):
     print(f"plot: {path}")
 
 
-PROTO_LABEL = {"rtsp": "rtsp (tcp)", "rtsp-udp": "rtsp (udp)"}
+PROTO_LABEL = {
+    "rtsp": "rtsp (tcp)",
+    "rtsp-udp": "rtsp (udp)",
+    "rtsp-pp": "rtsp (tcp, per packet)",
+    "rtsp-udp-pp": "rtsp (udp, per packet)",
+}
 
 
 def rtp_lost(r):
