@@ -22,6 +22,7 @@ mod rtsp;
 mod sock;
 mod tls;
 mod udp;
+mod udp_send;
 mod viewers;
 mod vod;
 mod worker;

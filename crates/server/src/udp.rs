@@ -13,13 +13,15 @@
 //! buffer, the 4-byte headers skipped, so nothing is copied per player.
 
 use crate::sock::Sock;
+use crate::udp_send::{self, Message};
 use bytes::Bytes;
-use rustix::net::{SendAncillaryBuffer, SendFlags, SocketAddrAny};
 use sluice_rtsp::PortPair;
 use std::cell::{Cell, RefCell};
 use std::collections::HashMap;
 use std::io::{self, IoSlice};
 use std::net::{IpAddr, SocketAddr, UdpSocket as StdUdpSocket};
+use std::ops::Range;
+use std::os::fd::AsFd;
 use std::rc::Rc;
 use std::time::Instant;
 use tokio::io::Interest;
@@ -53,6 +55,8 @@ pub struct RtpUdp {
     routes: RefCell<HashMap<SocketAddr, Route>>,
     /// When each UDP player's RTCP port last sent us a report: it is alive.
     heard: RefCell<HashMap<SocketAddr, Rc<Cell<Instant>>>>,
+    /// Whether to send frames as GSO messages (off once the kernel refused one).
+    gso: Cell<bool>,
     /// Datagrams from addresses no session announced.
     pub unknown: Cell<u64>,
     /// Datagrams dropped because their session's queue was full.
@@ -153,6 +157,7 @@ impl RtpUdp {
             ports,
             routes: RefCell::new(HashMap::new()),
             heard: RefCell::new(HashMap::new()),
+            gso: Cell::new(true),
             unknown: Cell::new(0),
             overflow: Cell::new(0),
         });
@@ -361,37 +366,102 @@ impl UdpOut {
     }
 
     /// Sends the batch; returns the bytes consumed and whether all of it went.
+    ///
+    /// Consecutive packets to one player, all full-sized but the last (the packets of
+    /// one video frame), go as one GSO message when the kernel takes them.
     fn flush(&self, batch: &mut Batch<'_>) -> io::Result<(usize, bool)> {
         let skipped = std::mem::take(&mut batch.skipped);
         if batch.packets.is_empty() {
             return Ok((skipped, true));
         }
         self.blocked_on_control.set(false);
-        let addrs: Vec<SocketAddrAny> = batch.dests.iter().map(|&a| a.into()).collect();
-        let iovs: Vec<[IoSlice<'_>; 1]> = batch.packets.iter().map(|p| [IoSlice::new(p)]).collect();
-        let mut controls: Vec<SendAncillaryBuffer<'_, '_, '_>> = (0..iovs.len())
-            .map(|_| SendAncillaryBuffer::default())
-            .collect();
-        let mut msgs: Vec<rustix::net::MMsgHdr<'_>> = addrs
+        let iovs: Vec<IoSlice<'_>> = batch.packets.iter().map(|p| IoSlice::new(p)).collect();
+        let groups = group(
+            &batch.packets,
+            &batch.dests,
+            self.udp.gso.get() && self.batch > 1,
+        );
+        let msgs: Vec<Message<'_>> = groups
             .iter()
-            .zip(&iovs)
-            .zip(controls.iter_mut())
-            .map(|((addr, iov), control)| rustix::net::MMsgHdr::new_with_addr(addr, iov, control))
+            .map(|g| Message {
+                dest: batch.dests[g.start],
+                iov: &iovs[g.clone()],
+                segment: (g.len() > 1).then(|| batch.packets[g.start].len() as u16),
+            })
             .collect();
-        let sent = match self.udp.rtp.try_io(Interest::WRITABLE, || {
-            rustix::net::sendmmsg(&self.udp.rtp, &mut msgs, SendFlags::DONTWAIT)
-                .map_err(io::Error::from)
-        }) {
-            Ok(n) => n,
-            Err(e) if e.kind() == io::ErrorKind::WouldBlock => 0,
-            // A refused destination (ICMP unreachable): the player is gone.
-            Err(e) => return Err(e),
+        let sent = match self.send(&msgs) {
+            Err(e) if is_gso_refused(&e) && msgs.iter().any(|m| m.segment.is_some()) => {
+                tracing::info!("RTP over UDP: the kernel refuses UDP GSO ({e}); sending without");
+                self.udp.gso.set(false);
+                let ungrouped = group(&batch.packets, &batch.dests, false);
+                let msgs: Vec<Message<'_>> = ungrouped
+                    .iter()
+                    .map(|g| Message {
+                        dest: batch.dests[g.start],
+                        iov: &iovs[g.clone()],
+                        segment: None,
+                    })
+                    .collect();
+                let sent = self.send(&msgs)?;
+                let bytes: usize = batch.lens[..sent].iter().sum();
+                let done = sent == batch.packets.len();
+                batch.clear();
+                return Ok((bytes + skipped, done));
+            }
+            other => other?,
         };
-        let bytes: usize = batch.lens[..sent].iter().sum();
-        let done = sent == batch.packets.len();
+        let packets: usize = groups[..sent].iter().map(|g| g.len()).sum();
+        let bytes: usize = batch.lens[..packets].iter().sum();
+        let done = packets == batch.packets.len();
         batch.clear();
         Ok((bytes + skipped, done))
     }
+
+    /// One `sendmmsg`; 0 when the socket is full.
+    fn send(&self, msgs: &[Message<'_>]) -> io::Result<usize> {
+        match self.udp.rtp.try_io(Interest::WRITABLE, || {
+            udp_send::send(self.udp.rtp.as_fd(), msgs)
+        }) {
+            Ok(n) => Ok(n),
+            Err(e) if e.kind() == io::ErrorKind::WouldBlock => Ok(0),
+            // A refused destination (ICMP unreachable): the player is gone.
+            Err(e) => Err(e),
+        }
+    }
+}
+
+/// Runs of packets that can go as one message each: the same destination, every
+/// packet but the run's last as long as the first, within the kernel's limits.
+fn group(packets: &[&[u8]], dests: &[SocketAddr], gso: bool) -> Vec<Range<usize>> {
+    let mut groups = Vec::new();
+    let mut i = 0;
+    while i < packets.len() {
+        let size = packets[i].len();
+        let mut total = size;
+        let mut j = i + 1;
+        while gso
+            && j < packets.len()
+            && j - i < udp_send::MAX_SEGMENTS
+            && dests[j] == dests[i]
+            && packets[j - 1].len() == size
+            && packets[j].len() <= size
+            && total + packets[j].len() <= udp_send::MAX_MESSAGE
+        {
+            total += packets[j].len();
+            j += 1;
+        }
+        groups.push(i..j);
+        i = j;
+    }
+    groups
+}
+
+/// Errors of a kernel or route without UDP GSO.
+fn is_gso_refused(e: &io::Error) -> bool {
+    matches!(
+        e.raw_os_error(),
+        Some(libc::EINVAL | libc::EIO | libc::EOPNOTSUPP)
+    )
 }
 
 fn finish(total: usize) -> io::Result<usize> {
@@ -452,6 +522,27 @@ mod tests {
         assert_eq!((ch, p, len), (3, &[9u8][..], 5));
         assert!(next_interleaved(&[b'$', 0, 0, 9, 1]).is_none(), "truncated");
         assert!(next_interleaved(b"RTSP/1.0").is_none());
+    }
+
+    #[test]
+    fn frames_group_into_gso_runs() {
+        let a = [0u8; 1200];
+        let b = [0u8; 300];
+        let c = [0u8; 50];
+        let x: SocketAddr = "127.0.0.1:1000".parse().unwrap();
+        let y: SocketAddr = "127.0.0.1:2000".parse().unwrap();
+        // A frame of three full packets and a short one to x, then audio to x, then y.
+        let packets: Vec<&[u8]> = vec![&a, &a, &a, &b, &c, &a, &a];
+        let dests = [x, x, x, x, x, y, y];
+        assert_eq!(group(&packets, &dests, true), [0..4, 4..5, 5..7]);
+        assert_eq!(group(&packets, &dests, false).len(), 7);
+        // A short packet ends a run even when more full ones follow.
+        let packets: Vec<&[u8]> = vec![&a, &b, &a];
+        assert_eq!(group(&packets, &[x, x, x], true), [0..2, 2..3]);
+        // Never more than the kernel's segment limit.
+        let many: Vec<&[u8]> = vec![&c; 100];
+        let groups = group(&many, &[x; 100], true);
+        assert_eq!(groups, [0..64, 64..100]);
     }
 
     #[test]
