@@ -2,14 +2,14 @@
 # and stops the servers under test (Sluice, ../shared/limit, nginx-rtmp), runs
 # sluice-bench pinned to the client core, and kills everything it started on exit.
 #
-# Knobs (environment): NO_BUILD=1 skips cargo build; BENCH_PORT_BASE (default 29300)
+# Knobs (environment): NO_BUILD=1 skips cargo build; SLUICE=PATH runs another sluice binary; BENCH_PORT_BASE (default 29300)
 # moves every listener (a stale server on the same port would silently share it:
 # Sluice binds with SO_REUSEPORT); SERVER_CPUS (0) and CLIENT_CPUS (1) are taskset lists;
 # BENCH_MAX_S bounds the whole script (the scenario sets a default).
 # Only 127.0.0.1 is ever used.
 
 root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
-sluice=$root/target/release/sluice
+sluice=${SLUICE:-$root/target/release/sluice}
 bench=$root/target/release/sluice-bench
 nginx_bin=${NGINX:-/usr/sbin/nginx}
 base=${BENCH_PORT_BASE:-29300}
