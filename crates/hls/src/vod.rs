@@ -73,14 +73,7 @@ impl VodPlan {
         let target = Timestamp::from(target_ms.max(100)) * Timestamp::from(CLOCK_HZ) / 1000;
         let video = movie.video();
         let audio = movie.audio();
-        let shift = movie
-            .tracks
-            .iter()
-            .filter_map(|t| t.samples.first())
-            .map(|s| s.dts)
-            .min()
-            .unwrap_or(0)
-            .min(0);
+        let shift = movie.negative_start();
         // Segment starts, as (video sample index, decode time).
         let mut starts: Vec<(usize, Timestamp)> = Vec::new();
         match video {

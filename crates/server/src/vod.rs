@@ -218,14 +218,7 @@ impl VodPlay {
             })
             .unwrap_or(start);
         // Players want timestamps from 0 up; B-frames can put the first dts below.
-        let shift = movie
-            .tracks
-            .iter()
-            .filter_map(|t| t.samples.first())
-            .map(|s| s.dts)
-            .min()
-            .unwrap_or(0)
-            .min(0);
+        let shift = movie.negative_start();
         for t in &movie.tracks {
             ingest.set_track(start - shift, t.track.clone());
         }

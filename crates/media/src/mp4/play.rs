@@ -31,6 +31,19 @@ impl Position {
 }
 
 impl Movie {
+    /// The earliest decode time of any sample, or 0 when none is earlier: subtracting
+    /// it makes every timestamp non-negative (B-frames start decoding before 0), as
+    /// outputs with unsigned times (RTMP, `tfdt`) need.
+    pub fn negative_start(&self) -> Timestamp {
+        self.tracks
+            .iter()
+            .filter_map(|t| t.samples.first())
+            .map(|s| s.dts)
+            .min()
+            .unwrap_or(0)
+            .min(0)
+    }
+
     /// The index in [`Movie::tracks`] of the video track.
     pub fn video(&self) -> Option<usize> {
         self.tracks
