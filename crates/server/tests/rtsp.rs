@@ -197,6 +197,85 @@ fn a_silent_udp_player_times_out_and_one_sending_reports_does_not() {
     );
 }
 
+/// Whether GStreamer with the RTSP elements is here (like [`have_ffmpeg`]: required
+/// where `SLUICE_REQUIRE_TOOLS=1`).
+fn have_gstreamer() -> bool {
+    let ok = [
+        "rtspsrc",
+        "rtspclientsink",
+        "openh264enc",
+        "avdec_h264",
+        "rtph264depay",
+    ]
+    .iter()
+    .all(|e| {
+        std::process::Command::new("gst-inspect-1.0")
+            .arg(e)
+            .stdout(std::process::Stdio::null())
+            .stderr(std::process::Stdio::null())
+            .status()
+            .is_ok_and(|s| s.success())
+    });
+    if !ok {
+        assert!(
+            std::env::var("SLUICE_REQUIRE_TOOLS").as_deref() != Ok("1"),
+            "GStreamer RTSP elements missing but SLUICE_REQUIRE_TOOLS=1"
+        );
+        eprintln!("skipping: GStreamer (rtspsrc, rtspclientsink, openh264enc) not installed");
+    }
+    ok
+}
+
+/// Runs a `gst-launch-1.0` pipeline to its end (at most 30 s).
+fn gst(pipeline: &str) -> std::process::Output {
+    std::process::Command::new("timeout")
+        .args(["30", "gst-launch-1.0"])
+        .args(pipeline.split_whitespace())
+        .output()
+        .expect("gst-launch-1.0")
+}
+
+#[test]
+fn gstreamer_plays_over_tcp_and_udp_and_publishes() {
+    if !have_ffmpeg() || !have_gstreamer() {
+        return;
+    }
+    let server = TestServer::start(&["--rtp-ports", "0"]);
+    let _publisher = publish(
+        &format!("rtmp://{}/live/g", server.rtmp),
+        "flv",
+        "libx264",
+        20,
+    );
+    std::thread::sleep(Duration::from_secs(2));
+    let addr = server.rtsp.expect("rtsp");
+    for protocols in ["tcp", "udp"] {
+        // rtspsrc, depayloaded and decoded: 50 pictures reach the sink (counted from
+        // its messages; how rtspsrc's shutdown at the end goes is not what is tested).
+        let out = gst(&format!(
+            "-v rtspsrc location=rtsp://{addr}/live/g protocols={protocols} ! rtph264depay ! h264parse ! avdec_h264 ! fakesink silent=false num-buffers=50"
+        ));
+        let text = String::from_utf8_lossy(&out.stdout);
+        let pictures = text.matches("last-message = chain").count();
+        assert!(
+            pictures >= 50,
+            "rtspsrc over {protocols}: {pictures} pictures; {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+    }
+    // rtspclientsink publishes (ANNOUNCE/RECORD); ffprobe plays it back.
+    let publish_url = format!("rtsp://{addr}/live/gp");
+    let pipeline = format!(
+        "-q videotestsrc num-buffers=150 is-live=true ! video/x-raw,width=320,height=240,framerate=25/1 ! openh264enc gop-size=25 ! h264parse ! rtspclientsink location={publish_url} protocols=tcp"
+    );
+    let sink = std::thread::spawn(move || gst(&pipeline));
+    std::thread::sleep(Duration::from_secs(2));
+    let (streams, times) = probe(&publish_url, 40);
+    assert!(streams.contains("h264,320,240"), "{streams}");
+    assert!(times.len() >= 25, "{} video packets", times.len());
+    let _ = sink.join();
+}
+
 #[test]
 fn configured_users_must_authenticate() {
     if !have_ffmpeg() {
