@@ -33,7 +33,19 @@ pub enum VodError {
     /// The muxer refused the samples.
     #[error(transparent)]
     Mux(#[from] SegmentError),
+    /// The segment would be larger than [`MAX_SEGMENT_BYTES`] (a file with keyframes
+    /// far apart).
+    #[error("segment {n} holds {bytes} bytes of samples, more than {MAX_SEGMENT_BYTES}")]
+    TooLarge {
+        /// The segment.
+        n: usize,
+        /// Its samples' bytes.
+        bytes: u64,
+    },
 }
+
+/// Most sample bytes one segment may hold: a segment is built whole in memory.
+pub const MAX_SEGMENT_BYTES: u64 = 64 << 20;
 
 /// One planned segment.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -167,6 +179,22 @@ impl VodPlan {
         out
     }
 
+    /// Segment `n`, if it exists and is not too large to build.
+    fn checked(&self, movie: &Movie, n: usize) -> Result<&VodSegment, VodError> {
+        let seg = self.segments.get(n).ok_or(VodError::NoSegment(n))?;
+        let mut bytes = 0u64;
+        for (track, range) in [(self.video, &seg.video), (self.audio, &seg.audio)] {
+            if let Some(t) = track {
+                let samples = &movie.tracks[t].samples[range.clone()];
+                bytes += samples.iter().map(|s| u64::from(s.size)).sum::<u64>();
+            }
+        }
+        if bytes > MAX_SEGMENT_BYTES {
+            return Err(VodError::TooLarge { n, bytes });
+        }
+        Ok(seg)
+    }
+
     /// The fMP4 init segment.
     pub fn init(&self, movie: &Movie) -> Result<Bytes, VodError> {
         let mut tracks = Vec::with_capacity(2);
@@ -186,7 +214,7 @@ impl VodPlan {
 
     /// fMP4 segment `n`: one fragment with a run per track.
     pub fn fmp4_segment(&self, movie: &Movie, file: &Bytes, n: usize) -> Result<Bytes, VodError> {
-        let seg = self.segments.get(n).ok_or(VodError::NoSegment(n))?;
+        let seg = self.checked(movie, n)?;
         let mut runs_samples: Vec<(u32, u64, Vec<Fmp4Sample>)> = Vec::with_capacity(2);
         for (index, range, id) in [
             (self.video, &seg.video, VIDEO_ID),
@@ -232,7 +260,7 @@ impl VodPlan {
 
     /// MPEG-TS segment `n`: tables, then every sample in decode order.
     pub fn ts_segment(&self, movie: &Movie, file: &Bytes, n: usize) -> Result<Bytes, VodError> {
-        let seg = self.segments.get(n).ok_or(VodError::NoSegment(n))?;
+        let seg = self.checked(movie, n)?;
         let track = |i: Option<usize>| i.map(|i| &movie.tracks[i].track);
         let mut muxer =
             TsMuxer::new(track(self.video), track(self.audio)).map_err(SegmentError::from)?;

@@ -50,8 +50,9 @@ const READ_CHUNK: usize = 16 << 10;
 /// Longest a UDP packet waits in a jitter buffer for the ones before it.
 const JITTER_DELAY: Duration = Duration::from_millis(50);
 
-/// UDP packets queued for one publisher before more are dropped.
-const UDP_QUEUE: usize = 1024;
+/// UDP packets queued for one publisher before more are dropped (at most
+/// 512 × 9 KiB; normally drained as they come).
+const UDP_QUEUE: usize = 512;
 
 /// How often a DESCRIBE of a stream without a start keyframe yet looks again.
 const DESCRIBE_POLL: Duration = Duration::from_millis(50);
@@ -383,6 +384,9 @@ impl Conn {
             // Clients such as ffmpeg then retry over TCP.
             return Ok(self.session.reject(461)?);
         };
+        if client.rtp == 0 || client.rtcp == 0 {
+            return Ok(self.session.reject(461)?);
+        }
         if self.uses(LowerTransport::Tcp) {
             return Ok(self.session.reject(461)?);
         }
@@ -402,7 +406,11 @@ impl Conn {
                 };
                 if let Some(tx) = tx {
                     let from = SocketAddr::new(self.peer.ip(), client.rtp);
-                    p.routes.push(udp.route(from, track, tx));
+                    match udp.route(from, track, tx, self.id) {
+                        Some(route) => p.routes.push(route),
+                        // Another session gets packets from there already.
+                        None => return Ok(self.session.reject(461)?),
+                    }
                 }
             }
             None => {
@@ -895,12 +903,12 @@ fn track_channel(track: usize) -> u8 {
 async fn silent_for(
     timeout: Duration,
     last_input: &Cell<Instant>,
-    heard: &[(Rc<Cell<Instant>>, crate::udp::HeardGuard)],
+    heard: &[crate::udp::HeardGuard],
 ) {
     loop {
         let last = heard
             .iter()
-            .map(|(cell, _)| cell.get())
+            .map(crate::udp::HeardGuard::last)
             .fold(last_input.get(), Instant::max);
         let due = last + timeout;
         if Instant::now() >= due {

@@ -28,9 +28,10 @@ use tokio::io::Interest;
 use tokio::net::UdpSocket;
 use tokio::sync::mpsc;
 
-/// Largest datagram we accept (RTP over UDP stays under the path MTU; loopback
-/// senders may use more).
-const MAX_DATAGRAM: usize = 65_536;
+/// Largest datagram we take (RTP over UDP stays under the path MTU; jumbo frames
+/// fit): bigger ones are truncated by the kernel and fail to depacketize. With
+/// `UDP_QUEUE` in the RTSP driver it bounds what one publisher can queue.
+const MAX_DATAGRAM: usize = 9216;
 /// Most packets per `sendmmsg`.
 const MAX_BATCH: usize = 64;
 /// Kernel send buffer of the shared RTP socket: it carries every UDP player of the
@@ -67,6 +68,8 @@ pub struct RtpUdp {
 struct Route {
     track: usize,
     tx: mpsc::Sender<Inbound>,
+    /// The session that set it up.
+    owner: u64,
 }
 
 /// Removes a route when dropped.
@@ -74,11 +77,18 @@ struct Route {
 pub struct RouteGuard {
     udp: Rc<RtpUdp>,
     from: SocketAddr,
+    owner: u64,
 }
 
 impl Drop for RouteGuard {
     fn drop(&mut self) {
-        self.udp.routes.borrow_mut().remove(&self.from);
+        let mut routes = self.udp.routes.borrow_mut();
+        if routes
+            .get(&self.from)
+            .is_some_and(|r| r.owner == self.owner)
+        {
+            routes.remove(&self.from);
+        }
     }
 }
 
@@ -87,11 +97,26 @@ impl Drop for RouteGuard {
 pub struct HeardGuard {
     udp: Rc<RtpUdp>,
     from: SocketAddr,
+    cell: Rc<Cell<Instant>>,
+}
+
+impl HeardGuard {
+    /// When the player last sent a report (or began listening).
+    pub fn last(&self) -> Instant {
+        self.cell.get()
+    }
 }
 
 impl Drop for HeardGuard {
     fn drop(&mut self) {
-        self.udp.heard.borrow_mut().remove(&self.from);
+        let mut heard = self.udp.heard.borrow_mut();
+        // Players at the same address share one cell; the last one out removes it.
+        if heard
+            .get(&self.from)
+            .is_some_and(|c| Rc::ptr_eq(c, &self.cell) && Rc::strong_count(c) == 2)
+        {
+            heard.remove(&self.from);
+        }
     }
 }
 
@@ -168,29 +193,42 @@ impl RtpUdp {
 
     /// Sends packets arriving from `from` to `tx` as SDP track `track`, until the
     /// guard is dropped.
+    /// `None` when another session takes packets from `from` already: a second
+    /// publisher claiming the same address and port must not take over the first
+    /// one's stream.
     pub fn route(
         self: &Rc<Self>,
         from: SocketAddr,
         track: usize,
         tx: mpsc::Sender<Inbound>,
-    ) -> RouteGuard {
-        self.routes.borrow_mut().insert(from, Route { track, tx });
-        RouteGuard {
+        owner: u64,
+    ) -> Option<RouteGuard> {
+        let mut routes = self.routes.borrow_mut();
+        if routes.contains_key(&from) {
+            return None;
+        }
+        routes.insert(from, Route { track, tx, owner });
+        Some(RouteGuard {
             udp: self.clone(),
             from,
-        }
+            owner,
+        })
     }
 
-    /// Notes the time of every RTCP packet from `from` in the returned cell, until the
-    /// guard is dropped.
-    pub fn listen(self: &Rc<Self>, from: SocketAddr) -> (Rc<Cell<Instant>>, HeardGuard) {
-        let cell = Rc::new(Cell::new(Instant::now()));
-        self.heard.borrow_mut().insert(from, cell.clone());
-        let guard = HeardGuard {
+    /// Notes the time of every RTCP packet from `from` until the guard is dropped.
+    pub fn listen(self: &Rc<Self>, from: SocketAddr) -> HeardGuard {
+        let cell = self
+            .heard
+            .borrow_mut()
+            .entry(from)
+            .or_insert_with(|| Rc::new(Cell::new(Instant::now())))
+            .clone();
+        cell.set(Instant::now());
+        HeardGuard {
             udp: self.clone(),
             from,
-        };
-        (cell, guard)
+            cell,
+        }
     }
 
     async fn receive_rtp(self: Rc<Self>) {
@@ -331,7 +369,7 @@ impl UdpOut {
                 rest = tail;
                 let Some(dest) = self.dest.get(usize::from(channel)).copied().flatten() else {
                     // A channel this player did not set up: nothing to send.
-                    batch.skipped += chunk.len();
+                    batch.skip(chunk.len());
                     continue;
                 };
                 if channel % 2 == 1 {
@@ -341,12 +379,11 @@ impl UdpOut {
                     if !done {
                         return finish(total);
                     }
-                    match self.udp.rtcp.try_send_to(packet, dest) {
-                        Ok(_) => total += chunk.len(),
-                        Err(e) if e.kind() == io::ErrorKind::WouldBlock => return finish(total),
-                        // A report that cannot go is not worth the player.
-                        Err(_) => total += chunk.len(),
-                    }
+                    // A report that cannot go now (a full socket, say) is dropped: the
+                    // next comes in seconds, and waiting here could only wait on the
+                    // wrong socket.
+                    let _ = self.udp.rtcp.try_send_to(packet, dest);
+                    total += chunk.len();
                     continue;
                 }
                 if batch.len() >= self.batch {
@@ -359,7 +396,7 @@ impl UdpOut {
                 batch.push(packet, chunk.len(), dest);
             }
             // A malformed tail (never made by our packetizer) is dropped, not retried.
-            batch.skipped += rest.len();
+            batch.skip(rest.len());
         }
         let (sent, _) = self.flush(&mut batch)?;
         finish(total + sent)
@@ -402,7 +439,14 @@ impl UdpOut {
                         segment: None,
                     })
                     .collect();
-                let sent = self.send(&msgs)?;
+                let sent = match self.send(&msgs) {
+                    Ok(n) => n,
+                    Err(e) => {
+                        // Not GSO's fault after all (a bad destination): keep it on.
+                        self.udp.gso.set(true);
+                        return Err(e);
+                    }
+                };
                 let bytes: usize = batch.lens[..sent].iter().sum();
                 let done = sent == batch.packets.len();
                 batch.clear();
@@ -424,7 +468,16 @@ impl UdpOut {
         }) {
             Ok(n) => Ok(n),
             Err(e) if e.kind() == io::ErrorKind::WouldBlock => Ok(0),
-            // A refused destination (ICMP unreachable): the player is gone.
+            // Passing trouble on the path (a firewall's verdict, no route, no kernel
+            // buffers): these packets are lost, as UDP may lose them; the player goes on.
+            Err(e)
+                if matches!(
+                    e.raw_os_error(),
+                    Some(libc::EPERM | libc::ENOBUFS | libc::ENETUNREACH | libc::EHOSTUNREACH)
+                ) =>
+            {
+                Ok(msgs.len())
+            }
             Err(e) => Err(e),
         }
     }
@@ -494,6 +547,15 @@ struct Batch<'a> {
 impl<'a> Batch<'a> {
     fn len(&self) -> usize {
         self.packets.len()
+    }
+
+    /// Bytes consumed without sending: they count with the packet before them, so a
+    /// partial send never ends inside them.
+    fn skip(&mut self, len: usize) {
+        match self.lens.last_mut() {
+            Some(last) => *last += len,
+            None => self.skipped += len,
+        }
     }
 
     fn push(&mut self, packet: &'a [u8], len: usize, dest: SocketAddr) {

@@ -50,14 +50,18 @@ pub fn send(fd: BorrowedFd<'_>, msgs: &[Message<'_>]) -> io::Result<usize> {
     for (i, m) in msgs.iter().enumerate() {
         // SAFETY: all-zero is a valid mmsghdr (null pointers, zero lengths).
         let mut h: libc::mmsghdr = unsafe { zeroed() };
-        h.msg_hdr.msg_name = (&mut names[i] as *mut libc::sockaddr_storage).cast();
+        // Pointers from the vectors' base, not from `&mut v[i]`: later indexing must not
+        // invalidate earlier ones.
+        // SAFETY: i < len of both vectors, which are not resized below.
+        h.msg_hdr.msg_name = unsafe { names.as_mut_ptr().add(i) }.cast();
         h.msg_hdr.msg_namelen = lens[i];
         // IoSlice is ABI-compatible with iovec on Unix.
         h.msg_hdr.msg_iov = m.iov.as_ptr() as *mut libc::iovec;
         h.msg_hdr.msg_iovlen = m.iov.len() as _;
         if let Some(segment) = m.segment {
-            let control = &mut controls[i];
-            h.msg_hdr.msg_control = control.0.as_mut_ptr().cast();
+            // SAFETY: as for the name.
+            let control = unsafe { controls.as_mut_ptr().add(i) };
+            h.msg_hdr.msg_control = control.cast();
             // SAFETY: CMSG_SPACE only computes a size.
             h.msg_hdr.msg_controllen = unsafe { libc::CMSG_SPACE(size_of::<u16>() as u32) } as _;
             // SAFETY: msg_control points to 32 aligned bytes, more than CMSG_SPACE(2);

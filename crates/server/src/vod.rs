@@ -29,6 +29,8 @@ const TICK: Timestamp = CLOCK_HZ as Timestamp / 20;
 /// How long a file nobody plays stays open for HLS, whose viewers hold nothing
 /// between requests.
 const LINGER: Duration = Duration::from_secs(30);
+/// After the last frame is due, time for the merge window and the players' sockets.
+const END_SLACK: Duration = Duration::from_millis(500);
 /// Longest relative path accepted.
 const MAX_PATH_LEN: usize = 1024;
 
@@ -262,8 +264,7 @@ async fn pace(
     while let Some(next) = file.movie.peek_dts(&pos) {
         let due = next - start - LEAD;
         if due > 0 {
-            let micros = u64::try_from(due).unwrap_or(0) * 1_000_000 / u64::from(CLOCK_HZ);
-            tokio::time::sleep_until(t0 + Duration::from_micros(micros)).await;
+            tokio::time::sleep_until(t0 + duration(due)).await;
         }
         let elapsed =
             Timestamp::try_from(t0.elapsed().as_micros() * u128::from(CLOCK_HZ) / 1_000_000)
@@ -279,8 +280,18 @@ async fn pace(
             break;
         }
     }
+    // The end of the stream cuts off what players have not been written yet: close
+    // when the last frame is due, not a lead ahead of it.
+    tokio::time::sleep_until(t0 + duration(pushed.get() - start) + END_SLACK).await;
     tracing::debug!(file = %file.path, "vod: end of file");
     ingest.stream.close();
+}
+
+/// A non-negative span of ticks as a duration (saturating: a crafted file's times can
+/// be anything).
+fn duration(ticks: Timestamp) -> Duration {
+    let micros = u128::try_from(ticks.max(0)).unwrap_or(0) * 1_000_000 / u128::from(CLOCK_HZ);
+    Duration::from_micros(u64::try_from(micros).unwrap_or(u64::MAX))
 }
 
 /// Pushes every frame with a decode time before `until`. Returns false when the
