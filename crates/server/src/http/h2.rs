@@ -148,17 +148,10 @@ async fn handle(ctx: &Rc<Ctx>, req: http::Request<Incoming>) -> http::Response<H
             };
             return response(status, headers, H2Body::Mapped(body));
         }
-        (Method::Head, Route::Flv(key)) => match ctx.hub.find(key) {
-            Some(_) => Reply {
-                status: 200,
-                headers: vec![("Content-Type", "video/x-flv".into())],
-                body: Vec::new(),
-            },
-            None => Reply {
-                status: 404,
-                headers: Vec::new(),
-                body: Vec::new(),
-            },
+        (Method::Head, Route::Flv(key)) => Reply {
+            status: if flv_exists(ctx, key).await { 200 } else { 404 },
+            headers: vec![("Content-Type", "video/x-flv".into())],
+            body: Vec::new(),
         },
         (Method::Get | Method::Head, Route::Root) => Reply {
             status: 200,
@@ -210,10 +203,34 @@ fn response(
         .unwrap_or_else(|_| http::Response::new(H2Body::Parts(VecDeque::new())))
 }
 
+/// Whether `key` is live, or a file that plays on demand.
+async fn flv_exists(ctx: &Rc<Ctx>, key: &str) -> bool {
+    match key.strip_prefix("vod/") {
+        Some(path) => {
+            let root = std::path::Path::new(&ctx.config.media_root);
+            ctx.vods.open(&ctx.files, root, path).await.is_ok()
+        }
+        None => ctx.hub.find(key).is_some(),
+    }
+}
+
 /// An HTTP-FLV player on an h2 stream.
 async fn flv(ctx: &Rc<Ctx>, key: &str) -> http::Response<H2Body> {
     let wait = std::time::Duration::from_millis(ctx.config.play_wait_ms);
-    let Some(stream) = ctx.hub.find_or_wait(key, wait).await else {
+    let id = ctx.hub.next_id();
+    // A file on demand plays as a private stream, kept alive by the player's task.
+    let mut vod = None;
+    let found = match key.strip_prefix("vod/") {
+        Some(path) => match crate::vod::open_play(ctx, path, id, 0).await {
+            Ok(play) => Some(vod.insert(play).stream.clone()),
+            Err(e) => {
+                tracing::info!(file = %path, "vod: {e}");
+                None
+            }
+        },
+        None => ctx.hub.find_or_wait(key, wait).await,
+    };
+    let Some(stream) = found else {
         let body = VecDeque::from([Bytes::from(format!("stream {key} is not live\n"))]);
         return response(
             404,
@@ -222,15 +239,12 @@ async fn flv(ctx: &Rc<Ctx>, key: &str) -> http::Response<H2Body> {
         );
     };
     let pipe = Pipe::new(ctx.config.player_send_buffer);
-    let player = Player::new(
-        ctx.hub.next_id(),
-        Rc::new(Sock::Pipe(pipe.clone())),
-        Format::Flv,
-    );
+    let player = Player::new(id, Rc::new(Sock::Pipe(pipe.clone())), Format::Flv);
     let fanout = ctx.fanout.clone();
     let local = fanout.attach(&stream, player.clone());
     tracing::info!(stream = %stream.key, "play (h2)");
     tokio::task::spawn_local(async move {
+        let _vod = vod;
         let _ = play::run(&local, &player, |_| Ok::<bool, Infallible>(true)).await;
         fanout.detach(&local, &player);
         tracing::info!(stream = %stream.key, bytes = player.bytes(), skips = player.skips(), "stop playing (h2)");
