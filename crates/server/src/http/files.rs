@@ -85,8 +85,9 @@ pub(crate) struct Opened {
 type Refusal = (u16, &'static str);
 
 /// Opens the file a request names (`rest`: the path below `/files/`, still encoded)
-/// and decides the answer.
-pub(crate) fn answer(ctx: &Ctx, req: &Request, rest: &str) -> Result<Opened, Refusal> {
+/// and decides the answer. Opening runs on the blocking pool: a slow file system
+/// (a network mount, a cold directory) must not stall the worker's other sessions.
+pub(crate) async fn answer(ctx: &Ctx, req: &Request, rest: &str) -> Result<Opened, Refusal> {
     let rel = match relative_path(rest) {
         Ok(rel) if !rel.is_empty() => rel,
         Ok(_) => return Err((404, "not found\n")),
@@ -95,7 +96,12 @@ pub(crate) fn answer(ctx: &Ctx, req: &Request, rest: &str) -> Result<Opened, Ref
             return Err((e.status(), "refused\n"));
         }
     };
-    let (file, meta) = match open_beneath(Path::new(&ctx.config.media_root), Path::new(&rel)) {
+    let (root, path) = (ctx.config.media_root.clone(), rel.clone());
+    let opened =
+        tokio::task::spawn_blocking(move || open_beneath(Path::new(&root), Path::new(&path)))
+            .await
+            .unwrap_or_else(|e| Err(io::Error::other(e)));
+    let (file, meta) = match opened {
         Ok(opened) => opened,
         Err(e) => {
             let (status, text) = open_error(&e);
@@ -165,7 +171,7 @@ pub(crate) async fn serve<S: FileSink>(
         file,
         meta,
         response,
-    } = match answer(ctx, req, rest) {
+    } = match answer(ctx, req, rest).await {
         Ok(opened) => opened,
         Err((code, text)) => {
             respond(sock, req, status_line(code), "text/plain", text).await?;
@@ -339,7 +345,7 @@ async fn write_slices<S: AsyncWrite + Unpin>(
 
 /// The answer to a file request on HTTP/2: status, headers, and the body as the
 /// shared mapping's bytes (empty for HEAD and bodiless statuses).
-pub(crate) fn h2_answer(
+pub(crate) async fn h2_answer(
     ctx: &Ctx,
     req: &Request,
     rest: &str,
@@ -355,7 +361,7 @@ pub(crate) fn h2_answer(
         file,
         meta,
         response,
-    } = match answer(ctx, req, rest) {
+    } = match answer(ctx, req, rest).await {
         Ok(opened) => opened,
         Err((code, body)) => return text(code, body),
     };

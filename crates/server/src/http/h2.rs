@@ -140,7 +140,7 @@ async fn handle(ctx: &Rc<Ctx>, req: http::Request<Incoming>) -> http::Response<H
         }
         (Method::Get, Route::Flv(key)) => return flv(ctx, key).await,
         (Method::Get | Method::Head, Route::Files(rest)) => {
-            let (status, headers, body) = files::h2_answer(ctx, &request, rest);
+            let (status, headers, body) = files::h2_answer(ctx, &request, rest).await;
             let body = if method == Method::Head {
                 Bytes::new()
             } else {
