@@ -179,6 +179,19 @@ impl TsSegmenter {
     pub fn segments(&self) -> &BTreeMap<u64, Bytes> {
         &self.segments
     }
+
+    /// Moves kept segment `msn` to `whole`, the same bytes in other storage (page-cache
+    /// backed, for `sendfile`), so the old buffer is freed once readers let go of it.
+    /// Returns false, changing nothing, when the segment is not kept or differs.
+    pub fn replace_segment(&mut self, msn: u64, whole: Bytes) -> bool {
+        match self.segments.get_mut(&msn) {
+            Some(old) if *old == whole => {
+                *old = whole;
+                true
+            }
+            _ => false,
+        }
+    }
 }
 
 /// One sample waiting for its duration (known when the next one of its track comes).
@@ -471,6 +484,46 @@ impl Fmp4Segmenter {
     pub fn parts(&self) -> &BTreeMap<(u64, u32), Bytes> {
         &self.parts
     }
+
+    /// Moves kept segment `msn` to `whole`, its fragments' bytes concatenated in other
+    /// storage (page-cache backed, for `sendfile`): the segment becomes that one
+    /// buffer and each of its parts a slice of it, so the old buffers are freed once
+    /// readers let go of them. Returns false, changing nothing, when the segment is not
+    /// kept or its bytes differ.
+    pub fn replace_segment(&mut self, msn: u64, whole: Bytes) -> bool {
+        let Some(pieces) = self.segments.get(&msn) else {
+            return false;
+        };
+        let mut offset = 0;
+        for piece in pieces {
+            if whole.get(offset..offset + piece.len()) != Some(&piece[..]) {
+                return false;
+            }
+            offset += piece.len();
+        }
+        if offset != whole.len() {
+            return false;
+        }
+        // Parts are this segment's fragments in order (in low-latency mode).
+        let mut offset = 0;
+        let mut slices = Vec::with_capacity(pieces.len());
+        for piece in pieces {
+            slices.push(whole.slice(offset..offset + piece.len()));
+            offset += piece.len();
+        }
+        for (index, slice) in slices.iter().enumerate() {
+            if let Some(part) = u32::try_from(index)
+                .ok()
+                .and_then(|i| self.parts.get_mut(&(msn, i)))
+            {
+                if part.len() == slice.len() {
+                    *part = slice.clone();
+                }
+            }
+        }
+        self.segments.insert(msn, vec![whole]);
+        true
+    }
 }
 
 #[cfg(test)]
@@ -573,6 +626,67 @@ mod tests {
         let parts: usize = parts_of_0.iter().map(|(_, b)| b.len()).sum();
         assert_eq!(segment, parts, "a segment is its parts");
         assert!(seg.timeline().part_state(2, 1) != crate::Availability::Gone);
+    }
+
+    #[test]
+    fn segments_move_to_other_storage_with_their_parts() {
+        let mut ts = TsSegmenter::new(HlsConfig::default()).unwrap();
+        let mut fmp4 = Fmp4Segmenter::new(HlsConfig::default()).unwrap();
+        for seg in [&mut ts as &mut dyn PushFrames, &mut fmp4] {
+            seg.tracks(Some(&video()), Some(&audio()));
+            for f in frames(5, 50) {
+                seg.frame(&f);
+            }
+        }
+        let copy = Bytes::copy_from_slice(&ts.segments()[&0]);
+        assert!(!ts.replace_segment(0, Bytes::from_static(b"other")));
+        assert!(!ts.replace_segment(9, copy.clone()));
+        assert!(ts.replace_segment(0, copy.clone()));
+        assert_eq!(ts.segments()[&0].as_ptr(), copy.as_ptr());
+
+        let whole: Vec<u8> = fmp4.segments()[&0]
+            .iter()
+            .flat_map(|b| b.to_vec())
+            .collect();
+        let whole = Bytes::from(whole);
+        assert!(!fmp4.replace_segment(0, whole.slice(1..)));
+        assert!(fmp4.replace_segment(0, whole.clone()));
+        assert_eq!(fmp4.segments()[&0], vec![whole.clone()]);
+        let mut offset = 0;
+        for ((msn, _), part) in fmp4.parts().range((0, 0)..(1, 0)) {
+            assert_eq!(*msn, 0);
+            assert_eq!(
+                part.as_ptr(),
+                whole[offset..].as_ptr(),
+                "a slice of the new storage"
+            );
+            offset += part.len();
+        }
+        assert_eq!(offset, whole.len());
+    }
+
+    /// Both segmenters, for tests that feed them alike.
+    trait PushFrames {
+        fn tracks(&mut self, video: Option<&Track>, audio: Option<&Track>);
+        fn frame(&mut self, frame: &Frame);
+    }
+
+    impl PushFrames for TsSegmenter {
+        fn tracks(&mut self, video: Option<&Track>, audio: Option<&Track>) {
+            self.set_tracks(video, audio);
+        }
+        fn frame(&mut self, frame: &Frame) {
+            self.push(frame, 0).unwrap();
+        }
+    }
+
+    impl PushFrames for Fmp4Segmenter {
+        fn tracks(&mut self, video: Option<&Track>, audio: Option<&Track>) {
+            self.set_tracks(video, audio);
+        }
+        fn frame(&mut self, frame: &Frame) {
+            self.push(frame, 0).unwrap();
+        }
     }
 
     #[test]

@@ -5,11 +5,15 @@
 //! segmenters under a lock nobody else takes); after each part or segment it
 //! publishes a new [`HlsView`] with `ArcSwap`, so a request on any worker reads
 //! playlists and segment bytes without a lock shared by all workers. Segment bytes
-//! are `Bytes` shared by every viewer; nothing is copied per request.
+//! are `Bytes` shared by every viewer; nothing is copied per request. A segment, once
+//! complete, moves into a sealed in-memory file (`memfile`): plain HTTP sends it with
+//! `sendfile` from the page cache, TLS and HTTP/2 read it through its mapping, and
+//! its parts become slices of the same pages.
 //!
 //! Segment URIs carry the stream instance's tag, so a republished stream never
 //! reuses a URI and segments can be cached as immutable by any HTTP cache.
 
+use crate::memfile::MemFile;
 use arc_swap::ArcSwap;
 use bytes::Bytes;
 use sluice_hls::{Fmp4Segmenter, HlsConfig, SegmentNames, Timeline, TsSegmenter};
@@ -28,6 +32,8 @@ pub struct VariantView {
     pub segments: BTreeMap<u64, Vec<Bytes>>,
     pub parts: BTreeMap<(u64, u32), Bytes>,
     pub init: Option<Bytes>,
+    /// Complete segments as sealed in-memory files, for `sendfile` on plain HTTP.
+    pub files: BTreeMap<u64, Arc<MemFile>>,
 }
 
 /// What requests see of a stream's HLS output.
@@ -43,9 +49,65 @@ struct Segmenters {
     fmp4: Fmp4Segmenter,
     video: Option<Arc<Track>>,
     audio: Option<Arc<Track>>,
+    ts_files: BTreeMap<u64, Arc<MemFile>>,
+    fmp4_files: BTreeMap<u64, Arc<MemFile>>,
+    /// Making in-memory files failed once (no memfd): segments stay on the heap.
+    no_files: bool,
 }
 
 impl Segmenters {
+    /// Moves each newly completed segment into a sealed in-memory file (the heap copy
+    /// is freed once its readers are done) and forgets the files of released ones.
+    fn sync_files(&mut self, key: &str) {
+        if self.no_files {
+            return;
+        }
+        let ts_new: Vec<(u64, Bytes)> = self
+            .ts
+            .segments()
+            .iter()
+            .filter(|(msn, _)| !self.ts_files.contains_key(msn))
+            .map(|(msn, b)| (*msn, b.clone()))
+            .collect();
+        for (msn, bytes) in ts_new {
+            match MemFile::new(&[bytes]) {
+                Ok(f) => {
+                    if self.ts.replace_segment(msn, f.bytes.clone()) {
+                        self.ts_files.insert(msn, Arc::new(f));
+                    }
+                }
+                Err(e) => return self.give_up(key, e),
+            }
+        }
+        let fmp4_new: Vec<(u64, Vec<Bytes>)> = self
+            .fmp4
+            .segments()
+            .iter()
+            .filter(|(msn, _)| !self.fmp4_files.contains_key(msn))
+            .map(|(msn, b)| (*msn, b.clone()))
+            .collect();
+        for (msn, pieces) in fmp4_new {
+            match MemFile::new(&pieces) {
+                Ok(f) => {
+                    if self.fmp4.replace_segment(msn, f.bytes.clone()) {
+                        self.fmp4_files.insert(msn, Arc::new(f));
+                    }
+                }
+                Err(e) => return self.give_up(key, e),
+            }
+        }
+        let (ts, fmp4) = (self.ts.segments(), self.fmp4.segments());
+        self.ts_files.retain(|msn, _| ts.contains_key(msn));
+        self.fmp4_files.retain(|msn, _| fmp4.contains_key(msn));
+    }
+
+    fn give_up(&mut self, key: &str, e: std::io::Error) {
+        tracing::warn!(stream = %key, "HLS segments stay on the heap (no memfd: {e})");
+        self.no_files = true;
+        self.ts_files.clear();
+        self.fmp4_files.clear();
+    }
+
     /// Bytes held by kept segments and the init segment (parts share the segments' bytes).
     fn memory(&self) -> usize {
         let ts: usize = self.ts.segments().values().map(Bytes::len).sum();
@@ -119,6 +181,9 @@ impl HlsStream {
                     fmp4,
                     video: None,
                     audio: None,
+                    ts_files: BTreeMap::new(),
+                    fmp4_files: BTreeMap::new(),
+                    no_files: false,
                 })),
                 (Err(e), _) | (_, Err(e)) => {
                     tracing::warn!(stream = %key, "HLS off: {e}");
@@ -180,6 +245,7 @@ impl HlsStream {
                 tracing::debug!(stream = %key, hls_bytes = s.memory(), "HLS segment");
             }
             if ts || fmp4 {
+                s.sync_files(key);
                 Some(self.snapshot(key, s))
             } else {
                 None
@@ -197,6 +263,7 @@ impl HlsStream {
                 tracing::debug!(stream = %key, "TS segmenter: {e}");
             }
             s.fmp4.end();
+            s.sync_files(key);
             self.snapshot(key, s)
         });
         if let Some(view) = view {
@@ -227,6 +294,7 @@ impl HlsStream {
                     .collect(),
                 parts: BTreeMap::new(),
                 init: None,
+                files: s.ts_files.clone(),
             }
         });
         let fmp4 =
@@ -241,6 +309,7 @@ impl HlsStream {
                     segments: s.fmp4.segments().clone(),
                     parts: s.fmp4.parts().clone(),
                     init: s.fmp4.init().cloned(),
+                    files: s.fmp4_files.clone(),
                 }
             });
         HlsView { ts, fmp4 }

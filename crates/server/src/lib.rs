@@ -13,6 +13,7 @@ mod hls;
 mod http;
 pub mod hub;
 mod ingest;
+mod memfile;
 mod packet;
 mod play;
 mod record;

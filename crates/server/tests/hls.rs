@@ -294,6 +294,44 @@ fn hls_and_http_flv_over_https() {
         let packets = stdout.lines().filter(|l| l.starts_with("video")).count();
         assert!(packets >= 25, "{url}: {packets} video packets");
     }
+    // Whole segments live in sealed memfds: sent with sendfile over plain HTTP, read
+    // through the mapping over TLS; both give the same bytes.
+    let http = server.http;
+    for (playlist, ext) in [("/live/tls.m3u8", ".ts"), ("/live/tls/index.m3u8", ".m4s")] {
+        let list = text(http, playlist);
+        let uri = list
+            .lines()
+            .find(|l| !l.starts_with('#') && l.ends_with(ext))
+            .unwrap_or_else(|| panic!("no {ext} segment in {list}"));
+        let dir = playlist.rsplit_once('/').map_or("", |(d, _)| d);
+        let path = if ext == ".ts" {
+            format!("/live/{uri}")
+        } else {
+            format!("{dir}/{uri}")
+        };
+        let (status, head, plain) = get(http, "GET", &path, "");
+        assert!(status.contains(" 200 "), "{path}: {status}");
+        assert!(
+            head.contains(&format!("Content-Length: {}", plain.len())),
+            "{head}"
+        );
+        let out = Command::new("curl")
+            .args(["-sk", "--http1.1", &format!("https://{https}{path}")])
+            .output()
+            .expect("curl");
+        assert!(out.status.success());
+        assert!(!plain.is_empty());
+        assert_eq!(out.stdout, plain, "{path}: HTTPS and HTTP bodies differ");
+    }
+    let memfds = std::fs::read_dir(format!("/proc/{}/fd", server.pid()))
+        .expect("fds")
+        .flatten()
+        .filter(|e| {
+            std::fs::read_link(e.path())
+                .is_ok_and(|l| l.to_string_lossy().contains("memfd:sluice-segment"))
+        })
+        .count();
+    assert!(memfds >= 2, "{memfds} segment memfds");
 }
 
 #[test]

@@ -273,7 +273,11 @@ async fn writable(tcp: &TcpStream, idle: Duration) -> Result<(), ConnError> {
 
 /// Writes the head with `MSG_MORE`, so that it leaves in one segment with the first
 /// bytes of the body instead of alone (the socket has `TCP_NODELAY`).
-async fn send_more(tcp: &TcpStream, mut head: &[u8], idle: Duration) -> Result<(), ConnError> {
+pub(crate) async fn send_more(
+    tcp: &TcpStream,
+    mut head: &[u8],
+    idle: Duration,
+) -> Result<(), ConnError> {
     use rustix::net::SendFlags;
     while !head.is_empty() {
         match tcp.try_io(Interest::WRITABLE, || {
@@ -290,7 +294,7 @@ async fn send_more(tcp: &TcpStream, mut head: &[u8], idle: Duration) -> Result<(
 
 /// Sends bytes `start..end` of `file` to `tcp` with `sendfile`, waiting for the socket
 /// whenever it is full (a slow client costs a wait, not a spin).
-async fn sendfile(
+pub(crate) async fn sendfile(
     tcp: &TcpStream,
     file: &File,
     start: u64,

@@ -131,6 +131,7 @@ async fn handle(ctx: &Rc<Ctx>, req: http::Request<Incoming>) -> http::Response<H
     tracing::debug!(path = %request.path, method = ?method, "request (h2)");
     let reply = match (method, route(&request.path)) {
         (Method::Options, _) => Reply {
+            file: None,
             status: 204,
             headers: Vec::new(),
             body: Vec::new(),
@@ -149,11 +150,13 @@ async fn handle(ctx: &Rc<Ctx>, req: http::Request<Incoming>) -> http::Response<H
             return response(status, headers, H2Body::Mapped(body));
         }
         (Method::Head, Route::Flv(key)) => Reply {
+            file: None,
             status: if flv_exists(ctx, key).await { 200 } else { 404 },
             headers: vec![("Content-Type", "video/x-flv".into())],
             body: Vec::new(),
         },
         (Method::Get | Method::Head, Route::Root) => Reply {
+            file: None,
             status: 200,
             headers: vec![("Content-Type", "text/plain".into())],
             body: vec![Bytes::from_static(
@@ -161,11 +164,13 @@ async fn handle(ctx: &Rc<Ctx>, req: http::Request<Incoming>) -> http::Response<H
             )],
         },
         (Method::Get | Method::Head, _) => Reply {
+            file: None,
             status: 404,
             headers: vec![("Content-Type", "text/plain".into())],
             body: vec![Bytes::from_static(b"not found\n")],
         },
         _ => Reply {
+            file: None,
             status: 405,
             headers: Vec::new(),
             body: Vec::new(),

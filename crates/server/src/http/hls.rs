@@ -5,8 +5,10 @@
 //! durations (then 503), a request for the next part or segment waits as long
 //! (then 404); a request too far ahead is refused at once (400).
 
+use super::files::FileSink;
 use super::{ConnError, CORS};
 use crate::hls::{HlsStream, HlsView, VariantView};
+use crate::memfile::MemFile;
 use crate::viewers::{session_id, IDLE};
 use crate::worker::Ctx;
 use bytes::Bytes;
@@ -14,6 +16,7 @@ use sluice_hls::{parse_blocking_request, Availability, Readiness};
 use sluice_http::{Method, Request};
 use std::io::IoSlice;
 use std::rc::Rc;
+use std::sync::Arc;
 use std::time::Duration;
 use tokio::io::{AsyncWrite, AsyncWriteExt};
 
@@ -65,7 +68,7 @@ fn number<T: std::str::FromStr>(s: &str) -> Option<T> {
 
 enum Answer {
     Playlist(Bytes),
-    Media(&'static str, Vec<Bytes>, String),
+    Media(&'static str, Found, String),
     NotFound,
     BadRequest(&'static str),
     Unavailable,
@@ -78,11 +81,14 @@ pub(crate) struct Reply {
     pub headers: Vec<(&'static str, String)>,
     /// The body, as shared buffers.
     pub body: Vec<Bytes>,
+    /// The same body as an in-memory file, for `sendfile` on plain HTTP.
+    pub file: Option<Arc<MemFile>>,
 }
 
 impl Reply {
     fn text(status: u16, body: &'static str) -> Reply {
         Reply {
+            file: None,
             status,
             headers: vec![("Content-Type", "text/plain".into())],
             body: vec![Bytes::from_static(body.as_bytes())],
@@ -124,20 +130,23 @@ pub(crate) async fn reply(ctx: &Rc<Ctx>, req: &Request, key: &str, what: HlsPath
                 ));
             }
             Reply {
+                file: None,
                 status: 200,
                 headers,
                 body: vec![body],
             }
         }
-        Answer::Media(kind, body, etag) => {
+        Answer::Media(kind, Found { bytes: body, file }, etag) => {
             if req.header("if-none-match") == Some(etag.as_str()) {
                 return Reply {
+                    file: None,
                     status: 304,
                     headers: vec![("ETag", etag)],
                     body: Vec::new(),
                 };
             }
             Reply {
+                file,
                 status: 200,
                 headers: vec![
                     ("Content-Type", kind.to_string()),
@@ -157,7 +166,7 @@ pub(crate) async fn reply(ctx: &Rc<Ctx>, req: &Request, key: &str, what: HlsPath
 }
 
 /// Answers an HLS request on an HTTP/1.1 connection.
-pub(crate) async fn serve<S: AsyncWrite + Unpin>(
+pub(crate) async fn serve<S: FileSink>(
     ctx: &Rc<Ctx>,
     sock: &mut S,
     req: &Request,
@@ -165,6 +174,22 @@ pub(crate) async fn serve<S: AsyncWrite + Unpin>(
     what: HlsPath<'_>,
 ) -> Result<(), ConnError> {
     let reply = reply(ctx, req, key, what).await;
+    if let (Some(file), Some(tcp), Method::Get) = (&reply.file, sock.plain_tcp(), req.method) {
+        // A whole segment on plain HTTP: the kernel sends it from the memfd's pages.
+        let mut head =
+            format!(
+            "HTTP/1.1 200 OK\r\nServer: sluice\r\n{CORS}Content-Length: {}\r\nConnection: {}\r\n",
+            file.len(),
+            if req.keep_alive() { "keep-alive" } else { "close" }
+        );
+        for (name, value) in &reply.headers {
+            head.push_str(&format!("{name}: {value}\r\n"));
+        }
+        head.push_str("\r\n");
+        let idle = Duration::from_millis(ctx.config.idle_timeout_ms);
+        super::files::send_more(tcp, head.as_bytes(), idle).await?;
+        return super::files::sendfile(tcp, file.file(), 0, file.len(), idle).await;
+    }
     let mut headers = String::new();
     for (name, value) in &reply.headers {
         headers.push_str(&format!("{name}: {value}\r\n"));
@@ -187,33 +212,52 @@ fn variant(view: &HlsView, fmp4: bool) -> Option<&VariantView> {
     }
 }
 
+/// A segment, part or init segment found: its bytes, and for whole segments the
+/// in-memory file holding them.
+pub(crate) struct Found {
+    bytes: Vec<Bytes>,
+    file: Option<Arc<MemFile>>,
+}
+
 /// The bytes of a segment or part if they exist now; whether to wait otherwise.
-fn lookup(view: &HlsView, what: HlsPath<'_>) -> Result<Option<Vec<Bytes>>, ()> {
+fn lookup(view: &HlsView, what: HlsPath<'_>) -> Result<Option<Found>, ()> {
+    let segment = |v: &VariantView, msn: u64| {
+        v.segments.get(&msn).map(|bytes| Found {
+            bytes: bytes.clone(),
+            file: v.files.get(&msn).cloned(),
+        })
+    };
     let (state, found) = match what {
         HlsPath::Ts(_, msn) => {
             let v = variant(view, false);
             (
                 v.map(|v| v.timeline.segment_state(msn)),
-                v.and_then(|v| v.segments.get(&msn).cloned()),
+                v.and_then(|v| segment(v, msn)),
             )
         }
         HlsPath::Segment(_, msn) => {
             let v = variant(view, true);
             (
                 v.map(|v| v.timeline.segment_state(msn)),
-                v.and_then(|v| v.segments.get(&msn).cloned()),
+                v.and_then(|v| segment(v, msn)),
             )
         }
         HlsPath::Part(_, msn, part) => {
             let v = variant(view, true);
             (
                 v.map(|v| v.timeline.part_state(msn, part)),
-                v.and_then(|v| v.parts.get(&(msn, part)).map(|b| vec![b.clone()])),
+                v.and_then(|v| v.parts.get(&(msn, part))).map(|b| Found {
+                    bytes: vec![b.clone()],
+                    file: None,
+                }),
             )
         }
         HlsPath::Init(_) => {
             let init = variant(view, true).and_then(|v| v.init.clone());
-            return Ok(init.map(|b| vec![b]));
+            return Ok(init.map(|b| Found {
+                bytes: vec![b],
+                file: None,
+            }));
         }
         HlsPath::TsPlaylist | HlsPath::Fmp4Playlist => return Err(()),
     };
@@ -280,16 +324,16 @@ async fn answer(hls: &HlsStream, req: &Request, what: HlsPath<'_>) -> Answer {
             let wait = limit(&hls.view(), fmp4);
             let mut gone = false;
             let found = wait_for(hls, wait, |view| match lookup(view, what) {
-                Ok(Some(bytes)) => Some(bytes),
+                Ok(Some(found)) => Some(Some(found)),
                 Ok(None) => None,
                 Err(()) => {
                     gone = true;
-                    Some(Vec::new())
+                    Some(None)
                 }
             })
             .await;
             match found {
-                Some(bytes) if !gone => Answer::Media(kind, bytes, etag),
+                Some(Some(found)) if !gone => Answer::Media(kind, found, etag),
                 _ => Answer::NotFound,
             }
         }

@@ -99,6 +99,7 @@ pub(crate) async fn reply(ctx: &Rc<Ctx>, path: &str, what: HlsPath<'_>) -> Reply
     };
     match made {
         Ok((kind, body)) => Reply {
+            file: None,
             status: 200,
             headers: vec![
                 ("Content-Type", kind.into()),
@@ -135,6 +136,7 @@ fn segment(
 
 fn playlist(body: String) -> Reply {
     Reply {
+        file: None,
         status: 200,
         headers: vec![
             ("Content-Type", "application/vnd.apple.mpegurl".into()),
@@ -146,6 +148,7 @@ fn playlist(body: String) -> Reply {
 
 fn text(status: u16, body: &'static str) -> Reply {
     Reply {
+        file: None,
         status,
         headers: vec![("Content-Type", "text/plain".into())],
         body: vec![Bytes::from_static(body.as_bytes())],
