@@ -182,11 +182,14 @@ url() {
   esac
 }
 
-# ingest_url SERVER: where a publisher sends live/x.
+# ingest_url SERVER [PROTO]: where a publisher of PROTO (rtmp, the default; rtsp or
+# rtsp-udp, Sluice only) sends live/x; empty when SERVER does not take PROTO.
 ingest_url() {
-  case $1 in
-    sluice) echo "rtmp://127.0.0.1:$S_RTMP/live/x" ;;
-    nginx) echo "rtmp://127.0.0.1:$N_RTMP/live/x" ;;
+  case $1:${2:-rtmp} in
+    sluice:rtmp) echo "rtmp://127.0.0.1:$S_RTMP/live/x" ;;
+    nginx:rtmp) echo "rtmp://127.0.0.1:$N_RTMP/live/x" ;;
+    sluice:rtsp | sluice:rtsp-udp) echo "rtsp://127.0.0.1:$S_RTSP/live/x" ;;
+    *) echo "" ;;
   esac
 }
 

@@ -346,16 +346,25 @@ def tcp_mem_max(path):
 
 # ---------------------------------------------------------------- (e) publishers
 def cmd_publishers(out, clip_kbit, *servers):
+    """SERVERS are labels: `sluice`, `nginx` (RTMP), `sluice-rtsp`, `sluice-rtsp-udp`."""
     clip_kbit = float(clip_kbit)
-    lines = header(f"Publishers: N RTMP publishers of a {clip_kbit:.0f} kbit/s clip on one worker")
+    lines = header(f"Publishers: N publishers of a {clip_kbit:.0f} kbit/s clip on one worker")
     lines += [
+        "RTMP unless the server is marked `-rtsp` (ANNOUNCE/RECORD, RTP interleaved on TCP) or "
+        "`-rtsp-udp` (RTP over UDP); RTSP bytes are RTP packets with their headers.",
+        "",
         "| server | publishers | ok | ingest Mbit/s | of expected | server cores | CPU ms/s per publisher | CPU-s/GB | client cores | machine busy cores |",
         "|---|---|---|---|---|---|---|---|---|---|",
     ]
     summary, curves = {}, {}
     for srv in servers:
-        files = glob.glob(os.path.join(out, f"pub-{srv}-*.json"))
-        steps = sorted((int(re.search(r"-(\d+)\.json$", f).group(1)), f) for f in files)
+        # Exactly pub-SRV-N.json: pub-sluice-* must not take pub-sluice-rtsp-N.json.
+        mine = re.compile(rf"pub-{re.escape(srv)}-(\d+)\.json")
+        steps = sorted(
+            (int(m.group(1)), os.path.join(out, m.group(0)))
+            for m in (mine.fullmatch(os.path.basename(f)) for f in glob.glob(os.path.join(out, "pub-*.json")))
+            if m
+        )
         rows = []
         for n, f in steps:
             r = load(f)
@@ -377,7 +386,7 @@ def cmd_publishers(out, clip_kbit, *servers):
         fig, ax = plt.subplots(figsize=(6.4, 4))
         for srv, pts in curves.items():
             ax.plot([p[0] for p in pts], [p[1] for p in pts], "o-", label=srv)
-        ax.set_xlabel(f"RTMP publishers ({clip_kbit:.0f} kbit/s each)")
+        ax.set_xlabel(f"publishers ({clip_kbit:.0f} kbit/s each)")
         ax.set_ylabel("server CPU (cores)")
         ax.set_title("Server CPU vs publishers, one worker")
         ax.set_ylim(bottom=0)

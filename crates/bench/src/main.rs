@@ -9,6 +9,7 @@
 //!
 //! Files: `target` (URLs), `scan` (sans-IO FLV/WebSocket/RTMP-chunk scanners), `rtsp`
 //! (the sans-IO RTSP player session, interleaved-frame scanner and RTP counts),
+//! `rtsp_record` (the sans-IO RTSP publisher session and its ANNOUNCE SDP),
 //! `load/` (players per protocol, publishers), `figures` (per-player figures, lag,
 //! percentiles), `procfs` (server CPU/RSS), `report` (table and JSON).
 
@@ -18,6 +19,7 @@ mod load;
 mod procfs;
 mod report;
 mod rtsp;
+mod rtsp_record;
 mod scan;
 mod stamp;
 mod target;
@@ -25,10 +27,12 @@ mod target;
 use clap::{Args, Parser, Subcommand, ValueEnum};
 use figures::{Live, PlayerRow, Spread};
 use indicatif::{ProgressBar, ProgressStyle};
-use load::publish::{PublishCtx, PublisherRow};
+use load::publish::{Ingest, PublishCtx, PublisherRow};
+use load::publish_rtsp::RtspClip;
 use load::Ctx;
 use procfs::Sample;
 use report::{error_counts, Report, RtpTotals, ServerFigures};
+use rtsp::Lower;
 use sluice_bench::player::Protocol;
 use std::io::IsTerminal;
 use std::path::PathBuf;
@@ -88,6 +92,10 @@ struct PlayArgs {
 enum PublishProtocol {
     /// RTMP publish.
     Rtmp,
+    /// RTSP ANNOUNCE and RECORD, RTP interleaved on the RTSP connection.
+    Rtsp,
+    /// RTSP ANNOUNCE and RECORD, RTP over UDP to the server's ports.
+    RtspUdp,
 }
 
 #[derive(Args, Debug)]
@@ -95,11 +103,12 @@ struct PublishArgs {
     /// Protocol of the publishers.
     #[arg(long, value_enum, default_value = "rtmp")]
     protocol: PublishProtocol,
-    /// rtmp://host[:port]/app/stream; `{i}` in the stream name becomes the publisher's
-    /// index, and without it `-i` is appended when -n > 1.
+    /// rtmp://host[:port]/app/stream, or for rtsp and rtsp-udp rtsp://host[:port]/app/stream;
+    /// `{i}` in the stream name becomes the publisher's index, and without it `-i` is
+    /// appended when -n > 1.
     #[arg(long)]
     url: String,
-    /// The FLV file to loop.
+    /// The FLV file to loop (RTSP: its H.264/H.265 and AAC/Opus/G.711 tracks).
     #[arg(long)]
     clip: PathBuf,
     /// Send each tag when its timestamp is due (the default).
@@ -519,22 +528,42 @@ async fn run_play(a: PlayArgs) -> Result<Report, String> {
 }
 
 async fn run_publish(a: PublishArgs) -> Result<Report, String> {
-    let PublishProtocol::Rtmp = a.protocol;
-    let Target::Rtmp {
-        addr, app, stream, ..
-    } = Target::parse(&a.url)?
-    else {
-        return Err(format!("{} is not an rtmp:// URL", a.url));
-    };
     let clip = sluice_bench::clip::Clip::load(&a.clip)
         .map_err(|e| format!("{}: {e}", a.clip.display()))?;
+    let (addr, ingest) = match (Target::parse(&a.url)?, a.protocol) {
+        (
+            Target::Rtmp {
+                addr, app, stream, ..
+            },
+            PublishProtocol::Rtmp,
+        ) => (addr, Ingest::Rtmp { app, stream }),
+        (Target::Rtsp { addr, url }, PublishProtocol::Rtsp | PublishProtocol::RtspUdp) => {
+            let rtsp = RtspClip::new(&clip).map_err(|e| format!("{}: {e}", a.clip.display()))?;
+            for note in &rtsp.notes {
+                eprintln!("sluice-bench: {}: {note}", a.clip.display());
+            }
+            let lower = if a.protocol == PublishProtocol::RtspUdp {
+                Lower::Udp
+            } else {
+                Lower::Tcp
+            };
+            (
+                addr,
+                Ingest::Rtsp {
+                    url,
+                    lower,
+                    clip: rtsp,
+                },
+            )
+        }
+        (_, p) => return Err(format!("{} is not a URL for --protocol {p:?}", a.url)),
+    };
     let c = &a.common;
     let plan = Plan::new(c);
     let live = Arc::new(Live::default());
     let ctx = Arc::new(PublishCtx {
         addr,
-        app,
-        stream,
+        ingest,
         clip,
         realtime: !a.no_realtime,
         stamp: !a.no_stamp,
@@ -546,7 +575,11 @@ async fn run_publish(a: PublishArgs) -> Result<Report, String> {
         tokio::spawn(load::publish::publish(ctx.clone(), i, n))
     })
     .await;
-    let mut r = base_report(c, "publish", "rtmp".into(), &a.url);
+    let protocol = a
+        .protocol
+        .to_possible_value()
+        .map_or(format!("{:?}", a.protocol), |v| v.get_name().to_string());
+    let mut r = base_report(c, "publish", protocol, &a.url);
     fill_measured(&mut r, &m);
     let rows: &[PublisherRow] = &m.rows;
     r.ok = rows.iter().filter(|p| p.ok()).count();
@@ -624,5 +657,21 @@ mod tests {
             panic!("publish")
         };
         assert!(p.no_realtime && !p.realtime);
+        assert_eq!(p.protocol, PublishProtocol::Rtmp);
+        let cli = Cli::try_parse_from([
+            "sluice-bench",
+            "publish",
+            "--protocol",
+            "rtsp-udp",
+            "--url",
+            "rtsp://127.0.0.1:8554/live/cam{i}",
+            "--clip",
+            "c.flv",
+        ])
+        .unwrap();
+        let Cmd::Publish(p) = cli.cmd else {
+            panic!("publish")
+        };
+        assert_eq!(p.protocol, PublishProtocol::RtspUdp);
     }
 }

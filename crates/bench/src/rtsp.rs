@@ -36,7 +36,7 @@ const DEFAULT_TIMEOUT_S: u32 = 60;
 /// Keep-alives go out at this fraction of the session timeout, well within it.
 const KEEPALIVE_DIVISOR: u32 = 2;
 
-/// Why a player gave up on the server.
+/// Why a player (or an RTSP publisher, `crate::rtsp_record`) gave up on the server.
 #[derive(Debug, thiserror::Error)]
 pub(crate) enum PlayError {
     /// A request was answered with an error status.
@@ -95,7 +95,7 @@ impl SetupTrack {
 }
 
 /// The channels proposed for track `index`: 0-1, 2-3, ...
-fn proposed_channels(index: usize) -> ChannelPair {
+pub(crate) fn proposed_channels(index: usize) -> ChannelPair {
     let rtp = u8::try_from(index.saturating_mul(2)).unwrap_or(254);
     ChannelPair {
         rtp,
@@ -388,12 +388,15 @@ impl Session {
     }
 }
 
-fn method_name(m: &Method) -> &'static str {
+pub(crate) fn method_name(m: &Method) -> &'static str {
     match m {
         Method::Options => "OPTIONS",
         Method::Describe => "DESCRIBE",
+        Method::Announce => "ANNOUNCE",
         Method::Setup => "SETUP",
         Method::Play => "PLAY",
+        Method::Record => "RECORD",
+        Method::Teardown => "TEARDOWN",
         Method::GetParameter => "GET_PARAMETER",
         _ => "a request",
     }

@@ -16,21 +16,21 @@ pub(crate) const UUID: [u8; 16] = *b"sluice-bench-t0\x01";
 pub(crate) const HEAD_LEN: usize = 56;
 
 /// The SEI NAL unit (escaped) carrying `unix_us`, appended to `out`.
-pub(crate) fn push_sei(out: &mut Vec<u8>, unix_us: u64) {
+pub(crate) fn push_sei(out: &mut impl bytes::BufMut, unix_us: u64) {
     let mut rbsp = [0u8; 2 + 16 + 8 + 1];
     rbsp[0] = 5; // user_data_unregistered
     rbsp[1] = 24; // payload size
     rbsp[2..18].copy_from_slice(&UUID);
     rbsp[18..26].copy_from_slice(&unix_us.to_be_bytes());
     rbsp[26] = 0x80; // rbsp_stop_one_bit
-    out.push(0x06); // forbidden 0, nal_ref_idc 0, type 6
+    out.put_u8(0x06); // forbidden 0, nal_ref_idc 0, type 6
     let mut zeros = 0;
     for &b in &rbsp {
         if zeros >= 2 && b <= 3 {
-            out.push(3);
+            out.put_u8(3);
             zeros = 0;
         }
-        out.push(b);
+        out.put_u8(b);
         zeros = if b == 0 { zeros + 1 } else { 0 };
     }
 }
@@ -50,6 +50,17 @@ pub(crate) fn stamp_frame(out: &mut Vec<u8>, body: &[u8], unix_us: u64) -> bool 
     out[at..at + 4].copy_from_slice(&len.to_be_bytes());
     out.extend_from_slice(&body[5..]);
     true
+}
+
+/// An H.264 access unit as 4-byte length-prefixed NAL units (`nals`) with our SEI in
+/// front, appended to `out`: what an RTSP publisher packetizes.
+pub(crate) fn stamp_nals(out: &mut bytes::BytesMut, nals: &[u8], unix_us: u64) {
+    let at = out.len();
+    out.extend_from_slice(&[0; 4]);
+    push_sei(out, unix_us);
+    let len = (out.len() - at - 4) as u32;
+    out[at..at + 4].copy_from_slice(&len.to_be_bytes());
+    out.extend_from_slice(nals);
 }
 
 /// The stamp in the first bytes of a video tag body, if it carries ours.
@@ -181,5 +192,12 @@ mod tests {
         assert_eq!(find_in_nals(&au[..20]), None);
         assert_eq!(find_in_nals(&[0xff, 0xff, 0xff, 0xff, 6]), None);
         assert_eq!(find_in_nals(&[]), None);
+        // What an RTSP publisher sends: the stamp first, the frame's units after it.
+        let mut out = bytes::BytesMut::from(&b"kept"[..]);
+        let frame = [0, 0, 0, 3, 0x41, 0x9a, 0x00];
+        stamp_nals(&mut out, &frame, 99);
+        assert_eq!(&out[..4], b"kept");
+        assert_eq!(find_in_nals(&out[4..]), Some(99));
+        assert!(out.ends_with(&frame));
     }
 }

@@ -15,6 +15,7 @@
 pub(crate) mod flv;
 pub(crate) mod hls;
 pub(crate) mod publish;
+pub(crate) mod publish_rtsp;
 pub(crate) mod rtmp;
 pub(crate) mod rtsp;
 
@@ -26,6 +27,7 @@ use std::io;
 use std::net::SocketAddr;
 use std::pin::Pin;
 use std::sync::Arc;
+use std::time::Duration;
 use tokio::io::AsyncWriteExt;
 use tokio::net::{TcpSocket, TcpStream};
 use tokio::time::{sleep_until, Instant, Sleep};
@@ -148,6 +150,15 @@ impl Conn {
         }
     }
 
+    /// Writes all of `bytes` within `limit`, whether the run ended or not (a last
+    /// goodbye, such as RTSP's TEARDOWN); `false` when it did not go out in time.
+    pub(crate) async fn write_within(&mut self, bytes: &[u8], limit: Duration) -> bool {
+        matches!(
+            tokio::time::timeout(limit, self.sock.write_all(bytes)).await,
+            Ok(Ok(()))
+        )
+    }
+
     /// Waits for bytes and passes what one read returns to `f`, with the time they
     /// came; `None` when the run ended. A closed connection is a `Closed` failure.
     pub(crate) async fn read<R>(
@@ -162,7 +173,7 @@ impl Conn {
                 _ = &mut self.end => return Ok(None),
                 r = self.sock.readable() => r.map_err(io_failure)?,
             }
-            if let Some(r) = self.read_now(live, &mut f)? {
+            if let Some(r) = self.read_now(Some(live), &mut f)? {
                 return Ok(Some(r));
             }
         }
@@ -174,13 +185,22 @@ impl Conn {
         live: &Live,
         f: impl FnOnce(&[u8], Instant) -> R,
     ) -> Result<Option<R>, Failure> {
-        self.read_now(live, &mut Some(f))
+        self.read_now(Some(live), &mut Some(f))
+    }
+
+    /// [`Conn::try_read`] for a publisher: what it reads (answers to its requests) is
+    /// not a figure, so it is not counted.
+    pub(crate) fn try_read_uncounted<R>(
+        &mut self,
+        f: impl FnOnce(&[u8], Instant) -> R,
+    ) -> Result<Option<R>, Failure> {
+        self.read_now(None, &mut Some(f))
     }
 
     /// One read into the thread's buffer; `f` is taken (and called) when bytes came.
     fn read_now<R, F: FnOnce(&[u8], Instant) -> R>(
         &mut self,
-        live: &Live,
+        live: Option<&Live>,
         f: &mut Option<F>,
     ) -> Result<Option<R>, Failure> {
         READ_BUF.with(|buf| {
@@ -189,7 +209,9 @@ impl Conn {
             match self.sock.try_read(&mut buf[..len]) {
                 Ok(0) => Err((ErrorKind::Closed, "closed by the server".to_string())),
                 Ok(n) => {
-                    live.add_bytes(n);
+                    if let Some(live) = live {
+                        live.add_bytes(n);
+                    }
                     let f = f.take().expect("called once: the caller returns after it");
                     Ok(Some(f(&buf[..n], Instant::now())))
                 }

@@ -1,9 +1,12 @@
-//! RTMP publishers looping a clip with a continuous timeline (as
+//! Publishers looping a clip with a continuous timeline: RTMP here (as
 //! `sluice_bench::publish::publish_clip`, but bounded by the run's end at every await,
-//! flushing as it goes when not paced, and counting bytes).
+//! flushing as it goes when not paced, and counting bytes), RTSP in `publish_rtsp`.
+//! Both fill the same [`PublisherRow`].
 
+use super::publish_rtsp::RtspClip;
 use super::Failure;
 use crate::figures::{ms, ErrorKind, Live};
+use crate::rtsp::Lower;
 use serde::Serialize;
 use sluice_bench::clip::Clip;
 use sluice_bench::rtmp::RtmpConn;
@@ -17,12 +20,27 @@ use tokio::time::{sleep_until, timeout_at, Instant};
 /// Bytes queued before a flush when not pacing.
 const FLUSH_AT: u64 = 64 << 10;
 
+/// How publishers reach the server, and what they need of the clip for it.
+pub(crate) enum Ingest {
+    /// RTMP `publish` of `stream` in application `app`.
+    Rtmp {
+        app: String,
+        /// Stream name; `{i}` becomes the publisher's index.
+        stream: String,
+    },
+    /// RTSP ANNOUNCE and RECORD of `url`, RTP over `lower`.
+    Rtsp {
+        /// `rtsp://host:port/path`; `{i}` in it becomes the publisher's index.
+        url: String,
+        lower: Lower,
+        clip: RtspClip,
+    },
+}
+
 /// What every publisher of a run shares.
 pub(crate) struct PublishCtx {
     pub addr: SocketAddr,
-    pub app: String,
-    /// Stream name; `{i}` becomes the publisher's index.
-    pub stream: String,
+    pub ingest: Ingest,
     pub clip: Clip,
     pub realtime: bool,
     /// Stamp the wall clock into each H.264 frame (an SEI NAL unit, `crate::stamp`).
@@ -35,11 +53,14 @@ pub(crate) struct PublishCtx {
 #[derive(Debug, Clone, Serialize)]
 pub(crate) struct PublisherRow {
     pub id: usize,
+    /// RTMP: the stream name; RTSP: the URL's path (`live/cam-1`).
     pub stream: String,
-    /// TCP connect to `NetStream.Publish.Start`.
+    /// TCP connect to `NetStream.Publish.Start` (RTMP) or to RECORD's answer (RTSP).
     pub connect_ms: Option<f64>,
+    /// Media tags of the clip sent (RTSP: the frames they carry).
     pub tags_sent: u64,
-    /// Tag bodies sent (without RTMP chunk headers).
+    /// RTMP: tag bodies sent (without RTMP chunk headers). RTSP: RTP packets sent,
+    /// with their interleave headers over TCP.
     pub bytes_sent: u64,
     pub error_kind: Option<ErrorKind>,
     pub error: Option<String>,
@@ -70,28 +91,45 @@ pub(crate) fn stream_name(pattern: &str, i: usize, n: usize) -> String {
 pub(crate) async fn publish(ctx: Arc<PublishCtx>, id: usize, n: usize) -> PublisherRow {
     let mut row = PublisherRow {
         id,
-        stream: stream_name(&ctx.stream, id, n),
+        stream: String::new(),
         connect_ms: None,
         tags_sent: 0,
         bytes_sent: 0,
         error_kind: None,
         error: None,
     };
-    let result = run(&ctx, &mut row)
-        .await
-        .and_then(|()| match row.connect_ms {
-            Some(_) => Ok(()),
-            None => Err((
-                ErrorKind::Timeout,
-                "not publishing when the run ended".into(),
-            )),
-        });
+    let result = match &ctx.ingest {
+        Ingest::Rtmp { app, stream } => {
+            row.stream = stream_name(stream, id, n);
+            run(&ctx, app, &mut row).await
+        }
+        Ingest::Rtsp { url, lower, clip } => {
+            let url = stream_name(url, id, n);
+            row.stream = rtsp_path(&url).to_string();
+            super::publish_rtsp::run(&ctx, clip, &url, *lower, &mut row).await
+        }
+    };
+    let result = result.and_then(|()| match row.connect_ms {
+        Some(_) => Ok(()),
+        None => Err((
+            ErrorKind::Timeout,
+            "not publishing when the run ended".into(),
+        )),
+    });
     if let Err((kind, what)) = result {
         row.error_kind = Some(kind);
         row.error = Some(what);
         ctx.live.failed.fetch_add(1, Ordering::Relaxed);
     }
     row
+}
+
+/// The path of an `rtsp://` URL, without its leading `/` (the stream's key).
+fn rtsp_path(url: &str) -> &str {
+    let rest = url.split_once("://").map_or(url, |(_, r)| r);
+    rest.find('/')
+        .and_then(|i| rest.get(i + 1..))
+        .unwrap_or_default()
 }
 
 fn client_failure(e: sluice_bench::ClientError) -> Failure {
@@ -104,10 +142,10 @@ fn client_failure(e: sluice_bench::ClientError) -> Failure {
     (kind, e.to_string())
 }
 
-async fn run(ctx: &PublishCtx, row: &mut PublisherRow) -> Result<(), Failure> {
+async fn run(ctx: &PublishCtx, app: &str, row: &mut PublisherRow) -> Result<(), Failure> {
     let start = Instant::now();
     let end = ctx.end;
-    let mut conn = match timeout_at(end, RtmpConn::connect(ctx.addr, &ctx.app, false)).await {
+    let mut conn = match timeout_at(end, RtmpConn::connect(ctx.addr, app, false)).await {
         Err(_) => return Ok(()),
         Ok(Err(e)) => {
             let (_, what) = client_failure(e);
@@ -183,7 +221,7 @@ async fn flush(conn: &mut RtmpConn, end: Instant) -> Result<bool, Failure> {
 
 #[cfg(test)]
 mod tests {
-    use super::stream_name;
+    use super::{rtsp_path, stream_name};
 
     #[test]
     fn stream_names() {
@@ -191,5 +229,11 @@ mod tests {
         assert_eq!(stream_name("cam1", 3, 5), "cam1-3");
         assert_eq!(stream_name("cam1?k=v", 3, 5), "cam1-3?k=v");
         assert_eq!(stream_name("cam{i}", 3, 5), "cam3");
+        // RTSP: the same rules on the whole URL.
+        let url = stream_name("rtsp://h:8554/live/cam?k=v", 2, 3);
+        assert_eq!(url, "rtsp://h:8554/live/cam-2?k=v");
+        assert_eq!(rtsp_path(&url), "live/cam-2?k=v");
+        assert_eq!(rtsp_path("rtsp://h/live/c{i}"), "live/c{i}");
+        assert_eq!(rtsp_path("rtsp://h"), "");
     }
 }

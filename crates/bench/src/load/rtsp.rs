@@ -311,7 +311,7 @@ fn udp_socket(addr: SocketAddr, recv_buffer: Option<usize>) -> io::Result<std::n
 }
 
 /// An RTP socket on an even port of `ip` and an RTCP socket on the next.
-fn bind_pair(ip: IpAddr) -> io::Result<(UdpSocket, UdpSocket)> {
+pub(crate) fn bind_pair(ip: IpAddr) -> io::Result<(UdpSocket, UdpSocket)> {
     for _ in 0..PAIR_ATTEMPTS {
         let rtp = udp_socket(SocketAddr::new(ip, 0), Some(UDP_RECV_BUFFER))?;
         let port = rtp.local_addr()?.port();
