@@ -253,21 +253,11 @@ impl Sock {
             Sock::Pipe(pipe) => pipe.write(bufs),
             Sock::Udp(udp) => udp.try_write_vectored(bufs),
             Sock::Tls { tls, .. } => {
+                // One vectored write: rustls packs all the slices into full records
+                // (one per 16 KiB), where a write per slice made a record, and a
+                // send, per FLV tag.
                 let mut tls = tls.borrow_mut();
-                let mut total = 0;
-                for buf in bufs.iter().filter(|b| !b.is_empty()) {
-                    match once(|cx| Pin::new(&mut *tls).poll_write(cx, buf)) {
-                        Ok(n) => {
-                            total += n;
-                            if n < buf.len() {
-                                break;
-                            }
-                        }
-                        Err(e) if e.kind() == io::ErrorKind::WouldBlock && total > 0 => break,
-                        Err(e) => return Err(e),
-                    }
-                }
-                Ok(total)
+                once(|cx| Pin::new(&mut *tls).poll_write_vectored(cx, bufs))
             }
         }
     }
