@@ -6,11 +6,16 @@
 # (ll-hls) playlists, and nginx-rtmp's HLS (TS files written by the RTMP module, served
 # by nginx's http module with sendfile) as the peer row of "hls". RTSP: RTP interleaved
 # on the RTSP connection (rtsp) and RTP over UDP (rtsp-udp), Sluice only (no peer here).
+# TLS: flv-tls, ws-flv-tls, hls-tls, ll-hls-tls are the same players over HTTPS (wss)
+# on Sluice's --tls-self-signed listener, HTTP/1.1, sluice-bench --insecure; nginx's
+# peer row of hls-tls serves the same HLS files over HTTPS (an ECDSA P-256 certificate
+# from openssl, as Sluice's).
 #
 # rtsp-pp / rtsp-udp-pp run the RTSP players against Sluice with --rtsp-batch false
 # (one send call per RTP packet), to measure what frame batching saves.
 # Usage: bench/fanout.sh [-n PLAYERS] [-d SECONDS] [-m MERGE_MS]
-#                        [-p "flv rtmp hls ll-hls rtsp rtsp-udp ws-flv"]
+#                        [-p "flv rtmp hls ll-hls rtsp rtsp-udp ws-flv
+#                            flv-tls hls-tls ll-hls-tls ws-flv-tls"]
 #                        [-x "limit nginx"] [-o OUTDIR]
 # Writes OUTDIR/fanout.md and one JSON per run (sluice-bench's report).
 set -euo pipefail
@@ -33,6 +38,9 @@ for p in $protos; do runs+=("sluice:$p"); done
 if [[ $peers == *nginx* ]]; then
   [[ " $protos " != *" rtmp "* ]] || runs+=("nginx:rtmp")
   [[ " $protos " != *" hls "* ]] || runs+=("nginx:hls")
+  if [[ " $protos " == *" hls-tls "* ]]; then
+    if command -v openssl >/dev/null; then runs+=("nginx:hls-tls"); else echo "no openssl: no nginx:hls-tls" >&2; fi
+  fi
 fi
 
 for run in "${runs[@]}"; do
@@ -41,12 +49,15 @@ for run in "${runs[@]}"; do
   # rtsp-pp, rtsp-udp-pp: the same players, the server sending one packet per call.
   proto=${p%-pp} flags=()
   [ "$proto" = "$p" ] || flags=(--rtsp-batch false)
+  # PROTO-tls: PROTO over TLS.
+  read -r -a pflags <<<"$(play_flags "$proto")"
   case $p in
-    *hls) # a live playlist with a few segments before the players come (2 s each)
+    *hls | *hls-tls) # a live playlist with a few segments before the players come (2 s each)
       PUB_S=$((dur + 25)) start_server "$s" "$merge"; sleep 7 ;;
     *) PUB_S=$((dur + 15)) start_server "$s" "$merge" "${flags[@]}" ;;
   esac
-  play "$proto" "$(url "$proto" "$s")" "$n" "$srv" "$json" --ramp 500/s --duration "${dur}s" --warmup "${warmup}s"
+  play "$(play_proto "$proto")" "$(url "$proto" "$s")" "$n" "$srv" "$json" --ramp 500/s --duration "${dur}s" \
+    --warmup "${warmup}s" ${pflags[@]+"${pflags[@]}"}
   stop_server
 done
 

@@ -14,7 +14,7 @@ bench=$root/target/release/sluice-bench
 nginx_bin=${NGINX:-/usr/sbin/nginx}
 base=${BENCH_PORT_BASE:-29300}
 S_RTMP=$((base + 1)) S_HTTP=$((base + 2)) L_HTTP=$((base + 3)) N_RTMP=$((base + 4)) N_HTTP=$((base + 5))
-S_RTSP=$((base + 6))
+S_RTSP=$((base + 6)) S_HTTPS=$((base + 7)) N_HTTPS=$((base + 8))
 server_cpus=${SERVER_CPUS:-0} client_cpus=${CLIENT_CPUS:-1}
 pids=()
 
@@ -103,12 +103,29 @@ start_limit() {
   wait_port "$L_HTTP"
 }
 
+# tls_cert: a self-signed ECDSA P-256 certificate for 127.0.0.1 and localhost (the key
+# type of Sluice's --tls-self-signed) in $out/tls-cert.pem and $out/tls-key.pem, for
+# nginx's HTTPS. Fails when openssl is missing.
+tls_cert() {
+  [ -s "$out/tls-cert.pem" ] && [ -s "$out/tls-key.pem" ] && return 0
+  openssl req -x509 -newkey ec -pkeyopt ec_paramgen_curve:prime256v1 -nodes -days 2 \
+    -subj /CN=localhost -addext "subjectAltName=DNS:localhost,IP:127.0.0.1" \
+    -keyout "$out/tls-key.pem" -out "$out/tls-cert.pem" 2>/dev/null
+}
+
 # start_nginx: nginx with the RTMP module, one process (no master), on $server_cpus;
 # RTMP live application "live", HLS written to $out/nginx/hls and served over HTTP
-# with sendfile at http://127.0.0.1:$N_HTTP/hls/ (for the HLS comparison). Sets $srv.
+# with sendfile at http://127.0.0.1:$N_HTTP/hls/ (for the HLS comparison), and, when
+# openssl can make a certificate (tls_cert), over HTTPS (HTTP/1.1, TLS 1.2/1.3) at
+# https://127.0.0.1:$N_HTTPS/hls/. Sets $srv.
 start_nginx() {
-  local d=$out/nginx
+  local d=$out/nginx ssl=""
   port_free "$N_RTMP"; port_free "$N_HTTP"
+  if tls_cert; then
+    port_free "$N_HTTPS"
+    ssl="server { listen 127.0.0.1:$N_HTTPS ssl; ssl_certificate $out/tls-cert.pem; ssl_certificate_key $out/tls-key.pem;
+    ssl_protocols TLSv1.2 TLSv1.3; sendfile on; tcp_nopush on; location /hls/ { alias $d/hls/; } }"
+  fi
   rm -rf "$d"; mkdir -p "$d/logs" "$d/hls" "$d/tmp"
   cat >"$d/nginx.conf" <<EOF
 load_module /usr/lib/nginx/modules/ngx_rtmp_module.so;
@@ -130,11 +147,13 @@ http {
   client_body_temp_path $d/tmp; proxy_temp_path $d/tmp; fastcgi_temp_path $d/tmp;
   uwsgi_temp_path $d/tmp; scgi_temp_path $d/tmp;
   server { listen 127.0.0.1:$N_HTTP; sendfile on; tcp_nopush on; location /hls/ { alias $d/hls/; } }
+  $ssl
 }
 EOF
   taskset -c "$server_cpus" "$nginx_bin" -p "$d" -c "$d/nginx.conf" >"$d/logs/stdout.log" 2>&1 &
   srv=$!; pids+=("$srv")
   wait_port "$N_RTMP"
+  [ -z "$ssl" ] || wait_port "$N_HTTPS"
 }
 
 # publish URL SECONDS [FLAGS...]: sluice-bench publishers on $client_cpus, in the
@@ -166,7 +185,8 @@ play() {
 # stop PID...: kill and reap.
 stop() { kill_hard "$@"; }
 
-# url PROTO SERVER: the play URL of stream live/x.
+# url PROTO SERVER: the play URL of stream live/x. PROTO-tls is PROTO over HTTPS
+# (Sluice: its --tls-self-signed listener; play it with --insecure, see play_flags).
 url() {
   case $2:$1 in
     sluice:rtmp) echo "rtmp://127.0.0.1:$S_RTMP/live/x" ;;
@@ -178,9 +198,21 @@ url() {
     sluice:ll-hls) echo "http://127.0.0.1:$S_HTTP/live/x/index.m3u8" ;;  # fMP4, Low-Latency
     nginx:hls) echo "http://127.0.0.1:$N_HTTP/hls/x.m3u8" ;;            # TS files, sendfile
     sluice:rtsp | sluice:rtsp-udp) echo "rtsp://127.0.0.1:$S_RTSP/live/x" ;; # RTP on TCP | UDP
+    sluice:flv-tls) echo "https://127.0.0.1:$S_HTTPS/live/x.flv" ;;
+    sluice:ws-flv-tls) echo "wss://127.0.0.1:$S_HTTPS/live/x.flv" ;;
+    sluice:hls-tls) echo "https://127.0.0.1:$S_HTTPS/live/x.m3u8" ;;
+    sluice:ll-hls-tls) echo "https://127.0.0.1:$S_HTTPS/live/x/index.m3u8" ;;
+    nginx:hls-tls) echo "https://127.0.0.1:$N_HTTPS/hls/x.m3u8" ;;      # TS files, read + SSL_write
     *) echo "" ;;
   esac
 }
+
+# play_proto PROTO: sluice-bench's --protocol for PROTO (PROTO-tls plays PROTO).
+play_proto() { echo "${1%-tls}"; }
+
+# play_flags PROTO: sluice-bench flags PROTO needs (over TLS: any certificate, as the
+# servers' certificates are self-signed).
+play_flags() { case $1 in *-tls) echo "--insecure" ;; esac; }
 
 # ingest_url SERVER [PROTO]: where a publisher of PROTO (rtmp, the default; rtsp or
 # rtsp-udp, Sluice only) sends live/x; empty when SERVER does not take PROTO.
@@ -193,13 +225,16 @@ ingest_url() {
   esac
 }
 
-# start_server NAME MERGE_MS [SLUICE_FLAGS...]: sluice (1 worker) | limit | nginx, and
-# for sluice and nginx a realtime publisher of $clip for PUB_S seconds (default 120).
-# Sets $srv, $pub.
+# start_server NAME MERGE_MS [SLUICE_FLAGS...]: sluice (1 worker; HTTPS with a
+# self-signed certificate on $S_HTTPS) | limit | nginx, and for sluice and nginx a
+# realtime publisher of $clip for PUB_S seconds (default 120). Sets $srv, $pub.
 start_server() {
   pub=""
   case $1 in
-    sluice) start_sluice --workers 1 --merge-ms "$2" "${@:3}" ;;
+    sluice)
+      port_free "$S_HTTPS"
+      start_sluice --workers 1 --merge-ms "$2" --https "127.0.0.1:$S_HTTPS" --tls-self-signed "${@:3}"
+      wait_port "$S_HTTPS" ;;
     limit) start_limit "$2" ;;
     nginx) start_nginx ;;
   esac

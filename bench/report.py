@@ -93,6 +93,10 @@ PROTO_LABEL = {
     "rtsp-udp": "rtsp (udp)",
     "rtsp-pp": "rtsp (tcp, per packet)",
     "rtsp-udp-pp": "rtsp (udp, per packet)",
+    "flv-tls": "flv (https)",
+    "ws-flv-tls": "ws-flv (wss)",
+    "hls-tls": "hls (https)",
+    "ll-hls-tls": "ll-hls (https)",
 }
 
 
@@ -490,8 +494,9 @@ def cmd_fanout(out, n, merge, *runs):
         if os.path.exists(f):
             rows.append((srv, proto, load(f)))
     floor = next((r["server"]["cpu_s_per_gb"] for s, _, r in rows if s == "limit"), None)
-    # nginx-rtmp's row of the same family: RTMP for rtmp, its HLS (TS files) for hls and ll-hls.
-    family = lambda p: "hls" if p in ("hls", "ll-hls") else p
+    # nginx-rtmp's row of the same family: RTMP for rtmp, its HLS (TS files) for hls and
+    # ll-hls, the same over HTTPS for hls-tls and ll-hls-tls.
+    family = lambda p: {"ll-hls": "hls", "ll-hls-tls": "hls-tls"}.get(p, p)
     ng = {p: r["server"]["cpu_s_per_gb"] for s, p, r in rows if s == "nginx"}
     lines += [
         "| server | protocol | players ok | Mbit/s | CPU-s/GB | × limit | × nginx-rtmp | RSS/player KiB | first keyframe p50/p99 ms | stalls | RTP lost (players) |",
@@ -502,19 +507,21 @@ def cmd_fanout(out, n, merge, *runs):
         c = s["cpu_s_per_gb"]
         lines.append(
             f"| {'limit.c' if srv == 'limit' else srv} | {PROTO_LABEL.get(proto, proto)} | {r['ok']}/{r['count']} | {r['mbit_s']:.0f} | {c:.3f} | "
-            f"{c / floor if floor else 0:.2f} | {c / ng[family(proto)] if ng.get(family(proto)) else float('nan'):.2f} | "
+            f"{c / floor if floor else float('nan'):.2f} | {c / ng[family(proto)] if ng.get(family(proto)) else float('nan'):.2f} | "
             f"{s['rss_per_player_kib']:.1f} | {fk(r)} | {r['stalls']} | {rtp_lost(r)} |"
         )
     lines += [
         "",
         "× nginx-rtmp: against nginx-rtmp's row of the same family (RTMP for rtmp; its HLS, TS files served "
-        "with sendfile, for hls and ll-hls). HLS first keyframe: the first segment (ll-hls: part) received in "
+        "with sendfile, for hls and ll-hls; the same files over HTTPS, read and encrypted by OpenSSL, for the (https) "
+        "rows of hls and ll-hls). (https), (wss): HTTP/1.1 over TLS 1.3 (sluice-bench --insecure, one rustls "
+        "client with aws-lc-rs; the server's certificate is ECDSA P-256); Mbit/s counts plaintext. HLS first keyframe: the first segment (ll-hls: part) received in "
         "full; HLS players start three segments (ll-hls: the last independent part) back from the live edge.",
         "RTSP: RTP interleaved on the RTSP connection (TCP) or over UDP to a port pair per track; Mbit/s counts "
         "the `$` headers over TCP and RTP+RTCP datagrams over UDP. RTP lost: sequence numbers never received "
         "(UDP loss, or the server skipping a lagging player to a keyframe).",
     ]
-    write(out, "fanout", [l.replace("| nan |", "| |") for l in lines])
+    write(out, "fanout", [re.sub(r"\| nan(?= \|)", "|", l) for l in lines])
 
 
 if __name__ == "__main__":

@@ -25,6 +25,9 @@ pub(crate) enum ErrorKind {
     Protocol,
     /// Another socket error.
     Io,
+    /// The TLS handshake failed (certificate refused, no common parameters) or the
+    /// server broke TLS (a bad record, an alert).
+    Tls,
     /// Not playing (or publishing) yet when the run ended: the server never answered.
     Timeout,
 }

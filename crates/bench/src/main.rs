@@ -10,8 +10,9 @@
 //! Files: `target` (URLs), `scan` (sans-IO FLV/WebSocket/RTMP-chunk scanners), `rtsp`
 //! (the sans-IO RTSP player session, interleaved-frame scanner and RTP counts),
 //! `rtsp_record` (the sans-IO RTSP publisher session and its ANNOUNCE SDP),
-//! `load/` (players per protocol, publishers), `figures` (per-player figures, lag,
-//! percentiles), `procfs` (server CPU/RSS), `report` (table and JSON).
+//! `load/` (players per protocol, publishers), `tls` (the rustls client of https:// and
+//! wss:// players), `figures` (per-player figures, lag, percentiles), `procfs` (server
+//! CPU/RSS), `report` (table and JSON).
 
 mod figures;
 mod hls;
@@ -23,6 +24,7 @@ mod rtsp_record;
 mod scan;
 mod stamp;
 mod target;
+mod tls;
 
 use clap::{Args, Parser, Subcommand, ValueEnum};
 use figures::{Live, PlayerRow, Spread};
@@ -74,9 +76,17 @@ struct PlayArgs {
     /// rtmp://host[:port]/app/stream, http://host:port/path.flv or ws://host:port/path.flv;
     /// for hls and ll-hls, the media playlist: http://host:port/app/stream.m3u8 (TS) or
     /// http://host:port/app/stream/index.m3u8 (fMP4, Low-Latency); for rtsp and rtsp-udp,
-    /// rtsp://host:port/app/stream.
+    /// rtsp://host:port/app/stream. https:// and wss:// play the same over TLS
+    /// (HTTP/1.1; give --ca or --insecure).
     #[arg(long)]
     url: String,
+    /// TLS: verify the server's certificate against the certificates of this PEM file
+    /// and the URL's host.
+    #[arg(long, value_name = "FILE")]
+    ca: Option<PathBuf>,
+    /// TLS: accept any server certificate (self-signed benchmarking).
+    #[arg(long, conflicts_with = "ca")]
+    insecure: bool,
     /// Fraction of players that read slowly (0..1).
     #[arg(long, default_value_t = 0.0)]
     slow_fraction: f64,
@@ -426,6 +436,7 @@ fn base_report(c: &Common, mode: &'static str, protocol: String, url: &str) -> R
         max_lag_ms: 0.0,
         slow_players: 0,
         rtp: None,
+        tls: None,
         server: None,
         players: Vec::new(),
         publishers: Vec::new(),
@@ -482,6 +493,25 @@ async fn run_play(a: PlayArgs) -> Result<Report, String> {
         (Target::Rtsp { .. }, Protocol::Rtsp | Protocol::RtspUdp) => {}
         (_, p) => return Err(format!("{} is not a URL for --protocol {p:?}", a.url)),
     }
+    let tls = match &target {
+        Target::Http {
+            tls_name: Some(name),
+            ..
+        } => {
+            let verify = match (&a.ca, a.insecure) {
+                (_, true) => tls::Verify::Insecure,
+                (Some(ca), false) => tls::Verify::Ca(ca.clone()),
+                (None, false) => {
+                    return Err(format!(
+                        "{}: TLS needs --ca FILE (the server's root certificate) or --insecure",
+                        a.url
+                    ))
+                }
+            };
+            Some(tls::TlsClient::new(&verify, name)?)
+        }
+        _ => None,
+    };
     let c = &a.common;
     let plan = Plan::new(c);
     let live = Arc::new(Live::default());
@@ -491,6 +521,7 @@ async fn run_play(a: PlayArgs) -> Result<Report, String> {
         live: live.clone(),
         end: plan.end,
         slow_rate: a.slow_rate,
+        tls,
     });
     let m = drive(c, &plan, &live, |i| {
         tokio::spawn(load::play(ctx.clone(), i, is_slow(i, a.slow_fraction)))
@@ -518,6 +549,7 @@ async fn run_play(a: PlayArgs) -> Result<Report, String> {
             .flat_map(|p| p.latencies.iter().map(|&v| f64::from(v))),
     );
     r.publish_latency_ms = (latencies.n > 0).then_some(latencies);
+    r.tls = ctx.tls.as_ref().and_then(|t| t.agreed());
     r.server = m.server;
     r.players = m.rows;
     for p in &mut r.players {

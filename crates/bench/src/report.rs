@@ -48,6 +48,10 @@ pub(crate) struct Report {
     /// RTSP players: their RTP, all together.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub rtp: Option<RtpTotals>,
+    /// TLS players: the version, cipher suite and ALPN protocol the first handshake
+    /// agreed on.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub tls: Option<String>,
     pub server: Option<ServerFigures>,
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub players: Vec<PlayerRow>,
@@ -230,6 +234,9 @@ impl Report {
             self.window_s,
             self.mbit_s
         );
+        if let Some(tls) = &self.tls {
+            let _ = writeln!(t, "{:<18} {tls}", "tls");
+        }
         let _ = writeln!(t, "{:<18} {}", "connect ms", spread(&self.connect_ms));
         if let Some(k) = &self.first_keyframe_ms {
             let _ = writeln!(t, "{:<18} {}", "first keyframe ms", spread(k));

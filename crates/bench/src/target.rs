@@ -1,5 +1,6 @@
 //! What the bench connects to, from a URL: `rtmp://host[:port]/app/stream[?q]`,
-//! `http://host:port/path.flv`, `ws://host:port/path.flv`, `rtsp://host[:port]/app/stream`.
+//! `http://host:port/path.flv`, `ws://host:port/path.flv`, `rtsp://host[:port]/app/stream`;
+//! `https://` and `wss://` are the HTTP forms over TLS.
 //!
 //! Why here and not a URL crate: the forms are few and fixed, and the pieces the
 //! clients need (RTMP app, stream name with its query, tcUrl, HTTP path) are not a
@@ -20,7 +21,7 @@ pub(crate) enum Target {
         /// `rtmp://host[:port]/app`, as sent in `connect`.
         tc_url: String,
     },
-    /// `http://` or `ws://host[:port]/path[?query]`.
+    /// `http://`, `ws://`, `https://` or `wss://host[:port]/path[?query]`.
     Http {
         addr: SocketAddr,
         /// The `Host` header value.
@@ -28,6 +29,9 @@ pub(crate) enum Target {
         /// The request target.
         path: String,
         websocket: bool,
+        /// Over TLS (`https://`, `wss://`): the name the server's certificate must
+        /// carry, the URL's host without port or brackets.
+        tls_name: Option<String>,
     },
     /// `rtsp://host[:port]/path[?query]`.
     Rtsp {
@@ -41,13 +45,14 @@ pub(crate) enum Target {
 impl Target {
     /// Parses `url` and resolves its host.
     pub(crate) fn parse(url: &str) -> Result<Target, String> {
-        let (scheme, rest) = url
-            .split_once("://")
-            .ok_or_else(|| format!("{url}: no scheme (rtmp://, rtsp://, http:// or ws://)"))?;
+        let (scheme, rest) = url.split_once("://").ok_or_else(|| {
+            format!("{url}: no scheme (rtmp://, rtsp://, http(s):// or ws(s)://)")
+        })?;
         let scheme = scheme.to_ascii_lowercase();
         let default_port = match scheme.as_str() {
             "rtmp" => 1935,
             "http" | "ws" => 80,
+            "https" | "wss" => 443,
             "rtsp" => 554,
             other => return Err(format!("{url}: unsupported scheme {other}")),
         };
@@ -88,7 +93,8 @@ impl Target {
                 addr,
                 host: authority.to_string(),
                 path,
-                websocket: scheme == "ws",
+                websocket: scheme.starts_with("ws"),
+                tls_name: matches!(scheme.as_str(), "https" | "wss").then(|| host_name(authority)),
             })
         }
     }
@@ -101,6 +107,17 @@ impl Target {
                 *addr
             }
         }
+    }
+}
+
+/// The host of `host[:port]` or `[v6][:port]`, without port or brackets.
+fn host_name(authority: &str) -> String {
+    if let Some(v6) = authority.strip_prefix('[') {
+        return v6.split(']').next().unwrap_or_default().to_string();
+    }
+    match authority.rsplit_once(':') {
+        Some((h, _)) => h.to_string(),
+        None => authority.to_string(),
     }
 }
 
@@ -181,6 +198,7 @@ mod tests {
                 host: "127.0.0.1:8080".into(),
                 path: "/live/cam1.flv?a=1".into(),
                 websocket: false,
+                tls_name: None,
             }
         );
         let t = Target::parse("WS://[::1]:81/x.flv").unwrap();
@@ -198,6 +216,37 @@ mod tests {
         assert!(Target::parse("http://127.0.0.1:99999/x").is_err());
         assert!(Target::parse("ftp://127.0.0.1/x").is_err());
         assert!(Target::parse("127.0.0.1/x").is_err());
+    }
+
+    #[test]
+    fn https_and_wss_urls() {
+        let t = Target::parse("https://127.0.0.1:8443/live/a.m3u8").unwrap();
+        assert_eq!(
+            t,
+            Target::Http {
+                addr: "127.0.0.1:8443".parse().unwrap(),
+                host: "127.0.0.1:8443".into(),
+                path: "/live/a.m3u8".into(),
+                websocket: false,
+                tls_name: Some("127.0.0.1".into()),
+            }
+        );
+        let t = Target::parse("WSS://localhost/live/a.flv").unwrap();
+        assert_eq!(t.addr(), "127.0.0.1:443".parse().unwrap());
+        assert!(matches!(
+            t,
+            Target::Http { websocket: true, tls_name: Some(ref n), .. } if n == "localhost"
+        ));
+        let t = Target::parse("https://[::1]:9/x").unwrap();
+        assert!(matches!(t, Target::Http { tls_name: Some(ref n), .. } if n == "::1"));
+        assert!(matches!(
+            Target::parse("ws://127.0.0.1:1/x").unwrap(),
+            Target::Http {
+                websocket: true,
+                tls_name: None,
+                ..
+            }
+        ));
     }
 
     #[test]

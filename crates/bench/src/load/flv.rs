@@ -1,4 +1,5 @@
-//! HTTP-FLV and WebSocket-FLV players: one GET (upgraded for WebSocket), then FLV tags.
+//! HTTP-FLV and WebSocket-FLV players: one GET (upgraded for WebSocket), then FLV tags;
+//! over TLS for `https://` and `wss://`.
 
 use super::{Conn, Ctx, Failure};
 use crate::figures::{ms, ErrorKind, PlayerRow};
@@ -25,13 +26,14 @@ pub(crate) async fn play(ctx: &Ctx, row: &mut PlayerRow) -> Result<(), Failure> 
         host,
         path,
         websocket,
+        ..
     } = &ctx.target
     else {
         unreachable!("dispatched on Target::Http");
     };
     let start = Instant::now();
     let slow = row.slow.then_some(ctx.slow_rate);
-    let Some(mut conn) = Conn::open(*addr, slow, ctx.end).await? else {
+    let Some(mut conn) = Conn::open(*addr, slow, ctx.end, ctx.tls.as_ref()).await? else {
         return Ok(());
     };
     let mut req = format!(

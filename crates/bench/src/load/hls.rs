@@ -5,7 +5,7 @@
 //! same part runs on a second connection, as hls.js does in low-latency mode.
 //!
 //! Each connection is one HTTP/1.1 keep-alive connection (reopened only if the server
-//! closes it). Bodies are counted, not kept, except playlists (one reused buffer per
+//! closes it), over TLS for `https://` URLs. Bodies are counted, not kept, except playlists (one reused buffer per
 //! player). Figures: connect = first playlist's response head; first keyframe = first
 //! segment or part received in full; media time = sum of the EXTINF or part durations
 //! received, against the wall clock (lag, stalls).
@@ -14,6 +14,7 @@ use super::{Conn, Ctx, Failure};
 use crate::figures::{ms, ErrorKind, Live, PlayerRow};
 use crate::hls::{push_target, Playlist, Pos, Response};
 use crate::target::Target;
+use crate::tls::TlsClient;
 use std::fmt::Write as _;
 use std::net::SocketAddr;
 use std::sync::atomic::Ordering;
@@ -42,6 +43,7 @@ struct Http<'a> {
     slow: Option<f64>,
     end: Instant,
     live: &'a Live,
+    tls: Option<&'a TlsClient>,
     conn: Option<Conn>,
     /// Whether `conn` already carried a response (a close then is not an error).
     reused: bool,
@@ -63,6 +65,7 @@ impl<'a> Http<'a> {
             slow: slow.then_some(ctx.slow_rate),
             end: ctx.end,
             live: &ctx.live,
+            tls: ctx.tls.as_ref(),
             conn: None,
             reused: false,
             resp: Response::new(),
@@ -82,7 +85,7 @@ impl<'a> Http<'a> {
         let mut retried = false;
         loop {
             if self.conn.is_none() {
-                match Conn::open(self.addr, self.slow, self.end).await? {
+                match Conn::open(self.addr, self.slow, self.end, self.tls).await? {
                     None => return Ok(None),
                     Some(c) => {
                         self.conn = Some(c);
@@ -191,8 +194,9 @@ fn http_target(ctx: &Ctx) -> Result<(SocketAddr, &str, &str), Failure> {
             host,
             path,
             websocket: false,
+            ..
         } => Ok((*addr, host.as_str(), path.as_str())),
-        _ => Err(malformed("HLS needs an http:// URL")),
+        _ => Err(malformed("HLS needs an http:// or https:// URL")),
     }
 }
 

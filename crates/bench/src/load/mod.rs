@@ -7,6 +7,10 @@
 //! `crate::rtsp`), keeps a few bytes of state and no media (RTSP: the frame being
 //! depacketized, and a packet split across two reads).
 //!
+//! Over TLS (`https://`, `wss://`) a read takes ciphertext into a second per-thread
+//! buffer and `crate::tls::decrypt` turns it into plaintext in the first; a player
+//! keeps rustls's connection state and nothing else.
+//!
 //! # Invariants
 //! - Every await is bounded by the run's end: a player returns by itself when the
 //!   run ends, whatever the server does.
@@ -21,6 +25,8 @@ pub(crate) mod rtsp;
 
 use crate::figures::{ErrorKind, Live, PlayerRow};
 use crate::target::Target;
+use crate::tls::{self, TlsClient};
+use rustls::ClientConnection;
 use sluice_bench::player::Protocol;
 use std::cell::RefCell;
 use std::io;
@@ -40,8 +46,14 @@ pub(crate) const SLOW_LEN: usize = 16 << 10;
 /// Media a slow player reads at full speed to learn the stream's bitrate.
 const SLOW_PROBE_MS: i64 = 2000;
 
+/// Ciphertext bytes per read of a TLS player: what decrypts into [`READ_LEN`] bytes
+/// of plaintext with room for the record rustls holds back (`tls::CARRY`).
+const TLS_READ_LEN: usize = READ_LEN - tls::CARRY;
+
 thread_local! {
     static READ_BUF: RefCell<Box<[u8]>> = RefCell::new(vec![0u8; READ_LEN].into_boxed_slice());
+    /// Ciphertext of TLS players (allocated on a thread's first TLS read).
+    static TLS_BUF: RefCell<Box<[u8]>> = RefCell::new(vec![0u8; TLS_READ_LEN].into_boxed_slice());
 }
 
 /// A failure: its kind and what happened.
@@ -67,6 +79,8 @@ pub(crate) struct Ctx {
     pub end: Instant,
     /// Slow players read at this multiple of the stream's bitrate.
     pub slow_rate: f64,
+    /// For `https://` and `wss://` targets.
+    pub tls: Option<TlsClient>,
 }
 
 /// Runs one player to the end of the run and returns its figures.
@@ -98,20 +112,24 @@ pub(crate) async fn play(ctx: Arc<Ctx>, id: usize, slow: bool) -> PlayerRow {
     row
 }
 
-/// One TCP connection of a player, bounded by the run's end.
+/// One TCP connection of a player, bounded by the run's end; over TLS when opened
+/// with a [`TlsClient`].
 pub(crate) struct Conn {
     sock: TcpStream,
+    /// The TLS session, once its handshake is done.
+    tls: Option<Box<ClientConnection>>,
     end: Pin<Box<Sleep>>,
     read_len: usize,
     throttle: Option<Throttle>,
 }
 
 impl Conn {
-    /// Connects; `None` when the run ended first.
+    /// Connects, and with `tls` runs the TLS handshake; `None` when the run ended first.
     pub(crate) async fn open(
         addr: SocketAddr,
         slow: Option<f64>,
         end: Instant,
+        tls: Option<&TlsClient>,
     ) -> Result<Option<Conn>, Failure> {
         let socket = if addr.is_ipv4() {
             TcpSocket::new_v4()
@@ -130,19 +148,66 @@ impl Conn {
             Ok(Ok(s)) => s,
         };
         sock.set_nodelay(true).map_err(io_failure)?;
-        Ok(Some(Conn {
+        let mut conn = Conn {
             sock,
+            tls: None,
             end: Box::pin(sleep_until(end)),
             read_len: if slow.is_some() { SLOW_LEN } else { READ_LEN },
             throttle: slow.map(|factor| Throttle {
                 factor,
                 since: None,
             }),
-        }))
+        };
+        if let Some(tls) = tls {
+            if !conn.handshake(tls).await? {
+                return Ok(None);
+            }
+        }
+        Ok(Some(conn))
+    }
+
+    /// The TLS handshake; `false` when the run ended first.
+    async fn handshake(&mut self, client: &TlsClient) -> Result<bool, Failure> {
+        let mut tls = Box::new(client.connect()?);
+        loop {
+            if !flush_tls(&self.sock, &mut self.end, &mut tls).await? {
+                return Ok(false);
+            }
+            if !tls.is_handshaking() {
+                client.handshaken(&tls);
+                self.tls = Some(tls);
+                return Ok(true);
+            }
+            tokio::select! {
+                biased;
+                _ = &mut self.end => return Ok(false),
+                r = self.sock.readable() => r.map_err(io_failure)?,
+            }
+            match tls.read_tls(&mut SockReader(&self.sock)) {
+                Ok(0) => {
+                    return Err((
+                        ErrorKind::Closed,
+                        "closed by the server during the TLS handshake".into(),
+                    ))
+                }
+                Ok(_) => {}
+                Err(e) if e.kind() == io::ErrorKind::WouldBlock => continue,
+                Err(e) => return Err(io_failure(e)),
+            }
+            if let Err(e) = tls.process_new_packets() {
+                // Our alert, if the socket takes it now.
+                let _ = tls.write_tls(&mut SockWriter(&self.sock));
+                return Err((ErrorKind::Tls, format!("TLS handshake: {e}")));
+            }
+        }
     }
 
     /// Writes all of `bytes`; `false` when the run ended first.
     pub(crate) async fn write(&mut self, bytes: &[u8]) -> Result<bool, Failure> {
+        if let Some(tls) = &mut self.tls {
+            io::Write::write_all(&mut tls.writer(), bytes).map_err(io_failure)?;
+            return flush_tls(&self.sock, &mut self.end, tls).await;
+        }
         tokio::select! {
             biased;
             _ = &mut self.end => Ok(false),
@@ -168,13 +233,15 @@ impl Conn {
     ) -> Result<Option<R>, Failure> {
         let mut f = Some(f);
         loop {
+            // Tried before waiting: TLS may hold plaintext from an earlier read (and
+            // a plain socket's readiness is cached, so this costs no syscall).
+            if let Some(r) = self.read_now(Some(live), &mut f)? {
+                return Ok(Some(r));
+            }
             tokio::select! {
                 biased;
                 _ = &mut self.end => return Ok(None),
                 r = self.sock.readable() => r.map_err(io_failure)?,
-            }
-            if let Some(r) = self.read_now(Some(live), &mut f)? {
-                return Ok(Some(r));
             }
         }
     }
@@ -203,6 +270,9 @@ impl Conn {
         live: Option<&Live>,
         f: &mut Option<F>,
     ) -> Result<Option<R>, Failure> {
+        if self.tls.is_some() {
+            return self.read_tls_now(live, f);
+        }
         READ_BUF.with(|buf| {
             let mut buf = buf.borrow_mut();
             let len = self.read_len.min(buf.len());
@@ -221,12 +291,72 @@ impl Conn {
         })
     }
 
+    /// [`Conn::read_now`] over TLS: plaintext rustls holds, else one read of
+    /// ciphertext decrypted into the thread's buffer. Counts plaintext bytes (the
+    /// same payload as over plain TCP).
+    fn read_tls_now<R, F: FnOnce(&[u8], Instant) -> R>(
+        &mut self,
+        live: Option<&Live>,
+        f: &mut Option<F>,
+    ) -> Result<Option<R>, Failure> {
+        let Some(tls) = self.tls.as_deref_mut() else {
+            return Ok(None);
+        };
+        let cipher_len = self.read_len.min(TLS_READ_LEN);
+        let got = READ_BUF.with(|out| {
+            let mut out = out.borrow_mut();
+            // Held back from an earlier read first, without touching the socket.
+            let held = tls::decrypt(tls, &[], &mut out)?;
+            if held.len > 0 || held.closed {
+                return Ok(Some(held));
+            }
+            TLS_BUF.with(|cipher| {
+                let mut cipher = cipher.borrow_mut();
+                let len = cipher_len.min(cipher.len());
+                match self.sock.try_read(&mut cipher[..len]) {
+                    Ok(0) => Err((ErrorKind::Closed, "closed by the server".to_string())),
+                    Ok(n) => tls::decrypt(tls, &cipher[..n], &mut out).map(Some),
+                    Err(e) if e.kind() == io::ErrorKind::WouldBlock => Ok(None),
+                    Err(e) => Err(io_failure(e)),
+                }
+            })
+        })?;
+        // Answers to post-handshake messages, if any, as far as the socket takes them.
+        if tls.wants_write() {
+            match tls.write_tls(&mut SockWriter(&self.sock)) {
+                Ok(_) => {}
+                Err(e) if e.kind() == io::ErrorKind::WouldBlock => {}
+                Err(e) => return Err(io_failure(e)),
+            }
+        }
+        match got {
+            None => Ok(None),
+            Some(d) if d.len > 0 => {
+                if let Some(live) = live {
+                    live.add_bytes(d.len);
+                }
+                let f = f.take().expect("called once: the caller returns after it");
+                READ_BUF.with(|out| Ok(Some(f(&out.borrow()[..d.len], Instant::now()))))
+            }
+            Some(d) if d.closed => Err((
+                ErrorKind::Closed,
+                "closed by the server (TLS close_notify)".into(),
+            )),
+            // Ciphertext without a whole record yet, or a session ticket.
+            Some(_) => Ok(None),
+        }
+    }
+
     /// Waits for the connection to have bytes to read or for `other` to finish,
     /// whichever comes first, bounded by the run's end.
     pub(crate) async fn readable_or<T>(
         &mut self,
         other: impl std::future::Future<Output = T>,
     ) -> Result<Woke<T>, Failure> {
+        // rustls not wanting to read: it holds plaintext, or close_notify came.
+        if self.tls.as_deref().is_some_and(|t| !t.wants_read()) {
+            return Ok(Woke::Readable);
+        }
         tokio::select! {
             biased;
             _ = &mut self.end => Ok(Woke::Ended),
@@ -260,6 +390,54 @@ impl Conn {
             _ = &mut self.end => false,
             _ = sleep_until(due) => true,
         }
+    }
+}
+
+/// Sends what rustls has to send; `false` when the run ended first.
+async fn flush_tls(
+    sock: &TcpStream,
+    end: &mut Pin<Box<Sleep>>,
+    tls: &mut ClientConnection,
+) -> Result<bool, Failure> {
+    while tls.wants_write() {
+        match tls.write_tls(&mut SockWriter(sock)) {
+            Ok(_) => {}
+            Err(e) if e.kind() == io::ErrorKind::WouldBlock => {
+                tokio::select! {
+                    biased;
+                    _ = &mut *end => return Ok(false),
+                    r = sock.writable() => r.map_err(io_failure)?,
+                }
+            }
+            Err(e) => return Err(io_failure(e)),
+        }
+    }
+    Ok(true)
+}
+
+/// `io::Read` on a tokio socket without waiting (`WouldBlock` when nothing is there).
+struct SockReader<'a>(&'a TcpStream);
+
+impl io::Read for SockReader<'_> {
+    fn read(&mut self, buf: &mut [u8]) -> io::Result<usize> {
+        self.0.try_read(buf)
+    }
+}
+
+/// `io::Write` on a tokio socket without waiting (`WouldBlock` when it is full).
+struct SockWriter<'a>(&'a TcpStream);
+
+impl io::Write for SockWriter<'_> {
+    fn write(&mut self, buf: &[u8]) -> io::Result<usize> {
+        self.0.try_write(buf)
+    }
+
+    fn write_vectored(&mut self, bufs: &[io::IoSlice<'_>]) -> io::Result<usize> {
+        self.0.try_write_vectored(bufs)
+    }
+
+    fn flush(&mut self) -> io::Result<()> {
+        Ok(())
     }
 }
 

@@ -280,7 +280,7 @@ pub(crate) async fn run(
     row: &mut PublisherRow,
 ) -> Result<(), Failure> {
     let start = Instant::now();
-    let Some(mut conn) = Conn::open(ctx.addr, None, ctx.end).await? else {
+    let Some(mut conn) = Conn::open(ctx.addr, None, ctx.end, None).await? else {
         return Ok(());
     };
     let local_ip = conn.local_ip()?;

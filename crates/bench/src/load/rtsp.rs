@@ -94,7 +94,7 @@ pub(crate) async fn play(ctx: &Ctx, row: &mut PlayerRow) -> Result<(), Failure> 
     };
     let start = Instant::now();
     let slow = row.slow.then_some(ctx.slow_rate);
-    let Some(mut conn) = Conn::open(*addr, slow, ctx.end).await? else {
+    let Some(mut conn) = Conn::open(*addr, slow, ctx.end, None).await? else {
         return Ok(());
     };
     let mut s = State {
