@@ -34,6 +34,8 @@ const PAGE: &str = r#"<!doctype html>
 const report = (q) => fetch('/report?' + q).catch(() => {});
 const video = document.getElementById('v');
 let errors = [];
+// A setup may add figures of its own to the report (`&name=value...`).
+let extra = () => '';
 try {
   SETUP
   video.play().catch(e => errors.push('play:' + e));
@@ -44,7 +46,7 @@ const tick = setInterval(() => {
   if (first === null && video.currentTime > 0) first = (Date.now() - started);
   if (Date.now() - started > WATCH_MS) {
     clearInterval(tick);
-    report('t=' + video.currentTime + '&first=' + first + '&err=' + encodeURIComponent(errors.join('|')));
+    report('t=' + video.currentTime + '&first=' + first + '&err=' + encodeURIComponent(errors.join('|')) + extra());
   }
 }, 100);
 </script></body></html>"#;
@@ -63,7 +65,10 @@ const HLS_SETUP: &str = "
   const hls = new Hls({ lowLatencyMode: true });
   hls.on(Hls.Events.ERROR, (e, d) => { if (d.fatal) errors.push(d.type + ':' + d.details); });
   hls.loadSource('STREAM_URL');
-  hls.attachMedia(video);";
+  hls.attachMedia(video);
+  // Glass-to-glass, less the encoder: the wall clock now minus the program date time
+  // (the server's arrival time of the frames) of what is on screen.
+  extra = () => '&behind=' + (hls.playingDate ? Date.now() - hls.playingDate.getTime() : '');";
 
 /// Serves the page and the player script, and passes the page's report to `tx`.
 fn page_server(page: String, script: &str, tx: mpsc::Sender<String>) -> SocketAddr {
@@ -197,6 +202,13 @@ fn hls_js_plays_ts_and_low_latency_hls() {
         assert!(errors.is_empty(), "{url}: player errors {errors}");
         let t: f64 = field(&report, "t").parse().unwrap_or(0.0);
         assert!(t > 3.0, "{url}: video played only to {t} s ({report})");
+        // A figure, not a timed test: printed (see --nocapture), bounded only loosely.
+        let behind: f64 = field(&report, "behind").parse().unwrap_or(f64::NAN);
+        eprintln!("{url}: hls.js plays {behind:.0} ms behind the server's wall clock");
+        assert!(
+            behind.is_nan() || behind < 20_000.0,
+            "{url}: {behind} ms behind ({report})"
+        );
     }
 }
 
