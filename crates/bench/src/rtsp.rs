@@ -32,7 +32,7 @@ use sluice_rtsp::{
 use std::time::Duration;
 
 /// The session timeout when the server gives none (RFC 2326's default).
-const DEFAULT_TIMEOUT_S: u32 = 60;
+pub(crate) const DEFAULT_TIMEOUT_S: u32 = 60;
 /// Keep-alives go out at this fraction of the session timeout, well within it.
 const KEEPALIVE_DIVISOR: u32 = 2;
 
@@ -199,18 +199,16 @@ impl Session {
     }
 
     fn send(&mut self, method: Method, url: &str, headers: &[(&str, String)], out: &mut BytesMut) {
-        self.cseq = self.cseq.wrapping_add(1);
-        let mut req = Request::new(method.clone(), url)
-            .with_header("CSeq", self.cseq.to_string())
-            .with_header("User-Agent", "sluice-bench");
-        if let Some(id) = &self.id {
-            req = req.with_header("Session", id.clone());
-        }
-        for (name, value) in headers {
-            req = req.with_header(name, value.clone());
-        }
-        req.encode(out);
-        self.pending = Some((self.cseq, method));
+        let cseq = encode_request(
+            &mut self.cseq,
+            self.id.as_deref(),
+            &method,
+            url,
+            headers,
+            None,
+            out,
+        );
+        self.pending = Some((cseq, method));
     }
 
     fn setup(&mut self, track: usize, out: &mut BytesMut) {
@@ -349,43 +347,84 @@ impl Session {
     }
 
     fn on_setup(&mut self, track: usize, resp: &Response) -> Result<(), PlayError> {
-        let session = resp
-            .header("Session")
-            .ok_or_else(|| PlayError::Unexpected("SETUP answered without a Session".into()))?;
-        let session = SessionHeader::parse(session)?;
-        match &self.id {
-            Some(id) if *id != session.id => {
-                return Err(PlayError::Unexpected(format!(
-                    "SETUP answered session {} after {id}",
-                    session.id
-                )))
-            }
-            Some(_) => {}
-            None => {
-                self.id = Some(session.id);
-                self.timeout_s = session.timeout.unwrap_or(DEFAULT_TIMEOUT_S).max(1);
-            }
-        }
-        let transport = match resp.header("Transport") {
-            Some(t) => Some(Transport::parse(t)?),
-            None => None,
-        };
-        let want = match self.lower {
-            Lower::Tcp => LowerTransport::Tcp,
-            Lower::Udp => LowerTransport::Udp,
-        };
-        if let Some(t) = &transport {
-            if t.lower != want {
-                return Err(PlayError::Unexpected(format!(
-                    "SETUP asked for {want:?} and got {t}"
-                )));
-            }
-        }
+        let transport = setup_answer(&mut self.id, &mut self.timeout_s, self.lower, resp)?;
         if let Some(t) = self.tracks.get_mut(track) {
             t.transport = transport;
         }
         Ok(())
     }
+}
+
+/// Encodes one request of a client session (player or publisher): the next CSeq, the
+/// session once there is one, and a body if any. Returns its CSeq.
+pub(crate) fn encode_request(
+    cseq: &mut u32,
+    session: Option<&str>,
+    method: &Method,
+    url: &str,
+    headers: &[(&str, String)],
+    body: Option<bytes::Bytes>,
+    out: &mut BytesMut,
+) -> u32 {
+    *cseq = cseq.wrapping_add(1);
+    let mut req = Request::new(method.clone(), url)
+        .with_header("CSeq", cseq.to_string())
+        .with_header("User-Agent", "sluice-bench");
+    if let Some(id) = session {
+        req = req.with_header("Session", id.to_string());
+    }
+    for (name, value) in headers {
+        req = req.with_header(name, value.clone());
+    }
+    match body {
+        Some(body) => req.with_body(body).encode(out),
+        None => req.encode(out),
+    }
+    *cseq
+}
+
+/// Checks a SETUP answer of a client session: a Session header (the same one as
+/// before, if any; its timeout kept from the first) and a Transport of the lower
+/// transport asked for. Returns that transport, if the answer had one.
+pub(crate) fn setup_answer(
+    id: &mut Option<String>,
+    timeout_s: &mut u32,
+    lower: Lower,
+    resp: &Response,
+) -> Result<Option<Transport>, PlayError> {
+    let session = resp
+        .header("Session")
+        .ok_or_else(|| PlayError::Unexpected("SETUP answered without a Session".into()))?;
+    let session = SessionHeader::parse(session)?;
+    match id {
+        Some(id) if *id != session.id => {
+            return Err(PlayError::Unexpected(format!(
+                "SETUP answered session {} after {id}",
+                session.id
+            )))
+        }
+        Some(_) => {}
+        None => {
+            *id = Some(session.id);
+            *timeout_s = session.timeout.unwrap_or(DEFAULT_TIMEOUT_S).max(1);
+        }
+    }
+    let transport = match resp.header("Transport") {
+        Some(t) => Some(Transport::parse(t)?),
+        None => None,
+    };
+    let want = match lower {
+        Lower::Tcp => LowerTransport::Tcp,
+        Lower::Udp => LowerTransport::Udp,
+    };
+    if let Some(t) = &transport {
+        if t.lower != want {
+            return Err(PlayError::Unexpected(format!(
+                "SETUP asked for {want:?} and got {t}"
+            )));
+        }
+    }
+    Ok(transport)
 }
 
 pub(crate) fn method_name(m: &Method) -> &'static str {

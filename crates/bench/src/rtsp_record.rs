@@ -18,19 +18,18 @@
 //!   the server wants credentials, which the bench never sends.
 //! - Nothing here panics on what the server says.
 
-use crate::rtsp::{method_name, proposed_channels, resolve, Lower, PlayError};
+use crate::rtsp::{
+    encode_request, method_name, proposed_channels, resolve, setup_answer, Lower, PlayError,
+    DEFAULT_TIMEOUT_S,
+};
 use bytes::{Bytes, BytesMut};
 use sluice_media::rtp::RtpCodec;
 use sluice_media::sdp::{write_sdp, SdpError, SdpRange, SdpTrack, SessionDescription};
 use sluice_media::Track;
-use sluice_rtsp::{
-    ChannelPair, LowerTransport, Method, Mode, PortPair, Request, Response, SessionHeader,
-    Transport,
-};
+use sluice_rtsp::{ChannelPair, Method, Mode, PortPair, Response, Transport};
 use std::time::Duration;
 
 /// The session timeout when the server gives none (RFC 2326's default).
-const DEFAULT_TIMEOUT_S: u32 = 60;
 /// Keep-alives go out at this fraction of the session timeout, well within it.
 const KEEPALIVE_DIVISOR: u32 = 2;
 
@@ -221,18 +220,17 @@ impl RecordSession {
         body: Bytes,
         out: &mut BytesMut,
     ) {
-        self.cseq = self.cseq.wrapping_add(1);
-        let mut req = Request::new(method.clone(), url)
-            .with_header("CSeq", self.cseq.to_string())
-            .with_header("User-Agent", "sluice-bench");
-        if let Some(id) = &self.id {
-            req = req.with_header("Session", id.clone());
-        }
-        for (name, value) in headers {
-            req = req.with_header(name, value.clone());
-        }
-        req.with_body(body).encode(out);
-        self.pending = Some((self.cseq, method));
+        let body = (!body.is_empty()).then_some(body);
+        let cseq = encode_request(
+            &mut self.cseq,
+            self.id.as_deref(),
+            &method,
+            url,
+            headers,
+            body,
+            out,
+        );
+        self.pending = Some((cseq, method));
     }
 
     fn setup(&mut self, track: usize, out: &mut BytesMut) {
@@ -339,38 +337,7 @@ impl RecordSession {
     }
 
     fn on_setup(&mut self, track: usize, resp: &Response) -> Result<(), PlayError> {
-        let session = resp
-            .header("Session")
-            .ok_or_else(|| PlayError::Unexpected("SETUP answered without a Session".into()))?;
-        let session = SessionHeader::parse(session)?;
-        match &self.id {
-            Some(id) if *id != session.id => {
-                return Err(PlayError::Unexpected(format!(
-                    "SETUP answered session {} after {id}",
-                    session.id
-                )))
-            }
-            Some(_) => {}
-            None => {
-                self.id = Some(session.id);
-                self.timeout_s = session.timeout.unwrap_or(DEFAULT_TIMEOUT_S).max(1);
-            }
-        }
-        let transport = match resp.header("Transport") {
-            Some(t) => Some(Transport::parse(t)?),
-            None => None,
-        };
-        let want = match self.lower {
-            Lower::Tcp => LowerTransport::Tcp,
-            Lower::Udp => LowerTransport::Udp,
-        };
-        if let Some(t) = &transport {
-            if t.lower != want {
-                return Err(PlayError::Unexpected(format!(
-                    "SETUP asked for {want:?} and got {t}"
-                )));
-            }
-        }
+        let transport = setup_answer(&mut self.id, &mut self.timeout_s, self.lower, resp)?;
         if self.lower == Lower::Udp && transport.as_ref().and_then(|t| t.server_port).is_none() {
             return Err(PlayError::Unexpected(
                 "SETUP over UDP answered without a server_port".into(),
