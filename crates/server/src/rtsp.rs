@@ -47,6 +47,9 @@ use tracing::Instrument;
 /// Bytes read from the socket per wake-up (a publisher's interleaved RTP).
 const READ_CHUNK: usize = 16 << 10;
 
+/// Longest a PLAY waits for a first packet of every track set up.
+const RTP_INFO_WAIT: Duration = Duration::from_secs(1);
+
 /// Longest a UDP packet waits in a jitter buffer for the ones before it.
 const JITTER_DELAY: Duration = Duration::from_millis(50);
 
@@ -204,7 +207,7 @@ impl Conn {
                         return Ok(());
                     }
                     if let Some(range) = self.replay.take() {
-                        if let Next::Play(stream, format, start) = self.start_play(range)? {
+                        if let Next::Play(stream, format, start) = self.start_play(range).await? {
                             pending_play = Some((stream, format, start));
                         }
                     }
@@ -324,7 +327,7 @@ impl Conn {
                     other => other?,
                 }
             }
-            ServerEvent::Play { range } => return self.start_play(range),
+            ServerEvent::Play { range } => return self.start_play(range).await,
             ServerEvent::Record { .. } => {
                 if let Some(p) = &mut self.publishing {
                     for track in std::mem::take(&mut p.initial) {
@@ -544,7 +547,7 @@ impl Conn {
 
     /// Answers a PLAY: `RTP-Info` gives, per track set up, the sequence number and
     /// timestamp of the first packet the player will get, from the start keyframe on.
-    fn start_play(&mut self, range: Option<NptRange>) -> Result<Next, SessionError> {
+    async fn start_play(&mut self, range: Option<NptRange>) -> Result<Next, SessionError> {
         let Some((source, kinds)) = &self.described else {
             self.session.reject(455)?;
             return Ok(Next::Continue);
@@ -581,24 +584,16 @@ impl Conn {
             video: setup.iter().any(|(_, k)| *k == MediaKind::Video),
             audio: setup.iter().any(|(_, k)| *k == MediaKind::Audio),
         };
-        let mut starts = Vec::with_capacity(setup.len());
-        let start = {
-            let state = stream.lock();
-            let ring = &state.ring;
-            let start = ring.start();
-            for &(track, kind) in &setup {
-                let first = (start.unwrap_or(ring.next())..ring.next())
-                    .filter_map(|pos| ring.get(pos))
-                    .find_map(|p| p.rtp.as_ref().filter(|_| p.kind() == Some(kind)));
-                if let Some(rtp) = first {
-                    starts.push(TrackStart {
-                        track,
-                        seq: rtp.first_seq,
-                        rtptime: rtp.timestamp,
-                    });
-                }
+        // Every track set up gets its RTP-Info (clients such as retina insist): right
+        // after a keyframe the other track may have no packet yet, so wait for one,
+        // briefly.
+        let deadline = tokio::time::Instant::now() + RTP_INFO_WAIT;
+        let (starts, start) = loop {
+            let (starts, start) = first_packets(&stream, &setup);
+            if starts.len() == setup.len() || tokio::time::Instant::now() >= deadline {
+                break (starts, start);
             }
-            start
+            tokio::time::sleep(DESCRIBE_POLL / 2).await;
         };
         self.session.answer_play(&starts, Some(answer_range))?;
         Ok(Next::Play(stream, format, start))
@@ -896,6 +891,28 @@ fn stream_key(path: &str) -> String {
 /// The channel a publisher's track gets when it proposed none.
 fn track_channel(track: usize) -> u8 {
     u8::try_from(track.saturating_mul(2)).unwrap_or(254)
+}
+
+/// The start keyframe's ring position, and per track set up the sequence number and
+/// timestamp of the first packet of its kind from there.
+fn first_packets(stream: &Stream, setup: &[(usize, MediaKind)]) -> (Vec<TrackStart>, Option<u64>) {
+    let state = stream.lock();
+    let ring = &state.ring;
+    let start = ring.start();
+    let mut starts = Vec::with_capacity(setup.len());
+    for &(track, kind) in setup {
+        let first = (start.unwrap_or(ring.next())..ring.next())
+            .filter_map(|pos| ring.get(pos))
+            .find_map(|p| p.rtp.as_ref().filter(|_| p.kind() == Some(kind)));
+        if let Some(rtp) = first {
+            starts.push(TrackStart {
+                track,
+                seq: rtp.first_seq,
+                rtptime: rtp.timestamp,
+            });
+        }
+    }
+    (starts, start)
 }
 
 /// Returns once neither requests (`last_input`) nor RTCP reports (`heard`) have come
