@@ -30,6 +30,9 @@ use tokio::net::TcpStream;
 use tokio_rustls::TlsAcceptor;
 use tracing::Instrument;
 
+/// Ciphertext rustls may hold per TLS connection beyond what the socket took.
+const TLS_BUFFER: usize = 16 << 10;
+
 /// Longest stream key (`app/name`) accepted in a path.
 const MAX_KEY_LEN: usize = 256;
 
@@ -63,7 +66,12 @@ pub async fn serve_tls(ctx: Rc<Ctx>, acceptor: TlsAcceptor, sock: TcpStream, pee
         let idle = Duration::from_millis(ctx.config.idle_timeout_ms);
         let tls = match tokio::time::timeout(idle, acceptor.accept(SharedTcp(Rc::new(sock)))).await
         {
-            Ok(Ok(tls)) => tls,
+            Ok(Ok(mut tls)) => {
+                // rustls buffers up to this much ciphertext a socket has not taken yet;
+                // its default (64 KiB) times thousands of players is most of their memory.
+                tls.get_mut().1.set_buffer_limit(Some(TLS_BUFFER));
+                tls
+            }
             Ok(Err(e)) => return tracing::info!("TLS handshake failed: {e}"),
             Err(_) => return tracing::info!("TLS handshake timed out"),
         };
