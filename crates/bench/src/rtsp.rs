@@ -237,18 +237,7 @@ impl Session {
         resp: Response,
         out: &mut BytesMut,
     ) -> Result<Next, PlayError> {
-        let Some((cseq, method)) = self.pending.take() else {
-            return Err(PlayError::Unexpected(format!(
-                "a response ({} {}) with no request in flight",
-                resp.status, resp.reason
-            )));
-        };
-        if !matches!(resp.headers.cseq(), Some(Ok(c)) if c == cseq) {
-            return Err(PlayError::Unexpected(format!(
-                "the answer to {method} (CSeq {cseq}) has CSeq {:?}",
-                resp.header("CSeq")
-            )));
-        }
+        let method = answered(&mut self.pending, &resp)?;
         if !(200..300).contains(&resp.status) {
             return Err(PlayError::Refused {
                 method: method_name(&method),
@@ -353,6 +342,26 @@ impl Session {
         }
         Ok(())
     }
+}
+
+/// Takes the request in flight that `resp` answers (it must carry the same CSeq).
+pub(crate) fn answered(
+    pending: &mut Option<(u32, Method)>,
+    resp: &Response,
+) -> Result<Method, PlayError> {
+    let Some((cseq, method)) = pending.take() else {
+        return Err(PlayError::Unexpected(format!(
+            "a response ({} {}) with no request in flight",
+            resp.status, resp.reason
+        )));
+    };
+    if !matches!(resp.headers.cseq(), Some(Ok(c)) if c == cseq) {
+        return Err(PlayError::Unexpected(format!(
+            "the answer to {method} (CSeq {cseq}) has CSeq {:?}",
+            resp.header("CSeq")
+        )));
+    }
+    Ok(method)
 }
 
 /// Encodes one request of a client session (player or publisher): the next CSeq, the

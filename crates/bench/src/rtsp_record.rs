@@ -19,8 +19,8 @@
 //! - Nothing here panics on what the server says.
 
 use crate::rtsp::{
-    encode_request, method_name, proposed_channels, resolve, setup_answer, Lower, PlayError,
-    DEFAULT_TIMEOUT_S,
+    answered, encode_request, method_name, proposed_channels, resolve, setup_answer, Lower,
+    PlayError, DEFAULT_TIMEOUT_S,
 };
 use bytes::{Bytes, BytesMut};
 use sluice_media::rtp::RtpCodec;
@@ -256,18 +256,7 @@ impl RecordSession {
         resp: Response,
         out: &mut BytesMut,
     ) -> Result<Next, PlayError> {
-        let Some((cseq, method)) = self.pending.take() else {
-            return Err(PlayError::Unexpected(format!(
-                "a response ({} {}) with no request in flight",
-                resp.status, resp.reason
-            )));
-        };
-        if !matches!(resp.headers.cseq(), Some(Ok(c)) if c == cseq) {
-            return Err(PlayError::Unexpected(format!(
-                "the answer to {method} (CSeq {cseq}) has CSeq {:?}",
-                resp.header("CSeq")
-            )));
-        }
+        let method = answered(&mut self.pending, &resp)?;
         if resp.status == 401 {
             let challenge = resp.header("WWW-Authenticate").unwrap_or("no challenge");
             return Err(PlayError::Refused {
