@@ -5,122 +5,17 @@
 //! credentials refusing it; and keep-alives and a closed connection against a small
 //! RTSP server made of `sluice_rtsp::ServerSession` with a two-second session timeout.
 
-use bytes::BytesMut;
+mod common;
+
 use clap::Parser;
+use common::{avc_track, bench, hevc_track, report, scratch, u, write_clip_of};
 use serde_json::Value;
-use sluice_media::codec::{AacConfig, AvcConfig, HevcConfig};
-use sluice_media::flv::{self, TAG_AUDIO, TAG_VIDEO};
-use sluice_media::{Track, TrackConfig};
 use sluice_rtsp::{ServerConfig, ServerEvent, ServerOutput, ServerSession, SetupAnswer};
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
+use std::process::Child;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
-
-/// x265's parameter sets of a 1080p Main stream.
-const HEVC_VPS: &[u8] = &[
-    0x40, 0x01, 0x0c, 0x01, 0xff, 0xff, 0x01, 0x60, 0x00, 0x00, 0x03, 0x00, 0x90, 0x00, 0x00, 0x03,
-    0x00, 0x00, 0x03, 0x00, 0x78, 0x95, 0x94, 0x09,
-];
-const HEVC_SPS: &[u8] = &[
-    0x42, 0x01, 0x01, 0x01, 0x60, 0x00, 0x00, 0x03, 0x00, 0x90, 0x00, 0x00, 0x03, 0x00, 0x00, 0x03,
-    0x00, 0x78, 0xa0, 0x03, 0xc0, 0x80, 0x11, 0x07, 0xcb, 0x96, 0x56, 0x54, 0xa4, 0xc2, 0xf0, 0x16,
-    0x80, 0x80, 0x00, 0x00, 0x03, 0x00, 0x80, 0x00, 0x00, 0x0c, 0x84,
-];
-const HEVC_PPS: &[u8] = &[0x44, 0x01, 0xc0, 0x73, 0xc1, 0x89];
-
-/// A 2 s FLV clip: 25 fps H.264 or H.265 (a keyframe each second, 4 kB frames:
-/// several RTP packets each) and AAC at 48 kHz.
-fn write_clip(path: &Path, hevc: bool) {
-    let video = if hevc {
-        let b = bytes::Bytes::from_static;
-        Track::new(TrackConfig::H265(
-            HevcConfig::from_parameter_sets(&[b(HEVC_VPS)], &[b(HEVC_SPS)], &[b(HEVC_PPS)])
-                .expect("hvcC"),
-        ))
-    } else {
-        let sps = bytes::Bytes::from_static(&[
-            0x67, 0x42, 0xc0, 0x1e, 0xd9, 0x00, 0xa0, 0x47, 0xfe, 0xc8,
-        ]);
-        let pps = bytes::Bytes::from_static(&[0x68, 0xce, 0x3c, 0x80]);
-        Track::new(TrackConfig::H264(
-            AvcConfig::from_parameter_sets(&[sps], &[pps]).expect("avcC"),
-        ))
-    };
-    let audio = Track::new(TrackConfig::Aac(
-        AacConfig::parse(bytes::Bytes::from_static(&[0x11, 0x90])).expect("asc"),
-    ));
-    let mut out = BytesMut::new();
-    flv::write_file_header(&mut out, true, true);
-    let mut body = BytesMut::new();
-    let tag = |out: &mut BytesMut, ts: u32, tag_type: u8, body: &[u8]| {
-        flv::write_tag(out, tag_type, ts, body).expect("tag");
-    };
-    flv::write_video_config(&mut body, &video).expect("video config");
-    tag(&mut out, 0, TAG_VIDEO, &body.split());
-    assert!(flv::write_audio_config(&mut body, &audio).expect("audio config"));
-    tag(&mut out, 0, TAG_AUDIO, &body.split());
-    let mut audio_ts = 0.0f64;
-    for n in 0..50u32 {
-        let ts = n * 40;
-        while audio_ts <= f64::from(ts) {
-            flv::audio_frame_header(&mut body, &audio).expect("audio header");
-            body.extend_from_slice(&[0x21, 0x10, 0x04, 0x60, 0x8c, 0x1c]);
-            tag(&mut out, audio_ts as u32, TAG_AUDIO, &body.split());
-            audio_ts += 1024.0 * 1000.0 / 48000.0;
-        }
-        let key = n.is_multiple_of(25);
-        flv::video_frame_header(&mut body, &video, key, 0).expect("video header");
-        let len = 4000u32;
-        body.extend_from_slice(&len.to_be_bytes());
-        // IDR and non-IDR slices: H.264 types 5 and 1, H.265 IDR_W_RADL and TRAIL_R.
-        let nal_header: &[u8] = match (hevc, key) {
-            (false, true) => &[0x65],
-            (false, false) => &[0x41],
-            (true, true) => &[19 << 1, 1],
-            (true, false) => &[1 << 1, 1],
-        };
-        body.extend_from_slice(nal_header);
-        body.resize(
-            body.len() + len as usize - nal_header.len(),
-            (n % 251) as u8,
-        );
-        tag(&mut out, ts, TAG_VIDEO, &body.split());
-    }
-    std::fs::write(path, &out).expect("write clip");
-}
-
-fn scratch(name: &str) -> PathBuf {
-    let dir = std::env::temp_dir().join(format!("sluice-bench-{name}-{}", std::process::id()));
-    std::fs::create_dir_all(&dir).expect("temp dir");
-    dir
-}
-
-fn bench(args: &[&str]) -> Child {
-    Command::new(env!("CARGO_BIN_EXE_sluice-bench"))
-        .args(args)
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .expect("run sluice-bench")
-}
-
-/// Waits for a `sluice-bench` run and returns its JSON report.
-fn report(child: Child, json: &Path) -> Value {
-    let out = child.wait_with_output().expect("sluice-bench ran");
-    assert!(
-        out.status.success(),
-        "sluice-bench failed: {}{}",
-        String::from_utf8_lossy(&out.stdout),
-        String::from_utf8_lossy(&out.stderr)
-    );
-    serde_json::from_str(&std::fs::read_to_string(json).expect("JSON report")).expect("JSON")
-}
-
-fn u(v: &Value) -> u64 {
-    v.as_u64().unwrap_or_else(|| panic!("not a count: {v}"))
-}
 
 fn start_server(extra: &[&str]) -> sluice_server::Server {
     let mut args = vec![
@@ -225,8 +120,8 @@ fn rtsp_publishers_reach_rtsp_rtmp_and_flv_players() {
     );
     let dir = scratch("rtsp-publish");
     let (clip, hevc_clip) = (dir.join("clip.flv"), dir.join("hevc.flv"));
-    write_clip(&clip, false);
-    write_clip(&hevc_clip, true);
+    write_clip_of(&clip, &avc_track(), 4000);
+    write_clip_of(&hevc_clip, &hevc_track(), 4000);
     let clip = clip.to_str().expect("path");
     let hevc_clip = hevc_clip.to_str().expect("path");
     let publish = |protocol: &str, url: &str, n: &str, json: &Path| {
@@ -329,7 +224,7 @@ fn a_server_that_wants_credentials_is_a_clear_failure() {
     let rtsp = server.rtsp.expect("rtsp");
     let dir = scratch("rtsp-publish-401");
     let clip = dir.join("clip.flv");
-    write_clip(&clip, false);
+    write_clip_of(&clip, &avc_track(), 4000);
     let json = dir.join("out.json");
     let child = bench(&[
         "publish",
@@ -451,7 +346,7 @@ fn keep_alives_go_out_and_a_hang_up_is_a_closed_failure() {
     });
     let dir = scratch("rtsp-publish-hangup");
     let clip = dir.join("clip.flv");
-    write_clip(&clip, false);
+    write_clip_of(&clip, &avc_track(), 4000);
     let json = dir.join("out.json");
     let child = bench(&[
         "publish",
