@@ -87,7 +87,7 @@ fn regular(file: File) -> io::Result<(File, Metadata)> {
 /// Which version of which file a mapping holds: a file rewritten in place or replaced
 /// gets a new mapping.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
-struct FileKey {
+pub struct FileKey {
     dev: u64,
     ino: u64,
     len: u64,
@@ -95,13 +95,20 @@ struct FileKey {
 }
 
 impl FileKey {
-    fn of(meta: &Metadata) -> FileKey {
+    pub fn of(meta: &Metadata) -> FileKey {
         FileKey {
             dev: meta.dev(),
             ino: meta.ino(),
             len: meta.len(),
             mtime_ns: i128::from(meta.mtime()) * 1_000_000_000 + i128::from(meta.mtime_nsec()),
         }
+    }
+
+    /// 48 bits naming this version of the file (in URLs).
+    pub fn tag(&self) -> u64 {
+        let mtime = self.mtime_ns as u64 ^ (self.mtime_ns >> 64) as u64;
+        (self.dev ^ self.ino.rotate_left(17) ^ self.len.rotate_left(31) ^ mtime.rotate_left(47))
+            & 0xffff_ffff_ffff
     }
 }
 

@@ -7,7 +7,7 @@
 //! player's worker, so the whole live path (packets, fan-out, slow-player policy)
 //! serves it unchanged. HLS reads the shared file directly (see `http::vod`).
 
-use crate::filemap::{open_beneath, FileMaps};
+use crate::filemap::{open_beneath, FileKey, FileMaps};
 use crate::hub::{HubConfig, Stream};
 use crate::ingest::Ingest;
 use bytes::Bytes;
@@ -15,7 +15,6 @@ use sluice_media::mp4::{parse_movie, Movie, Position};
 use sluice_media::{Frame, Timestamp, CLOCK_HZ};
 use std::cell::Cell;
 use std::collections::HashMap;
-use std::os::unix::fs::MetadataExt;
 use std::path::{Path, PathBuf};
 use std::rc::Rc;
 use std::sync::{Arc, Mutex, OnceLock, Weak};
@@ -68,7 +67,7 @@ pub struct VodFile {
     pub movie: Movie,
     /// Names this version of the file in HLS URLs, so caches never mix versions.
     pub tag: u64,
-    ident: (u64, u64, u64, i64, i64),
+    ident: FileKey,
     /// HLS segments of this file, planned on first use, made on demand and cached.
     pub hls: OnceLock<crate::http::vod::VodHls>,
 }
@@ -114,13 +113,7 @@ impl Vods {
         rel: String,
     ) -> Result<Arc<VodFile>, VodError> {
         let (file, meta) = open_beneath(root, rel_path)?;
-        let ident = (
-            meta.dev(),
-            meta.ino(),
-            meta.len(),
-            meta.mtime(),
-            meta.mtime_nsec(),
-        );
+        let ident = FileKey::of(&meta);
         if let Some(open) = self.lock_open().get(&rel).and_then(Weak::upgrade) {
             if open.ident == ident {
                 return Ok(open);
@@ -128,16 +121,11 @@ impl Vods {
         }
         let bytes = files.map(&file, &meta)?;
         let movie = parse_movie(&bytes)?;
-        let tag = ident.0
-            ^ ident.1.rotate_left(17)
-            ^ ident.2.rotate_left(31)
-            ^ (ident.3 as u64).rotate_left(47)
-            ^ ident.4 as u64;
         let vod = Arc::new(VodFile {
             path: rel.clone(),
             bytes,
             movie,
-            tag: tag & 0xffff_ffff_ffff,
+            tag: ident.tag(),
             ident,
             hls: OnceLock::new(),
         });

@@ -86,7 +86,7 @@ pub(crate) struct Reply {
 }
 
 impl Reply {
-    fn text(status: u16, body: &'static str) -> Reply {
+    pub(crate) fn text(status: u16, body: &'static str) -> Reply {
         Reply {
             file: None,
             status,

@@ -71,7 +71,7 @@ pub(crate) async fn reply(ctx: &Rc<Ctx>, path: &str, what: HlsPath<'_>) -> Reply
         Err(e) => {
             tracing::info!(file = %path, "vod hls: {e}");
             let status = if e.not_found() { 404 } else { 500 };
-            return text(status, "cannot play this file\n");
+            return Reply::text(status, "cannot play this file\n");
         }
     };
     let hls = file.hls.get_or_init(|| VodHls {
@@ -95,7 +95,7 @@ pub(crate) async fn reply(ctx: &Rc<Ctx>, path: &str, what: HlsPath<'_>) -> Reply
         HlsPath::Segment(t, n) if same(t) => {
             segment(&file, hls, Key::Fmp4, n, VodPlan::fmp4_segment).map(|b| ("video/mp4", b))
         }
-        _ => return text(404, "not found\n"),
+        _ => return Reply::text(404, "not found\n"),
     };
     match made {
         Ok((kind, body)) => Reply {
@@ -108,10 +108,10 @@ pub(crate) async fn reply(ctx: &Rc<Ctx>, path: &str, what: HlsPath<'_>) -> Reply
             ],
             body: vec![body],
         },
-        Err(sluice_hls::vod::VodError::NoSegment(_)) => text(404, "not found\n"),
+        Err(sluice_hls::vod::VodError::NoSegment(_)) => Reply::text(404, "not found\n"),
         Err(e) => {
             tracing::warn!(file = %path, "vod hls: {e}");
-            text(500, "cannot read this file\n")
+            Reply::text(500, "cannot read this file\n")
         }
     }
 }
@@ -143,14 +143,5 @@ fn playlist(body: String) -> Reply {
             ("Cache-Control", "no-cache".into()),
         ],
         body: vec![Bytes::from(body)],
-    }
-}
-
-fn text(status: u16, body: &'static str) -> Reply {
-    Reply {
-        file: None,
-        status,
-        headers: vec![("Content-Type", "text/plain".into())],
-        body: vec![Bytes::from_static(body.as_bytes())],
     }
 }
