@@ -208,20 +208,10 @@ impl Conn {
 
     /// Plays `key` until the player ends. Returns whether the connection is done.
     async fn play(&mut self, key: String) -> Result<bool, SessionError> {
-        let wait = Duration::from_millis(self.ctx.config.play_wait_ms);
         // A file on demand plays as a private stream, kept alive by `_vod`.
-        let mut _vod = None;
-        let found = match crate::vod::rtmp_path(&key) {
-            Some(path) => match crate::vod::open_play(&self.ctx, &path, self.id, 0).await {
-                Ok(play) => Some(_vod.insert(play).stream.clone()),
-                Err(e) => {
-                    tracing::info!(file = %path, "vod: {e}");
-                    None
-                }
-            },
-            None => self.ctx.hub.find_or_wait(&key, wait).await,
-        };
-        let Some(stream) = found else {
+        let file = crate::vod::rtmp_path(&key);
+        let found = crate::vod::stream_or_file(&self.ctx, &key, file.as_deref(), self.id).await;
+        let Some((stream, _vod)) = found else {
             self.session.reject_play(
                 "NetStream.Play.StreamNotFound",
                 &format!("{key} is not live"),

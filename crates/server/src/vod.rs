@@ -345,6 +345,41 @@ pub async fn open_play(
     Ok(VodPlay::start(file, &ctx.hub.config, id, from))
 }
 
+/// The stream a player of `key` gets: the file `file` names (played from its start,
+/// kept going by the returned [`VodPlay`]), or else the live stream `key`, waiting up
+/// to `play_wait_ms` for it. `None` when neither is there.
+pub async fn stream_or_file(
+    ctx: &crate::worker::Ctx,
+    key: &str,
+    file: Option<&str>,
+    id: u64,
+) -> Option<(Arc<Stream>, Option<VodPlay>)> {
+    match file {
+        Some(path) => match open_play(ctx, path, id, 0).await {
+            Ok(play) => Some((play.stream.clone(), Some(play))),
+            Err(e) => {
+                tracing::info!(file = %path, "vod: {e}");
+                None
+            }
+        },
+        None => {
+            let wait = Duration::from_millis(ctx.config.play_wait_ms);
+            ctx.hub.find_or_wait(key, wait).await.map(|s| (s, None))
+        }
+    }
+}
+
+/// Whether `key` (`vod/<path>` for a file) can be played now.
+pub async fn exists(ctx: &crate::worker::Ctx, key: &str) -> bool {
+    match key.strip_prefix("vod/") {
+        Some(path) => {
+            let root = Path::new(&ctx.config.media_root);
+            ctx.vods.open(&ctx.files, root, path).await.is_ok()
+        }
+        None => ctx.hub.find(key).is_some(),
+    }
+}
+
 /// Ticks of a duration in seconds (for `npt`).
 pub fn ticks_from_secs(secs: f64) -> Timestamp {
     (secs * f64::from(CLOCK_HZ)) as Timestamp

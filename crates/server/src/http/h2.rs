@@ -151,7 +151,11 @@ async fn handle(ctx: &Rc<Ctx>, req: http::Request<Incoming>) -> http::Response<H
         }
         (Method::Head, Route::Flv(key)) => Reply {
             file: None,
-            status: if flv_exists(ctx, key).await { 200 } else { 404 },
+            status: if crate::vod::exists(ctx, key).await {
+                200
+            } else {
+                404
+            },
             headers: vec![("Content-Type", "video/x-flv".into())],
             body: Vec::new(),
         },
@@ -208,34 +212,12 @@ fn response(
         .unwrap_or_else(|_| http::Response::new(H2Body::Parts(VecDeque::new())))
 }
 
-/// Whether `key` is live, or a file that plays on demand.
-async fn flv_exists(ctx: &Rc<Ctx>, key: &str) -> bool {
-    match key.strip_prefix("vod/") {
-        Some(path) => {
-            let root = std::path::Path::new(&ctx.config.media_root);
-            ctx.vods.open(&ctx.files, root, path).await.is_ok()
-        }
-        None => ctx.hub.find(key).is_some(),
-    }
-}
-
 /// An HTTP-FLV player on an h2 stream.
 async fn flv(ctx: &Rc<Ctx>, key: &str) -> http::Response<H2Body> {
-    let wait = std::time::Duration::from_millis(ctx.config.play_wait_ms);
     let id = ctx.hub.next_id();
     // A file on demand plays as a private stream, kept alive by the player's task.
-    let mut vod = None;
-    let found = match key.strip_prefix("vod/") {
-        Some(path) => match crate::vod::open_play(ctx, path, id, 0).await {
-            Ok(play) => Some(vod.insert(play).stream.clone()),
-            Err(e) => {
-                tracing::info!(file = %path, "vod: {e}");
-                None
-            }
-        },
-        None => ctx.hub.find_or_wait(key, wait).await,
-    };
-    let Some(stream) = found else {
+    let found = crate::vod::stream_or_file(ctx, key, key.strip_prefix("vod/"), id).await;
+    let Some((stream, vod)) = found else {
         let body = VecDeque::from([Bytes::from(format!("stream {key} is not live\n"))]);
         return response(
             404,

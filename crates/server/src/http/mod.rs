@@ -181,14 +181,7 @@ where
                 respond(&mut sock, &req, "200 OK", "text/plain", body).await?;
             }
             (Method::Head, Route::Flv(key)) => {
-                let found = match key.strip_prefix("vod/") {
-                    Some(path) => {
-                        let root = std::path::Path::new(&ctx.config.media_root);
-                        ctx.vods.open(&ctx.files, root, path).await.is_ok()
-                    }
-                    None => ctx.hub.find(key).is_some(),
-                };
-                if found {
+                if crate::vod::exists(ctx, key).await {
                     let head = format!(
                         "HTTP/1.1 200 OK\r\nServer: sluice\r\nContent-Type: video/x-flv\r\nCache-Control: no-cache\r\n{CORS}Connection: {}\r\n\r\n",
                         if req.keep_alive() { "keep-alive" } else { "close" }
@@ -200,20 +193,10 @@ where
                 }
             }
             (Method::Get, Route::Flv(key)) => {
-                let wait = Duration::from_millis(ctx.config.play_wait_ms);
                 // A file on demand plays as a private stream, kept alive by `_vod`.
-                let mut _vod = None;
-                let found = match key.strip_prefix("vod/") {
-                    Some(path) => match crate::vod::open_play(ctx, path, id, 0).await {
-                        Ok(play) => Some(_vod.insert(play).stream.clone()),
-                        Err(e) => {
-                            tracing::info!(file = %path, "vod: {e}");
-                            None
-                        }
-                    },
-                    None => ctx.hub.find_or_wait(key, wait).await,
-                };
-                let Some(stream) = found else {
+                let found =
+                    crate::vod::stream_or_file(ctx, key, key.strip_prefix("vod/"), id).await;
+                let Some((stream, _vod)) = found else {
                     let body = format!("stream {key} is not live\n");
                     respond(&mut sock, &req, "404 Not Found", "text/plain", &body).await?;
                     if req.keep_alive() {
