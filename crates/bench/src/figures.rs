@@ -98,7 +98,7 @@ pub(crate) struct PlayerRow {
 }
 
 /// Stamped frames whose delay a player keeps (25 fps for 400 s).
-const MAX_LATENCY_SAMPLES: usize = 10_000;
+pub(crate) const MAX_LATENCY_SAMPLES: usize = 10_000;
 
 impl PlayerRow {
     pub(crate) fn new(id: usize, slow: bool) -> Self {
@@ -157,6 +157,15 @@ impl PlayerRow {
         }
     }
 
+    /// Takes the publisher's stamp `t` of a frame that arrived at `arrived_us` (both
+    /// Unix µs) as a latency sample.
+    pub(crate) fn on_stamp(&mut self, t: u64, arrived_us: u64) {
+        if t >= self.started_us && self.latencies.len() < MAX_LATENCY_SAMPLES {
+            let delay_us = arrived_us as i64 - t as i64;
+            self.latencies.push(delay_us as f32 / 1000.0);
+        }
+    }
+
     /// Counts one coded video frame received at `now`: `ts_ms` is its media time (any
     /// origin, wrapping), `stamp` the bench publisher's wall-clock stamp it carried.
     pub(crate) fn on_video_frame(
@@ -169,10 +178,7 @@ impl PlayerRow {
     ) {
         self.video_frames += 1;
         if let Some(t) = stamp {
-            if t >= self.started_us && self.latencies.len() < MAX_LATENCY_SAMPLES {
-                let delay_us = crate::stamp::unix_us() as i64 - t as i64;
-                self.latencies.push(delay_us as f32 / 1000.0);
-            }
+            self.on_stamp(t, crate::stamp::unix_us());
         }
         if self.first_keyframe_ms.is_none() {
             if !keyframe {

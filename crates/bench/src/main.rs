@@ -23,6 +23,7 @@ mod rtsp;
 mod rtsp_record;
 mod scan;
 mod stamp;
+mod stamp_scan;
 mod target;
 mod tls;
 

@@ -159,6 +159,16 @@ fn hls_ll_hls_and_flv_players_over_https() {
         // 250 ms parts for five seconds, less the start.
         assert!(u(&p["segments"]) >= 12, "ll-hls: {p}");
     }
+    // The publisher's stamps, found inside TS segments and fMP4 parts: a frame waits
+    // for its segment (1 s) or part (250 ms) to end, then for the player's request.
+    for (r, what, most) in [(&hls, "hls", 3000.0), (&ll, "ll-hls", 1500.0)] {
+        for p in r["players"].as_array().expect("players") {
+            let l = &p["publish_latency_ms"];
+            assert!(u(&l["n"]) >= 10, "{what}: no stamps: {p}");
+            let p50 = l["p50"].as_f64().expect("p50");
+            assert!((0.0..most).contains(&p50), "{what}: latency {l}");
+        }
+    }
     for p in flv["players"].as_array().expect("players") {
         // 25 fps from a keyframe on, for five seconds less the ramp and start.
         assert!(u(&p["video_frames"]) >= 100, "flv: {p}");

@@ -8,11 +8,14 @@
 //! closes it), over TLS for `https://` URLs. Bodies are counted, not kept, except playlists (one reused buffer per
 //! player). Figures: connect = first playlist's response head; first keyframe = first
 //! segment or part received in full; media time = sum of the EXTINF or part durations
-//! received, against the wall clock (lag, stalls).
+//! received, against the wall clock (lag, stalls). Segment and part bodies are
+//! scanned for the bench publisher's stamps (`crate::stamp_scan`): publish-to-play
+//! delay is a stamp's arrival time, the read that brought its bytes.
 
 use super::{Conn, Ctx, Failure};
-use crate::figures::{ms, ErrorKind, Live, PlayerRow};
+use crate::figures::{ms, ErrorKind, Live, PlayerRow, MAX_LATENCY_SAMPLES};
 use crate::hls::{push_target, Playlist, Pos, Response};
+use crate::stamp_scan::SegmentStamps;
 use crate::target::Target;
 use crate::tls::TlsClient;
 use std::fmt::Write as _;
@@ -51,6 +54,10 @@ struct Http<'a> {
     req: String,
     /// Bytes read on this connection (all of them, heads included).
     bytes: u64,
+    /// Stamps in the media bodies, as they arrive.
+    stamps: SegmentStamps,
+    /// Stamps found and when (Unix µs), until the player takes them.
+    stamped: Vec<(u64, u64)>,
 }
 
 fn malformed(what: &'static str) -> Failure {
@@ -71,11 +78,20 @@ impl<'a> Http<'a> {
             resp: Response::new(),
             req: String::with_capacity(256),
             bytes: 0,
+            stamps: SegmentStamps::default(),
+            stamped: Vec::new(),
+        }
+    }
+
+    /// Moves the latency samples into `row`.
+    fn store(&mut self, row: &mut PlayerRow) {
+        for (t, at) in self.stamped.drain(..) {
+            row.on_stamp(t, at);
         }
     }
 
     /// GETs the target `target` writes; the body goes to `body` (cleared first) or is
-    /// only counted. `media_ms` paces a slow player. `None` when the run ended.
+    /// only counted and scanned for stamps. `media_ms` paces a slow player. `None` when the run ended.
     async fn get(
         &mut self,
         target: impl Fn(&mut String),
@@ -105,6 +121,7 @@ impl<'a> Http<'a> {
                 b.clear();
             }
             self.resp.reset();
+            self.stamps.start();
             match self.exchange(body.as_deref_mut(), media_ms).await {
                 // A keep-alive connection the server closed while idle: reconnect once.
                 Err((ErrorKind::Closed | ErrorKind::Io, _))
@@ -138,6 +155,7 @@ impl<'a> Http<'a> {
         loop {
             let resp = &mut self.resp;
             let body = &mut body;
+            let stamps = &mut self.stamps;
             let step = conn
                 .read(
                     self.live,
@@ -151,6 +169,8 @@ impl<'a> Http<'a> {
                                     } else {
                                         v.extend_from_slice(b);
                                     }
+                                } else {
+                                    stamps.feed(b);
                                 }
                             })
                             .map_err(malformed)?;
@@ -169,6 +189,12 @@ impl<'a> Http<'a> {
             };
             let (n, done, now) = step?;
             self.bytes += n as u64;
+            if !self.stamps.found.is_empty() {
+                let at = crate::stamp::unix_us();
+                let room = MAX_LATENCY_SAMPLES.saturating_sub(self.stamped.len());
+                let found = self.stamps.found.drain(..);
+                self.stamped.extend(found.take(room).map(|t| (t, at)));
+            }
             if head_at.is_none() && self.resp.has_head() {
                 head_at = Some(now);
             }
@@ -282,26 +308,33 @@ async fn fetch_init(
 
 /// Plays an HLS media playlist (TS or fMP4 segments) until the run ends.
 pub(crate) async fn play(ctx: &Ctx, row: &mut PlayerRow) -> Result<(), Failure> {
+    let (addr, host, path) = http_target(ctx)?;
+    let mut http = Http::new(ctx, addr, host, row.slow);
     let mut counts = Counts::default();
-    let r = play_segments(ctx, row, &mut counts).await;
+    let r = play_segments(ctx, row, &mut counts, &mut http, path).await;
     counts.store(row);
+    http.store(row);
     r
 }
 
-async fn play_segments(ctx: &Ctx, row: &mut PlayerRow, counts: &mut Counts) -> Result<(), Failure> {
-    let (addr, host, path) = http_target(ctx)?;
+async fn play_segments(
+    ctx: &Ctx,
+    row: &mut PlayerRow,
+    counts: &mut Counts,
+    http: &mut Http<'_>,
+    path: &str,
+) -> Result<(), Failure> {
     let start = Instant::now();
-    let mut http = Http::new(ctx, addr, host, row.slow);
     let mut text = Vec::with_capacity(4096);
     let mut pl = Playlist::default();
     let mut polled = Instant::now();
-    let ok = first_playlist(ctx, row, &mut http, path, &mut text, &mut pl, start).await;
+    let ok = first_playlist(ctx, row, http, path, &mut text, &mut pl, start).await;
     row.bytes = http.bytes;
     if !ok? {
         return Ok(());
     }
     counts.playlists += 1;
-    let ok = fetch_init(&mut http, path, &text, &pl).await;
+    let ok = fetch_init(http, path, &text, &pl).await;
     row.bytes = http.bytes;
     if !ok? {
         return Ok(());
@@ -368,9 +401,14 @@ async fn play_segments(ctx: &Ctx, row: &mut PlayerRow, counts: &mut Counts) -> R
 
 /// Plays a Low-Latency HLS playlist part by part until the run ends.
 pub(crate) async fn play_low_latency(ctx: &Ctx, row: &mut PlayerRow) -> Result<(), Failure> {
+    let (addr, host, path) = http_target(ctx)?;
+    // Playlists on one connection, media (init, parts) on the other.
+    let mut lists = Http::new(ctx, addr, host, row.slow);
+    let mut media = Http::new(ctx, addr, host, row.slow);
     let mut counts = Counts::default();
-    let r = play_parts(ctx, row, &mut counts).await;
+    let r = play_parts(ctx, row, &mut counts, &mut lists, &mut media, path).await;
     counts.store(row);
+    media.store(row);
     r
 }
 
@@ -381,21 +419,24 @@ fn push_reload(o: &mut String, path: &str, pos: Pos) {
     let _ = write!(o, "_HLS_msn={}&_HLS_part={}", pos.0, pos.1);
 }
 
-async fn play_parts(ctx: &Ctx, row: &mut PlayerRow, counts: &mut Counts) -> Result<(), Failure> {
-    let (addr, host, path) = http_target(ctx)?;
+async fn play_parts(
+    ctx: &Ctx,
+    row: &mut PlayerRow,
+    counts: &mut Counts,
+    lists: &mut Http<'_>,
+    media: &mut Http<'_>,
+    path: &str,
+) -> Result<(), Failure> {
     let start = Instant::now();
-    // Playlists on one connection, media (init, parts) on the other.
-    let mut lists = Http::new(ctx, addr, host, row.slow);
-    let mut media = Http::new(ctx, addr, host, row.slow);
     let mut text = Vec::with_capacity(8192);
     let mut pl = Playlist::default();
-    let ok = first_playlist(ctx, row, &mut lists, path, &mut text, &mut pl, start).await;
+    let ok = first_playlist(ctx, row, lists, path, &mut text, &mut pl, start).await;
     row.bytes = lists.bytes;
     if !ok? {
         return Ok(());
     }
     counts.playlists += 1;
-    let ok = fetch_init(&mut media, path, &text, &pl).await;
+    let ok = fetch_init(media, path, &text, &pl).await;
     row.bytes = lists.bytes + media.bytes;
     if !ok? {
         return Ok(());
