@@ -223,7 +223,9 @@ def thread_cpu(path):
 def cmd_scaling(out, proto, *loads):
     lines = header(
         f"Scaling: the same {proto} load on 1 and 2 workers",
-        "; with 2 workers the server runs on cores 0-1 and so do the clients",
+        "; with 2 workers the server runs on cores 0-1 and so do the clients"
+        if (os.cpu_count() or 2) < 4
+        else f"; here: 1 worker on core 0, 2 workers on cores 0-1, clients on cores 2-{os.cpu_count() - 1} in both",
     )
     lines += [
         "| players | workers | server cores | ok | Mbit/s | CPU-s/GB | Gbit per CPU-s | client cores | stalls | busiest threads (CPU-s) |",
@@ -524,6 +526,77 @@ def cmd_fanout(out, n, merge, *runs):
     write(out, "fanout", [re.sub(r"\| nan(?= \|)", "|", l) for l in lines])
 
 
+# ---------------------------------------------------------------- issue 3's targets, from one run
+FRAME_MS = 40  # one frame of the 25 fps clip
+
+
+def opt_load(path):
+    return load(path) if os.path.exists(path) else None
+
+
+def cmd_targets(out, merge):
+    """Reads what bench/all.sh's scenarios wrote in OUT and says which targets hold."""
+    merge = float(merge)
+    rows = []  # (target, measured, verdict)
+
+    def add(target, measured, ok):
+        rows.append((target, measured, "n/a" if ok is None else ("holds" if ok else "**missed**")))
+
+    cpu = lambda r: r["server"]["cpu_s_per_gb"] if r else None
+    limit = cpu(opt_load(os.path.join(out, "limit-flv.json")))
+    for proto in ("rtmp", "flv", "rtsp"):
+        c = cpu(opt_load(os.path.join(out, f"sluice-{proto}.json")))
+        if c and limit:
+            add(f"(a) fan-out {PROTO_LABEL.get(proto, proto)} ≤ 1.3x limit", f"{c:.3f} vs {limit:.3f} CPU-s/GB = {c / limit:.2f}x", c / limit <= 1.3)
+    for proto, peer, what in (("rtmp", "rtmp", "RTMP cheaper than nginx-rtmp"), ("hls", "hls", "HLS ≤ nginx-rtmp's HLS (sendfile)")):
+        c, n = cpu(opt_load(os.path.join(out, f"sluice-{proto}.json"))), cpu(opt_load(os.path.join(out, f"nginx-{peer}.json")))
+        if c and n:
+            add(f"(a) {what}", f"{c:.3f} vs {n:.3f} CPU-s/GB = {c / n:.2f}x", c < n if proto == "rtmp" else c <= n)
+    ppc = opt_load(os.path.join(out, "players-per-core.summary.json")) or {}
+    for srv, k in ppc.items():
+        per = k.get("players_per_core_extrapolated")
+        knee = f"knee at {k['knee_players']} ({', '.join(k['knee_why'])})" if k.get("knee_players") else f"no knee up to {k.get('last_ok_players')}"
+        add(f"(b) players per core, {srv}", f"{knee}; ~{per:.0f} players/core by the line" if per else knee, None)
+    sc = opt_load(os.path.join(out, "scaling.summary.json")) or {}
+    for n, row in sc.items():
+        if "throughput_ratio" in row:
+            measurable = (os.cpu_count() or 2) >= 4
+            add(f"(c) 2 workers ≥ 1.8x of 1 ({n} players)",
+                f"{row['throughput_ratio']:.2f}x Mbit/s, {row['efficiency_ratio']:.2f}x per CPU-s"
+                + ("" if measurable else "; 2 cores: clients share the server's cores, not measurable"),
+                row["throughput_ratio"] >= 1.8 if measurable else None)
+    mem = opt_load(os.path.join(out, "memory.summary.json")) or {"idle": {}, "slow": {}}
+    for proto, most in (("rtmp", 12), ("flv", 32)):
+        v = mem["idle"].get(f"sluice:{proto}")
+        if v is not None:
+            ng = mem["idle"].get("nginx:rtmp") if proto == "rtmp" else None
+            add(f"(d) ≤ {most} KiB per idle {proto} player", f"{v:.1f} KiB" + (f" (nginx-rtmp {ng:.1f})" if ng else ""), v <= most)
+    for key, v in mem["slow"].items():
+        if key.endswith("-0.3"):
+            add("(d) 30% slow players: RSS ≤ 1.2x, flat", f"{v['ratio']:.2f}x, {v['drift_mib']:+.1f} MiB over the last half, "
+                f"{v['stalls_fast']} stalls of fast players", v["ratio"] <= 1.2 and abs(v["drift_mib"]) <= 0.05 * v["rss_max_kib"] / 1024 + 1)
+    pub = opt_load(os.path.join(out, "publishers.summary.json")) or {}
+    for srv, steps in pub.items():
+        good = [x["n"] for x in steps if x["ok"] == x["n"] and x["of_expected"] >= 0.95]
+        add(f"(e) concurrent publishers, {srv}", f"{max(good) if good else 0} at full rate (of {', '.join(str(x['n']) for x in steps)})", None)
+    lat = opt_load(os.path.join(out, "latency.summary.json")) or {}
+    bound = merge + FRAME_MS
+    for key, v in sorted(lat.items()):
+        m = re.fullmatch(r"sluice:([a-z-]+):publish_latency:(one|background)", key)
+        if m and v and m.group(1) in ("rtmp", "flv", "ws-flv", "rtsp"):
+            who = "1 player" if m.group(2) == "one" else "N players"
+            add(f"(f) added latency ≤ merge + 1 frame ({bound:.0f} ms), {m.group(1)}, {who}",
+                f"p50 {v['p50']:.0f}, p99 {v['p99']:.0f}, max {v['max']:.0f} ms", v["p99"] <= bound)
+        m = re.fullmatch(r"sluice:([a-z-]+):loaded", key)
+        if m and v:
+            add(f"(f) first frame ≤ 50 ms on a loaded server, {m.group(1)}", f"p50 {v['p50']:.1f}, p99 {v['p99']:.1f} ms", v["p99"] <= 50)
+    lines = header("Issue 3's targets, from one run of bench/all.sh")
+    lines += ["| target | measured | verdict |", "|---|---|---|"]
+    lines += [f"| {t} | {m} | {v} |" for t, m, v in rows]
+    lines += ["", "Latency is judged on p99 (max in the cell); n/a: a figure without a target, or not measurable here."]
+    write(out, "targets", lines, {t: {"measured": m, "verdict": v} for t, m, v in rows})
+
+
 if __name__ == "__main__":
     cmd, args = sys.argv[1], sys.argv[2:]
     {
@@ -535,4 +608,5 @@ if __name__ == "__main__":
         "stop-publishers": cmd_stop_publishers,
         "latency": cmd_latency,
         "fanout": cmd_fanout,
+        "targets": cmd_targets,
     }[cmd](*args)

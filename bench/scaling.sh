@@ -6,7 +6,9 @@
 # the busiest server threads (is the load spread over both workers?).
 # What a 2-core box can show: whether a second worker costs per-byte efficiency and
 # whether connections spread evenly; not a clean "2 workers deliver >= 1.8x" figure at
-# saturation, which needs two server cores plus separate client cores (>= 4 cores).
+# saturation, which needs two server cores plus separate client cores. With 4 cores or
+# more the server gets cores 0 (1 worker) or 0-1 (2 workers) and the clients all the
+# others, for both runs; give loads past one core's knee then (e.g. -l "8000 16000").
 #
 # Usage: bench/scaling.sh [-l "4000 10000"] [-p flv] [-d SECONDS] [-m MERGE_MS] [-o OUTDIR]
 # Writes OUTDIR/scaling.md and one JSON per run.
@@ -25,7 +27,9 @@ threads() { for t in /proc/"$1"/task/*; do echo "${t##*/} $(awk '{print $14 + $1
 
 for n in $loads; do
   for w in 1 2; do
-    if [ "$w" = 1 ]; then server_cpus=0 client_cpus=1; else server_cpus=0,1 client_cpus=0,1; fi
+    if [ "$(nproc)" -ge 4 ]; then
+      client_cpus=2-$(($(nproc) - 1)); if [ "$w" = 1 ]; then server_cpus=0; else server_cpus=0,1; fi
+    elif [ "$w" = 1 ]; then server_cpus=0 client_cpus=1; else server_cpus=0,1 client_cpus=0,1; fi
     start_sluice --workers "$w" --merge-ms "$merge"
     publish "$(ingest_url sluice)" $((dur + 30)); sleep 2
     j=$out/scaling-w$w-$proto-$n.json
