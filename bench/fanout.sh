@@ -16,15 +16,18 @@
 # Usage: bench/fanout.sh [-n PLAYERS] [-d SECONDS] [-m MERGE_MS]
 #                        [-p "flv rtmp hls ll-hls rtsp rtsp-udp ws-flv
 #                            flv-tls hls-tls ll-hls-tls ws-flv-tls"]
-#                        [-x "limit nginx"] [-o OUTDIR]
-# Writes OUTDIR/fanout.md and one JSON per run (sluice-bench's report).
+#                        [-x "limit nginx"] [-o OUTDIR] [-r REPETITIONS]
+# Writes OUTDIR/fanout.md and one JSON per run (sluice-bench's report; repetitions
+# after the first as NAME.rK.json). With -r K every row runs K times, interleaved, and
+# the table shows each row's median CPU-s/GB with the spread.
 set -euo pipefail
 . "$(dirname "$0")/lib.sh"
-n=500 dur=25 merge=200 protos="flv rtmp hls ll-hls rtsp rtsp-udp" peers="limit nginx" out="$root/target/bench"
-while getopts n:d:m:p:x:o: opt; do
+n=500 dur=25 merge=200 protos="flv rtmp hls ll-hls rtsp rtsp-udp" peers="limit nginx" out="$root/target/bench" reps=1
+while getopts n:d:m:p:x:o:r: opt; do
   case $opt in
     n) n=$OPTARG ;; d) dur=$OPTARG ;; m) merge=$OPTARG ;; p) protos=$OPTARG ;; x) peers=$OPTARG ;; o) out=$OPTARG ;;
-    *) echo "usage: $0 [-n players] [-d seconds] [-m merge_ms] [-p protocols] [-x peers] [-o outdir]" >&2; exit 2 ;;
+    r) reps=$OPTARG ;;
+    *) echo "usage: $0 [-n players] [-d seconds] [-m merge_ms] [-p protocols] [-x peers] [-o outdir] [-r repetitions]" >&2; exit 2 ;;
   esac
 done
 have_nginx || { [[ $peers != *nginx* ]] || echo "nginx with the RTMP module not found: skipping it" >&2; peers=${peers//nginx/}; }
@@ -43,9 +46,14 @@ if [[ $peers == *nginx* ]]; then
   fi
 fi
 
+# Repetitions go round all rows (rep 1 of every row, then rep 2, ...) so that a slow
+# drift of the machine touches every row alike; the table takes each row's median.
+rm -f "$out"/*.r[0-9]*.json
+for rep in $(seq "$reps"); do
 for run in "${runs[@]}"; do
   s=${run%%:*} p=${run#*:}
   json=$out/$s-$p.json; [ "$s" = limit ] && json=$out/limit-flv.json
+  [ "$rep" = 1 ] || json=${json%.json}.r$rep.json
   # rtsp-pp, rtsp-udp-pp: the same players, the server sending one packet per call.
   proto=${p%-pp} flags=()
   [ "$proto" = "$p" ] || flags=(--rtsp-batch false)
@@ -59,6 +67,7 @@ for run in "${runs[@]}"; do
   play "$(play_proto "$proto")" "$(url "$proto" "$s")" "$n" "$srv" "$json" --ramp 500/s --duration "${dur}s" \
     --warmup "${warmup}s" ${pflags[@]+"${pflags[@]}"}
   stop_server
+done
 done
 
 python3 "$root/bench/report.py" fanout "$out" "$n" "$merge" "${runs[@]}"

@@ -149,7 +149,10 @@ impl TsSegmenter {
         let Some(start) = self.seg_start.take() else {
             return Ok(());
         };
-        let bytes = std::mem::take(&mut self.current).freeze();
+        // The next segment is likely this one's size: one allocation for it, not a
+        // chain of doublings that each copy the bytes and fault in fresh pages.
+        let next = self.current.len() + self.current.len() / 8;
+        let bytes = std::mem::replace(&mut self.current, BytesMut::with_capacity(next)).freeze();
         let released = self.timeline.end_segment((end_dts - start).max(1))?;
         if let Some(msn) = self.timeline.kept().end.checked_sub(1) {
             self.segments.insert(msn, bytes);

@@ -10,6 +10,10 @@
 //! `sendfile` from the page cache, TLS and HTTP/2 read it through its mapping, and
 //! its parts become slices of the same pages.
 //!
+//! Only while someone asks for the stream's HLS (a request in the last
+//! [`FILES_IDLE`]): a stream nobody watches over HLS keeps its segments on the heap
+//! and spares its publisher the copy into page-cache pages.
+//!
 //! Segment URIs carry the stream instance's tag, so a republished stream never
 //! reuses a URI and segments can be cached as immutable by any HTTP cache.
 
@@ -19,8 +23,9 @@ use bytes::Bytes;
 use sluice_hls::{Fmp4Segmenter, HlsConfig, SegmentNames, Timeline, TsSegmenter};
 use sluice_media::{Frame, Track};
 use std::collections::BTreeMap;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
-use std::time::{SystemTime, UNIX_EPOCH};
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 use tokio::sync::watch;
 
 /// What requests see of one variant.
@@ -56,12 +61,19 @@ struct Segmenters {
 }
 
 impl Segmenters {
-    /// Moves each newly completed segment into a sealed in-memory file (the heap copy
-    /// is freed once its readers are done) and forgets the files of released ones.
-    fn sync_files(&mut self, key: &str) {
-        if self.no_files {
-            return;
+    /// Moves each newly completed segment into a sealed in-memory file when `wanted`
+    /// (the heap copy is freed once its readers are done) and forgets the files of
+    /// released ones.
+    fn sync_files(&mut self, key: &str, wanted: bool) {
+        if wanted && !self.no_files {
+            self.make_files(key);
         }
+        let (ts, fmp4) = (self.ts.segments(), self.fmp4.segments());
+        self.ts_files.retain(|msn, _| ts.contains_key(msn));
+        self.fmp4_files.retain(|msn, _| fmp4.contains_key(msn));
+    }
+
+    fn make_files(&mut self, key: &str) {
         let ts_new: Vec<(u64, Bytes)> = self
             .ts
             .segments()
@@ -96,9 +108,6 @@ impl Segmenters {
                 Err(e) => return self.give_up(key, e),
             }
         }
-        let (ts, fmp4) = (self.ts.segments(), self.fmp4.segments());
-        self.ts_files.retain(|msn, _| ts.contains_key(msn));
-        self.fmp4_files.retain(|msn, _| fmp4.contains_key(msn));
     }
 
     fn give_up(&mut self, key: &str, e: std::io::Error) {
@@ -122,12 +131,19 @@ impl Segmenters {
     }
 }
 
+/// How long after the last HLS request complete segments still move to memfds.
+pub const FILES_IDLE: Duration = Duration::from_secs(30);
+
 /// The HLS output of one stream.
 #[derive(Debug)]
 pub struct HlsStream {
     /// Unique per stream instance; part of every segment URI.
     pub tag: String,
     segmenters: Option<Mutex<Segmenters>>,
+    born: Instant,
+    /// When an HLS request last came, in whole seconds after `born` plus one (0:
+    /// never). Written by the workers at most once a second, read by the publisher.
+    requested: AtomicU64,
     view: ArcSwap<HlsView>,
     changed: watch::Sender<u64>,
 }
@@ -194,12 +210,29 @@ impl HlsStream {
         HlsStream {
             tag: format!("{:x}{:x}", wall_clock_ms(), id),
             segmenters,
+            born: Instant::now(),
+            requested: AtomicU64::new(0),
             view: ArcSwap::from_pointee(HlsView {
                 ts: None,
                 fmp4: None,
             }),
             changed: watch::channel(0).0,
         }
+    }
+
+    /// Someone asked for this stream's HLS (a playlist, segment or part).
+    pub fn requested(&self) {
+        let now = self.born.elapsed().as_secs() + 1;
+        // A load first: the shared line is written once a second, not per request.
+        if self.requested.load(Ordering::Relaxed) != now {
+            self.requested.store(now, Ordering::Relaxed);
+        }
+    }
+
+    /// Whether complete segments should move to memfds: HLS was asked for lately.
+    fn files_wanted(&self) -> bool {
+        let at = self.requested.load(Ordering::Relaxed);
+        at != 0 && (self.born.elapsed().as_secs() + 1).saturating_sub(at) < FILES_IDLE.as_secs()
     }
 
     fn with<R>(&self, f: impl FnOnce(&mut Segmenters) -> R) -> Option<R> {
@@ -230,6 +263,7 @@ impl HlsStream {
 
     /// One frame from the publisher.
     pub fn push(&self, key: &str, frame: &Frame) {
+        let wanted = self.files_wanted();
         let changed = self.with(|s| {
             let now = wall_clock_ms();
             let ts = s.ts.push(frame, now).unwrap_or_else(|e| {
@@ -245,7 +279,7 @@ impl HlsStream {
                 tracing::debug!(stream = %key, hls_bytes = s.memory(), "HLS segment");
             }
             if ts || fmp4 {
-                s.sync_files(key);
+                s.sync_files(key, wanted);
                 Some(self.snapshot(key, s))
             } else {
                 None
@@ -263,7 +297,7 @@ impl HlsStream {
                 tracing::debug!(stream = %key, "TS segmenter: {e}");
             }
             s.fmp4.end();
-            s.sync_files(key);
+            s.sync_files(key, self.files_wanted());
             self.snapshot(key, s)
         });
         if let Some(view) = view {
@@ -333,5 +367,74 @@ impl HlsStream {
     /// Bytes held by the kept segments (for logs, later the API).
     pub fn memory(&self) -> usize {
         self.with(|s| s.memory()).unwrap_or(0)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use sluice_media::codec::AvcConfig;
+    use sluice_media::{MediaKind, TrackConfig};
+
+    fn avc() -> Arc<Track> {
+        let sps = Bytes::from_static(&[0x67, 0x42, 0xc0, 0x1e, 0xd9, 0x00, 0xa0, 0x47]);
+        let pps = Bytes::from_static(&[0x68, 0xce, 0x3c, 0x80]);
+        Arc::new(Track::new(TrackConfig::H264(
+            AvcConfig::from_parameter_sets(&[sps], &[pps]).expect("avcC"),
+        )))
+    }
+
+    /// Video frames `from..to` at 25 fps, a keyframe each second (one segment each).
+    fn push(hls: &HlsStream, from: i64, to: i64) {
+        for n in from..to {
+            let t = n * 3600;
+            hls.push(
+                "live/x",
+                &Frame {
+                    kind: MediaKind::Video,
+                    dts: t,
+                    pts: t,
+                    keyframe: n % 25 == 0,
+                    payload: Bytes::from(vec![0, 0, 0, 2, 0x65, n as u8]),
+                },
+            );
+        }
+    }
+
+    fn files(hls: &HlsStream) -> (usize, usize) {
+        let v = hls.view();
+        let n = |v: &Option<VariantView>| v.as_ref().map_or(0, |v| v.files.len());
+        (n(&v.ts), n(&v.fmp4))
+    }
+
+    #[test]
+    fn segments_move_to_memfds_only_while_hls_is_asked_for() {
+        let config = HlsConfig {
+            target_duration_ms: 1000,
+            part_duration_ms: 200,
+            low_latency: true,
+            ..HlsConfig::default()
+        };
+        let hls = HlsStream::new("live/x", 1, Some(config));
+        hls.set_track(&avc());
+        // Nobody asked: complete segments stay on the heap.
+        push(&hls, 0, 100);
+        let view = hls.view();
+        let ts = view.ts.as_ref().expect("a TS playlist");
+        assert!(ts.segments.len() >= 3, "{:?}", ts.timeline);
+        assert_eq!(files(&hls), (0, 0));
+        // A request: the kept segments move at the next change, later ones as they end.
+        hls.requested();
+        push(&hls, 100, 151);
+        let (ts_files, fmp4_files) = files(&hls);
+        let view = hls.view();
+        if MemFile::new(&[Bytes::from_static(b"probe")]).is_ok() {
+            assert_eq!(ts_files, view.ts.as_ref().map_or(0, |v| v.segments.len()));
+            assert_eq!(
+                fmp4_files,
+                view.fmp4.as_ref().map_or(0, |v| v.segments.len())
+            );
+            assert!(ts_files >= 4 && fmp4_files >= 4, "{ts_files} {fmp4_files}");
+        }
     }
 }

@@ -104,6 +104,7 @@ pub(crate) async fn reply(ctx: &Rc<Ctx>, req: &Request, key: &str, what: HlsPath
     let Some(stream) = ctx.hub.find(key) else {
         return Reply::text(404, "not found\n");
     };
+    stream.hls.requested();
     // Count the viewer: an id from the request, or a new one with the playlist.
     let playlist = matches!(what, HlsPath::TsPlaylist | HlsPath::Fmp4Playlist);
     let mut new_id = None;
