@@ -359,8 +359,8 @@ def cmd_publishers(out, clip_kbit, *servers):
         "RTMP unless the server is marked `-rtsp` (ANNOUNCE/RECORD, RTP interleaved on TCP) or "
         "`-rtsp-udp` (RTP over UDP); RTSP bytes are RTP packets with their headers.",
         "",
-        "| server | publishers | ok | ingest Mbit/s | of expected | server cores | CPU ms/s per publisher | CPU-s/GB | client cores | machine busy cores |",
-        "|---|---|---|---|---|---|---|---|---|---|",
+        "| server | publishers | ok | ingest Mbit/s | of expected | server cores | CPU ms/s per publisher | CPU-s/GB | RSS/publisher KiB | client cores | machine busy cores |",
+        "|---|---|---|---|---|---|---|---|---|---|---|",
     ]
     summary, curves = {}, {}
     for srv in servers:
@@ -379,13 +379,19 @@ def cmd_publishers(out, clip_kbit, *servers):
             frac = r["mbit_s"] * 1000 / (n * clip_kbit)
             per = s["cpu_cores"] / n * 1000
             rows.append({"n": n, "ok": r["ok"], "mbit_s": r["mbit_s"], "of_expected": frac,
-                         "cpu_cores": s["cpu_cores"], "cpu_ms_per_s_per_pub": per, "client_cores": cc})
+                         "cpu_cores": s["cpu_cores"], "cpu_ms_per_s_per_pub": per, "client_cores": cc,
+                         "rss_per_publisher_kib": s["rss_per_player_kib"]})
             lines.append(
                 f"| {srv} | {n} | {r['ok']} | {r['mbit_s']:.0f} | {frac:.2f} | {s['cpu_cores']:.3f} | {per:.3f} | "
-                f"{s['cpu_s_per_gb'] or 0:.2f} | {fmt(cc)} | {fmt(machine_cores(f))} |"
+                f"{s['cpu_s_per_gb'] or 0:.2f} | {s['rss_per_player_kib']:.0f} | {fmt(cc)} | {fmt(machine_cores(f))} |"
             )
         summary[srv] = rows
         curves[srv] = [(x["n"], x["cpu_cores"]) for x in rows]
+    lines += [
+        "",
+        "RSS/publisher: the server's RSS at the end of the run less before it, per publisher, after a ramp and "
+        "the run's seconds of media (a server that keeps a time window of each stream is still filling it).",
+    ]
     write(out, "publishers", lines, summary)
     plt = plt_or_none()
     if plt and curves:
