@@ -94,6 +94,25 @@ pub(crate) fn find_in_nals(mut nals: &[u8]) -> Option<u64> {
     None
 }
 
+/// Fills `out` from `escaped` with the emulation-prevention bytes (a 3 after two
+/// zeros) taken out; returns how many bytes it filled.
+pub(crate) fn unescape(escaped: &[u8], out: &mut [u8]) -> usize {
+    let (mut n, mut zeros) = (0, 0);
+    for &b in escaped {
+        if n == out.len() {
+            break;
+        }
+        if zeros >= 2 && b == 3 {
+            zeros = 0;
+            continue;
+        }
+        out[n] = b;
+        n += 1;
+        zeros = if b == 0 { zeros + 1 } else { 0 };
+    }
+    n
+}
+
 /// Our time, from an SEI NAL unit (header byte included), if it is ours.
 fn sei_stamp(nal: &[u8]) -> Option<u64> {
     if nal.first()? & 0x1f != 6 {
@@ -101,19 +120,7 @@ fn sei_stamp(nal: &[u8]) -> Option<u64> {
     }
     // Unescape the start of the RBSP: type, size, UUID, time.
     let mut rbsp = [0u8; 26];
-    let (mut n, mut zeros) = (0, 0);
-    for &b in &nal[1..] {
-        if n == rbsp.len() {
-            break;
-        }
-        if zeros >= 2 && b == 3 {
-            zeros = 0;
-            continue;
-        }
-        rbsp[n] = b;
-        n += 1;
-        zeros = if b == 0 { zeros + 1 } else { 0 };
-    }
+    let n = unescape(&nal[1..], &mut rbsp);
     if n < rbsp.len() || rbsp[0] != 5 || rbsp[1] != 24 || rbsp[2..18] != UUID {
         return None;
     }

@@ -11,7 +11,7 @@
 //! the data in place; only the last [`TAIL`] bytes of each stream are copied, to
 //! find a stamp cut by a read or packet boundary. No allocation per byte or packet.
 
-use crate::stamp::UUID;
+use crate::stamp::{unescape, UUID};
 use memchr::memmem;
 use std::sync::LazyLock;
 
@@ -35,21 +35,8 @@ static FINDER: LazyLock<memmem::Finder<'static>> = LazyLock::new(|| {
 /// The time after the pattern at `at` in `data`, if all its bytes are there.
 fn time_at(data: &[u8], at: usize) -> Option<u64> {
     let mut t = [0u8; 8];
-    let (mut n, mut zeros) = (0, 0);
     // The UUID ends in 0x01: no zeros carry into the time.
-    for &b in data.get(at + PATTERN_LEN..)? {
-        if n == t.len() {
-            break;
-        }
-        if zeros >= 2 && b == 3 {
-            zeros = 0;
-            continue;
-        }
-        t[n] = b;
-        n += 1;
-        zeros = if b == 0 { zeros + 1 } else { 0 };
-    }
-    (n == t.len()).then(|| u64::from_be_bytes(t))
+    (unescape(data.get(at + PATTERN_LEN..)?, &mut t) == t.len()).then(|| u64::from_be_bytes(t))
 }
 
 /// Stamps in one byte stream fed in pieces; each stamp is reported once.
