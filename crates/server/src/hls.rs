@@ -263,7 +263,6 @@ impl HlsStream {
 
     /// One frame from the publisher.
     pub fn push(&self, key: &str, frame: &Frame) {
-        let wanted = self.files_wanted();
         let changed = self.with(|s| {
             let now = wall_clock_ms();
             let ts = s.ts.push(frame, now).unwrap_or_else(|e| {
@@ -279,7 +278,7 @@ impl HlsStream {
                 tracing::debug!(stream = %key, hls_bytes = s.memory(), "HLS segment");
             }
             if ts || fmp4 {
-                s.sync_files(key, wanted);
+                s.sync_files(key, self.files_wanted());
                 Some(self.snapshot(key, s))
             } else {
                 None
