@@ -42,7 +42,7 @@ pub(crate) enum PlayError {
     /// A request was answered with an error status.
     #[error("{method} answered {status} {reason}")]
     Refused {
-        method: &'static str,
+        method: String,
         status: u16,
         reason: String,
     },
@@ -134,12 +134,7 @@ pub(crate) struct Session {
     url: String,
     lower: Lower,
     state: State,
-    cseq: u32,
-    /// The request in flight: its CSeq and method.
-    pending: Option<(u32, Method)>,
-    id: Option<String>,
-    timeout_s: u32,
-    keepalive: Method,
+    dialog: Dialog,
     /// The URL of PLAY (the SDP's session-level control).
     aggregate: String,
     tracks: Vec<SetupTrack>,
@@ -154,11 +149,7 @@ impl Session {
             url,
             lower,
             state: State::ExpectOptions,
-            cseq: 0,
-            pending: None,
-            id: None,
-            timeout_s: DEFAULT_TIMEOUT_S,
-            keepalive: Method::Options,
+            dialog: Dialog::new(),
             tracks: Vec::new(),
             ports: Vec::new(),
         }
@@ -177,15 +168,13 @@ impl Session {
 
     /// How often to send keep-alives once playing.
     pub(crate) fn keepalive_interval(&self) -> Duration {
-        Duration::from_secs(u64::from((self.timeout_s / KEEPALIVE_DIVISOR).max(1)))
+        self.dialog.keepalive_interval()
     }
 
     /// Sends a keep-alive, unless the last one is still unanswered.
     pub(crate) fn keep_alive(&mut self, out: &mut BytesMut) {
-        if self.state == State::Playing && self.pending.is_none() {
-            let url = self.aggregate.clone();
-            let method = self.keepalive.clone();
-            self.send(method, &url, &[], out);
+        if self.state == State::Playing {
+            self.dialog.keep_alive(&self.aggregate, out);
         }
     }
 
@@ -199,16 +188,7 @@ impl Session {
     }
 
     fn send(&mut self, method: Method, url: &str, headers: &[(&str, String)], out: &mut BytesMut) {
-        let cseq = encode_request(
-            &mut self.cseq,
-            self.id.as_deref(),
-            &method,
-            url,
-            headers,
-            None,
-            out,
-        );
-        self.pending = Some((cseq, method));
+        self.dialog.send(method, url, headers, None, out);
     }
 
     fn setup(&mut self, track: usize, out: &mut BytesMut) {
@@ -237,23 +217,11 @@ impl Session {
         resp: Response,
         out: &mut BytesMut,
     ) -> Result<Next, PlayError> {
-        let method = answered(&mut self.pending, &resp)?;
-        if !(200..300).contains(&resp.status) {
-            return Err(PlayError::Refused {
-                method: method_name(&method),
-                status: resp.status,
-                reason: resp.reason,
-            });
-        }
+        let method = self.dialog.answered(&resp)?;
+        refused_unless_ok(&method, &resp)?;
         match self.state {
             State::ExpectOptions => {
-                let public = resp.header("Public").unwrap_or("");
-                if public
-                    .split(',')
-                    .any(|m| m.trim() == Method::GetParameter.as_str())
-                {
-                    self.keepalive = Method::GetParameter;
-                }
+                self.dialog.pick_keepalive(&resp);
                 let url = self.url.clone();
                 let accept = [("Accept", "application/sdp".to_string())];
                 self.send(Method::Describe, &url, &accept, out);
@@ -336,7 +304,7 @@ impl Session {
     }
 
     fn on_setup(&mut self, track: usize, resp: &Response) -> Result<(), PlayError> {
-        let transport = setup_answer(&mut self.id, &mut self.timeout_s, self.lower, resp)?;
+        let transport = self.dialog.setup_answer(self.lower, resp)?;
         if let Some(t) = self.tracks.get_mut(track) {
             t.transport = transport;
         }
@@ -344,110 +312,159 @@ impl Session {
     }
 }
 
-/// Takes the request in flight that `resp` answers (it must carry the same CSeq).
-pub(crate) fn answered(
-    pending: &mut Option<(u32, Method)>,
-    resp: &Response,
-) -> Result<Method, PlayError> {
-    let Some((cseq, method)) = pending.take() else {
-        return Err(PlayError::Unexpected(format!(
-            "a response ({} {}) with no request in flight",
-            resp.status, resp.reason
-        )));
-    };
-    if !matches!(resp.headers.cseq(), Some(Ok(c)) if c == cseq) {
-        return Err(PlayError::Unexpected(format!(
-            "the answer to {method} (CSeq {cseq}) has CSeq {:?}",
-            resp.header("CSeq")
-        )));
-    }
-    Ok(method)
+/// The request/answer side that both RTSP client sessions share (the player here,
+/// the publisher in `crate::rtsp_record`): CSeq, the request in flight, the session
+/// id and timeout, and the method that keeps the session alive.
+#[derive(Debug)]
+pub(crate) struct Dialog {
+    cseq: u32,
+    /// The request in flight: its CSeq and method.
+    pending: Option<(u32, Method)>,
+    id: Option<String>,
+    timeout_s: u32,
+    keepalive: Method,
 }
 
-/// Encodes one request of a client session (player or publisher): the next CSeq, the
-/// session once there is one, and a body if any. Returns its CSeq.
-pub(crate) fn encode_request(
-    cseq: &mut u32,
-    session: Option<&str>,
-    method: &Method,
-    url: &str,
-    headers: &[(&str, String)],
-    body: Option<bytes::Bytes>,
-    out: &mut BytesMut,
-) -> u32 {
-    *cseq = cseq.wrapping_add(1);
-    let mut req = Request::new(method.clone(), url)
-        .with_header("CSeq", cseq.to_string())
-        .with_header("User-Agent", "sluice-bench");
-    if let Some(id) = session {
-        req = req.with_header("Session", id.to_string());
+impl Dialog {
+    pub(crate) fn new() -> Self {
+        Dialog {
+            cseq: 0,
+            pending: None,
+            id: None,
+            timeout_s: DEFAULT_TIMEOUT_S,
+            keepalive: Method::Options,
+        }
     }
-    for (name, value) in headers {
-        req = req.with_header(name, value.clone());
-    }
-    match body {
-        Some(body) => req.with_body(body).encode(out),
-        None => req.encode(out),
-    }
-    *cseq
-}
 
-/// Checks a SETUP answer of a client session: a Session header (the same one as
-/// before, if any; its timeout kept from the first) and a Transport of the lower
-/// transport asked for. Returns that transport, if the answer had one.
-pub(crate) fn setup_answer(
-    id: &mut Option<String>,
-    timeout_s: &mut u32,
-    lower: Lower,
-    resp: &Response,
-) -> Result<Option<Transport>, PlayError> {
-    let session = resp
-        .header("Session")
-        .ok_or_else(|| PlayError::Unexpected("SETUP answered without a Session".into()))?;
-    let session = SessionHeader::parse(session)?;
-    match id {
-        Some(id) if *id != session.id => {
-            return Err(PlayError::Unexpected(format!(
-                "SETUP answered session {} after {id}",
-                session.id
-            )))
-        }
-        Some(_) => {}
-        None => {
-            *id = Some(session.id);
-            *timeout_s = session.timeout.unwrap_or(DEFAULT_TIMEOUT_S).max(1);
+    /// Whether a SETUP gave a session.
+    pub(crate) fn has_session(&self) -> bool {
+        self.id.is_some()
+    }
+
+    /// How often to send keep-alives: well within the session timeout.
+    pub(crate) fn keepalive_interval(&self) -> Duration {
+        Duration::from_secs(u64::from((self.timeout_s / KEEPALIVE_DIVISOR).max(1)))
+    }
+
+    /// Sends a keep-alive for `url`, unless a request (the last keep-alive) is still
+    /// unanswered.
+    pub(crate) fn keep_alive(&mut self, url: &str, out: &mut BytesMut) {
+        if self.pending.is_none() {
+            let method = self.keepalive.clone();
+            self.send(method, url, &[], None, out);
         }
     }
-    let transport = match resp.header("Transport") {
-        Some(t) => Some(Transport::parse(t)?),
-        None => None,
-    };
-    let want = match lower {
-        Lower::Tcp => LowerTransport::Tcp,
-        Lower::Udp => LowerTransport::Udp,
-    };
-    if let Some(t) = &transport {
-        if t.lower != want {
+
+    /// Encodes one request: the next CSeq, the session once there is one, and a body
+    /// if any. It becomes the request in flight.
+    pub(crate) fn send(
+        &mut self,
+        method: Method,
+        url: &str,
+        headers: &[(&str, String)],
+        body: Option<bytes::Bytes>,
+        out: &mut BytesMut,
+    ) {
+        self.cseq = self.cseq.wrapping_add(1);
+        let mut req = Request::new(method.clone(), url)
+            .with_header("CSeq", self.cseq.to_string())
+            .with_header("User-Agent", "sluice-bench");
+        if let Some(id) = &self.id {
+            req = req.with_header("Session", id.clone());
+        }
+        for (name, value) in headers {
+            req = req.with_header(name, value.clone());
+        }
+        match body {
+            Some(body) => req.with_body(body).encode(out),
+            None => req.encode(out),
+        }
+        self.pending = Some((self.cseq, method));
+    }
+
+    /// Takes the request in flight that `resp` answers (it must carry the same CSeq);
+    /// returns its method.
+    pub(crate) fn answered(&mut self, resp: &Response) -> Result<Method, PlayError> {
+        let Some((cseq, method)) = self.pending.take() else {
             return Err(PlayError::Unexpected(format!(
-                "SETUP asked for {want:?} and got {t}"
+                "a response ({} {}) with no request in flight",
+                resp.status, resp.reason
+            )));
+        };
+        if !matches!(resp.headers.cseq(), Some(Ok(c)) if c == cseq) {
+            return Err(PlayError::Unexpected(format!(
+                "the answer to {method} (CSeq {cseq}) has CSeq {:?}",
+                resp.header("CSeq")
             )));
         }
+        Ok(method)
     }
-    Ok(transport)
+
+    /// Keep-alives use GET_PARAMETER when the OPTIONS answer `resp` lists it.
+    pub(crate) fn pick_keepalive(&mut self, resp: &Response) {
+        let public = resp.header("Public").unwrap_or("");
+        if public
+            .split(',')
+            .any(|m| m.trim() == Method::GetParameter.as_str())
+        {
+            self.keepalive = Method::GetParameter;
+        }
+    }
+
+    /// Checks a SETUP answer: a Session header (the same one as before, if any; its
+    /// timeout kept from the first) and a Transport of the lower transport asked for.
+    /// Returns that transport, if the answer had one.
+    pub(crate) fn setup_answer(
+        &mut self,
+        lower: Lower,
+        resp: &Response,
+    ) -> Result<Option<Transport>, PlayError> {
+        let session = resp
+            .header("Session")
+            .ok_or_else(|| PlayError::Unexpected("SETUP answered without a Session".into()))?;
+        let session = SessionHeader::parse(session)?;
+        match &self.id {
+            Some(id) if *id != session.id => {
+                return Err(PlayError::Unexpected(format!(
+                    "SETUP answered session {} after {id}",
+                    session.id
+                )))
+            }
+            Some(_) => {}
+            None => {
+                self.id = Some(session.id);
+                self.timeout_s = session.timeout.unwrap_or(DEFAULT_TIMEOUT_S).max(1);
+            }
+        }
+        let transport = match resp.header("Transport") {
+            Some(t) => Some(Transport::parse(t)?),
+            None => None,
+        };
+        let want = match lower {
+            Lower::Tcp => LowerTransport::Tcp,
+            Lower::Udp => LowerTransport::Udp,
+        };
+        if let Some(t) = &transport {
+            if t.lower != want {
+                return Err(PlayError::Unexpected(format!(
+                    "SETUP asked for {want:?} and got {t}"
+                )));
+            }
+        }
+        Ok(transport)
+    }
 }
 
-pub(crate) fn method_name(m: &Method) -> &'static str {
-    match m {
-        Method::Options => "OPTIONS",
-        Method::Describe => "DESCRIBE",
-        Method::Announce => "ANNOUNCE",
-        Method::Setup => "SETUP",
-        Method::Play => "PLAY",
-        Method::Record => "RECORD",
-        Method::Teardown => "TEARDOWN",
-        Method::GetParameter => "GET_PARAMETER",
-        _ => "a request",
+/// An error status of the answer to `method` as an error.
+pub(crate) fn refused_unless_ok(method: &Method, resp: &Response) -> Result<(), PlayError> {
+    if (200..300).contains(&resp.status) {
+        return Ok(());
     }
+    Err(PlayError::Refused {
+        method: method.as_str().to_string(),
+        status: resp.status,
+        reason: resp.reason.clone(),
+    })
 }
 
 /// A control URL against the base (`Content-Base`): absolute as is, empty or `*` the

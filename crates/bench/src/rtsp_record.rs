@@ -18,20 +18,13 @@
 //!   the server wants credentials, which the bench never sends.
 //! - Nothing here panics on what the server says.
 
-use crate::rtsp::{
-    answered, encode_request, method_name, proposed_channels, resolve, setup_answer, Lower,
-    PlayError, DEFAULT_TIMEOUT_S,
-};
+use crate::rtsp::{proposed_channels, refused_unless_ok, resolve, Dialog, Lower, PlayError};
 use bytes::{Bytes, BytesMut};
 use sluice_media::rtp::RtpCodec;
 use sluice_media::sdp::{write_sdp, SdpError, SdpRange, SdpTrack, SessionDescription};
 use sluice_media::Track;
 use sluice_rtsp::{ChannelPair, Method, Mode, PortPair, Response, Transport};
 use std::time::Duration;
-
-/// The session timeout when the server gives none (RFC 2326's default).
-/// Keep-alives go out at this fraction of the session timeout, well within it.
-const KEEPALIVE_DIVISOR: u32 = 2;
 
 /// The control of track `i` in our SDP, relative to the ANNOUNCE URL.
 fn control(i: usize) -> String {
@@ -133,12 +126,7 @@ pub(crate) struct RecordSession {
     url: String,
     lower: Lower,
     state: State,
-    cseq: u32,
-    /// The request in flight: its CSeq and method.
-    pending: Option<(u32, Method)>,
-    id: Option<String>,
-    timeout_s: u32,
-    keepalive: Method,
+    dialog: Dialog,
     sdp: Bytes,
     tracks: Vec<RecordTrack>,
     ports: Vec<PortPair>,
@@ -158,11 +146,7 @@ impl RecordSession {
             url,
             lower,
             state: State::ExpectOptions,
-            cseq: 0,
-            pending: None,
-            id: None,
-            timeout_s: DEFAULT_TIMEOUT_S,
-            keepalive: Method::Options,
+            dialog: Dialog::new(),
             sdp,
             tracks,
             ports: Vec::new(),
@@ -182,21 +166,19 @@ impl RecordSession {
 
     /// How often to send keep-alives once recording.
     pub(crate) fn keepalive_interval(&self) -> Duration {
-        Duration::from_secs(u64::from((self.timeout_s / KEEPALIVE_DIVISOR).max(1)))
+        self.dialog.keepalive_interval()
     }
 
     /// Sends a keep-alive, unless the last one is still unanswered.
     pub(crate) fn keep_alive(&mut self, out: &mut BytesMut) {
-        if self.state == State::Recording && self.pending.is_none() {
-            let url = self.url.clone();
-            let method = self.keepalive.clone();
-            self.send(method, &url, &[], Bytes::new(), out);
+        if self.state == State::Recording {
+            self.dialog.keep_alive(&self.url, out);
         }
     }
 
     /// Ends the session (TEARDOWN), if it was set up; its answer is not waited for.
     pub(crate) fn teardown(&mut self, out: &mut BytesMut) {
-        if self.id.is_some() && self.state != State::Done {
+        if self.dialog.has_session() && self.state != State::Done {
             let url = self.url.clone();
             self.send(Method::Teardown, &url, &[], Bytes::new(), out);
             self.state = State::Done;
@@ -221,16 +203,7 @@ impl RecordSession {
         out: &mut BytesMut,
     ) {
         let body = (!body.is_empty()).then_some(body);
-        let cseq = encode_request(
-            &mut self.cseq,
-            self.id.as_deref(),
-            &method,
-            url,
-            headers,
-            body,
-            out,
-        );
-        self.pending = Some((cseq, method));
+        self.dialog.send(method, url, headers, body, out);
     }
 
     fn setup(&mut self, track: usize, out: &mut BytesMut) {
@@ -256,11 +229,11 @@ impl RecordSession {
         resp: Response,
         out: &mut BytesMut,
     ) -> Result<Next, PlayError> {
-        let method = answered(&mut self.pending, &resp)?;
+        let method = self.dialog.answered(&resp)?;
         if resp.status == 401 {
             let challenge = resp.header("WWW-Authenticate").unwrap_or("no challenge");
             return Err(PlayError::Refused {
-                method: method_name(&method),
+                method: method.as_str().to_string(),
                 status: 401,
                 reason: format!(
                     "{}: the server wants credentials ({challenge}), and sluice-bench \
@@ -269,22 +242,10 @@ impl RecordSession {
                 ),
             });
         }
-        if !(200..300).contains(&resp.status) {
-            return Err(PlayError::Refused {
-                method: method_name(&method),
-                status: resp.status,
-                reason: resp.reason,
-            });
-        }
+        refused_unless_ok(&method, &resp)?;
         match self.state {
             State::ExpectOptions => {
-                let public = resp.header("Public").unwrap_or("");
-                if public
-                    .split(',')
-                    .any(|m| m.trim() == Method::GetParameter.as_str())
-                {
-                    self.keepalive = Method::GetParameter;
-                }
+                self.dialog.pick_keepalive(&resp);
                 let url = self.url.clone();
                 let sdp = self.sdp.clone();
                 let headers = [("Content-Type", "application/sdp".to_string())];
@@ -326,7 +287,7 @@ impl RecordSession {
     }
 
     fn on_setup(&mut self, track: usize, resp: &Response) -> Result<(), PlayError> {
-        let transport = setup_answer(&mut self.id, &mut self.timeout_s, self.lower, resp)?;
+        let transport = self.dialog.setup_answer(self.lower, resp)?;
         if self.lower == Lower::Udp && transport.as_ref().and_then(|t| t.server_port).is_none() {
             return Err(PlayError::Unexpected(
                 "SETUP over UDP answered without a server_port".into(),
