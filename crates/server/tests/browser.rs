@@ -3,29 +3,12 @@
 
 mod common;
 
-use common::{have_ffmpeg, publish_test_pattern, Kill, TestServer};
+use common::{have, have_ffmpeg, publish_test_pattern, Kill, TestServer};
 use std::io::{BufRead, BufReader, Write};
 use std::net::{SocketAddr, TcpListener};
 use std::process::{Command, Stdio};
 use std::sync::mpsc;
 use std::time::Duration;
-
-fn have_chromium() -> bool {
-    let ok = Command::new("chromium")
-        .arg("--version")
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .status()
-        .is_ok_and(|s| s.success());
-    if !ok {
-        assert!(
-            std::env::var("SLUICE_REQUIRE_TOOLS").as_deref() != Ok("1"),
-            "chromium missing but SLUICE_REQUIRE_TOOLS=1"
-        );
-        eprintln!("skipping: chromium not installed");
-    }
-    ok
-}
 
 const PAGE: &str = r#"<!doctype html>
 <html><body><video id="v" muted autoplay></video>
@@ -166,7 +149,7 @@ fn publish(server: &TestServer, name: &str) -> Kill {
 
 #[test]
 fn mpegts_js_plays_http_flv_and_websocket_flv() {
-    if !have_ffmpeg() || !have_chromium() {
+    if !have_ffmpeg() || !have("chromium") {
         return;
     }
     let server = TestServer::start(&[]);
@@ -186,7 +169,7 @@ fn mpegts_js_plays_http_flv_and_websocket_flv() {
 
 #[test]
 fn hls_js_plays_ts_and_low_latency_hls() {
-    if !have_ffmpeg() || !have_chromium() {
+    if !have_ffmpeg() || !have("chromium") {
         return;
     }
     let server = TestServer::start(&[]);
@@ -214,7 +197,7 @@ fn hls_js_plays_ts_and_low_latency_hls() {
 
 #[test]
 fn players_over_https_and_http2() {
-    if !have_ffmpeg() || !have_chromium() {
+    if !have_ffmpeg() || !have("chromium") {
         return;
     }
     let server = TestServer::start(&["--https", "127.0.0.1:0", "--tls-self-signed"]);

@@ -5,7 +5,7 @@
 
 mod common;
 
-use common::TestServer;
+use common::{have, TestServer};
 use std::fs::File;
 use std::io::{Read, Write};
 use std::net::{SocketAddr, TcpStream};
@@ -63,24 +63,6 @@ fn pseudo_random(len: usize, seed: u64) -> Vec<u8> {
             (x >> 24) as u8
         })
         .collect()
-}
-
-/// Whether curl is here; where `SLUICE_REQUIRE_TOOLS=1`, its absence fails the test.
-fn have(tool: &str) -> bool {
-    let ok = Command::new(tool)
-        .arg("--version")
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .status()
-        .is_ok_and(|s| s.success());
-    if !ok {
-        assert!(
-            std::env::var("SLUICE_REQUIRE_TOOLS").as_deref() != Ok("1"),
-            "{tool} missing but SLUICE_REQUIRE_TOOLS=1"
-        );
-        eprintln!("skipping: {tool} not installed");
-    }
-    ok
 }
 
 /// curl with `args`; stdout is the body (`-o -`), stderr the response head (`-D`).

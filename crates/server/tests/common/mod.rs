@@ -242,12 +242,16 @@ pub fn frame_number(tag: &Tag) -> Option<u32> {
     }
 }
 
-/// Whether ffmpeg and ffprobe are here. Where `SLUICE_REQUIRE_TOOLS=1` (CI), their
-/// absence fails the test instead of skipping it.
-pub fn have_ffmpeg() -> bool {
-    let ok = ["ffmpeg", "ffprobe"].iter().all(|tool| {
-        Command::new(tool)
-            .arg("-version")
+/// Whether every command of `checks` (a program and its arguments) runs and succeeds:
+/// the external tools a test needs (`what` names them). Where
+/// `SLUICE_REQUIRE_TOOLS=1` (CI), their absence fails the test instead of skipping it.
+pub fn tools_present(what: &str, checks: &[&[&str]]) -> bool {
+    let ok = checks.iter().all(|check| {
+        let Some((program, args)) = check.split_first() else {
+            return true;
+        };
+        Command::new(program)
+            .args(args)
             .stdout(Stdio::null())
             .stderr(Stdio::null())
             .status()
@@ -256,11 +260,24 @@ pub fn have_ffmpeg() -> bool {
     if !ok {
         assert!(
             std::env::var("SLUICE_REQUIRE_TOOLS").as_deref() != Ok("1"),
-            "ffmpeg/ffprobe missing but SLUICE_REQUIRE_TOOLS=1"
+            "{what} missing but SLUICE_REQUIRE_TOOLS=1"
         );
-        eprintln!("skipping: ffmpeg/ffprobe not installed");
+        eprintln!("skipping: {what} not installed");
     }
     ok
+}
+
+/// Whether `tool` is here (`tool --version` succeeds); see [`tools_present`].
+pub fn have(tool: &str) -> bool {
+    tools_present(tool, &[&[tool, "--version"]])
+}
+
+/// Whether ffmpeg and ffprobe are here; see [`tools_present`].
+pub fn have_ffmpeg() -> bool {
+    tools_present(
+        "ffmpeg/ffprobe",
+        &[&["ffmpeg", "-version"], &["ffprobe", "-version"]],
+    )
 }
 
 /// A scratch directory for this test binary.
@@ -428,14 +445,7 @@ impl Rtsp {
     pub fn response(&mut self) -> String {
         use std::io::Read;
         loop {
-            while self.buf.first() == Some(&b'$') && self.buf.len() >= 4 {
-                let len = usize::from(u16::from_be_bytes([self.buf[2], self.buf[3]]));
-                if self.buf.len() < 4 + len {
-                    break;
-                }
-                self.buf.drain(..4 + len);
-                self.frames += 1;
-            }
+            self.take_frames();
             if self.buf.first().is_some_and(|&b| b != b'$') {
                 if let Some(end) = self.buf.windows(4).position(|w| w == b"\r\n\r\n") {
                     let head = String::from_utf8_lossy(&self.buf[..end + 4]).into_owned();
@@ -459,6 +469,19 @@ impl Rtsp {
         }
     }
 
+    /// Drops the interleaved frames (`$`, channel, length) at the head of the buffer,
+    /// counting them.
+    fn take_frames(&mut self) {
+        while self.buf.first() == Some(&b'$') && self.buf.len() >= 4 {
+            let len = usize::from(u16::from_be_bytes([self.buf[2], self.buf[3]]));
+            if self.buf.len() < 4 + len {
+                break;
+            }
+            self.buf.drain(..4 + len);
+            self.frames += 1;
+        }
+    }
+
     /// Reads media for `d`, counting frames.
     pub fn read_for(&mut self, d: std::time::Duration) {
         use std::io::Read;
@@ -472,14 +495,7 @@ impl Rtsp {
                 assert!(n > 0, "connection closed");
                 self.buf.extend_from_slice(&chunk[..n]);
             }
-            while self.buf.first() == Some(&b'$') && self.buf.len() >= 4 {
-                let len = usize::from(u16::from_be_bytes([self.buf[2], self.buf[3]]));
-                if self.buf.len() < 4 + len {
-                    break;
-                }
-                self.buf.drain(..4 + len);
-                self.frames += 1;
-            }
+            self.take_frames();
         }
         self.sock
             .set_read_timeout(Some(std::time::Duration::from_secs(5)))
