@@ -3,6 +3,7 @@
 //! Every flag is also a key of the file, with the same name in snake_case, so an
 //! operator can move a tried flag into the file unchanged.
 
+use crate::record;
 use clap::Parser;
 use serde::{Deserialize, Serialize};
 use std::net::SocketAddr;
@@ -357,11 +358,11 @@ impl Config {
             });
         }
         for pattern in &self.record {
-            if let Err(why) = crate::record::Pattern::parse(pattern) {
+            if let Err(why) = record::Pattern::parse(pattern) {
                 return Err(ConfigError::Invalid { key: "record", why });
             }
         }
-        if crate::record::Format::parse(&self.record_format).is_none() {
+        if record::Format::parse(&self.record_format).is_none() {
             return Err(ConfigError::Invalid {
                 key: "record_format",
                 why: format!("{:?} is neither \"fmp4\" nor \"ts\"", self.record_format),
@@ -435,6 +436,33 @@ impl Config {
     /// A listener address, or `None` when it is "off".
     pub fn listener(value: &str) -> Option<SocketAddr> {
         value.parse().ok()
+    }
+
+    /// The recorder's settings, or `None` when no stream is to be recorded.
+    pub fn record_config(&self) -> Option<record::RecordConfig> {
+        let patterns: Vec<record::Pattern> = self
+            .record
+            .iter()
+            .filter_map(|p| record::Pattern::parse(p).ok())
+            .collect();
+        if patterns.is_empty() {
+            return None;
+        }
+        let ticks_per_ms = i64::from(sluice_media::CLOCK_HZ / 1000);
+        Some(record::RecordConfig {
+            patterns,
+            dir: PathBuf::from(&self.media_root).join(&self.record_dir),
+            fragmenter: record::FragmenterConfig {
+                format: record::Format::parse(&self.record_format).unwrap_or(record::Format::Fmp4),
+                fragment_ticks: i64::try_from(self.record_fragment_ms)
+                    .unwrap_or(i64::MAX)
+                    .saturating_mul(ticks_per_ms),
+                rotate_ticks: i64::try_from(self.record_rotate_s)
+                    .unwrap_or(i64::MAX)
+                    .saturating_mul(1000 * ticks_per_ms),
+            },
+            queue_bytes: self.record_queue_bytes,
+        })
     }
 
     /// The HLS settings of a stream, or `None` when HLS is off.

@@ -1,32 +1,29 @@
 //! Sluice, the live streaming media server: configuration, workers, the stream hub and
-//! its fan-out, and one module per protocol.
+//! its fan-out, and one folder per protocol.
 //!
-//! Read in this order: `hub` (streams) → `ring` (recent packets) → `packet` (shared
-//! output bytes) → `fanout` (per-worker players) → `ingest` (publishers) → `rtmp`, `rtsp`, `http` (protocol drivers).
+//! The map (see `docs/architecture.md` for the path of one frame):
+//! - `core`: the data path — `hub` (streams) → `ring` (recent packets) → `packet`
+//!   (shared output bytes) → `fanout` (per-worker players); `ingest` (publishers).
+//! - `io`: sockets and files — the player transport seam (`sock`), TLS, `sendmmsg`,
+//!   memfds, shared file mappings.
+//! - protocols: `rtmp`, `rtsp`, `http` (HTTP/1.1, WebSocket, HTTP/2, HLS routes).
+//! - features: `hls` (live segmenting), `vod` (files on demand), `record`.
+//! - `server` starts the workers; `ctx` is what a connection of a worker can reach.
 #![warn(clippy::unwrap_used)]
 #![cfg_attr(test, allow(clippy::unwrap_used))]
 
 pub mod config;
-mod fanout;
-mod filemap;
+mod core;
+mod ctx;
 mod hls;
 mod http;
-pub mod hub;
-mod ingest;
-mod memfile;
-mod packet;
-mod play;
+mod io;
 mod record;
-mod ring;
 mod rtmp;
 mod rtsp;
-mod sock;
-mod tls;
-mod udp;
-mod udp_send;
-mod viewers;
+mod server;
 mod vod;
-mod worker;
 
 pub use config::{Cli, Config};
-pub use worker::Server;
+pub use core::hub;
+pub use server::Server;

@@ -16,10 +16,11 @@
 //! - Opening stays beneath the media root (`open_beneath`): `..` and symbolic links
 //!   out are 403, anything but a regular file is 404.
 
+use super::Worker;
 use super::{respond, ConnError};
-use crate::filemap::open_beneath;
-use crate::sock::SharedTcp;
-use crate::worker::Ctx;
+use crate::ctx::Ctx;
+use crate::io::filemap::open_beneath;
+use crate::io::sock::SharedTcp;
 use bytes::Bytes;
 use sluice_http::files::{relative_path, FileEntity, FileResponse};
 use sluice_http::{Method, Request};
@@ -162,7 +163,7 @@ fn status_line(code: u16) -> &'static str {
 
 /// Answers a file request on an HTTP/1.1 connection, plain or TLS.
 pub(crate) async fn serve<S: FileSink>(
-    ctx: &Rc<Ctx>,
+    ctx: &Rc<Worker>,
     sock: &mut S,
     req: &Request,
     rest: &str,

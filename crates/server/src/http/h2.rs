@@ -11,12 +11,12 @@
 
 use super::files;
 use super::hls::{self, Reply};
+use super::Worker;
 use super::{route, Route, CORS_HEADERS};
-use crate::fanout::Player;
-use crate::packet::Format;
-use crate::play;
-use crate::sock::{Pipe, Sock};
-use crate::worker::Ctx;
+use crate::core::fanout::Player;
+use crate::core::packet::Format;
+use crate::core::play::Playing;
+use crate::io::sock::{Pipe, Sock};
 use bytes::Bytes;
 use hyper::body::{Body, Frame, Incoming, SizeHint};
 use sluice_http::{Method, Request};
@@ -96,7 +96,7 @@ impl Body for H2Body {
 }
 
 /// Serves one HTTP/2 connection until it closes.
-pub(crate) async fn serve<IO>(ctx: Rc<Ctx>, io: IO) -> Result<(), hyper::Error>
+pub(crate) async fn serve<IO>(ctx: Rc<Worker>, io: IO) -> Result<(), hyper::Error>
 where
     IO: tokio::io::AsyncRead + tokio::io::AsyncWrite + Unpin + 'static,
 {
@@ -109,7 +109,7 @@ where
         .await
 }
 
-async fn handle(ctx: &Rc<Ctx>, req: http::Request<Incoming>) -> http::Response<H2Body> {
+async fn handle(ctx: &Rc<Worker>, req: http::Request<Incoming>) -> http::Response<H2Body> {
     let method = match *req.method() {
         http::Method::GET => Method::Get,
         http::Method::HEAD => Method::Head,
@@ -151,11 +151,7 @@ async fn handle(ctx: &Rc<Ctx>, req: http::Request<Incoming>) -> http::Response<H
         }
         (Method::Head, Route::Flv(key)) => Reply {
             file: None,
-            status: if crate::vod::exists(ctx, key).await {
-                200
-            } else {
-                404
-            },
+            status: if ctx.exists(key).await { 200 } else { 404 },
             headers: vec![("Content-Type", "video/x-flv".into())],
             body: Vec::new(),
         },
@@ -213,10 +209,10 @@ fn response(
 }
 
 /// An HTTP-FLV player on an h2 stream.
-async fn flv(ctx: &Rc<Ctx>, key: &str) -> http::Response<H2Body> {
+async fn flv(ctx: &Rc<Worker>, key: &str) -> http::Response<H2Body> {
     let id = ctx.hub.next_id();
     // A file on demand plays as a private stream, kept alive by the player's task.
-    let found = crate::vod::stream_or_file(ctx, key, key.strip_prefix("vod/"), id).await;
+    let found = ctx.stream_or_file(key, key.strip_prefix("vod/"), id).await;
     let Some((stream, vod)) = found else {
         let body = VecDeque::from([Bytes::from(format!("stream {key} is not live\n"))]);
         return response(
@@ -226,15 +222,12 @@ async fn flv(ctx: &Rc<Ctx>, key: &str) -> http::Response<H2Body> {
         );
     };
     let pipe = Pipe::new(ctx.config.player_send_buffer);
-    let player = Player::new(id, Rc::new(Sock::Pipe(pipe.clone())), Format::Flv);
-    let fanout = ctx.fanout.clone();
-    let local = fanout.attach(&stream, player.clone());
+    let player = Player::new(id, Rc::new(Sock::new(pipe.clone())), Format::Flv);
+    let playing = Playing::start(&ctx.fanout, &stream, player);
     tracing::info!(stream = %stream.key, "play (h2)");
     tokio::task::spawn_local(async move {
         let _vod = vod;
-        let _ = play::run(&local, &player, |_| Ok::<bool, Infallible>(true)).await;
-        fanout.detach(&local, &player);
-        tracing::info!(stream = %stream.key, bytes = player.bytes(), skips = player.skips(), "stop playing (h2)");
+        let _ = playing.run(|_| Ok::<bool, Infallible>(true)).await;
     });
     response(
         200,

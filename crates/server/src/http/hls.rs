@@ -6,11 +6,11 @@
 //! (then 404); a request too far ahead is refused at once (400).
 
 use super::files::FileSink;
+use super::viewers::{session_id, IDLE};
+use super::Worker;
 use super::{ConnError, CORS};
 use crate::hls::{HlsStream, HlsView, VariantView};
-use crate::memfile::MemFile;
-use crate::viewers::{session_id, IDLE};
-use crate::worker::Ctx;
+use crate::io::memfile::MemFile;
 use bytes::Bytes;
 use sluice_hls::{parse_blocking_request, Availability, Readiness};
 use sluice_http::{Method, Request};
@@ -97,7 +97,7 @@ impl Reply {
 }
 
 /// Answers an HLS request for the stream `key`.
-pub(crate) async fn reply(ctx: &Rc<Ctx>, req: &Request, key: &str, what: HlsPath<'_>) -> Reply {
+pub(crate) async fn reply(ctx: &Rc<Worker>, req: &Request, key: &str, what: HlsPath<'_>) -> Reply {
     if let Some(path) = key.strip_prefix("vod/") {
         return super::vod::reply(ctx, path, what).await;
     }
@@ -168,7 +168,7 @@ pub(crate) async fn reply(ctx: &Rc<Ctx>, req: &Request, key: &str, what: HlsPath
 
 /// Answers an HLS request on an HTTP/1.1 connection.
 pub(crate) async fn serve<S: FileSink>(
-    ctx: &Rc<Ctx>,
+    ctx: &Rc<Worker>,
     sock: &mut S,
     req: &Request,
     key: &str,

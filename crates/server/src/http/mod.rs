@@ -10,25 +10,29 @@
 mod files;
 mod h2;
 mod hls;
-pub(crate) mod vod;
+mod viewers;
+mod vod;
 
-use crate::fanout::Player;
-use crate::packet::Format;
-use crate::play::{self, PlayEnd};
-use crate::sock::{cap_send_buffer, IntoSock, SharedTcp};
-use crate::worker::Ctx;
+use crate::core::fanout::Player;
+use crate::core::packet::Format;
+use crate::core::play::{PlayEnd, Playing};
+use crate::ctx::{Accept, Ctx};
+use crate::io::sock::{IntoSock, SharedTcp};
 use bytes::{BufMut, BytesMut};
 use sluice_http::ws::{self, Opcode};
 use sluice_http::{parse_request, HttpError, Method, Request};
+use std::cell::RefCell;
 use std::io;
-use std::net::SocketAddr;
+use std::net::{SocketAddr, TcpListener as StdListener};
 use std::rc::Rc;
+use std::sync::Arc;
 use std::time::Duration;
 use tokio::io::AsyncWriteExt;
 use tokio::io::{AsyncRead, AsyncWrite};
 use tokio::net::TcpStream;
 use tokio_rustls::TlsAcceptor;
 use tracing::Instrument;
+use viewers::Viewers;
 
 /// Ciphertext rustls may hold per TLS connection beyond what the socket took.
 const TLS_BUFFER: usize = 16 << 10;
@@ -45,7 +49,64 @@ pub(crate) const CORS_HEADERS: [(&str, &str); 3] = [
 
 pub(crate) const CORS: &str = "Access-Control-Allow-Origin: *\r\nAccess-Control-Allow-Methods: GET, HEAD, OPTIONS\r\nAccess-Control-Allow-Headers: *\r\n";
 
-pub async fn serve(ctx: Rc<Ctx>, sock: TcpStream, peer: SocketAddr) {
+/// One worker's HTTP and HTTPS: the worker's [`Ctx`] and its HLS viewer sessions (no
+/// lock: only this thread touches them).
+#[derive(Debug)]
+pub struct Worker {
+    ctx: Rc<Ctx>,
+    viewers: RefCell<Viewers>,
+}
+
+impl std::ops::Deref for Worker {
+    type Target = Ctx;
+    fn deref(&self) -> &Ctx {
+        &self.ctx
+    }
+}
+
+/// Starts this worker's HTTP: what runs for each connection of the plain listener
+/// and of the TLS one, and the task that publishes its HLS viewer counts.
+pub fn start(
+    ctx: &Rc<Ctx>,
+    http: Option<StdListener>,
+    https: Option<(StdListener, Arc<rustls::ServerConfig>)>,
+) -> Vec<(StdListener, Accept)> {
+    let worker = Rc::new(Worker {
+        ctx: ctx.clone(),
+        viewers: RefCell::default(),
+    });
+    tokio::task::spawn_local({
+        let worker = worker.clone();
+        async move {
+            let mut tick = tokio::time::interval(viewers::PUBLISH_EVERY);
+            loop {
+                tick.tick().await;
+                worker
+                    .viewers
+                    .borrow_mut()
+                    .publish(std::time::Instant::now());
+            }
+        }
+    });
+    let mut accepts = Vec::new();
+    if let Some(l) = http {
+        let worker = worker.clone();
+        let accept: Accept = Rc::new(move |sock, peer| {
+            tokio::task::spawn_local(serve(worker.clone(), sock, peer));
+        });
+        accepts.push((l, accept));
+    }
+    if let Some((l, tls)) = https {
+        let acceptor = TlsAcceptor::from(tls);
+        let accept: Accept = Rc::new(move |sock, peer| {
+            tokio::task::spawn_local(serve_tls(worker.clone(), acceptor.clone(), sock, peer));
+        });
+        accepts.push((l, accept));
+    }
+    accepts
+}
+
+async fn serve(ctx: Rc<Worker>, sock: TcpStream, peer: SocketAddr) {
     let id = ctx.hub.next_id();
     let span = tracing::info_span!("http", id, %peer);
     async move {
@@ -59,7 +120,7 @@ pub async fn serve(ctx: Rc<Ctx>, sock: TcpStream, peer: SocketAddr) {
 }
 
 /// HTTPS: the TLS handshake (bounded in time), then the same routes as HTTP.
-pub async fn serve_tls(ctx: Rc<Ctx>, acceptor: TlsAcceptor, sock: TcpStream, peer: SocketAddr) {
+async fn serve_tls(ctx: Rc<Worker>, acceptor: TlsAcceptor, sock: TcpStream, peer: SocketAddr) {
     let id = ctx.hub.next_id();
     let span = tracing::info_span!("https", id, %peer);
     async move {
@@ -159,7 +220,7 @@ fn route(path: &str) -> Route<'_> {
 }
 
 /// One HTTP/1.1 connection, plain or TLS.
-async fn connection<S>(ctx: &Rc<Ctx>, id: u64, sock: S) -> Result<(), ConnError>
+async fn connection<S>(ctx: &Rc<Worker>, id: u64, sock: S) -> Result<(), ConnError>
 where
     S: AsyncRead + AsyncWrite + Unpin + IntoSock + files::FileSink,
 {
@@ -181,7 +242,7 @@ where
                 respond(&mut sock, &req, "200 OK", "text/plain", body).await?;
             }
             (Method::Head, Route::Flv(key)) => {
-                if crate::vod::exists(ctx, key).await {
+                if ctx.exists(key).await {
                     let head = format!(
                         "HTTP/1.1 200 OK\r\nServer: sluice\r\nContent-Type: video/x-flv\r\nCache-Control: no-cache\r\n{CORS}Connection: {}\r\n\r\n",
                         if req.keep_alive() { "keep-alive" } else { "close" }
@@ -194,8 +255,7 @@ where
             }
             (Method::Get, Route::Flv(key)) => {
                 // A file on demand plays as a private stream, kept alive by `_vod`.
-                let found =
-                    crate::vod::stream_or_file(ctx, key, key.strip_prefix("vod/"), id).await;
+                let found = ctx.stream_or_file(key, key.strip_prefix("vod/"), id).await;
                 let Some((stream, _vod)) = found else {
                     let body = format!("stream {key} is not live\n");
                     respond(&mut sock, &req, "404 Not Found", "text/plain", &body).await?;
@@ -312,19 +372,16 @@ pub(crate) async fn respond<S: AsyncWrite + Unpin>(
 }
 
 async fn play_flv(
-    ctx: &Rc<Ctx>,
+    ctx: &Rc<Worker>,
     id: u64,
     sock: impl IntoSock,
-    stream: std::sync::Arc<crate::hub::Stream>,
+    stream: std::sync::Arc<crate::core::hub::Stream>,
     format: Format,
     mut input: BytesMut,
 ) -> Result<(), ConnError> {
-    let sock = sock.into_sock();
-    cap_send_buffer(sock.tcp(), ctx.config.player_send_buffer);
-    let player = Player::new(id, Rc::new(sock), format);
-    let fanout = ctx.fanout.clone();
-    let local = fanout.attach(&stream, player.clone());
-    let end = play::run(&local, &player, |bytes| {
+    let player = Player::new(id, Rc::new(sock.into_sock()), format);
+    let playing = Playing::start(&ctx.fanout, &stream, player.clone());
+    let end = playing.run(|bytes| {
         if format != Format::WsFlv {
             // An HTTP-FLV player has nothing more to say; ignore what it sends.
             return Ok(true);
@@ -351,10 +408,8 @@ async fn play_flv(
     })
     .await;
     if matches!(end, Ok(PlayEnd::Stopped) | Ok(PlayEnd::Closed(_))) {
-        play::drain(&local, &player).await;
+        playing.drain().await;
     }
-    fanout.detach(&local, &player);
-    tracing::info!(stream = %stream.key, bytes = player.bytes(), skips = player.skips(), "stop playing");
     end.map(|_| ())
 }
 

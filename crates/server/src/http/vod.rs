@@ -5,66 +5,16 @@
 //! per-file cache, so a file watched by many HLS viewers is muxed about once.
 
 use super::hls::{HlsPath, Reply};
+use super::Worker;
+use crate::vod::hls::{Key, VodHls};
 use crate::vod::VodFile;
-use crate::worker::Ctx;
 use bytes::Bytes;
 use sluice_hls::vod::{VodPlan, VodVariant};
-use std::collections::VecDeque;
 use std::path::Path;
 use std::rc::Rc;
-use std::sync::Mutex;
-
-/// Segment bytes kept per file.
-const CACHE_BYTES: usize = 32 << 20;
-
-/// The HLS state of one file: its plan and recently made segments.
-#[derive(Debug)]
-pub struct VodHls {
-    plan: VodPlan,
-    cache: Mutex<Cache>,
-}
-
-#[derive(Debug, Default)]
-struct Cache {
-    entries: VecDeque<(Key, Bytes)>,
-    bytes: usize,
-}
-
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-enum Key {
-    Init,
-    Ts(usize),
-    Fmp4(usize),
-}
-
-impl VodHls {
-    fn get_or_make(
-        &self,
-        key: Key,
-        make: impl FnOnce(&VodPlan) -> Result<Bytes, sluice_hls::vod::VodError>,
-    ) -> Result<Bytes, sluice_hls::vod::VodError> {
-        {
-            let cache = self.cache.lock().unwrap_or_else(|e| e.into_inner());
-            if let Some((_, b)) = cache.entries.iter().find(|(k, _)| *k == key) {
-                return Ok(b.clone());
-            }
-        }
-        let bytes = make(&self.plan)?;
-        let mut cache = self.cache.lock().unwrap_or_else(|e| e.into_inner());
-        cache.bytes += bytes.len();
-        cache.entries.push_back((key, bytes.clone()));
-        while cache.bytes > CACHE_BYTES {
-            let Some((_, old)) = cache.entries.pop_front() else {
-                break;
-            };
-            cache.bytes -= old.len();
-        }
-        Ok(bytes)
-    }
-}
 
 /// Answers an HLS request for the file `path` below the media root.
-pub(crate) async fn reply(ctx: &Rc<Ctx>, path: &str, what: HlsPath<'_>) -> Reply {
+pub(crate) async fn reply(ctx: &Rc<Worker>, path: &str, what: HlsPath<'_>) -> Reply {
     let root = Path::new(&ctx.config.media_root);
     let file = match ctx.vods.open(&ctx.files, root, path).await {
         Ok(f) => f,
@@ -74,18 +24,20 @@ pub(crate) async fn reply(ctx: &Rc<Ctx>, path: &str, what: HlsPath<'_>) -> Reply
             return Reply::text(status, "cannot play this file\n");
         }
     };
-    let hls = file.hls.get_or_init(|| VodHls {
-        plan: VodPlan::new(&file.movie, ctx.config.hls_segment_ms),
-        cache: Mutex::new(Cache::default()),
-    });
+    let hls = file
+        .hls
+        .get_or_init(|| VodHls::new(VodPlan::new(&file.movie, ctx.config.hls_segment_ms)));
     let tag = format!("{:x}", file.tag);
     let same = |t: &str| t == tag;
     let made = match what {
         HlsPath::TsPlaylist => {
             let name = path.rsplit('/').next().unwrap_or(path);
-            return playlist(hls.plan.playlist(VodVariant::Ts, &format!("{name}/"), &tag));
+            return playlist(
+                hls.plan()
+                    .playlist(VodVariant::Ts, &format!("{name}/"), &tag),
+            );
         }
-        HlsPath::Fmp4Playlist => return playlist(hls.plan.playlist(VodVariant::Fmp4, "", &tag)),
+        HlsPath::Fmp4Playlist => return playlist(hls.plan().playlist(VodVariant::Fmp4, "", &tag)),
         HlsPath::Init(t) if same(t) => hls
             .get_or_make(Key::Init, |p| p.init(&file.movie))
             .map(|b| ("video/mp4", b)),

@@ -28,7 +28,6 @@ mod writer;
 pub use fragmenter::{Format, FragmenterConfig};
 pub use pattern::Pattern;
 
-use crate::config::Config;
 use sluice_media::{Frame, Track};
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
@@ -51,35 +50,6 @@ pub struct RecordConfig {
     pub fragmenter: FragmenterConfig,
     /// Bytes of frames waiting for the writer, beyond which frames are dropped.
     pub queue_bytes: usize,
-}
-
-impl RecordConfig {
-    /// The recorder's settings, or `None` when no stream is to be recorded.
-    pub fn from_config(config: &Config) -> Option<RecordConfig> {
-        let patterns: Vec<Pattern> = config
-            .record
-            .iter()
-            .filter_map(|p| Pattern::parse(p).ok())
-            .collect();
-        if patterns.is_empty() {
-            return None;
-        }
-        let ticks_per_ms = i64::from(sluice_media::CLOCK_HZ / 1000);
-        Some(RecordConfig {
-            patterns,
-            dir: PathBuf::from(&config.media_root).join(&config.record_dir),
-            fragmenter: FragmenterConfig {
-                format: Format::parse(&config.record_format).unwrap_or(Format::Fmp4),
-                fragment_ticks: i64::try_from(config.record_fragment_ms)
-                    .unwrap_or(i64::MAX)
-                    .saturating_mul(ticks_per_ms),
-                rotate_ticks: i64::try_from(config.record_rotate_s)
-                    .unwrap_or(i64::MAX)
-                    .saturating_mul(1000 * ticks_per_ms),
-            },
-            queue_bytes: config.record_queue_bytes,
-        })
-    }
 }
 
 /// What workers send to the writer thread.

@@ -14,7 +14,7 @@
 //! - A session is forgotten `IDLE` after its last request.
 //! - `Stream::hls_viewers` is the sum of what each worker last published for it.
 
-use crate::hub::Stream;
+use crate::core::hub::Stream;
 use std::collections::HashMap;
 use std::sync::atomic::Ordering;
 use std::sync::{Arc, Weak};
@@ -22,6 +22,9 @@ use std::time::{Duration, Instant};
 
 /// A viewer that made no request this long has left.
 pub const IDLE: Duration = Duration::from_secs(30);
+
+/// How often a worker publishes its per-stream counts.
+pub const PUBLISH_EVERY: Duration = Duration::from_secs(5);
 
 /// Most sessions one worker tracks; past this, new ids are not tracked (and not
 /// counted) until old ones expire, so a client minting ids cannot grow memory.
@@ -110,8 +113,8 @@ pub fn session_id(query: &str, cookie: Option<&str>) -> Option<u64> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::hub::{Hub, HubConfig};
-    use crate::ring::RingLimits;
+    use crate::core::hub::{Hub, HubConfig};
+    use crate::core::ring::RingLimits;
 
     fn stream(hub: &Hub, key: &str) -> Arc<Stream> {
         hub.publish(key, 1).unwrap()

@@ -8,21 +8,23 @@
 //! per track into an [`Ingest`].
 //!
 //! Transport: RTP interleaved on the TCP connection, or UDP through the worker's
-//! shared port pair (see `udp`): a UDP player's socket is a [`Sock::Udp`] that sends
+//! shared port pair (see `udp`): a UDP player's socket is a [`UdpOut`] that sends
 //! the same interleaved bytes as datagrams; a UDP publisher's packets are routed here
 //! by source address and reordered per track. Without UDP ports a SETUP asking for
 //! UDP is answered 461 Unsupported Transport, and clients such as ffmpeg then retry
 //! over TCP. Protocol rules live in the session; this file only moves bytes and events.
 
-use crate::fanout::{CloseReason, Player};
-use crate::hub::Stream;
-use crate::ingest::Ingest;
-use crate::packet::{rtp_channel, Format, Payload};
-use crate::play::{self, PlayEnd};
-use crate::sock::{cap_send_buffer, write_all, Sock};
-use crate::udp::{Inbound, RouteGuard, UdpOut};
+mod per_packet;
+pub mod udp;
+
+use crate::core::fanout::{CloseReason, Player};
+use crate::core::hub::Stream;
+use crate::core::ingest::Publisher;
+use crate::core::packet::{rtp_channel, Format, Payload};
+use crate::core::play::{PlayEnd, Playing};
+use crate::ctx::{Accept, Ctx};
+use crate::io::sock::{write_all, Sock};
 use crate::vod::{VodFile, VodPlay};
-use crate::worker::Ctx;
 use bytes::{Bytes, BytesMut};
 use sluice_media::rtp::{JitterBuffer, JITTER_CAPACITY, JITTER_MAX_WAIT};
 use sluice_media::rtp::{RtpCodec, RtpDepacketizer};
@@ -43,6 +45,7 @@ use std::time::{Duration, Instant};
 use tokio::net::TcpStream;
 use tokio::sync::mpsc;
 use tracing::Instrument;
+use udp::{Inbound, RouteGuard, UdpOut};
 
 /// Bytes read from the socket per wake-up (a publisher's interleaved RTP).
 const READ_CHUNK: usize = 16 << 10;
@@ -73,16 +76,49 @@ enum SessionError {
     Closed(CloseReason),
 }
 
-pub async fn serve(ctx: Rc<Ctx>, sock: TcpStream, peer: SocketAddr) {
+/// One worker's RTSP: the worker's [`Ctx`], and its RTP/RTCP sockets for RTSP over
+/// UDP when it has a port pair.
+#[derive(Debug)]
+pub struct Worker {
+    ctx: Rc<Ctx>,
+    udp: Option<Rc<udp::RtpUdp>>,
+}
+
+impl std::ops::Deref for Worker {
+    type Target = Ctx;
+    fn deref(&self) -> &Ctx {
+        &self.ctx
+    }
+}
+
+/// What this worker runs for each RTSP connection; `udp` is its RTP/RTCP port pair.
+pub fn accept(ctx: &Rc<Ctx>, udp: Option<(std::net::UdpSocket, std::net::UdpSocket)>) -> Accept {
+    let udp = udp.and_then(|(rtp, rtcp)| match udp::RtpUdp::new(rtp, rtcp) {
+        Ok(u) => Some(u),
+        Err(e) => {
+            tracing::warn!(worker = ctx.worker, "RTP over UDP off: {e}");
+            None
+        }
+    });
+    let worker = Rc::new(Worker {
+        ctx: ctx.clone(),
+        udp,
+    });
+    Rc::new(move |sock, peer| {
+        tokio::task::spawn_local(serve(worker.clone(), sock, peer));
+    })
+}
+
+async fn serve(ctx: Rc<Worker>, sock: TcpStream, peer: SocketAddr) {
     let id = ctx.hub.next_id();
     let span = tracing::info_span!("rtsp", id, %peer);
     async move {
         tracing::debug!("connected");
         let session = ServerSession::new(ctx.config.rtsp_session(), rand::random(), Instant::now());
         let sock = Rc::new(if ctx.config.rtsp_batch {
-            Sock::Tcp(sock)
+            Sock::tcp_stream(sock)
         } else {
-            Sock::TcpPerPacket(sock)
+            Sock::new(per_packet::PerPacket(sock))
         });
         let mut conn = Conn {
             ctx,
@@ -109,7 +145,7 @@ pub async fn serve(ctx: Rc<Ctx>, sock: TcpStream, peer: SocketAddr) {
 }
 
 struct Conn {
-    ctx: Rc<Ctx>,
+    ctx: Rc<Worker>,
     id: u64,
     peer: SocketAddr,
     sock: Rc<Sock>,
@@ -137,7 +173,7 @@ enum Source {
 
 /// An RTSP publisher: its stream, and a depacketizer per ANNOUNCEd track.
 struct Publish {
-    ingest: Ingest,
+    ingest: Publisher,
     /// By SDP track index; `None` for media we cannot take or a second track of a kind.
     tracks: Vec<Option<InTrack>>,
     /// The tracks described by the SDP, made known to the stream at RECORD.
@@ -615,12 +651,9 @@ impl Conn {
                 for from in out.rtcp_sources() {
                     heard.push(out.udp().listen(from));
                 }
-                Rc::new(Sock::Udp(Box::new(out)))
+                Rc::new(Sock::new(out))
             }
-            None => {
-                cap_send_buffer(self.sock.tcp(), self.ctx.config.player_send_buffer);
-                self.sock.clone()
-            }
+            None => self.sock.clone(),
         };
         let player = Player::new(self.id, sock, format);
         if let Some(pos) = start {
@@ -630,21 +663,20 @@ impl Conn {
         let vod = self.vod.is_some();
         let mut replay = None;
         let mut stop = drain_playing(session, &player, vod, &mut replay)?;
-        let fanout = self.ctx.fanout.clone();
-        let local = fanout.attach(&stream, player.clone());
+        let playing = Playing::start(&self.ctx.fanout, &stream, player.clone());
         let last_input = Cell::new(Instant::now());
         let timeout = self.ctx.config.rtsp_session().session_timeout;
         let end = if stop {
             Ok(PlayEnd::Stopped)
         } else {
-            let playing = play::run(&local, &player, |input| {
+            let run = playing.run(|input| {
                 last_input.set(Instant::now());
                 session.handle_input(Instant::now(), input)?;
                 stop = drain_playing(session, &player, vod, &mut replay)?;
                 Ok::<bool, SessionError>(!stop)
             });
             tokio::select! {
-                end = playing => end,
+                end = run => end,
                 () = silent_for(timeout, &last_input, &heard), if !heard.is_empty() => {
                     tracing::info!(stream = %stream.key, "UDP player silent: session timed out");
                     Err(SessionError::Timeout)
@@ -654,7 +686,7 @@ impl Conn {
         let done = match end {
             Ok(PlayEnd::Stopped) => {
                 // The answer to the TEARDOWN or PAUSE that stopped it.
-                play::drain(&local, &player).await;
+                playing.drain().await;
                 Ok(self.session.is_closed())
             }
             Ok(PlayEnd::PeerClosed) => Ok(true),
@@ -662,18 +694,11 @@ impl Conn {
             Ok(PlayEnd::Closed(CloseReason::StreamEnded)) => Ok(true),
             Ok(PlayEnd::Closed(reason)) => Err(SessionError::Closed(reason)),
             Err(e) => {
-                play::drain(&local, &player).await;
+                playing.drain().await;
                 Err(e)
             }
         };
-        fanout.detach(&local, &player);
         self.replay = replay;
-        tracing::info!(
-            stream = %stream.key,
-            bytes = player.bytes(),
-            skips = player.skips(),
-            "stop playing"
-        );
         done
     }
 
@@ -744,8 +769,8 @@ impl Conn {
             tracing::info!(stream = %key, "announce: no media we can take");
             return Ok(self.session.reject(415)?);
         }
-        let stream = match self.ctx.hub.publish(&key, self.id) {
-            Ok(s) => s,
+        let publisher = match Publisher::new(&self.ctx.hub, &key, self.id) {
+            Ok(p) => p,
             Err(e) => {
                 tracing::warn!(stream = %key, "publish refused: {e}");
                 return Ok(self.session.reject(455)?);
@@ -753,7 +778,7 @@ impl Conn {
         };
         tracing::info!(stream = %key, tracks = kinds.len(), "publish");
         self.publishing = Some(Publish {
-            ingest: Ingest::new(stream),
+            ingest: publisher,
             tracks,
             initial,
             udp: None,
@@ -765,9 +790,7 @@ impl Conn {
 
     /// Ends publishing, leaving the stream to its players for the grace window.
     fn unpublish(&mut self) {
-        if let Some(p) = self.publishing.take() {
-            p.ingest.end(&self.ctx.hub, self.id);
-        }
+        self.publishing = None;
     }
 }
 
@@ -917,15 +940,11 @@ fn first_packets(stream: &Stream, setup: &[(usize, MediaKind)]) -> (Vec<TrackSta
 
 /// Returns once neither requests (`last_input`) nor RTCP reports (`heard`) have come
 /// for `timeout`.
-async fn silent_for(
-    timeout: Duration,
-    last_input: &Cell<Instant>,
-    heard: &[crate::udp::HeardGuard],
-) {
+async fn silent_for(timeout: Duration, last_input: &Cell<Instant>, heard: &[udp::HeardGuard]) {
     loop {
         let last = heard
             .iter()
-            .map(crate::udp::HeardGuard::last)
+            .map(udp::HeardGuard::last)
             .fold(last_input.get(), Instant::max);
         let due = last + timeout;
         if Instant::now() >= due {

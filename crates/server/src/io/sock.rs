@@ -1,14 +1,25 @@
-//! A connection's socket, plain TCP or TLS, with the non-blocking calls the fan-out
-//! and the drivers use: `try_read`, `try_write_vectored`, and readiness of the TCP
-//! socket underneath.
+//! The transport seam: what the fan-out and the protocol drivers write a connection
+//! through, whatever carries it — plain TCP, TLS, an HTTP/2 stream's pipe, RTP over
+//! UDP (`rtsp::udp`), and later DTLS-SRTP and SRT. A [`Sock`] is any [`Transport`]
+//! behind one box, with the non-blocking calls the fan-out uses: `try_read`,
+//! `try_write_vectored`, and readiness.
 //!
 //! Why not `AsyncWrite`: the worker's pump writes players directly and must never
 //! wait on one of them. For TLS the plaintext goes into rustls (bounded by its buffer
 //! limit) and the ciphertext out as far as the socket takes it; what is left is
 //! flushed when the socket becomes writable again.
+//!
+//! # Contract
+//! - `try_write_vectored` takes whole buffers or a prefix, never blocks, and says
+//!   `WouldBlock` when it took nothing; the fan-out keeps the rest (shared, no copy).
+//! - A transport that keeps written bytes in user space (TLS ciphertext) says so with
+//!   `has_pending_output` and pushes them with `try_flush`.
+//! - Readiness futures may be awaited by one task at a time per direction.
 
 use bytes::{Bytes, BytesMut};
 use std::cell::{Cell, RefCell};
+use std::fmt;
+use std::future::Future;
 use std::io::{self, IoSlice};
 use std::pin::Pin;
 use std::rc::Rc;
@@ -18,23 +29,156 @@ use tokio::net::TcpStream;
 use tokio::sync::Notify;
 use tokio_rustls::server::TlsStream;
 
-/// A connection's socket.
+/// A readiness wait of a transport.
+pub type Ready<'a> = Pin<Box<dyn Future<Output = io::Result<()>> + 'a>>;
+
+/// One way of carrying a connection's bytes (see the module's contract).
+pub trait Transport: fmt::Debug {
+    /// Reads what the peer sent; `WouldBlock` when nothing is there.
+    fn try_read(&self, buf: &mut [u8]) -> io::Result<usize>;
+
+    /// Writes a prefix of `bufs` without blocking.
+    fn try_write_vectored(&self, bufs: &[IoSlice<'_>]) -> io::Result<usize>;
+
+    /// Pushes out bytes held in user space. `Ok(true)` when nothing is left.
+    fn try_flush(&self) -> io::Result<bool> {
+        Ok(true)
+    }
+
+    /// Whether written bytes are still held in user space (TLS ciphertext).
+    fn has_pending_output(&self) -> bool {
+        false
+    }
+
+    /// Waits until the peer may have sent something (TLS may also hold decrypted
+    /// bytes: callers read until `WouldBlock` after each wake-up).
+    fn readable(&self) -> Ready<'_>;
+
+    /// Waits until a write may make progress.
+    fn writable(&self) -> Ready<'_>;
+
+    /// The TCP socket underneath, if any (for socket options).
+    fn tcp(&self) -> Option<&TcpStream> {
+        None
+    }
+}
+
+/// A connection's transport.
 #[derive(Debug)]
-pub enum Sock {
-    Tcp(TcpStream),
-    /// An RTSP/TCP player written one RTP packet per send call, as servers without
-    /// frame batching do; only to measure what batching saves (`rtsp_batch = false`).
-    TcpPerPacket(TcpStream),
-    Tls {
-        /// Boxed: a plain player should not pay for the size of TLS state.
-        tls: Box<RefCell<TlsStream<SharedTcp>>>,
-        /// The same socket, for readiness without borrowing the TLS state.
-        tcp: Rc<TcpStream>,
-    },
-    /// An in-memory pipe to an HTTP/2 response body (HTTP-FLV over h2).
-    Pipe(Rc<Pipe>),
-    /// An RTSP player over UDP: media as datagrams, answers on its TCP connection.
-    Udp(Box<crate::udp::UdpOut>),
+pub struct Sock(Box<dyn Transport>);
+
+impl Sock {
+    pub fn new(transport: impl Transport + 'static) -> Sock {
+        Sock(Box::new(transport))
+    }
+
+    /// Plain TCP.
+    pub fn tcp_stream(tcp: TcpStream) -> Sock {
+        Sock::new(Tcp(tcp))
+    }
+
+    pub fn tcp(&self) -> Option<&TcpStream> {
+        self.0.tcp()
+    }
+
+    pub async fn readable(&self) -> io::Result<()> {
+        self.0.readable().await
+    }
+
+    pub async fn writable(&self) -> io::Result<()> {
+        self.0.writable().await
+    }
+
+    pub fn try_read(&self, buf: &mut [u8]) -> io::Result<usize> {
+        self.0.try_read(buf)
+    }
+
+    pub fn try_write_vectored(&self, bufs: &[IoSlice<'_>]) -> io::Result<usize> {
+        self.0.try_write_vectored(bufs)
+    }
+
+    pub fn try_flush(&self) -> io::Result<bool> {
+        self.0.try_flush()
+    }
+
+    pub fn has_pending_output(&self) -> bool {
+        self.0.has_pending_output()
+    }
+}
+
+/// Plain TCP.
+#[derive(Debug)]
+pub struct Tcp(pub TcpStream);
+
+impl Transport for Tcp {
+    fn try_read(&self, buf: &mut [u8]) -> io::Result<usize> {
+        self.0.try_read(buf)
+    }
+
+    fn try_write_vectored(&self, bufs: &[IoSlice<'_>]) -> io::Result<usize> {
+        self.0.try_write_vectored(bufs)
+    }
+
+    fn readable(&self) -> Ready<'_> {
+        Box::pin(self.0.readable())
+    }
+
+    fn writable(&self) -> Ready<'_> {
+        Box::pin(self.0.writable())
+    }
+
+    fn tcp(&self) -> Option<&TcpStream> {
+        Some(&self.0)
+    }
+}
+
+/// TLS over TCP.
+#[derive(Debug)]
+struct Tls {
+    tls: RefCell<TlsStream<SharedTcp>>,
+    /// The same socket, for readiness without borrowing the TLS state.
+    tcp: Rc<TcpStream>,
+}
+
+impl Transport for Tls {
+    fn try_read(&self, buf: &mut [u8]) -> io::Result<usize> {
+        let mut tls = self.tls.borrow_mut();
+        let mut read = ReadBuf::new(buf);
+        once(|cx| Pin::new(&mut *tls).poll_read(cx, &mut read))?;
+        Ok(read.filled().len())
+    }
+
+    fn try_write_vectored(&self, bufs: &[IoSlice<'_>]) -> io::Result<usize> {
+        // One vectored write: rustls packs all the slices into full records (one per
+        // 16 KiB), where a write per slice made a record, and a send, per FLV tag.
+        let mut tls = self.tls.borrow_mut();
+        once(|cx| Pin::new(&mut *tls).poll_write_vectored(cx, bufs))
+    }
+
+    fn try_flush(&self) -> io::Result<bool> {
+        let mut tls = self.tls.borrow_mut();
+        match once(|cx| Pin::new(&mut *tls).poll_flush(cx)) {
+            Ok(()) => Ok(!tls.get_ref().1.wants_write()),
+            Err(e) if e.kind() == io::ErrorKind::WouldBlock => Ok(false),
+            Err(e) => Err(e),
+        }
+    }
+
+    fn has_pending_output(&self) -> bool {
+        self.tls.borrow().get_ref().1.wants_write()
+    }
+
+    fn readable(&self) -> Ready<'_> {
+        Box::pin(self.tcp.readable())
+    }
+
+    fn writable(&self) -> Ready<'_> {
+        Box::pin(self.tcp.writable())
+    }
+
+    fn tcp(&self) -> Option<&TcpStream> {
+        Some(&self.tcp)
+    }
 }
 
 /// A bounded buffer between the fan-out (writer) and an HTTP/2 response body
@@ -119,6 +263,28 @@ impl Pipe {
     }
 }
 
+impl Transport for Rc<Pipe> {
+    /// A pipe has no input.
+    fn try_read(&self, _: &mut [u8]) -> io::Result<usize> {
+        Err(io::ErrorKind::WouldBlock.into())
+    }
+
+    fn try_write_vectored(&self, bufs: &[IoSlice<'_>]) -> io::Result<usize> {
+        self.write(bufs)
+    }
+
+    fn readable(&self) -> Ready<'_> {
+        Box::pin(std::future::pending())
+    }
+
+    fn writable(&self) -> Ready<'_> {
+        Box::pin(async {
+            Pipe::writable(self).await;
+            Ok(())
+        })
+    }
+}
+
 /// A TCP socket shared between a TLS stream and readiness waits.
 #[derive(Debug, Clone)]
 pub struct SharedTcp(pub Rc<TcpStream>);
@@ -174,17 +340,17 @@ pub trait IntoSock {
 
 impl IntoSock for TcpStream {
     fn into_sock(self) -> Sock {
-        Sock::Tcp(self)
+        Sock::tcp_stream(self)
     }
 }
 
 impl IntoSock for TlsStream<SharedTcp> {
     fn into_sock(self) -> Sock {
         let tcp = self.get_ref().0 .0.clone();
-        Sock::Tls {
-            tls: Box::new(RefCell::new(self)),
+        Sock::new(Tls {
+            tls: RefCell::new(self),
             tcp,
-        }
+        })
     }
 }
 
@@ -196,122 +362,6 @@ fn once<T>(f: impl FnOnce(&mut Context<'_>) -> Poll<io::Result<T>>) -> io::Resul
         Poll::Ready(r) => r,
         Poll::Pending => Err(io::ErrorKind::WouldBlock.into()),
     }
-}
-
-impl Sock {
-    /// The TCP socket underneath, if any.
-    pub fn tcp(&self) -> Option<&TcpStream> {
-        match self {
-            Sock::Tcp(s) | Sock::TcpPerPacket(s) => Some(s),
-            Sock::Tls { tcp, .. } => Some(tcp),
-            Sock::Pipe(_) => None,
-            Sock::Udp(udp) => udp.control().tcp(),
-        }
-    }
-
-    /// Waits until the socket has input (TLS may also hold decrypted bytes: callers
-    /// read until `WouldBlock` after each wake-up). A pipe has no input.
-    pub async fn readable(&self) -> io::Result<()> {
-        match self.tcp() {
-            Some(tcp) => tcp.readable().await,
-            None => std::future::pending().await,
-        }
-    }
-
-    pub async fn writable(&self) -> io::Result<()> {
-        match self {
-            Sock::Pipe(pipe) => {
-                pipe.writable().await;
-                Ok(())
-            }
-            Sock::Udp(udp) => udp.writable().await,
-            _ => match self.tcp() {
-                Some(tcp) => tcp.writable().await,
-                None => Ok(()),
-            },
-        }
-    }
-
-    pub fn try_read(&self, buf: &mut [u8]) -> io::Result<usize> {
-        match self {
-            Sock::Tcp(s) | Sock::TcpPerPacket(s) => s.try_read(buf),
-            Sock::Pipe(_) => Err(io::ErrorKind::WouldBlock.into()),
-            Sock::Udp(udp) => udp.control().try_read(buf),
-            Sock::Tls { tls, .. } => {
-                let mut tls = tls.borrow_mut();
-                let mut read = ReadBuf::new(buf);
-                once(|cx| Pin::new(&mut *tls).poll_read(cx, &mut read))?;
-                Ok(read.filled().len())
-            }
-        }
-    }
-
-    pub fn try_write_vectored(&self, bufs: &[IoSlice<'_>]) -> io::Result<usize> {
-        match self {
-            Sock::Tcp(s) => s.try_write_vectored(bufs),
-            Sock::TcpPerPacket(s) => write_per_packet(s, bufs),
-            Sock::Pipe(pipe) => pipe.write(bufs),
-            Sock::Udp(udp) => udp.try_write_vectored(bufs),
-            Sock::Tls { tls, .. } => {
-                // One vectored write: rustls packs all the slices into full records
-                // (one per 16 KiB), where a write per slice made a record, and a
-                // send, per FLV tag.
-                let mut tls = tls.borrow_mut();
-                once(|cx| Pin::new(&mut *tls).poll_write_vectored(cx, bufs))
-            }
-        }
-    }
-
-    /// Pushes out ciphertext rustls still holds. `Ok(true)` when nothing is left.
-    pub fn try_flush(&self) -> io::Result<bool> {
-        match self {
-            Sock::Tcp(_) | Sock::TcpPerPacket(_) | Sock::Pipe(_) | Sock::Udp(_) => Ok(true),
-            Sock::Tls { tls, .. } => {
-                let mut tls = tls.borrow_mut();
-                match once(|cx| Pin::new(&mut *tls).poll_flush(cx)) {
-                    Ok(()) => Ok(!tls.get_ref().1.wants_write()),
-                    Err(e) if e.kind() == io::ErrorKind::WouldBlock => Ok(false),
-                    Err(e) => Err(e),
-                }
-            }
-        }
-    }
-
-    /// Whether written bytes are still held in user space (TLS ciphertext).
-    pub fn has_pending_output(&self) -> bool {
-        match self {
-            Sock::Tcp(_) | Sock::TcpPerPacket(_) | Sock::Pipe(_) | Sock::Udp(_) => false,
-            Sock::Tls { tls, .. } => tls.borrow().get_ref().1.wants_write(),
-        }
-    }
-}
-
-/// One `send` per interleaved RTP packet (and per other buffer), until one is cut short.
-fn write_per_packet(s: &TcpStream, bufs: &[IoSlice<'_>]) -> io::Result<usize> {
-    let mut total = 0;
-    for buf in bufs {
-        let mut rest: &[u8] = buf;
-        while !rest.is_empty() {
-            let len = match rest {
-                [b'$', _, hi, lo, ..] => {
-                    (4 + usize::from(u16::from_be_bytes([*hi, *lo]))).min(rest.len())
-                }
-                _ => rest.len(),
-            };
-            match s.try_write(&rest[..len]) {
-                Ok(n) => {
-                    total += n;
-                    if n < len {
-                        return Ok(total);
-                    }
-                    rest = &rest[len..];
-                }
-                Err(e) if e.kind() == io::ErrorKind::WouldBlock && total > 0 => return Ok(total),
-                Err(e) => return Err(e),
-            }
-        }
-    }
-    Ok(total)
 }
 
 /// Caps a socket's kernel send buffer (see `player_send_buffer`).

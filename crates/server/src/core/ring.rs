@@ -12,7 +12,7 @@
 //! - `start` is the newest key packet that comes after the current decoder
 //!   configuration; a new player starts there, or waits while it is `None`.
 
-use crate::packet::Packet;
+use crate::core::packet::Packet;
 use std::collections::VecDeque;
 use std::sync::Arc;
 
@@ -147,7 +147,7 @@ impl Ring {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::packet::Payload;
+    use crate::core::packet::Payload;
     use bytes::Bytes;
 
     fn pkt(ts: i64, key: bool, len: usize) -> Arc<Packet> {

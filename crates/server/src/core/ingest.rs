@@ -3,11 +3,14 @@
 //! from RTP). Both paths end in [`Ingest::set_track`] and [`Ingest::frame`], which make
 //! the packets, feed HLS, and make the RTP form of each frame when RTSP is on.
 //!
+//! A session publishes through a [`Publisher`], the hub's handle that unregisters it
+//! when dropped.
+//!
 //! It also keeps the stream's timeline continuous when a publisher comes back within
 //! the grace window: its first timestamp is moved to follow the last one players got.
 
-use crate::hub::{Hub, Stream};
-use crate::packet::{Packet, Payload};
+use crate::core::hub::{Hub, PublishError, Stream};
+use crate::core::packet::{Packet, Payload};
 use bytes::Bytes;
 use sluice_media::flv::{self, AudioTag, FlvError, VideoTag};
 use sluice_media::{Frame, MediaKind, Timestamp, Track};
@@ -209,15 +212,51 @@ impl Ingest {
         self.stream.lock().metadata = Some(packet.clone());
         self.stream.push(packet);
     }
+}
 
-    /// Ends publishing, leaving the stream to its players for the grace window.
-    pub fn end(self, hub: &Arc<Hub>, publisher: u64) {
-        let stream = self.stream;
+/// A stream's publisher, registered in the hub for as long as this handle lives.
+/// Dropping it (the session ended, cleanly or not) leaves the stream to its players
+/// for the grace window, so every protocol cleans up the same way.
+#[derive(Debug)]
+pub struct Publisher {
+    ingest: Ingest,
+    hub: Arc<Hub>,
+    id: u64,
+}
+
+impl Publisher {
+    /// Makes session `id` the publisher of `key`, or says why not.
+    pub fn new(hub: &Arc<Hub>, key: &str, id: u64) -> Result<Publisher, PublishError> {
+        let stream = hub.publish(key, id)?;
+        Ok(Publisher {
+            ingest: Ingest::new(stream),
+            hub: hub.clone(),
+            id,
+        })
+    }
+}
+
+impl std::ops::Deref for Publisher {
+    type Target = Ingest;
+    fn deref(&self) -> &Ingest {
+        &self.ingest
+    }
+}
+
+impl std::ops::DerefMut for Publisher {
+    fn deref_mut(&mut self) -> &mut Ingest {
+        &mut self.ingest
+    }
+}
+
+impl Drop for Publisher {
+    fn drop(&mut self) {
+        let stream = &self.ingest.stream;
         tracing::info!(
             stream = %stream.key,
-            frames = self.frames,
-            bytes = self.bytes,
-            dropped = self.dropped,
+            frames = self.ingest.frames,
+            bytes = self.ingest.bytes,
+            dropped = self.ingest.dropped,
             hls_bytes = stream.hls.memory(),
             hls_viewers = stream.hls_viewers.load(std::sync::atomic::Ordering::Relaxed),
             "unpublish"
@@ -225,10 +264,11 @@ impl Ingest {
         if let Some(tap) = &stream.record {
             tap.flush();
         }
-        let Some(generation) = hub.unpublish(&stream, publisher) else {
+        let Some(generation) = self.hub.unpublish(stream, self.id) else {
             return;
         };
-        let hub = hub.clone();
+        let hub = self.hub.clone();
+        let stream = stream.clone();
         let grace = hub.config.publish_grace;
         tokio::task::spawn_local(async move {
             tokio::time::sleep(grace).await;

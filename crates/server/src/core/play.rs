@@ -1,9 +1,15 @@
 //! The task of one player: it sleeps until its socket has input or the fan-out says
 //! the socket is full or the player must go. Media itself is written by the worker's
 //! pump (see `fanout`), not here.
+//!
+//! Every protocol plays through a [`Playing`], the fan-out's handle: attaching,
+//! detaching, counting and the closing log line exist once, here.
 
-use crate::fanout::{CloseReason, LocalStream, Player, PlayerWait};
+use crate::core::fanout::{CloseReason, Fanout, LocalStream, Player, PlayerWait};
+use crate::core::hub::Stream;
 use std::io;
+use std::rc::Rc;
+use std::sync::Arc;
 use std::time::Duration;
 
 /// Bytes read from a player per wake-up. On the stack and not held across an await,
@@ -27,9 +33,61 @@ pub enum PlayEnd {
     Io(io::Error),
 }
 
+/// A player attached to a stream on this worker, for as long as this handle lives:
+/// dropping it detaches the player, counts it out of the stream and logs what it got.
+#[derive(Debug)]
+pub struct Playing {
+    fanout: Rc<Fanout>,
+    local: Rc<LocalStream>,
+    player: Rc<Player>,
+}
+
+impl Playing {
+    /// Attaches `player` to `stream` on this worker and writes it what it can get at
+    /// once (the GOP cache). Its socket's kernel send buffer is capped first.
+    pub fn start(fanout: &Rc<Fanout>, stream: &Arc<Stream>, player: Rc<Player>) -> Playing {
+        crate::io::sock::cap_send_buffer(player.sock.tcp(), fanout.policy.send_buffer);
+        let local = fanout.attach(stream, player.clone());
+        Playing {
+            fanout: fanout.clone(),
+            local,
+            player,
+        }
+    }
+
+    pub fn player(&self) -> &Rc<Player> {
+        &self.player
+    }
+
+    /// Runs the player until it ends; see [`run`].
+    pub async fn run<E>(
+        &self,
+        on_input: impl FnMut(&[u8]) -> Result<bool, E>,
+    ) -> Result<PlayEnd, E> {
+        run(&self.local, &self.player, on_input).await
+    }
+
+    /// Writes what the player is still owed, for a bounded time.
+    pub async fn drain(&self) {
+        drain(&self.local, &self.player).await
+    }
+}
+
+impl Drop for Playing {
+    fn drop(&mut self) {
+        self.fanout.detach(&self.local, &self.player);
+        tracing::info!(
+            stream = %self.local.stream.key,
+            bytes = self.player.bytes(),
+            skips = self.player.skips(),
+            "stop playing"
+        );
+    }
+}
+
 /// Runs `player` until it ends. `on_input` gets every chunk of bytes the peer sends
 /// and returns `Ok(false)` to stop; its error ends the player too.
-pub async fn run<E>(
+async fn run<E>(
     local: &LocalStream,
     player: &Player,
     mut on_input: impl FnMut(&[u8]) -> Result<bool, E>,
@@ -69,7 +127,7 @@ pub async fn run<E>(
 }
 
 /// Writes what the player is still owed, for a bounded time.
-pub async fn drain(local: &LocalStream, player: &Player) {
+async fn drain(local: &LocalStream, player: &Player) {
     let _ = tokio::time::timeout(DRAIN_TIMEOUT, async {
         loop {
             local.on_writable(player);

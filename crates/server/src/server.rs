@@ -1,12 +1,17 @@
-//! Worker threads (Envoy's model): each runs its own current-thread event loop and
-//! accepts on its own `SO_REUSEPORT` sockets, so a connection never leaves the thread
-//! that accepted it. Threads share only the hub and the streams' rings.
+//! The server: binds every listener, then starts the worker threads (Envoy's model).
+//! Each worker runs its own current-thread event loop and accepts on its own
+//! `SO_REUSEPORT` sockets, so a connection never leaves the thread that accepted it.
+//! Threads share only the hub and the streams' rings.
+//!
+//! A protocol joins by giving each worker an [`Accept`]: its per-worker state (if any)
+//! and what to run for a new connection.
 
 use crate::config::Config;
-use crate::fanout::{Fanout, Policy};
-use crate::hub::{Hub, HubConfig};
-use crate::packet::Shape;
-use crate::ring::RingLimits;
+use crate::core::fanout::{Fanout, Policy};
+use crate::core::hub::{Hub, HubConfig};
+use crate::core::packet::Shape;
+use crate::core::ring::RingLimits;
+use crate::ctx::{Accept, Ctx};
 use socket2::{Domain, Protocol, Socket, Type};
 use std::io;
 use std::net::{SocketAddr, TcpListener as StdListener};
@@ -14,25 +19,8 @@ use std::rc::Rc;
 use std::sync::Arc;
 use std::thread::JoinHandle;
 use std::time::Duration;
-use tokio::net::{TcpListener, TcpStream};
+use tokio::net::TcpListener;
 use tokio::sync::watch;
-
-/// What a connection task can reach: shared settings and hub, and its worker's fan-out.
-#[derive(Debug)]
-pub struct Ctx {
-    pub config: Arc<Config>,
-    pub hub: Arc<Hub>,
-    pub fanout: Rc<Fanout>,
-    pub worker: usize,
-    /// This worker's HLS viewer sessions (no lock: only this thread touches them).
-    pub viewers: std::cell::RefCell<crate::viewers::Viewers>,
-    /// Mappings of media-root files, shared by every worker.
-    pub files: Arc<crate::filemap::FileMaps>,
-    /// Files played on demand, shared by every worker.
-    pub vods: Arc<crate::vod::Vods>,
-    /// This worker's RTP/RTCP sockets for RTSP over UDP, when on.
-    pub udp: Option<Rc<crate::udp::RtpUdp>>,
-}
 
 /// A running server.
 #[derive(Debug)]
@@ -52,13 +40,10 @@ pub struct Server {
     recorder: Option<crate::record::Writer>,
 }
 
-#[derive(Clone)]
-enum Proto {
-    Rtmp,
-    Rtsp,
-    Http,
-    Https(tokio_rustls::TlsAcceptor),
-}
+/// One protocol's part of a worker: given the worker's [`Ctx`], it sets up the
+/// protocol's per-worker state and says what to run for each connection its listeners
+/// accept. Made on the main thread, run on the worker's.
+type Start = Box<dyn FnOnce(&Rc<Ctx>) -> Vec<(StdListener, Accept)> + Send>;
 
 fn listener(addr: SocketAddr) -> io::Result<StdListener> {
     let socket = Socket::new(Domain::for_address(addr), Type::STREAM, Some(Protocol::TCP))?;
@@ -71,21 +56,26 @@ fn listener(addr: SocketAddr) -> io::Result<StdListener> {
 }
 
 /// Binds one listener per worker on the same address. Port 0 is resolved by the first
-/// bind, so every worker shares the port the kernel chose.
-fn listeners(value: &str, workers: usize) -> io::Result<(Option<SocketAddr>, Vec<StdListener>)> {
+/// bind, so every worker shares the port the kernel chose. An error names the listener.
+fn listeners(
+    name: &str,
+    value: &str,
+    workers: usize,
+) -> io::Result<(Option<SocketAddr>, Vec<StdListener>)> {
     let Some(addr) = Config::listener(value) else {
         return Ok((None, Vec::new()));
     };
+    let named = |e: io::Error| io::Error::new(e.kind(), format!("{name} listener on {addr}: {e}"));
     // SO_REUSEPORT would let us share a port with another server left running (of
     // the same user) and silently split the connections; a plain bind refuses.
     if addr.port() != 0 {
-        drop(StdListener::bind(addr)?);
+        drop(StdListener::bind(addr).map_err(named)?);
     }
-    let first = listener(addr)?;
+    let first = listener(addr).map_err(named)?;
     let bound = first.local_addr()?;
     let mut all = vec![first];
     for _ in 1..workers {
-        all.push(listener(bound)?);
+        all.push(listener(bound).map_err(named)?);
     }
     Ok((Some(bound), all))
 }
@@ -104,7 +94,7 @@ fn rtp_pairs(
     (0..workers)
         .map(|_| {
             let (ip, range) = range?;
-            match crate::udp::bind_pair(ip, range) {
+            match crate::rtsp::udp::bind_pair(ip, range) {
                 Ok(pair) => Some(pair),
                 Err(e) => {
                     tracing::warn!("RTP over UDP: {e}");
@@ -120,7 +110,7 @@ impl Server {
     pub fn start(config: Config) -> io::Result<Server> {
         let workers = config.worker_count();
         let config = Arc::new(config);
-        let recording = crate::record::RecordConfig::from_config(&config).map(crate::record::start);
+        let recording = config.record_config().map(crate::record::start);
         let (recorder, record_writer) = recording.transpose()?.unzip();
         let hub = Hub::new(HubConfig {
             ring: RingLimits {
@@ -132,48 +122,49 @@ impl Server {
             rtp: Config::listener(&config.rtsp).is_some(),
         });
         let hub = Arc::new(hub.with_recorder(recorder));
-        let (rtmp, mut rtmp_listeners) = listeners(&config.rtmp, workers)?;
-        let (rtsp, mut rtsp_listeners) = listeners(&config.rtsp, workers)?;
-        let (http, mut http_listeners) = listeners(&config.http, workers)?;
-        let tls = crate::tls::server_config(&config).map_err(io::Error::other)?;
+        let (rtmp, mut rtmp_listeners) = listeners("RTMP", &config.rtmp, workers)?;
+        let (rtsp, mut rtsp_listeners) = listeners("RTSP", &config.rtsp, workers)?;
+        let (http, mut http_listeners) = listeners("HTTP", &config.http, workers)?;
+        let tls = crate::io::tls::server_config(&config).map_err(io::Error::other)?;
         let https_addr = if tls.is_some() {
             config.https.as_str()
         } else {
             "off"
         };
-        let (https, mut https_listeners) = listeners(https_addr, workers)?;
+        let (https, mut https_listeners) = listeners("HTTPS", https_addr, workers)?;
         let mut udp_pairs = rtp_pairs(&config, rtsp, workers);
-        let files = Arc::new(crate::filemap::FileMaps::default());
+        let files = Arc::new(crate::io::filemap::FileMaps::default());
         let vods = Arc::new(crate::vod::Vods::default());
         let (shutdown, _) = watch::channel(false);
         let mut threads = Vec::with_capacity(workers);
         for worker in 0..workers {
-            let mut mine = Vec::new();
-            if !rtmp_listeners.is_empty() {
-                mine.push((Proto::Rtmp, rtmp_listeners.remove(0)));
+            let mut starts: Vec<Start> = Vec::new();
+            if let Some(l) = rtmp_listeners.pop() {
+                starts.push(Box::new(move |ctx| vec![(l, crate::rtmp::accept(ctx))]));
             }
-            if !rtsp_listeners.is_empty() {
-                mine.push((Proto::Rtsp, rtsp_listeners.remove(0)));
+            if let Some(l) = rtsp_listeners.pop() {
+                let udp = udp_pairs.pop().flatten();
+                starts.push(Box::new(move |ctx| {
+                    vec![(l, crate::rtsp::accept(ctx, udp))]
+                }));
             }
-            if !http_listeners.is_empty() {
-                mine.push((Proto::Http, http_listeners.remove(0)));
+            let http = http_listeners.pop();
+            let https = https_listeners.pop().zip(tls.clone());
+            if http.is_some() || https.is_some() {
+                starts.push(Box::new(move |ctx| crate::http::start(ctx, http, https)));
             }
-            if let (false, Some(tls)) = (https_listeners.is_empty(), &tls) {
-                let acceptor = tokio_rustls::TlsAcceptor::from(tls.clone());
-                mine.push((Proto::Https(acceptor), https_listeners.remove(0)));
-            }
-            let config = config.clone();
-            let hub = hub.clone();
-            let files = Files {
-                maps: files.clone(),
+            let ctx = WorkerParts {
+                worker,
+                config: config.clone(),
+                hub: hub.clone(),
+                files: files.clone(),
                 vods: vods.clone(),
             };
-            let udp = udp_pairs.pop().flatten();
             let stop = shutdown.subscribe();
             threads.push(
                 std::thread::Builder::new()
                     .name(format!("sluice-w{worker}"))
-                    .spawn(move || run_worker(worker, config, hub, files, udp, mine, stop))?,
+                    .spawn(move || run_worker(ctx, starts, stop))?,
             );
         }
         Ok(Server {
@@ -207,21 +198,17 @@ impl Drop for Server {
     }
 }
 
-/// What every worker shares of the media root.
-struct Files {
-    maps: Arc<crate::filemap::FileMaps>,
-    vods: Arc<crate::vod::Vods>,
-}
-
-fn run_worker(
+/// What a worker's [`Ctx`] is made of, handed to its thread.
+struct WorkerParts {
     worker: usize,
     config: Arc<Config>,
     hub: Arc<Hub>,
-    files: Files,
-    udp: Option<(std::net::UdpSocket, std::net::UdpSocket)>,
-    listeners: Vec<(Proto, StdListener)>,
-    mut stop: watch::Receiver<bool>,
-) {
+    files: Arc<crate::io::filemap::FileMaps>,
+    vods: Arc<crate::vod::Vods>,
+}
+
+fn run_worker(parts: WorkerParts, starts: Vec<Start>, mut stop: watch::Receiver<bool>) {
+    let worker = parts.worker;
     let runtime = match tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()
@@ -234,6 +221,7 @@ fn run_worker(
     };
     let local = tokio::task::LocalSet::new();
     local.block_on(&runtime, async move {
+        let config = parts.config;
         let fanout = Fanout::new(Policy {
             merge: Duration::from_millis(config.merge_ms),
             max_lag_ms: i64::try_from(config.player_max_lag_ms).unwrap_or(i64::MAX),
@@ -241,72 +229,54 @@ fn run_worker(
             shape: Shape {
                 rtmp_chunk_size: config.rtmp_chunk_size as usize,
             },
+            send_buffer: config.player_send_buffer,
         });
         let ctx = Rc::new(Ctx {
             config,
-            hub,
+            hub: parts.hub,
             fanout,
             worker,
-            viewers: Default::default(),
-            files: files.maps,
-            vods: files.vods,
-            udp: udp.and_then(|(rtp, rtcp)| match crate::udp::RtpUdp::new(rtp, rtcp) {
-                Ok(u) => Some(u),
-                Err(e) => {
-                    tracing::warn!(worker, "RTP over UDP off: {e}");
-                    None
-                }
-            }),
+            files: parts.files,
+            vods: parts.vods,
         });
-        tokio::task::spawn_local({
-            let ctx = ctx.clone();
-            async move {
-                let mut tick = tokio::time::interval(Duration::from_secs(5));
-                loop {
-                    tick.tick().await;
-                    let now = std::time::Instant::now();
-                    ctx.viewers.borrow_mut().publish(now);
-                    if ctx.worker == 0 {
-                        ctx.vods.sweep(now);
+        if worker == 0 {
+            tokio::task::spawn_local({
+                let vods = ctx.vods.clone();
+                async move {
+                    let mut tick = tokio::time::interval(Duration::from_secs(5));
+                    loop {
+                        tick.tick().await;
+                        vods.sweep(std::time::Instant::now());
                     }
                 }
-            }
-        });
-        for (proto, std_listener) in listeners {
-            match TcpListener::from_std(std_listener) {
-                Ok(l) => {
-                    tokio::task::spawn_local(accept_loop(ctx.clone(), proto.clone(), l));
+            });
+        }
+        for start in starts {
+            for (std_listener, accept) in start(&ctx) {
+                match TcpListener::from_std(std_listener) {
+                    Ok(l) => {
+                        tokio::task::spawn_local(accept_loop(worker, accept, l));
+                    }
+                    Err(e) => tracing::error!(worker, "cannot register listener: {e}"),
                 }
-                Err(e) => tracing::error!(worker, "cannot register listener: {e}"),
             }
         }
         let _ = stop.wait_for(|s| *s).await;
     });
 }
 
-async fn accept_loop(ctx: Rc<Ctx>, proto: Proto, listener: TcpListener) {
+async fn accept_loop(worker: usize, accept: Accept, listener: TcpListener) {
     loop {
         match listener.accept().await {
             Ok((sock, peer)) => {
                 let _ = sock.set_nodelay(true);
-                spawn_session(ctx.clone(), &proto, sock, peer);
+                accept(sock, peer);
             }
             Err(e) => {
                 // Out of descriptors or memory: back off instead of spinning.
-                tracing::warn!(worker = ctx.worker, "accept failed: {e}");
+                tracing::warn!(worker, "accept failed: {e}");
                 tokio::time::sleep(Duration::from_millis(50)).await;
             }
         }
     }
-}
-
-fn spawn_session(ctx: Rc<Ctx>, proto: &Proto, sock: TcpStream, peer: SocketAddr) {
-    match proto {
-        Proto::Rtmp => tokio::task::spawn_local(crate::rtmp::serve(ctx, sock, peer)),
-        Proto::Rtsp => tokio::task::spawn_local(crate::rtsp::serve(ctx, sock, peer)),
-        Proto::Http => tokio::task::spawn_local(crate::http::serve(ctx, sock, peer)),
-        Proto::Https(acceptor) => {
-            tokio::task::spawn_local(crate::http::serve_tls(ctx, acceptor.clone(), sock, peer))
-        }
-    };
 }

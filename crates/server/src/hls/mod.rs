@@ -17,7 +17,7 @@
 //! Segment URIs carry the stream instance's tag, so a republished stream never
 //! reuses a URI and segments can be cached as immutable by any HTTP cache.
 
-use crate::memfile::MemFile;
+use crate::io::memfile::MemFile;
 use arc_swap::ArcSwap;
 use bytes::Bytes;
 use sluice_hls::{Fmp4Segmenter, HlsConfig, SegmentNames, Timeline, TsSegmenter};

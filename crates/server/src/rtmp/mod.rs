@@ -5,12 +5,12 @@
 //! worker's fan-out, which writes its media). Protocol rules live in the session; this
 //! file only moves bytes and events.
 
-use crate::fanout::{CloseReason, LocalStream, Player};
-use crate::ingest::Ingest;
-use crate::packet::Format;
-use crate::play::{self, PlayEnd};
-use crate::sock::{cap_send_buffer, write_all, Sock};
-use crate::worker::Ctx;
+use crate::core::fanout::{CloseReason, Player};
+use crate::core::ingest::Publisher;
+use crate::core::packet::Format;
+use crate::core::play::{PlayEnd, Playing};
+use crate::ctx::{Accept, Ctx};
+use crate::io::sock::{write_all, Sock};
 use bytes::Bytes;
 use sluice_rtmp::{RtmpError, ServerConfig, ServerEvent, ServerOutput, ServerSession};
 use std::collections::VecDeque;
@@ -37,7 +37,15 @@ enum SessionError {
     Refused(String),
 }
 
-pub async fn serve(ctx: Rc<Ctx>, sock: TcpStream, peer: SocketAddr) {
+/// What this worker runs for each RTMP connection.
+pub fn accept(ctx: &Rc<Ctx>) -> Accept {
+    let ctx = ctx.clone();
+    Rc::new(move |sock, peer| {
+        tokio::task::spawn_local(serve(ctx.clone(), sock, peer));
+    })
+}
+
+async fn serve(ctx: Rc<Ctx>, sock: TcpStream, peer: SocketAddr) {
     let id = ctx.hub.next_id();
     let span = tracing::info_span!("rtmp", id, %peer);
     async move {
@@ -45,7 +53,7 @@ pub async fn serve(ctx: Rc<Ctx>, sock: TcpStream, peer: SocketAddr) {
         let mut conn = Conn {
             ctx: ctx.clone(),
             id,
-            sock: Rc::new(Sock::Tcp(sock)),
+            sock: Rc::new(Sock::tcp_stream(sock)),
             session: ServerSession::new(ServerConfig {
                 out_chunk_size: ctx.config.rtmp_chunk_size,
                 max_message_len: ctx.config.rtmp_max_message_len,
@@ -73,7 +81,7 @@ struct Conn {
     session: ServerSession,
     /// Session output waiting to be written while not playing.
     out: VecDeque<Bytes>,
-    publishing: Option<Ingest>,
+    publishing: Option<Publisher>,
 }
 
 /// What an event asks the connection to do next.
@@ -150,11 +158,11 @@ impl Conn {
             }
             ServerEvent::Publish { app, name, query } => {
                 let key = format!("{app}/{name}");
-                match self.ctx.hub.publish(&key, self.id) {
-                    Ok(stream) => {
+                match Publisher::new(&self.ctx.hub, &key, self.id) {
+                    Ok(publisher) => {
                         tracing::info!(stream = %key, query = %query, "publish");
                         self.session.accept_publish();
-                        self.publishing = Some(Ingest::new(stream));
+                        self.publishing = Some(publisher);
                     }
                     Err(e) => {
                         tracing::warn!(stream = %key, "publish refused: {e}");
@@ -201,16 +209,17 @@ impl Conn {
 
     /// Ends publishing, leaving the stream to its players for the grace window.
     fn unpublish(&mut self) {
-        if let Some(ingest) = self.publishing.take() {
-            ingest.end(&self.ctx.hub, self.id);
-        }
+        self.publishing = None;
     }
 
     /// Plays `key` until the player ends. Returns whether the connection is done.
     async fn play(&mut self, key: String) -> Result<bool, SessionError> {
         // A file on demand plays as a private stream, kept alive by `_vod`.
         let file = crate::vod::rtmp_path(&key);
-        let found = crate::vod::stream_or_file(&self.ctx, &key, file.as_deref(), self.id).await;
+        let found = self
+            .ctx
+            .stream_or_file(&key, file.as_deref(), self.id)
+            .await;
         let Some((stream, _vod)) = found else {
             self.session.reject_play(
                 "NetStream.Play.StreamNotFound",
@@ -223,17 +232,15 @@ impl Conn {
         tracing::info!(stream = %key, "play");
         self.session.accept_play();
         let player = Player::new(self.id, self.sock.clone(), Format::Rtmp);
-        cap_send_buffer(self.sock.tcp(), self.ctx.config.player_send_buffer);
         let mut stop = false;
         while let Some(output) = self.session.poll_output() {
             if let ServerOutput::Write(bytes) = output {
                 player.queue(bytes);
             }
         }
-        let fanout = self.ctx.fanout.clone();
-        let local = fanout.attach(&stream, player.clone());
+        let playing = Playing::start(&self.ctx.fanout, &stream, player.clone());
         let session = &mut self.session;
-        let end = play::run(&local, &player, |input| {
+        let end = playing.run(|input| {
             session.handle_input(input)?;
             while let Some(output) = session.poll_output() {
                 match output {
@@ -248,21 +255,12 @@ impl Conn {
             Ok::<bool, SessionError>(!stop)
         })
         .await;
-        let done = self.finish_play(&local, &player, end).await;
-        fanout.detach(&local, &player);
-        tracing::info!(
-            stream = %key,
-            bytes = player.bytes(),
-            skips = player.skips(),
-            "stop playing"
-        );
-        done
+        self.finish_play(&playing, end).await
     }
 
     async fn finish_play(
         &mut self,
-        local: &Rc<LocalStream>,
-        player: &Rc<Player>,
+        playing: &Playing,
         end: Result<PlayEnd, SessionError>,
     ) -> Result<bool, SessionError> {
         match end? {
@@ -277,9 +275,9 @@ impl Conn {
                         "stream ended",
                     );
                     while let Some(ServerOutput::Write(bytes)) = self.session.poll_output() {
-                        player.queue(bytes);
+                        playing.player().queue(bytes);
                     }
-                    play::drain(local, player).await;
+                    playing.drain().await;
                     Ok(true)
                 } else {
                     Err(SessionError::Refused(format!("player closed: {reason:?}")))

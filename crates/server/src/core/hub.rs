@@ -4,10 +4,10 @@
 //! leaves, never per frame. Per-frame state lives in each [`Stream`], whose lock is
 //! taken once per frame by the publisher and once per merge window by each worker.
 
+use crate::core::packet::{Packet, RtpSource};
+use crate::core::ring::{Ring, RingLimits};
 use crate::hls::HlsStream;
-use crate::packet::{Packet, RtpSource};
 use crate::record::{Recorder, Tap};
-use crate::ring::{Ring, RingLimits};
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};

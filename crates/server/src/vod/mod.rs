@@ -7,9 +7,11 @@
 //! player's worker, so the whole live path (packets, fan-out, slow-player policy)
 //! serves it unchanged. HLS reads the shared file directly (see `http::vod`).
 
-use crate::filemap::{open_beneath, FileKey, FileMaps};
-use crate::hub::{HubConfig, Stream};
-use crate::ingest::Ingest;
+pub mod hls;
+
+use crate::core::hub::{HubConfig, Stream};
+use crate::core::ingest::Ingest;
+use crate::io::filemap::{open_beneath, FileKey, FileMaps};
 use bytes::Bytes;
 use sluice_media::mp4::{parse_movie, Movie, Position};
 use sluice_media::{Frame, Timestamp, CLOCK_HZ};
@@ -69,7 +71,7 @@ pub struct VodFile {
     pub tag: u64,
     ident: FileKey,
     /// HLS segments of this file, planned on first use, made on demand and cached.
-    pub hls: OnceLock<crate::http::vod::VodHls>,
+    pub hls: OnceLock<hls::VodHls>,
 }
 
 /// The files being played, shared by every worker.
@@ -324,60 +326,6 @@ pub fn rtmp_path(key: &str) -> Option<String> {
         Some((dir, name)) => format!("{dir}/{}", name.strip_prefix("mp4:").unwrap_or(name)),
         None => path.strip_prefix("mp4:").unwrap_or(path).to_string(),
     })
-}
-
-/// Opens `path` below the media root and starts playing it from `from` (90 kHz).
-pub async fn open_play(
-    ctx: &crate::worker::Ctx,
-    path: &str,
-    id: u64,
-    from: Timestamp,
-) -> Result<VodPlay, VodError> {
-    let root = Path::new(&ctx.config.media_root);
-    let file = ctx.vods.open(&ctx.files, root, path).await?;
-    tracing::info!(
-        file = %path,
-        from,
-        open = ctx.vods.open_files(),
-        mapped = ctx.files.mapped(),
-        "vod: play"
-    );
-    Ok(VodPlay::start(file, &ctx.hub.config, id, from))
-}
-
-/// The stream a player of `key` gets: the file `file` names (played from its start,
-/// kept going by the returned [`VodPlay`]), or else the live stream `key`, waiting up
-/// to `play_wait_ms` for it. `None` when neither is there.
-pub async fn stream_or_file(
-    ctx: &crate::worker::Ctx,
-    key: &str,
-    file: Option<&str>,
-    id: u64,
-) -> Option<(Arc<Stream>, Option<VodPlay>)> {
-    match file {
-        Some(path) => match open_play(ctx, path, id, 0).await {
-            Ok(play) => Some((play.stream.clone(), Some(play))),
-            Err(e) => {
-                tracing::info!(file = %path, "vod: {e}");
-                None
-            }
-        },
-        None => {
-            let wait = Duration::from_millis(ctx.config.play_wait_ms);
-            ctx.hub.find_or_wait(key, wait).await.map(|s| (s, None))
-        }
-    }
-}
-
-/// Whether `key` (`vod/<path>` for a file) can be played now.
-pub async fn exists(ctx: &crate::worker::Ctx, key: &str) -> bool {
-    match key.strip_prefix("vod/") {
-        Some(path) => {
-            let root = Path::new(&ctx.config.media_root);
-            ctx.vods.open(&ctx.files, root, path).await.is_ok()
-        }
-        None => ctx.hub.find(key).is_some(),
-    }
 }
 
 /// Ticks of a duration in seconds (for `npt`).

@@ -17,9 +17,9 @@
 //! - A player behind the mirror, or too far behind its newest frame, skips to the
 //!   newest start keyframe; past `max_skips` it is closed.
 
-use crate::hub::Stream;
-use crate::packet::{Format, Packet, Shape};
-use crate::sock::Sock;
+use crate::core::hub::Stream;
+use crate::core::packet::{Format, Packet, Shape};
+use crate::io::sock::Sock;
 use bytes::{Buf, Bytes, BytesMut};
 use std::cell::{Cell, RefCell};
 use std::collections::{HashMap, VecDeque};
@@ -43,6 +43,8 @@ pub struct Policy {
     pub max_lag_ms: i64,
     pub max_skips: u32,
     pub shape: Shape,
+    /// Kernel send buffer of a player's socket (0 leaves the system's).
+    pub send_buffer: usize,
 }
 
 /// Why the fan-out ends a player.

@@ -12,8 +12,8 @@
 //! gets (`$`, channel, length, packet): the packets are sent from inside that shared
 //! buffer, the 4-byte headers skipped, so nothing is copied per player.
 
-use crate::sock::Sock;
-use crate::udp_send::{self, Message};
+use crate::io::sock::{Ready, Sock, Transport};
+use crate::io::udp_send::{self, Message};
 use bytes::Bytes;
 use sluice_rtsp::PortPair;
 use std::cell::{Cell, RefCell};
@@ -25,7 +25,7 @@ use std::os::fd::AsFd;
 use std::rc::Rc;
 use std::time::Instant;
 use tokio::io::Interest;
-use tokio::net::UdpSocket;
+use tokio::net::{TcpStream, UdpSocket};
 use tokio::sync::mpsc;
 
 /// Largest datagram we take (RTP over UDP stays under the path MTU; jumbo frames
@@ -304,10 +304,6 @@ impl UdpOut {
         }
     }
 
-    pub fn control(&self) -> &Sock {
-        &self.control
-    }
-
     /// Where this player's RTCP reports come from (its video or audio RTCP port).
     pub fn rtcp_sources(&self) -> impl Iterator<Item = SocketAddr> + '_ {
         [1, 3].into_iter().filter_map(|ch| self.dest[ch])
@@ -317,21 +313,10 @@ impl UdpOut {
         &self.udp
     }
 
-    pub async fn writable(&self) -> io::Result<()> {
-        if self.blocked_on_control.get() {
-            match self.control.tcp() {
-                Some(tcp) => tcp.writable().await,
-                None => Ok(()),
-            }
-        } else {
-            self.udp.rtp.writable().await
-        }
-    }
-
     /// Writes answers (buffers not starting with `$`) to the TCP connection and the
     /// packets inside interleaved buffers as datagrams; returns the bytes of whole
     /// answers-or-packets consumed, in order.
-    pub fn try_write_vectored(&self, bufs: &[IoSlice<'_>]) -> io::Result<usize> {
+    fn write_vectored(&self, bufs: &[IoSlice<'_>]) -> io::Result<usize> {
         let mut total = 0usize;
         let mut batch = Batch::default();
         for (i, buf) in bufs.iter().enumerate() {
@@ -480,6 +465,34 @@ impl UdpOut {
             }
             Err(e) => Err(e),
         }
+    }
+}
+
+impl Transport for UdpOut {
+    fn try_read(&self, buf: &mut [u8]) -> io::Result<usize> {
+        self.control.try_read(buf)
+    }
+
+    fn try_write_vectored(&self, bufs: &[IoSlice<'_>]) -> io::Result<usize> {
+        self.write_vectored(bufs)
+    }
+
+    fn readable(&self) -> Ready<'_> {
+        Box::pin(self.control.readable())
+    }
+
+    fn writable(&self) -> Ready<'_> {
+        Box::pin(async {
+            if self.blocked_on_control.get() {
+                self.control.writable().await
+            } else {
+                self.udp.rtp.writable().await
+            }
+        })
+    }
+
+    fn tcp(&self) -> Option<&TcpStream> {
+        self.control.tcp()
     }
 }
 

@@ -1,0 +1,10 @@
+//! The data path: streams in the hub, their rings of shared packets, and each worker's
+//! fan-out to its players. No protocol lives here; protocols reach it through
+//! [`ingest::Ingest`] (publishers) and [`fanout::Player`] (players).
+
+pub mod fanout;
+pub mod hub;
+pub mod ingest;
+pub mod packet;
+pub mod play;
+pub mod ring;

@@ -1,0 +1,87 @@
+//! What every connection of one worker can reach: the shared configuration and hub,
+//! the worker's fan-out, and the files of the media root. Protocols keep their own
+//! per-worker state beside it (`http::Worker`, `rtsp::Worker`), so this holds nothing
+//! of any one protocol.
+
+use crate::config::Config;
+use crate::core::fanout::Fanout;
+use crate::core::hub::{Hub, Stream};
+use crate::io::filemap::FileMaps;
+use crate::vod::{VodError, VodPlay, Vods};
+use sluice_media::Timestamp;
+use std::path::Path;
+use std::rc::Rc;
+use std::sync::Arc;
+use std::time::Duration;
+
+/// What a worker runs for each connection a listener accepts (a protocol's entry).
+pub type Accept = Rc<dyn Fn(tokio::net::TcpStream, std::net::SocketAddr)>;
+
+/// One worker's view of the server.
+#[derive(Debug)]
+pub struct Ctx {
+    pub config: Arc<Config>,
+    pub hub: Arc<Hub>,
+    pub fanout: Rc<Fanout>,
+    pub worker: usize,
+    /// Mappings of media-root files, shared by every worker.
+    pub files: Arc<FileMaps>,
+    /// Files played on demand, shared by every worker.
+    pub vods: Arc<Vods>,
+}
+
+impl Ctx {
+    /// Opens `path` below the media root and starts playing it from `from` (90 kHz).
+    pub async fn open_play(
+        &self,
+        path: &str,
+        id: u64,
+        from: Timestamp,
+    ) -> Result<VodPlay, VodError> {
+        let root = Path::new(&self.config.media_root);
+        let file = self.vods.open(&self.files, root, path).await?;
+        tracing::info!(
+            file = %path,
+            from,
+            open = self.vods.open_files(),
+            mapped = self.files.mapped(),
+            "vod: play"
+        );
+        Ok(VodPlay::start(file, &self.hub.config, id, from))
+    }
+
+    /// The stream a player of `key` gets: the file `file` names (played from its start,
+    /// kept going by the returned [`VodPlay`]), or else the live stream `key`, waiting up
+    /// to `play_wait_ms` for it. `None` when neither is there.
+    pub async fn stream_or_file(
+        &self,
+        key: &str,
+        file: Option<&str>,
+        id: u64,
+    ) -> Option<(Arc<Stream>, Option<VodPlay>)> {
+        match file {
+            Some(path) => match self.open_play(path, id, 0).await {
+                Ok(play) => Some((play.stream.clone(), Some(play))),
+                Err(e) => {
+                    tracing::info!(file = %path, "vod: {e}");
+                    None
+                }
+            },
+            None => {
+                let wait = Duration::from_millis(self.config.play_wait_ms);
+                self.hub.find_or_wait(key, wait).await.map(|s| (s, None))
+            }
+        }
+    }
+
+    /// Whether `key` (`vod/<path>` for a file) can be played now.
+    pub async fn exists(&self, key: &str) -> bool {
+        match key.strip_prefix("vod/") {
+            Some(path) => {
+                let root = Path::new(&self.config.media_root);
+                self.vods.open(&self.files, root, path).await.is_ok()
+            }
+            None => self.hub.find(key).is_some(),
+        }
+    }
+}

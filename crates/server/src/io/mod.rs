@@ -1,0 +1,8 @@
+//! I/O at the edges: the transport a player is written through (`sock`), TLS set-up,
+//! batched UDP sends, sealed in-memory files and shared mappings of media-root files.
+
+pub mod filemap;
+pub mod memfile;
+pub mod sock;
+pub mod tls;
+pub mod udp_send;
