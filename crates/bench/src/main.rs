@@ -8,8 +8,8 @@
 //! whatever the server does (a watchdog thread enforces it).
 //!
 //! Files: `target` (URLs), `scan` (sans-IO FLV/WebSocket/RTMP-chunk scanners), `rtsp`
-//! (the sans-IO RTSP player session, interleaved-frame scanner and RTP counts),
-//! `rtsp_record` (the sans-IO RTSP publisher session and its ANNOUNCE SDP),
+//! (what the RTSP players ask of `sluice_rtsp::ClientSession`, and RTP counts),
+//! `rtsp_record` (what the RTSP publishers ask of it, and their ANNOUNCE SDP),
 //! `load/` (players per protocol, publishers), `tls` (the rustls client of https:// and
 //! wss:// players), `figures` (per-player figures, lag, percentiles), `procfs` (server
 //! CPU/RSS), `report` (table and JSON).

@@ -1,40 +1,37 @@
-//! The RTSP players' protocol, sans-IO: the requests a player sends (OPTIONS, DESCRIBE,
-//! SETUP per track, PLAY, then keep-alives), what it makes of the answers, the TCP
-//! stream's mix of interleaved `$` frames and responses, and the RTP counts.
+//! The RTSP players' and publishers' side of `sluice_rtsp::ClientSession`: what the
+//! bench asks for and what it makes of the media.
 //!
-//! Why here and not in `sluice_rtsp`: that crate is the server's side. A player needs
-//! its message types and header parsers, and two things of its own: a scanner that
-//! hands RTP packets out of the read buffer where they lie (a packet is copied only
-//! when a read splits it), and counters of what a figure needs (sequence gaps, frames,
-//! keyframes, the publisher's wall-clock stamps) from `sluice_media`'s depacketizer.
+//! Why here and not in `sluice_rtsp`: the dialog (CSeq, the request in flight, the
+//! session id and timeout, keep-alives, reading answers and `$` frames off the TCP
+//! stream in place) is the client session's. What is the bench's own is policy and
+//! counting: a player plays every media section `sluice_media`'s SDP parser can
+//! depacketize, over TCP or UDP, from `npt=0.000-`; a publisher (`crate::rtsp_record`)
+//! announces its clip's tracks; and a player counts what a figure needs (sequence
+//! gaps, frames, keyframes, the publisher's wall-clock stamps) from `sluice_media`'s
+//! depacketizer.
 //!
-//! - [`Session`]: OPTIONS → DESCRIBE → (UDP: the driver's ports) → SETUP each track →
-//!   PLAY → keep-alives (GET_PARAMETER when the server lists it in `Public`, else OPTIONS).
-//! - [`InterleavedScanner`]: bytes of the TCP connection → [`Item`]s.
+//! - [`RtspClient`] and [`drain`]: a client session and the bench's reaction to its
+//!   events, driven the same way by both drivers (`crate::load::rtsp`,
+//!   `crate::load::publish_rtsp`).
+//! - [`Player`]: OPTIONS → DESCRIBE → (UDP: the driver's ports) → SETUP each track →
+//!   PLAY; keep-alives go by themselves.
 //! - [`Rtp`]: packets of each track → [`Seen`] frames and [`RtpCounts`].
 //!
 //! # Invariants
-//! - Peer bytes never panic, and what is kept of them is bounded: a `$` frame split
-//!   across reads (at most 65,539 bytes), a response being read (its head at most
-//!   `sluice_rtsp::MAX_HEAD_LEN`, its body at most `DEFAULT_MAX_BODY_LEN`), a frame being
-//!   reassembled (`sluice_media::rtp::MAX_FRAME_LEN`).
-//! - Each response answers the one request in flight (same `CSeq`); anything else, or
-//!   a request refused, ends the player with an error that says which.
+//! - Peer bytes never panic, and what is kept of them is bounded (the client session's
+//!   limits; a frame being reassembled, `sluice_media::rtp::MAX_FRAME_LEN`).
+//! - A refusal, an answer the session cannot go on from, or an SDP without media ends
+//!   the player or publisher with an error that says which.
 
 use crate::figures::RtpCounts;
 use bytes::BytesMut;
 use sluice_media::rtp::{RtpCodec, RtpDepacketizer, RTP_HEADER_LEN};
 use sluice_media::sdp::{parse_sdp, SdpMedia};
 use sluice_rtsp::{
-    ChannelPair, LowerTransport, MessageReader, Method, PortPair, Request, Response, RtpInfo,
-    SessionHeader, Transport,
+    ClientConfig, ClientEvent, ClientOutput, ClientSession, ClientTransport, NptRange, PortPair,
+    Refusal, RtspError,
 };
-use std::time::Duration;
-
-/// The session timeout when the server gives none (RFC 2326's default).
-pub(crate) const DEFAULT_TIMEOUT_S: u32 = 60;
-/// Keep-alives go out at this fraction of the session timeout, well within it.
-const KEEPALIVE_DIVISOR: u32 = 2;
+use std::time::Instant;
 
 /// Why a player (or an RTSP publisher, `crate::rtsp_record`) gave up on the server.
 #[derive(Debug, thiserror::Error)]
@@ -57,13 +54,23 @@ pub(crate) enum PlayError {
     Io(#[from] std::io::Error),
 }
 
-impl From<sluice_rtsp::RtspError> for PlayError {
-    fn from(e: sluice_rtsp::RtspError) -> Self {
+impl From<RtspError> for PlayError {
+    fn from(e: RtspError) -> Self {
         PlayError::Malformed(format!("rtsp: {e}"))
     }
 }
 
-/// How RTP reaches the player.
+impl From<Refusal> for PlayError {
+    fn from(r: Refusal) -> Self {
+        PlayError::Refused {
+            method: r.method.as_str().to_string(),
+            status: r.status,
+            reason: r.reason,
+        }
+    }
+}
+
+/// How RTP reaches the player, or leaves the publisher.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) enum Lower {
     /// Interleaved on the RTSP connection.
@@ -72,202 +79,129 @@ pub(crate) enum Lower {
     Udp,
 }
 
-/// One media section of the DESCRIBE answer that the player sets up.
-#[derive(Debug, Clone)]
-pub(crate) struct SetupTrack {
-    /// The track URL used in SETUP.
-    pub url: String,
-    pub media: SdpMedia,
-    /// The server's `Transport` answer.
-    pub transport: Option<Transport>,
-    /// The sequence number of the first packet, from `RTP-Info`.
-    pub start_seq: Option<u16>,
-}
-
-impl SetupTrack {
-    /// The interleaved channels of this track (as answered, else as proposed).
-    pub(crate) fn channels(&self, index: usize) -> ChannelPair {
-        self.transport
-            .as_ref()
-            .and_then(|t| t.interleaved)
-            .unwrap_or_else(|| proposed_channels(index))
-    }
-}
-
-/// The channels proposed for track `index`: 0-1, 2-3, ...
-pub(crate) fn proposed_channels(index: usize) -> ChannelPair {
-    let rtp = u8::try_from(index.saturating_mul(2)).unwrap_or(254);
-    ChannelPair {
-        rtp,
-        rtcp: rtp.saturating_add(1),
-    }
-}
-
-/// Where the session is; each state names the answer it waits for.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-enum State {
-    ExpectOptions,
-    ExpectDescribe,
-    /// RTP over UDP: the driver binds a port pair per track ([`Session::set_ports`]).
-    ExpectPorts,
-    ExpectSetup {
-        track: usize,
-    },
-    ExpectPlay,
-    Playing,
-}
-
-/// What the driver does after an answer.
+/// What the driver does after an event.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) enum Next {
     Continue,
-    /// Bind this many RTP/RTCP port pairs and call [`Session::set_ports`].
+    /// Bind this many RTP/RTCP port pairs and call [`RtspClient::set_ports`].
     NeedPorts(usize),
-    /// PLAY was answered: media follows.
-    Playing,
+    /// PLAY or RECORD was answered: media flows.
+    Started,
 }
 
-/// One player's RTSP session. Call contract: [`Session::start`], then each response
-/// to [`Session::on_response`]; requests are appended to the caller's buffer.
+/// A client session and what the bench does with its events.
+pub(crate) trait RtspClient {
+    /// The session.
+    fn session(&mut self) -> &mut ClientSession;
+    /// Reacts to one event of the session (sending the next request, if any).
+    fn on_event(&mut self, e: ClientEvent) -> Result<Next, PlayError>;
+    /// The client ports of each track (RTP over UDP), after [`Next::NeedPorts`]; sends
+    /// the first SETUP.
+    fn set_ports(&mut self, ports: Vec<PortPair>) -> Result<(), PlayError>;
+}
+
+/// A client session for `url` as the bench runs it: `User-Agent: sluice-bench`, and
+/// answers waited for as long as the run lasts (the run's end bounds every wait; a
+/// slow server under load is measured, not cut off).
+pub(crate) fn client_session(url: &str, now: Instant) -> Result<ClientSession, PlayError> {
+    let mut config = ClientConfig::new(url)?;
+    config.user_agent = "sluice-bench".to_string();
+    config.response_timeout = None;
+    Ok(ClientSession::new(config, rand::random(), now))
+}
+
+/// Drains `client`'s session: writes go to `out`, events to the client, and ports are
+/// bound with `bind` when asked for. Returns whether media started.
+pub(crate) fn drain(
+    client: &mut impl RtspClient,
+    out: &mut BytesMut,
+    bind: &mut impl FnMut(usize) -> Result<Vec<PortPair>, PlayError>,
+) -> Result<bool, PlayError> {
+    let mut started = false;
+    while let Some(output) = client.session().poll_output() {
+        match output {
+            ClientOutput::Write(b) => out.extend_from_slice(&b),
+            ClientOutput::Event(e) => match client.on_event(e)? {
+                Next::Continue => {}
+                Next::NeedPorts(n) => {
+                    let ports = bind(n)?;
+                    client.set_ports(ports)?;
+                }
+                Next::Started => started = true,
+            },
+        }
+    }
+    Ok(started)
+}
+
+/// What ends a player or publisher among the events every client may see.
+pub(crate) fn common_event(e: ClientEvent) -> Result<Next, PlayError> {
+    match e {
+        ClientEvent::Refused(r) => Err(r.into()),
+        ClientEvent::Timeout { method } => {
+            Err(PlayError::Unexpected(format!("no answer to {method}")))
+        }
+        _ => Ok(Next::Continue),
+    }
+}
+
+/// One player's RTSP session: the client session and the media it sets up.
 #[derive(Debug)]
-pub(crate) struct Session {
-    url: String,
+pub(crate) struct Player {
+    session: ClientSession,
     lower: Lower,
-    state: State,
-    dialog: Dialog,
-    /// The URL of PLAY (the SDP's session-level control).
-    aggregate: String,
-    tracks: Vec<SetupTrack>,
+    /// The media sections of the DESCRIBE answer that are set up, in SDP order (which
+    /// is the order of the session's tracks).
+    media: Vec<SdpMedia>,
     ports: Vec<PortPair>,
 }
 
-impl Session {
-    /// A session for `url` (`rtsp://host:port/path`).
-    pub(crate) fn new(url: String, lower: Lower) -> Self {
-        Session {
-            aggregate: url.clone(),
-            url,
+impl Player {
+    /// A player of `url` (`rtsp://host:port/path`) at `now`; OPTIONS is the first
+    /// output.
+    pub(crate) fn new(url: &str, lower: Lower, now: Instant) -> Result<Self, PlayError> {
+        let mut session = client_session(url, now)?;
+        session.options()?;
+        Ok(Player {
+            session,
             lower,
-            state: State::ExpectOptions,
-            dialog: Dialog::new(),
-            tracks: Vec::new(),
+            media: Vec::new(),
             ports: Vec::new(),
-        }
+        })
     }
 
-    /// The first request: OPTIONS.
-    pub(crate) fn start(&mut self, out: &mut BytesMut) {
-        let url = self.url.clone();
-        self.send(Method::Options, &url, &[], out);
+    /// The media set up, with the sequence number each starts at.
+    pub(crate) fn tracks(&self) -> impl Iterator<Item = (&SdpMedia, Option<u16>)> {
+        self.media
+            .iter()
+            .zip(self.session.tracks())
+            .map(|(m, t)| (m, t.start_seq))
     }
 
-    /// The tracks set up, in SDP order.
-    pub(crate) fn tracks(&self) -> &[SetupTrack] {
-        &self.tracks
+    /// The interleaved RTP channel of each track (TCP).
+    pub(crate) fn channels(&self) -> Vec<Option<u8>> {
+        self.session
+            .tracks()
+            .iter()
+            .map(|t| t.transport.interleaved.map(|c| c.rtp))
+            .collect()
     }
 
-    /// How often to send keep-alives once playing.
-    pub(crate) fn keepalive_interval(&self) -> Duration {
-        self.dialog.keepalive_interval()
-    }
-
-    /// Sends a keep-alive, unless the last one is still unanswered.
-    pub(crate) fn keep_alive(&mut self, out: &mut BytesMut) {
-        if self.state == State::Playing {
-            self.dialog.keep_alive(&self.aggregate, out);
-        }
-    }
-
-    /// The client ports of each track (RTP over UDP), after [`Next::NeedPorts`]; sends
-    /// the first SETUP.
-    pub(crate) fn set_ports(&mut self, ports: Vec<PortPair>, out: &mut BytesMut) {
-        if self.state == State::ExpectPorts && ports.len() == self.tracks.len() {
-            self.ports = ports;
-            self.setup(0, out);
-        }
-    }
-
-    fn send(&mut self, method: Method, url: &str, headers: &[(&str, String)], out: &mut BytesMut) {
-        self.dialog.send(method, url, headers, None, out);
-    }
-
-    fn setup(&mut self, track: usize, out: &mut BytesMut) {
-        let transport = match self.lower {
-            Lower::Tcp => Transport::tcp(proposed_channels(track)),
-            Lower::Udp => match self.ports.get(track) {
-                Some(&p) => Transport::udp(p),
-                None => return,
-            },
+    fn setup(&mut self, i: usize) -> Result<(), PlayError> {
+        let Some(control) = self.media.get(i).map(|m| m.control.clone()) else {
+            return Ok(());
         };
-        let Some(url) = self.tracks.get(track).map(|t| t.url.clone()) else {
-            return;
+        let transport = match (self.lower, self.ports.get(i)) {
+            (Lower::Tcp, _) => ClientTransport::Interleaved,
+            (Lower::Udp, Some(&client_port)) => ClientTransport::Udp { client_port },
+            (Lower::Udp, None) => return Ok(()),
         };
-        self.send(
-            Method::Setup,
-            &url,
-            &[("Transport", transport.to_string())],
-            out,
-        );
-        self.state = State::ExpectSetup { track };
+        self.session.setup(&control, transport)?;
+        Ok(())
     }
 
-    /// Takes the answer to the request in flight and sends the next request, if any.
-    pub(crate) fn on_response(
-        &mut self,
-        resp: Response,
-        out: &mut BytesMut,
-    ) -> Result<Next, PlayError> {
-        let method = self.dialog.answered(&resp)?;
-        refused_unless_ok(&method, &resp)?;
-        match self.state {
-            State::ExpectOptions => {
-                self.dialog.pick_keepalive(&resp);
-                let url = self.url.clone();
-                let accept = [("Accept", "application/sdp".to_string())];
-                self.send(Method::Describe, &url, &accept, out);
-                self.state = State::ExpectDescribe;
-                Ok(Next::Continue)
-            }
-            State::ExpectDescribe => self.on_describe(&resp, out),
-            State::ExpectSetup { track } => {
-                self.on_setup(track, &resp)?;
-                if track + 1 < self.tracks.len() {
-                    self.setup(track + 1, out);
-                } else {
-                    let url = self.aggregate.clone();
-                    let range = [("Range", "npt=0.000-".to_string())];
-                    self.send(Method::Play, &url, &range, out);
-                    self.state = State::ExpectPlay;
-                }
-                Ok(Next::Continue)
-            }
-            State::ExpectPlay => {
-                // RTP-Info is optional; one we cannot read only costs the start check.
-                if let Some(Ok(infos)) = resp.header("RTP-Info").map(RtpInfo::parse_list) {
-                    for info in infos {
-                        let control =
-                            |t: &SetupTrack| t.url == info.url || t.url.ends_with(&info.url);
-                        if let Some(t) = self.tracks.iter_mut().find(|t| control(t)) {
-                            t.start_seq = info.seq;
-                        }
-                    }
-                }
-                self.state = State::Playing;
-                Ok(Next::Playing)
-            }
-            State::Playing => Ok(Next::Continue),
-            State::ExpectPorts => Err(PlayError::Unexpected(
-                "a response while no request was in flight".into(),
-            )),
-        }
-    }
-
-    fn on_describe(&mut self, resp: &Response, out: &mut BytesMut) -> Result<Next, PlayError> {
-        let base = resp
-            .header("Content-Base")
-            .or_else(|| resp.header("Content-Location"))
-            .map_or_else(|| self.url.clone(), |b| b.trim().to_string());
-        let sdp = parse_sdp(&resp.body)
+    fn on_describe(&mut self, sdp: &[u8]) -> Result<Next, PlayError> {
+        let sdp = parse_sdp(sdp)
             .map_err(|e| PlayError::Malformed(format!("DESCRIBE answer's SDP: {e}")))?;
         if sdp.media.is_empty() {
             let skipped: Vec<String> = sdp
@@ -280,306 +214,50 @@ impl Session {
                 skipped.join(", ")
             )));
         }
-        self.aggregate = resolve(&base, sdp.control.as_deref().unwrap_or(""));
-        self.tracks = sdp
-            .media
-            .into_iter()
-            .map(|media| SetupTrack {
-                url: resolve(&base, &media.control),
-                media,
-                transport: None,
-                start_seq: None,
-            })
-            .collect();
+        self.media = sdp.media;
         match self.lower {
             Lower::Tcp => {
-                self.setup(0, out);
+                self.setup(0)?;
                 Ok(Next::Continue)
             }
-            Lower::Udp => {
-                self.state = State::ExpectPorts;
-                Ok(Next::NeedPorts(self.tracks.len()))
+            Lower::Udp => Ok(Next::NeedPorts(self.media.len())),
+        }
+    }
+}
+
+impl RtspClient for Player {
+    fn session(&mut self) -> &mut ClientSession {
+        &mut self.session
+    }
+
+    fn on_event(&mut self, e: ClientEvent) -> Result<Next, PlayError> {
+        match e {
+            ClientEvent::Options { .. } => {
+                self.session.describe()?;
+                Ok(Next::Continue)
             }
-        }
-    }
-
-    fn on_setup(&mut self, track: usize, resp: &Response) -> Result<(), PlayError> {
-        let transport = self.dialog.setup_answer(self.lower, resp)?;
-        if let Some(t) = self.tracks.get_mut(track) {
-            t.transport = transport;
-        }
-        Ok(())
-    }
-}
-
-/// The request/answer side that both RTSP client sessions share (the player here,
-/// the publisher in `crate::rtsp_record`): CSeq, the request in flight, the session
-/// id and timeout, and the method that keeps the session alive.
-#[derive(Debug)]
-pub(crate) struct Dialog {
-    cseq: u32,
-    /// The request in flight: its CSeq and method.
-    pending: Option<(u32, Method)>,
-    id: Option<String>,
-    timeout_s: u32,
-    keepalive: Method,
-}
-
-impl Dialog {
-    pub(crate) fn new() -> Self {
-        Dialog {
-            cseq: 0,
-            pending: None,
-            id: None,
-            timeout_s: DEFAULT_TIMEOUT_S,
-            keepalive: Method::Options,
-        }
-    }
-
-    /// Whether a SETUP gave a session.
-    pub(crate) fn has_session(&self) -> bool {
-        self.id.is_some()
-    }
-
-    /// How often to send keep-alives: well within the session timeout.
-    pub(crate) fn keepalive_interval(&self) -> Duration {
-        Duration::from_secs(u64::from((self.timeout_s / KEEPALIVE_DIVISOR).max(1)))
-    }
-
-    /// Sends a keep-alive for `url`, unless a request (the last keep-alive) is still
-    /// unanswered.
-    pub(crate) fn keep_alive(&mut self, url: &str, out: &mut BytesMut) {
-        if self.pending.is_none() {
-            let method = self.keepalive.clone();
-            self.send(method, url, &[], None, out);
-        }
-    }
-
-    /// Encodes one request: the next CSeq, the session once there is one, and a body
-    /// if any. It becomes the request in flight.
-    pub(crate) fn send(
-        &mut self,
-        method: Method,
-        url: &str,
-        headers: &[(&str, String)],
-        body: Option<bytes::Bytes>,
-        out: &mut BytesMut,
-    ) {
-        self.cseq = self.cseq.wrapping_add(1);
-        let mut req = Request::new(method.clone(), url)
-            .with_header("CSeq", self.cseq.to_string())
-            .with_header("User-Agent", "sluice-bench");
-        if let Some(id) = &self.id {
-            req = req.with_header("Session", id.clone());
-        }
-        for (name, value) in headers {
-            req = req.with_header(name, value.clone());
-        }
-        match body {
-            Some(body) => req.with_body(body).encode(out),
-            None => req.encode(out),
-        }
-        self.pending = Some((self.cseq, method));
-    }
-
-    /// Takes the request in flight that `resp` answers (it must carry the same CSeq);
-    /// returns its method.
-    pub(crate) fn answered(&mut self, resp: &Response) -> Result<Method, PlayError> {
-        let Some((cseq, method)) = self.pending.take() else {
-            return Err(PlayError::Unexpected(format!(
-                "a response ({} {}) with no request in flight",
-                resp.status, resp.reason
-            )));
-        };
-        if !matches!(resp.headers.cseq(), Some(Ok(c)) if c == cseq) {
-            return Err(PlayError::Unexpected(format!(
-                "the answer to {method} (CSeq {cseq}) has CSeq {:?}",
-                resp.header("CSeq")
-            )));
-        }
-        Ok(method)
-    }
-
-    /// Keep-alives use GET_PARAMETER when the OPTIONS answer `resp` lists it.
-    pub(crate) fn pick_keepalive(&mut self, resp: &Response) {
-        let public = resp.header("Public").unwrap_or("");
-        if public
-            .split(',')
-            .any(|m| m.trim() == Method::GetParameter.as_str())
-        {
-            self.keepalive = Method::GetParameter;
-        }
-    }
-
-    /// Checks a SETUP answer: a Session header (the same one as before, if any; its
-    /// timeout kept from the first) and a Transport of the lower transport asked for.
-    /// Returns that transport, if the answer had one.
-    pub(crate) fn setup_answer(
-        &mut self,
-        lower: Lower,
-        resp: &Response,
-    ) -> Result<Option<Transport>, PlayError> {
-        let session = resp
-            .header("Session")
-            .ok_or_else(|| PlayError::Unexpected("SETUP answered without a Session".into()))?;
-        let session = SessionHeader::parse(session)?;
-        match &self.id {
-            Some(id) if *id != session.id => {
-                return Err(PlayError::Unexpected(format!(
-                    "SETUP answered session {} after {id}",
-                    session.id
-                )))
-            }
-            Some(_) => {}
-            None => {
-                self.id = Some(session.id);
-                self.timeout_s = session.timeout.unwrap_or(DEFAULT_TIMEOUT_S).max(1);
-            }
-        }
-        let transport = match resp.header("Transport") {
-            Some(t) => Some(Transport::parse(t)?),
-            None => None,
-        };
-        let want = match lower {
-            Lower::Tcp => LowerTransport::Tcp,
-            Lower::Udp => LowerTransport::Udp,
-        };
-        if let Some(t) = &transport {
-            if t.lower != want {
-                return Err(PlayError::Unexpected(format!(
-                    "SETUP asked for {want:?} and got {t}"
-                )));
-            }
-        }
-        Ok(transport)
-    }
-}
-
-/// An error status of the answer to `method` as an error.
-pub(crate) fn refused_unless_ok(method: &Method, resp: &Response) -> Result<(), PlayError> {
-    if (200..300).contains(&resp.status) {
-        return Ok(());
-    }
-    Err(PlayError::Refused {
-        method: method.as_str().to_string(),
-        status: resp.status,
-        reason: resp.reason.clone(),
-    })
-}
-
-/// A control URL against the base (`Content-Base`): absolute as is, empty or `*` the
-/// base itself, relative appended after one `/` (as ffmpeg and live555 do).
-pub(crate) fn resolve(base: &str, control: &str) -> String {
-    let base = base.trim_end_matches('/');
-    let control = control.trim();
-    if control.is_empty() || control == "*" {
-        base.to_string()
-    } else if control.contains("://") {
-        control.to_string()
-    } else {
-        format!("{base}/{}", control.trim_start_matches('/'))
-    }
-}
-
-/// What comes out of the TCP connection.
-#[derive(Debug)]
-pub(crate) enum Item<'a> {
-    /// An interleaved frame: its channel and packet.
-    Frame { channel: u8, packet: &'a [u8] },
-    /// A response.
-    Response(Response),
-}
-
-/// Finds interleaved frames and responses in the bytes of an RTSP connection.
-#[derive(Debug, Default)]
-pub(crate) struct InterleavedScanner {
-    /// A `$` frame split across reads: its bytes so far, header included.
-    frame: Vec<u8>,
-    /// A response being read.
-    text: BytesMut,
-    reader: MessageReader,
-}
-
-impl InterleavedScanner {
-    /// Scans `data`, calling `on` for each complete item. Any split of the stream gives
-    /// the same items; an error is final.
-    pub(crate) fn feed(
-        &mut self,
-        mut data: &[u8],
-        on: &mut impl FnMut(Item<'_>) -> Result<(), PlayError>,
-    ) -> Result<(), PlayError> {
-        loop {
-            if !self.frame.is_empty() {
-                if self.frame.len() < 4 {
-                    let take = (4 - self.frame.len()).min(data.len());
-                    self.frame.extend_from_slice(&data[..take]);
-                    data = &data[take..];
-                    if self.frame.len() < 4 {
-                        return Ok(());
-                    }
+            ClientEvent::Described { sdp, .. } => self.on_describe(&sdp),
+            ClientEvent::SetUp { track, .. } => {
+                if track + 1 < self.media.len() {
+                    self.setup(track + 1)?;
+                } else {
+                    self.session.play(Some(NptRange::FROM_ZERO))?;
                 }
-                let want = 4 + usize::from(u16::from_be_bytes([self.frame[2], self.frame[3]]));
-                let take = (want - self.frame.len()).min(data.len());
-                self.frame.extend_from_slice(&data[..take]);
-                data = &data[take..];
-                if self.frame.len() < want {
-                    return Ok(());
-                }
-                let r = on(Item::Frame {
-                    channel: self.frame[1],
-                    packet: &self.frame[4..],
-                });
-                self.frame.clear();
-                r?;
-                continue;
+                Ok(Next::Continue)
             }
-            if !self.text.is_empty() {
-                // Responses are rare (the handshake, keep-alives): copying is fine.
-                self.text.extend_from_slice(data);
-                let Some(resp) = self.reader.read_response(&mut self.text)? else {
-                    return Ok(());
-                };
-                // The response ended within `data`: what follows it is `data`'s tail.
-                let left = self.text.len();
-                data = data
-                    .len()
-                    .checked_sub(left)
-                    .and_then(|at| data.get(at..))
-                    .ok_or_else(|| PlayError::Malformed("response framing".into()))?;
-                self.text = BytesMut::new();
-                on(Item::Response(resp))?;
-                continue;
-            }
-            match data {
-                [] => return Ok(()),
-                [b'$', _, hi, lo, ..] => {
-                    let end = 4 + usize::from(u16::from_be_bytes([*hi, *lo]));
-                    match data.get(4..end) {
-                        Some(packet) => {
-                            on(Item::Frame {
-                                channel: data[1],
-                                packet,
-                            })?;
-                            data = &data[end..];
-                        }
-                        None => {
-                            self.frame.extend_from_slice(data);
-                            return Ok(());
-                        }
-                    }
-                }
-                [b'$', ..] => {
-                    self.frame.extend_from_slice(data);
-                    return Ok(());
-                }
-                [b'\r' | b'\n', rest @ ..] => data = rest,
-                _ => {
-                    // A response starts; the branch above reads it.
-                    self.text.extend_from_slice(&data[..1]);
-                    data = &data[1..];
-                }
-            }
+            ClientEvent::Playing { .. } => Ok(Next::Started),
+            e => common_event(e),
         }
+    }
+
+    fn set_ports(&mut self, ports: Vec<PortPair>) -> Result<(), PlayError> {
+        if ports.len() != self.media.len() {
+            return Err(PlayError::Unexpected(
+                "UDP ports for another number of tracks".into(),
+            ));
+        }
+        self.ports = ports;
+        self.setup(0)
     }
 }
 
@@ -614,21 +292,26 @@ pub(crate) struct Rtp {
 }
 
 impl Rtp {
-    /// Depacketizers for the tracks set up; the first packet of each is checked
-    /// against its `RTP-Info` sequence number.
-    pub(crate) fn new(tracks: &[SetupTrack]) -> Result<Self, PlayError> {
+    /// Depacketizers for the tracks set up (each media with the sequence number of
+    /// its first packet, from `RTP-Info`, against which that packet is checked).
+    pub(crate) fn new<'a>(
+        tracks: impl IntoIterator<Item = (&'a SdpMedia, Option<u16>)>,
+    ) -> Result<Self, PlayError> {
         let tracks = tracks
-            .iter()
-            .map(|t| {
-                let depacketizer = t.media.depacketizer().map_err(|e| {
-                    PlayError::Unexpected(format!("cannot depacketize {}: {e}", t.url))
+            .into_iter()
+            .map(|(media, start_seq)| {
+                let depacketizer = media.depacketizer().map_err(|e| {
+                    PlayError::Unexpected(format!(
+                        "cannot depacketize track {:?}: {e}",
+                        media.control
+                    ))
                 })?;
                 Ok(TrackRtp {
                     depacketizer,
-                    video: t.media.codec.is_video(),
-                    h264: t.media.codec == RtpCodec::H264,
-                    clock_rate: i64::from(t.media.clock_rate.max(1)),
-                    expected_seq: t.start_seq,
+                    video: media.codec.is_video(),
+                    h264: media.codec == RtpCodec::H264,
+                    clock_rate: i64::from(media.clock_rate.max(1)),
+                    expected_seq: start_seq,
                 })
             })
             .collect::<Result<Vec<_>, PlayError>>()?;
@@ -698,262 +381,192 @@ impl Rtp {
 }
 
 #[cfg(test)]
-mod tests {
+pub(crate) mod tests {
     use super::*;
     use bytes::Bytes;
+    use sluice_rtsp::{
+        ServerConfig, ServerEvent, ServerOutput, ServerSession, SetupAnswer, TrackStart,
+    };
 
-    const SDP: &str = "v=0\r\no=- 1 1 IN IP4 127.0.0.1\r\ns=live/x\r\nc=IN IP4 0.0.0.0\r\nt=0 0\r\n\
+    pub(crate) const SDP: &str = "v=0\r\no=- 1 1 IN IP4 127.0.0.1\r\ns=live/x\r\nc=IN IP4 0.0.0.0\r\nt=0 0\r\n\
 a=control:*\r\na=range:npt=now-\r\n\
 m=video 0 RTP/AVP 96\r\na=rtpmap:96 H264/90000\r\n\
 a=fmtp:96 packetization-mode=1;profile-level-id=42C01E;sprop-parameter-sets=Z0LAHtkAoEf+yA==,aM48gA==\r\n\
 a=control:trackID=0\r\n\
+m=application 0 RTP/AVP 107\r\na=control:trackID=9\r\n\
 m=audio 0 RTP/AVP 98\r\na=rtpmap:98 MPEG4-GENERIC/48000/2\r\n\
 a=fmtp:98 streamtype=5;profile-level-id=1;mode=AAC-hbr;sizelength=13;indexlength=3;indexdeltalength=3;config=1190\r\n\
 a=control:trackID=1\r\n";
 
-    fn answer(cseq: u32, extra: &[(&str, &str)], body: &str) -> Response {
-        let mut r = Response::new(200).with_header("CSeq", cseq.to_string());
-        for (n, v) in extra {
-            r = r.with_header(n, *v);
-        }
-        r.body = Bytes::copy_from_slice(body.as_bytes());
-        r
-    }
-
-    /// The request lines written since the last call.
-    fn sent(out: &mut BytesMut) -> Vec<String> {
-        let text = String::from_utf8(out.split().to_vec()).unwrap();
-        text.split("\r\n\r\n")
-            .filter(|r| !r.is_empty())
-            .map(str::to_string)
-            .collect()
-    }
-
-    #[test]
-    fn tcp_session_sets_up_each_track_and_plays() {
-        let mut s = Session::new("rtsp://h:8554/live/x".into(), Lower::Tcp);
-        let mut out = BytesMut::new();
-        s.start(&mut out);
-        let r = sent(&mut out);
-        assert!(
-            r[0].starts_with("OPTIONS rtsp://h:8554/live/x RTSP/1.0\r\nCSeq: 1\r\n"),
-            "{r:?}"
-        );
-        let public = [("Public", "OPTIONS, DESCRIBE, SETUP, PLAY, GET_PARAMETER")];
-        assert_eq!(
-            s.on_response(answer(1, &public, ""), &mut out).unwrap(),
-            Next::Continue
-        );
-        assert!(sent(&mut out)[0].starts_with("DESCRIBE rtsp://h:8554/live/x RTSP/1.0"));
-        let base = [("Content-Base", "rtsp://h:8554/live/x/")];
-        s.on_response(answer(2, &base, SDP), &mut out).unwrap();
-        let r = sent(&mut out);
-        assert!(
-            r[0].starts_with("SETUP rtsp://h:8554/live/x/trackID=0 RTSP/1.0"),
-            "{r:?}"
-        );
-        assert!(
-            r[0].contains("Transport: RTP/AVP/TCP;unicast;interleaved=0-1"),
-            "{r:?}"
-        );
-        assert!(!r[0].contains("Session:"));
-        let setup = [
-            ("Session", "abcdef0123456789;timeout=20"),
-            ("Transport", "RTP/AVP/TCP;unicast;interleaved=0-1"),
-        ];
-        s.on_response(answer(3, &setup, ""), &mut out).unwrap();
-        let r = sent(&mut out);
-        assert!(
-            r[0].starts_with("SETUP rtsp://h:8554/live/x/trackID=1 RTSP/1.0"),
-            "{r:?}"
-        );
-        assert!(r[0].contains("interleaved=2-3") && r[0].contains("Session: abcdef0123456789"));
-        // The server moves audio to its own channels: the answer wins.
-        let setup = [
-            ("Session", "abcdef0123456789;timeout=20"),
-            ("Transport", "RTP/AVP/TCP;unicast;interleaved=6-7"),
-        ];
-        s.on_response(answer(4, &setup, ""), &mut out).unwrap();
-        let r = sent(&mut out);
-        assert!(
-            r[0].starts_with("PLAY rtsp://h:8554/live/x RTSP/1.0"),
-            "{r:?}"
-        );
-        assert!(r[0].contains("Range: npt=0.000-"));
-        let info = [(
-            "RTP-Info",
-            "url=rtsp://h:8554/live/x/trackID=0;seq=100;rtptime=9000,url=rtsp://h:8554/live/x/trackID=1;seq=7",
-        )];
-        assert_eq!(
-            s.on_response(answer(5, &info, ""), &mut out).unwrap(),
-            Next::Playing
-        );
-        assert_eq!(s.tracks()[0].start_seq, Some(100));
-        assert_eq!(s.tracks()[1].start_seq, Some(7));
-        assert_eq!(s.tracks()[0].channels(0), ChannelPair { rtp: 0, rtcp: 1 });
-        assert_eq!(s.tracks()[1].channels(1), ChannelPair { rtp: 6, rtcp: 7 });
-        assert_eq!(s.keepalive_interval(), Duration::from_secs(10));
-        s.keep_alive(&mut out);
-        let r = sent(&mut out);
-        assert!(
-            r[0].starts_with("GET_PARAMETER rtsp://h:8554/live/x RTSP/1.0\r\nCSeq: 6"),
-            "{r:?}"
-        );
-        // Not twice while one is unanswered.
-        s.keep_alive(&mut out);
-        assert!(out.is_empty());
-        s.on_response(answer(6, &[], ""), &mut out).unwrap();
-        // A response to nothing is an error.
-        assert!(s.on_response(answer(7, &[], ""), &mut out).is_err());
-    }
-
-    #[test]
-    fn udp_session_asks_for_ports() {
-        let mut s = Session::new("rtsp://h/live/x".into(), Lower::Udp);
-        let mut out = BytesMut::new();
-        s.start(&mut out);
-        s.on_response(answer(1, &[], ""), &mut out).unwrap();
-        out.clear();
-        assert_eq!(
-            s.on_response(answer(2, &[], SDP), &mut out).unwrap(),
-            Next::NeedPorts(2)
-        );
-        assert!(out.is_empty());
-        let pair = |rtp| PortPair { rtp, rtcp: rtp + 1 };
-        s.set_ports(vec![pair(40000), pair(40002)], &mut out);
-        let r = sent(&mut out);
-        // No Content-Base: controls resolve against the request URL.
-        assert!(
-            r[0].starts_with("SETUP rtsp://h/live/x/trackID=0 RTSP/1.0"),
-            "{r:?}"
-        );
-        assert!(
-            r[0].contains("Transport: RTP/AVP;unicast;client_port=40000-40001"),
-            "{r:?}"
-        );
-        // A server that answers TCP to a UDP SETUP is refused.
-        let setup = [
-            ("Session", "abcdef0123456789"),
-            ("Transport", "RTP/AVP/TCP;unicast;interleaved=0-1"),
-        ];
-        let e = s.on_response(answer(3, &setup, ""), &mut out).unwrap_err();
-        assert!(e.to_string().contains("asked for Udp"), "{e}");
-    }
-
-    #[test]
-    fn refusals_and_bad_answers_are_errors() {
-        let mut s = Session::new("rtsp://h/live/x".into(), Lower::Tcp);
-        let mut out = BytesMut::new();
-        s.start(&mut out);
-        s.on_response(answer(1, &[], ""), &mut out).unwrap();
-        let mut nf = Response::new(404).with_header("CSeq", "2");
-        nf.reason = "Not Found".into();
-        let e = s.on_response(nf, &mut out).unwrap_err();
-        assert_eq!(e.to_string(), "DESCRIBE answered 404 Not Found");
-
-        let mut s = Session::new("rtsp://h/live/x".into(), Lower::Tcp);
-        s.start(&mut out);
-        assert!(
-            s.on_response(answer(9, &[], ""), &mut out).is_err(),
-            "CSeq mismatch"
-        );
-
-        let mut s = Session::new("rtsp://h/live/x".into(), Lower::Tcp);
-        s.start(&mut out);
-        s.on_response(answer(1, &[], ""), &mut out).unwrap();
-        assert!(s.on_response(answer(2, &[], "not sdp"), &mut out).is_err());
-
-        let mut s = Session::new("rtsp://h/live/x".into(), Lower::Tcp);
-        s.start(&mut out);
-        s.on_response(answer(1, &[], ""), &mut out).unwrap();
-        s.on_response(answer(2, &[], SDP), &mut out).unwrap();
-        let e = s.on_response(answer(3, &[], ""), &mut out).unwrap_err();
-        assert!(e.to_string().contains("without a Session"), "{e}");
-    }
-
-    #[test]
-    fn controls_resolve() {
-        assert_eq!(
-            resolve("rtsp://h/a/b/", "trackID=1"),
-            "rtsp://h/a/b/trackID=1"
-        );
-        assert_eq!(
-            resolve("rtsp://h/a/b", "/trackID=1"),
-            "rtsp://h/a/b/trackID=1"
-        );
-        assert_eq!(resolve("rtsp://h/a/b/", "*"), "rtsp://h/a/b");
-        assert_eq!(resolve("rtsp://h/a/b/", ""), "rtsp://h/a/b");
-        assert_eq!(resolve("rtsp://h/a/b/", "rtsp://o/x/1"), "rtsp://o/x/1");
-    }
-
-    /// A response, a frame, a keep-alive answer between frames: the stream the
-    /// scanner sees while playing.
-    fn stream() -> Vec<u8> {
-        let mut s = Vec::new();
-        let mut out = BytesMut::new();
-        answer(5, &[("Session", "abcdef0123456789")], "").encode(&mut out);
-        s.extend_from_slice(&out);
-        s.extend_from_slice(&[b'$', 0, 0, 3, 1, 2, 3]);
-        s.extend_from_slice(&[b'$', 2, 0, 0]);
-        out.clear();
-        answer(6, &[], "body").encode(&mut out);
-        s.extend_from_slice(&out);
-        s.extend_from_slice(b"\r\n");
-        let big: Vec<u8> = (0..1000u32).map(|i| i as u8).collect();
-        s.extend_from_slice(&[b'$', 1, 0x03, 0xe8]);
-        s.extend_from_slice(&big);
-        s
-    }
-
-    fn scan(chunks: &[&[u8]]) -> Vec<String> {
-        let mut scanner = InterleavedScanner::default();
-        let mut seen = Vec::new();
-        for c in chunks {
-            scanner
-                .feed(c, &mut |item| {
-                    seen.push(match item {
-                        Item::Frame { channel, packet } => {
-                            format!("frame {channel} {} {:?}", packet.len(), packet.get(..3))
-                        }
-                        Item::Response(r) => {
-                            format!("response {:?} {:?}", r.header("CSeq"), r.body)
-                        }
-                    });
-                    Ok(())
+    /// A client against a `ServerSession` whose application accepts everything
+    /// (answering DESCRIBE with `sdp`), until both are quiet. Returns what the client
+    /// wrote, and whether media started.
+    pub(crate) fn converse(
+        client: &mut impl RtspClient,
+        server: &mut ServerSession,
+        sdp: &'static str,
+    ) -> Result<(String, bool), PlayError> {
+        let mut written = String::new();
+        let mut started = false;
+        let mut next_port = 40000;
+        let mut bind = |n| {
+            Ok((0..n)
+                .map(|_| {
+                    next_port += 2;
+                    PortPair {
+                        rtp: next_port,
+                        rtcp: next_port + 1,
+                    }
                 })
+                .collect())
+        };
+        loop {
+            let mut out = BytesMut::new();
+            started |= drain(client, &mut out, &mut bind)?;
+            written.push_str(std::str::from_utf8(&out).unwrap());
+            server.handle_input(Instant::now(), &out).unwrap();
+            let sent = !out.is_empty();
+            out.clear();
+            let mut back = Vec::new();
+            let mut events = Vec::new();
+            while let Some(o) = server.poll_output() {
+                match o {
+                    ServerOutput::Write(b) => back.extend_from_slice(&b),
+                    ServerOutput::Event(e) => events.push(e),
+                }
+            }
+            for e in events {
+                match e {
+                    ServerEvent::Describe { .. } => {
+                        server.answer_describe(Bytes::from_static(sdp.as_bytes()))
+                    }
+                    ServerEvent::Announce { .. } => server.accept_announce(),
+                    ServerEvent::Setup {
+                        transport, track, ..
+                    } => {
+                        server.answer_setup(match transport.interleaved {
+                            // The SDP's third section (trackID=1, the second set
+                            // up) is moved to other channels: the answer wins.
+                            Some(_) if track == 2 => SetupAnswer::Interleaved {
+                                channels: sluice_rtsp::ChannelPair { rtp: 6, rtcp: 7 },
+                                ssrc: None,
+                            },
+                            Some(channels) => SetupAnswer::Interleaved {
+                                channels,
+                                ssrc: None,
+                            },
+                            None => SetupAnswer::Udp {
+                                server_port: PortPair {
+                                    rtp: 5000,
+                                    rtcp: 5001,
+                                },
+                                ssrc: None,
+                            },
+                        })
+                    }
+                    ServerEvent::Play { .. } => server.answer_play(
+                        &[TrackStart {
+                            track: 0,
+                            seq: 100,
+                            rtptime: 0,
+                        }],
+                        None,
+                    ),
+                    ServerEvent::Record { .. } => server.accept_record(),
+                    _ => Ok(()),
+                }
                 .unwrap();
+                while let Some(o) = server.poll_output() {
+                    if let ServerOutput::Write(b) = o {
+                        back.extend_from_slice(&b);
+                    }
+                }
+            }
+            if back.is_empty() && !sent {
+                return Ok((written, started));
+            }
+            let mut rest: &[u8] = &back;
+            while !rest.is_empty() {
+                let used =
+                    client
+                        .session()
+                        .handle_input_in_place(Instant::now(), rest, &mut |_, _| {})?;
+                rest = &rest[used..];
+                started |= drain(client, &mut out, &mut bind)?;
+                written.push_str(std::str::from_utf8(&out).unwrap());
+                server.handle_input(Instant::now(), &out).unwrap();
+                out.clear();
+            }
         }
-        seen
     }
 
     #[test]
-    fn scanner_yields_the_same_items_for_every_split() {
-        let s = stream();
-        let whole = scan(&[&s]);
-        assert_eq!(whole.len(), 5, "{whole:?}");
-        assert!(whole[0].starts_with("response Some(\"5\")"));
-        assert_eq!(whole[1], "frame 0 3 Some([1, 2, 3])");
-        assert_eq!(whole[2], "frame 2 0 None");
-        assert!(
-            whole[3].contains("\"6\"") && whole[3].contains("body"),
-            "{whole:?}"
+    fn tcp_player_sets_up_each_playable_track_and_plays() {
+        let mut p = Player::new("rtsp://h:8554/live/x", Lower::Tcp, Instant::now()).unwrap();
+        let mut server = ServerSession::new(ServerConfig::default(), [1; 32], Instant::now());
+        let (written, started) = converse(&mut p, &mut server, SDP).unwrap();
+        assert!(started, "{written}");
+        let requests: Vec<&str> = written
+            .lines()
+            .filter(|l| l.ends_with(" RTSP/1.0"))
+            .collect();
+        assert_eq!(
+            requests,
+            [
+                "OPTIONS rtsp://h:8554/live/x RTSP/1.0",
+                "DESCRIBE rtsp://h:8554/live/x RTSP/1.0",
+                "SETUP rtsp://h:8554/live/x/trackID=0 RTSP/1.0",
+                "SETUP rtsp://h:8554/live/x/trackID=1 RTSP/1.0",
+                "PLAY rtsp://h:8554/live/x RTSP/1.0",
+            ],
+            "the application track is left out: {written}"
         );
-        assert_eq!(whole[4], "frame 1 1000 Some([0, 1, 2])");
-        for at in 0..s.len() {
-            assert_eq!(scan(&[&s[..at], &s[at..]]), whole, "split at {at}");
-        }
-        let bytes: Vec<&[u8]> = s.chunks(1).collect();
-        assert_eq!(scan(&bytes), whole);
+        assert!(written.contains("User-Agent: sluice-bench\r\n"));
+        assert!(written.contains("Transport: RTP/AVP/TCP;unicast;interleaved=2-3\r\n"));
+        assert!(written.contains("Range: npt=0.000-\r\n"));
+        assert_eq!(p.channels(), vec![Some(0), Some(6)]);
+        let starts: Vec<Option<u16>> = p.tracks().map(|(_, s)| s).collect();
+        assert_eq!(starts, vec![Some(100), None]);
+        assert!(Rtp::new(p.tracks()).is_ok());
     }
 
     #[test]
-    fn scanner_refuses_garbage() {
-        let mut scanner = InterleavedScanner::default();
-        let r = scanner.feed(b"HTTP/1.1 200 OK\r\n\r\n", &mut |_| Ok(()));
-        assert!(r.is_err());
-        let mut scanner = InterleavedScanner::default();
-        let huge = vec![b'x'; sluice_rtsp::MAX_HEAD_LEN + 10];
-        assert!(scanner.feed(&huge, &mut |_| Ok(())).is_err());
+    fn udp_player_asks_for_ports() {
+        let mut p = Player::new("rtsp://h/live/x", Lower::Udp, Instant::now()).unwrap();
+        let mut server = ServerSession::new(ServerConfig::default(), [1; 32], Instant::now());
+        let (written, started) = converse(&mut p, &mut server, SDP).unwrap();
+        assert!(started, "{written}");
+        assert!(
+            written.contains("Transport: RTP/AVP;unicast;client_port=40002-40003\r\n"),
+            "{written}"
+        );
+        assert!(written.contains("client_port=40004-40005\r\n"), "{written}");
+        assert!(p.set_ports(vec![]).is_err());
+    }
+
+    #[test]
+    fn refusals_and_sdp_without_media_are_errors() {
+        let mut p = Player::new("rtsp://h/live/x", Lower::Tcp, Instant::now()).unwrap();
+        let mut server = ServerSession::new(ServerConfig::default(), [1; 32], Instant::now());
+        let no_media = "v=0\r\ns=x\r\nm=application 0 RTP/AVP 107\r\n";
+        let e = converse(&mut p, &mut server, no_media).unwrap_err();
+        assert!(
+            e.to_string().starts_with("no media to play in the SDP"),
+            "{e}"
+        );
+        let mut p = Player::new("rtsp://h/live/x", Lower::Tcp, Instant::now()).unwrap();
+        let mut out = BytesMut::new();
+        drain(&mut p, &mut out, &mut |_| Ok(vec![])).unwrap();
+        p.session()
+            .handle_input(Instant::now(), b"RTSP/1.0 200 OK\r\nCSeq: 1\r\n\r\n")
+            .unwrap();
+        drain(&mut p, &mut out, &mut |_| Ok(vec![])).unwrap();
+        p.session()
+            .handle_input(Instant::now(), b"RTSP/1.0 404 Not Found\r\nCSeq: 2\r\n\r\n")
+            .unwrap();
+        let e = drain(&mut p, &mut out, &mut |_| Ok(vec![])).unwrap_err();
+        assert_eq!(e.to_string(), "DESCRIBE answered 404 Not Found");
+        assert!(Player::new("rtsp://u:p@h:x/live", Lower::Tcp, Instant::now()).is_err());
     }
 
     fn rtp(seq: u16, ts: u32, marker: bool, payload: &[u8]) -> Vec<u8> {
@@ -965,19 +578,10 @@ a=control:trackID=1\r\n";
         p
     }
 
-    fn video_track(start_seq: Option<u16>) -> SetupTrack {
-        let sdp = parse_sdp(SDP.as_bytes()).unwrap();
-        SetupTrack {
-            url: "rtsp://h/live/x/trackID=0".into(),
-            media: sdp.media[0].clone(),
-            transport: None,
-            start_seq,
-        }
-    }
-
     #[test]
     fn rtp_frames_gaps_and_stamps() {
-        let mut rtp_state = Rtp::new(&[video_track(Some(10))]).unwrap();
+        let sdp = parse_sdp(SDP.as_bytes()).unwrap();
+        let mut rtp_state = Rtp::new([(&sdp.media[0], Some(10))]).unwrap();
         let mut seen = Vec::new();
         let mut on = |s| seen.push(s);
         // The first packet is 2 after RTP-Info's: 2 lost.

@@ -134,7 +134,7 @@ impl Authorization {
 
 /// Splits `a=b, c="d, e"` into pairs, unquoting quoted strings (with `\` escapes).
 /// `None` on a syntax error.
-fn parse_auth_params(s: &str) -> Option<Vec<(String, String)>> {
+pub(crate) fn parse_auth_params(s: &str) -> Option<Vec<(String, String)>> {
     let mut out = Vec::new();
     let mut chars = s.chars().peekable();
     loop {
@@ -362,7 +362,7 @@ impl Authenticator {
 }
 
 /// A quoted-string, escaping `"` and `\`.
-fn quote(s: &str) -> String {
+pub(crate) fn quote(s: &str) -> String {
     let mut q = String::with_capacity(s.len() + 2);
     q.push('"');
     for c in s.chars() {

@@ -6,7 +6,9 @@
 //! [`RtspError::Unexpected`] is the peer's fault too (a frame on a channel it never set
 //! up). [`RtspError::NotPending`], [`RtspError::BadAnswer`] and [`RtspError::Closed`]
 //! are the caller's: the application answered something that was not asked, or fed a
-//! closed session.
+//! closed session. On the client side, [`RtspError::BadResponse`] is the server's fault
+//! and final; [`RtspError::NotNow`] is the caller's (a request the client cannot send
+//! in its state) and leaves the session unchanged.
 
 /// Why a message could not be parsed, or a session cannot go on.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -53,4 +55,24 @@ pub enum RtspError {
     /// Input after the session was closed (an earlier error or a timeout).
     #[error("session is closed")]
     Closed,
+    /// A server's answer that a client cannot go on from: another `CSeq` than the
+    /// request's, a SETUP answer without a session or with another transport than
+    /// asked for, a DESCRIBE answer without SDP. Final.
+    #[error("bad answer to {method}: {what}")]
+    BadResponse {
+        /// The method of the request answered.
+        method: &'static str,
+        /// What was wrong.
+        what: String,
+    },
+    /// The client application asked for a request that cannot be sent in the client
+    /// session's state (another request in flight, PLAY before any SETUP). The
+    /// caller's fault; the session is unchanged.
+    #[error("{request} cannot be sent now: {why}")]
+    NotNow {
+        /// The request asked for.
+        request: &'static str,
+        /// Why not.
+        why: &'static str,
+    },
 }

@@ -1,6 +1,7 @@
-//! Sans-IO RTSP 1.0 (RFC 2326) for Sluice's server side: messages and interleaved
-//! frames, the `Transport`/`Range`/`Session`/`RTP-Info` headers, Basic and Digest
-//! authentication, and the per-connection [`ServerSession`] state machine.
+//! Sans-IO RTSP 1.0 (RFC 2326) for Sluice: messages and interleaved frames, the
+//! `Transport`/`Range`/`Session`/`RTP-Info` headers, Basic and Digest authentication,
+//! the per-connection [`ServerSession`] state machine, and the [`ClientSession`] that
+//! plays from or publishes to another server (relays, cameras, `sluice-bench`).
 //!
 //! Bytes in, outputs polled: nothing here touches a socket, a timer, the clock or an
 //! OS random source. Time (`Instant`) and randomness (a seed) are inputs. Media does
@@ -8,22 +9,29 @@
 //! to the socket itself, framed with [`interleaved_header`] for TCP players.
 //!
 //! Files, from the wire up: `message` (requests, responses, `$` frames), `transport`
-//! (structured headers), `auth` (Basic/Digest), `session` (the only file that knows
-//! request order), `error`.
+//! (structured headers), `auth` (Basic/Digest), `session` (the server's request
+//! order), `client` (the client's: its session, the reading of its stream, its
+//! credentials, `rtsp://` URLs), `error`.
 #![forbid(unsafe_code)]
 #![warn(missing_docs, unreachable_pub, clippy::unwrap_used)]
 
 pub mod auth;
+mod client;
 mod error;
 pub mod message;
 mod session;
 pub mod transport;
 
 pub use auth::{AuthConfig, AuthOutcome, Authenticator};
+pub use client::{
+    proposed_channels, resolve_control, ClientConfig, ClientEvent, ClientOutput, ClientSession,
+    ClientTrack, ClientTransport, Credentials, Refusal, RtspUrl, DEFAULT_RESPONSE_TIMEOUT,
+    DEFAULT_RTSPS_PORT, DEFAULT_RTSP_PORT, MAX_IN_FLIGHT,
+};
 pub use error::RtspError;
 pub use message::{
-    encode_interleaved, interleaved_header, Headers, Incoming, MessageReader, Method, Request,
-    Response, Version, DEFAULT_MAX_BODY_LEN, MAX_HEADERS, MAX_HEAD_LEN,
+    encode_interleaved, interleaved_header, FromServer, Headers, Incoming, MessageReader, Method,
+    Request, Response, Version, DEFAULT_MAX_BODY_LEN, MAX_HEADERS, MAX_HEAD_LEN,
 };
 pub use session::{
     AuthPolicy, ServerConfig, ServerEvent, ServerOutput, ServerSession, SetupAnswer, TrackSetup,

@@ -411,6 +411,23 @@ pub enum Incoming {
     },
 }
 
+/// What comes next on a client's TCP stream: the server's answers, the requests a
+/// server may send its client (keep-alives, `REDIRECT`), and interleaved frames.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum FromServer {
+    /// A complete response, body included.
+    Response(Response),
+    /// A complete request from the server, body included.
+    Request(Request),
+    /// An interleaved binary frame (RTP or RTCP over TCP).
+    Interleaved {
+        /// The channel byte.
+        channel: u8,
+        /// The packet.
+        payload: Bytes,
+    },
+}
+
 /// The 4-byte header of an interleaved frame carrying `len` bytes on `channel`: kept as
 /// its own small buffer so that a shared RTP packet is written without a copy.
 pub fn interleaved_header(channel: u8, len: u16) -> [u8; 4] {
@@ -479,17 +496,9 @@ impl MessageReader {
             return Ok(None);
         };
         if first == INTERLEAVED_MAGIC {
-            let Some(&[_, channel, hi, lo]) = buf.get(..4) else {
-                return Ok(None);
-            };
-            let len = usize::from(u16::from_be_bytes([hi, lo]));
-            if buf.len() < 4 + len {
-                return Ok(None);
-            }
-            let mut frame = buf.split_to(4 + len);
-            self.scanned = 0;
-            let payload = frame.split_off(4).freeze();
-            return Ok(Some(Incoming::Interleaved { channel, payload }));
+            return Ok(self
+                .take_interleaved(buf)
+                .map(|(channel, payload)| Incoming::Interleaved { channel, payload }));
         }
         let Some(head) = self.find_head(buf)? else {
             return Ok(None);
@@ -511,6 +520,74 @@ impl MessageReader {
             headers,
             body,
         })))
+    }
+
+    /// Takes the next response, server request or interleaved frame from the front of
+    /// `buf`: what a client reads. A message whose first line starts with `RTSP/` is a
+    /// response, anything else must be a request.
+    ///
+    /// `Ok(None)`: more bytes are needed. An error is final for the stream.
+    pub fn read_from_server(
+        &mut self,
+        buf: &mut BytesMut,
+    ) -> Result<Option<FromServer>, RtspError> {
+        skip_line_padding(buf, &mut self.scanned);
+        let Some(&first) = buf.first() else {
+            return Ok(None);
+        };
+        if first == INTERLEAVED_MAGIC {
+            return Ok(self
+                .take_interleaved(buf)
+                .map(|(channel, payload)| FromServer::Interleaved { channel, payload }));
+        }
+        let Some(head) = self.find_head(buf)? else {
+            return Ok(None);
+        };
+        let (first_line, header_lines) = head
+            .lines
+            .split_first()
+            .ok_or(RtspError::Malformed { what: "start line" })?;
+        let start = if first_line.starts_with("RTSP/") {
+            StartLine::Status(parse_status_line(first_line)?)
+        } else {
+            StartLine::Request(parse_request_line(first_line)?)
+        };
+        let headers = parse_headers(header_lines)?;
+        let head_len = head.len;
+        let Some(body) = self.take_body(buf, head_len, &headers)? else {
+            return Ok(None);
+        };
+        Ok(Some(match start {
+            StartLine::Status((version, status, reason)) => FromServer::Response(Response {
+                version,
+                status,
+                reason,
+                headers,
+                body,
+            }),
+            StartLine::Request((method, uri, version)) => FromServer::Request(Request {
+                method,
+                uri,
+                version,
+                headers,
+                body,
+            }),
+        }))
+    }
+
+    /// Splits a whole interleaved frame (starting with `$`) off `buf`; `None` until
+    /// all of it is there.
+    fn take_interleaved(&mut self, buf: &mut BytesMut) -> Option<(u8, Bytes)> {
+        let &[_, channel, hi, lo] = buf.get(..4)? else {
+            return None;
+        };
+        let len = usize::from(u16::from_be_bytes([hi, lo]));
+        if buf.len() < 4 + len {
+            return None;
+        }
+        let mut frame = buf.split_to(4 + len);
+        self.scanned = 0;
+        Some((channel, frame.split_off(4).freeze()))
     }
 
     /// Takes the next response from the front of `buf` (the client side). Interleaved
@@ -638,6 +715,12 @@ impl MessageReader {
         self.scanned = 0;
         Ok(Some(message.split_off(head_len).freeze()))
     }
+}
+
+/// The parsed first line of a message a client reads.
+enum StartLine {
+    Status((Version, u16, String)),
+    Request((Method, String, Version)),
 }
 
 /// Drops CR/LF between messages (some clients end a body with an extra CRLF).
@@ -909,6 +992,49 @@ mod tests {
             .expect("valid")
             .expect("complete");
         assert_eq!(back.headers.len(), 1);
+    }
+
+    #[test]
+    fn a_client_reads_responses_requests_and_frames() {
+        let raw = b"RTSP/1.0 200 OK\r\nCSeq: 1\r\nContent-Length: 2\r\n\r\nab\r\n$\x02\x00\x01zGET_PARAMETER * RTSP/1.0\r\nCSeq: 5\r\n\r\n";
+        let mut reader = MessageReader::default();
+        let mut buf = BytesMut::new();
+        let mut got = vec![];
+        for b in raw {
+            buf.put_u8(*b);
+            while let Some(m) = reader.read_from_server(&mut buf).expect("valid") {
+                got.push(m);
+            }
+        }
+        assert!(buf.is_empty());
+        let [FromServer::Response(r), FromServer::Interleaved {
+            channel: 2,
+            payload,
+        }, FromServer::Request(q)] = got.as_slice()
+        else {
+            panic!("{got:?}")
+        };
+        assert_eq!((r.status, &r.body[..]), (200, &b"ab"[..]));
+        assert_eq!(&payload[..], b"z");
+        assert_eq!(
+            (q.method.clone(), q.headers.cseq()),
+            (Method::GetParameter, Some(Ok(5)))
+        );
+        for bad in [
+            &b"RTSP/1.0 2000 OK\r\n\r\n"[..],
+            b"RTSP/2 200 OK\r\n\r\n",
+            b"HTTP/1.1 200 OK\r\n\r\n",
+        ] {
+            let mut buf = BytesMut::from(bad);
+            assert!(
+                matches!(
+                    reader.read_from_server(&mut buf),
+                    Err(RtspError::Malformed { .. })
+                ),
+                "{:?}",
+                String::from_utf8_lossy(bad)
+            );
+        }
     }
 
     #[test]

@@ -299,13 +299,19 @@ enum PendingKind {
 /// Derives session ids and nonces from the caller's seed: MD5(seed ‖ counter).
 /// Unpredictable as long as the seed is secret and came from a CSPRNG.
 #[derive(Debug, Clone)]
-struct Entropy {
+pub(crate) struct Entropy {
     seed: [u8; 32],
     counter: u64,
 }
 
 impl Entropy {
-    fn next(&mut self) -> [u8; 16] {
+    /// Draws from `seed`, which must be secret and come from a CSPRNG.
+    pub(crate) fn new(seed: [u8; 32]) -> Self {
+        Entropy { seed, counter: 0 }
+    }
+
+    /// The next 16 bytes.
+    pub(crate) fn next(&mut self) -> [u8; 16] {
         self.counter = self.counter.wrapping_add(1);
         let mut h = Md5::new();
         h.update(self.seed);
@@ -358,7 +364,7 @@ impl ServerSession {
             session_id: None,
             setups: Vec::new(),
             user: None,
-            entropy: Entropy { seed, counter: 0 },
+            entropy: Entropy::new(seed),
             last_activity: now,
             now,
         }
@@ -1016,7 +1022,7 @@ fn split_uri(uri: &str) -> Option<(String, String)> {
 }
 
 /// The part of a URI after `scheme://authority` (starting with `/`, or `/` if empty).
-fn after_authority(uri: &str) -> Option<&str> {
+pub(crate) fn after_authority(uri: &str) -> Option<&str> {
     if uri.starts_with('/') {
         return Some(uri);
     }

@@ -4,8 +4,8 @@
 //! `Bytes`, which the end-to-end tests need. Here thousands of players share the
 //! machine with the server being measured, so each player reads into one buffer per
 //! thread ([`READ_LEN`] bytes per read), scans it with `crate::scan` (RTSP:
-//! `crate::rtsp`), keeps a few bytes of state and no media (RTSP: the frame being
-//! depacketized, and a packet split across two reads).
+//! `sluice_rtsp::ClientSession::handle_input_in_place`), keeps a few bytes of state and
+//! no media (RTSP: the frame being depacketized, and a packet split across two reads).
 //!
 //! Over TLS (`https://`, `wss://`) a read takes ciphertext into a second per-thread
 //! buffer and `crate::tls::decrypt` turns it into plaintext in the first; a player

@@ -4,7 +4,8 @@
 //! the same wall-clock SEI stamps in H.264 frames.
 //!
 //! - [`RtspClip`]: the clip's tags as tracks and frames, made once per run and shared.
-//! - [`run`]: one publisher, driven by `crate::rtsp_record::RecordSession`.
+//! - [`run`]: one publisher, driven by `crate::rtsp_record::Recorder` over
+//!   `sluice_rtsp::ClientSession`.
 //!
 //! Each frame is packetized once, by the publisher's `RtpPacketizer` of its track, into
 //! one reused `RtpFrame` buffer; nothing is allocated per packet or, in steady state,
@@ -23,18 +24,18 @@
 //! - A write the run's end cut short is never followed by anything (no TEARDOWN in
 //!   the middle of a packet).
 
-use super::rtsp::bind_pair;
+use super::rtsp::{bind_pair, play_failure};
 use super::{io_failure, Conn, Failure, Woke};
 use crate::figures::{ms, ErrorKind};
 use crate::load::publish::{PublishCtx, PublisherRow};
-use crate::rtsp::{InterleavedScanner, Item, Lower, PlayError};
-use crate::rtsp_record::{announce_sdp, Next, RecordSession};
+use crate::rtsp::{drain, Lower, PlayError, RtspClient};
+use crate::rtsp_record::{announce_sdp, Recorder};
 use bytes::{Bytes, BytesMut};
 use sluice_bench::clip::Clip;
 use sluice_media::flv::{parse_audio, parse_video, AudioTag, VideoTag, TAG_AUDIO, TAG_VIDEO};
 use sluice_media::rtp::{RtpCodec, RtpFrame, RtpPacketizer, DEFAULT_MTU};
 use sluice_media::{Frame, MediaKind, Track, TrackConfig};
-use sluice_rtsp::PortPair;
+use sluice_rtsp::{ClientOutput, PortPair};
 use std::io;
 use std::net::{IpAddr, SocketAddr};
 use std::sync::atomic::Ordering;
@@ -240,13 +241,6 @@ fn packetizers(tracks: &[Track]) -> Result<Vec<RtpPacketizer>, sluice_media::rtp
         .collect()
 }
 
-fn play_failure(e: PlayError) -> Failure {
-    match e {
-        PlayError::Io(e) => io_failure(e),
-        e => (ErrorKind::Protocol, e.to_string()),
-    }
-}
-
 /// Where RTP goes.
 enum Out {
     /// Interleaved on the connection: the RTP channel of each track.
@@ -260,15 +254,13 @@ enum Out {
 struct Publisher<'a> {
     ctx: &'a PublishCtx,
     clip: &'a RtspClip,
-    session: RecordSession,
+    recorder: Recorder,
     /// Requests to write.
     out: BytesMut,
-    scanner: InterleavedScanner,
     local_ip: IpAddr,
     /// UDP: the sockets bound when the session asked for ports, in track order.
     udp: Vec<(UdpSocket, UdpSocket)>,
     recording: bool,
-    keepalive_at: Option<Instant>,
 }
 
 /// Publishes `url` until the run ends.
@@ -290,18 +282,24 @@ pub(crate) async fn run(
     };
     let sdp = announce_sdp(&clip.tracks, &row.stream, &origin, rand::random())
         .map_err(|e| (ErrorKind::Protocol, format!("SDP: {e}")))?;
+    let recorder = Recorder::new(
+        url,
+        lower,
+        sdp,
+        clip.tracks.len(),
+        Instant::now().into_std(),
+    )
+    .map_err(play_failure)?;
     let mut p = Publisher {
         ctx,
         clip,
-        session: RecordSession::new(url.to_string(), lower, sdp, clip.tracks.len()),
+        recorder,
         out: BytesMut::with_capacity(1024),
-        scanner: InterleavedScanner::default(),
         local_ip,
         udp: Vec::new(),
         recording: false,
-        keepalive_at: None,
     };
-    p.session.start(&mut p.out);
+    p.drain().map_err(play_failure)?;
     while !p.recording {
         if !p.write_requests(&mut conn).await? {
             return Ok(());
@@ -315,19 +313,17 @@ pub(crate) async fn run(
     row.connect_ms = Some(ms(start.elapsed()));
     ctx.live.connected.fetch_add(1, Ordering::Relaxed);
     let out = match lower {
-        Lower::Tcp => Out::Tcp(
-            p.session
-                .tracks()
-                .iter()
-                .enumerate()
-                .map(|(i, t)| t.channels(i).rtp)
-                .collect(),
-        ),
+        Lower::Tcp => Out::Tcp(p.recorder.channels()),
         Lower::Udp => Out::Udp(p.connect_udp()?),
     };
     let cut = p.send_media(&mut conn, out, row).await?;
-    if !cut {
-        p.session.teardown(&mut p.out);
+    if !cut && p.recorder.session().teardown() {
+        // Only the TEARDOWN is wanted now: its answer is not waited for.
+        while let Some(o) = p.recorder.session().poll_output() {
+            if let ClientOutput::Write(b) = o {
+                p.out.extend_from_slice(&b);
+            }
+        }
         conn.write_within(&p.out, TEARDOWN_LIMIT).await;
     }
     Ok(())
@@ -345,43 +341,43 @@ impl Publisher<'_> {
         Ok(true)
     }
 
+    /// Drains the session: requests to `out`, events to the recorder; binds UDP
+    /// ports when asked.
+    fn drain(&mut self) -> Result<(), PlayError> {
+        let (local_ip, udp) = (self.local_ip, &mut self.udp);
+        let started = drain(&mut self.recorder, &mut self.out, &mut |n| {
+            let mut ports = Vec::with_capacity(n);
+            for _ in 0..n {
+                let (rtp, rtcp) = bind_pair(local_ip)?;
+                ports.push(PortPair {
+                    rtp: rtp.local_addr()?.port(),
+                    rtcp: rtcp.local_addr()?.port(),
+                });
+                udp.push((rtp, rtcp));
+            }
+            Ok(ports)
+        })?;
+        self.recording |= started;
+        Ok(())
+    }
+
     /// Reads what the server sent (answers; RTCP, which is ignored) without waiting.
     fn read(&mut self, conn: &mut Conn) -> Result<(), Failure> {
-        let (session, out, udp, local_ip) = (
-            &mut self.session,
-            &mut self.out,
-            &mut self.udp,
-            self.local_ip,
-        );
-        let mut recording = false;
-        let got = conn.try_read_uncounted(|data, _| {
-            self.scanner.feed(data, &mut |item| {
-                let Item::Response(resp) = item else {
-                    return Ok(());
-                };
-                match session.on_response(resp, out)? {
-                    Next::Continue => {}
-                    Next::NeedPorts(n) => {
-                        let mut ports = Vec::with_capacity(n);
-                        for _ in 0..n {
-                            let (rtp, rtcp) = bind_pair(local_ip)?;
-                            ports.push(PortPair {
-                                rtp: rtp.local_addr()?.port(),
-                                rtcp: rtcp.local_addr()?.port(),
-                            });
-                            udp.push((rtp, rtcp));
-                        }
-                        session.set_ports(ports, out);
-                    }
-                    Next::Recording => recording = true,
-                }
-                Ok(())
-            })
+        let got = conn.try_read_uncounted(|mut data, now| -> Result<(), PlayError> {
+            while !data.is_empty() {
+                let used = self.recorder.session().handle_input_in_place(
+                    now.into_std(),
+                    data,
+                    &mut |_, _| {},
+                )?;
+                self.drain()?;
+                data = data.get(used..).unwrap_or_default();
+            }
+            Ok(())
         })?;
         if let Some(r) = got {
             r.map_err(play_failure)?;
         }
-        self.recording |= recording;
         Ok(())
     }
 
@@ -389,18 +385,16 @@ impl Publisher<'_> {
     fn connect_udp(&mut self) -> Result<Vec<(UdpSocket, UdpSocket)>, Failure> {
         let server_ip = self.ctx.addr.ip();
         let socks = std::mem::take(&mut self.udp);
-        if socks.len() != self.session.tracks().len() {
+        let server_ports = self.recorder.server_ports();
+        if socks.len() != server_ports.len() {
             return Err((
                 ErrorKind::Protocol,
                 "UDP ports for another number of tracks".into(),
             ));
         }
-        for ((rtp, _), track) in socks.iter().zip(self.session.tracks()) {
-            let Some(port) = track.server_port() else {
-                return Err((
-                    ErrorKind::Protocol,
-                    format!("no server_port for {}", track.url),
-                ));
+        for (i, ((rtp, _), port)) in socks.iter().zip(server_ports).enumerate() {
+            let Some(port) = port else {
+                return Err((ErrorKind::Protocol, format!("no server_port for track {i}")));
             };
             connect_now(rtp, SocketAddr::new(server_ip, port.rtp)).map_err(io_failure)?;
         }
@@ -420,7 +414,6 @@ impl Publisher<'_> {
         let mut rtp = RtpFrame::new();
         let mut stamped = BytesMut::new();
         let t0 = Instant::now();
-        self.keepalive_at = Some(t0 + self.session.keepalive_interval());
         for round in 0i64.. {
             for f in &clip.frames {
                 let ts = f
@@ -540,13 +533,21 @@ impl Publisher<'_> {
         Ok(true)
     }
 
+    /// The session's next timer (a keep-alive), if any.
+    fn timer(&mut self) -> Option<Instant> {
+        self.recorder
+            .session()
+            .poll_timeout()
+            .map(Instant::from_std)
+    }
+
     /// Sends a keep-alive when one is due and reads what came, without waiting;
     /// `false` when the run ended.
     async fn service(&mut self, conn: &mut Conn) -> Result<bool, Failure> {
         let now = Instant::now();
-        if let Some(at) = self.keepalive_at.filter(|&at| now >= at) {
-            self.session.keep_alive(&mut self.out);
-            self.keepalive_at = Some(at.max(now) + self.session.keepalive_interval());
+        if self.timer().is_some_and(|at| now >= at) {
+            self.recorder.session().handle_timeout(now.into_std());
+            self.drain().map_err(play_failure)?;
         }
         if !self.write_requests(conn).await? {
             return Ok(false);
@@ -566,7 +567,7 @@ impl Publisher<'_> {
             if now >= until {
                 return Ok(true);
             }
-            let wake = self.keepalive_at.map_or(until, |k| k.min(until));
+            let wake = self.timer().map_or(until, |k| k.min(until));
             match conn.readable_or(tokio::time::sleep_until(wake)).await? {
                 Woke::Ended => return Ok(false),
                 Woke::Readable | Woke::Other(()) => {}

@@ -1,20 +1,22 @@
 //! RTSP players: RTP interleaved on the RTSP connection (`--protocol rtsp`), or over
 //! UDP (`rtsp-udp`: per track a port pair from the kernel, RTP on an even port and RTCP
-//! on the next), driven by `crate::rtsp::Session`.
+//! on the next), driven by `crate::rtsp::Player` over `sluice_rtsp::ClientSession`.
 //!
 //! Per player: the connection, the session's few strings, a depacketizer per track and,
 //! over UDP, two sockets per track. TCP bytes are read into the thread's buffer and
-//! scanned in place (`crate::rtsp::InterleavedScanner`); UDP datagrams are read in
-//! batches (`recvmmsg`) into the same buffer. Keep-alives go out at half the session
-//! timeout, whatever the media does. `bytes` counts what the sockets returned: with
-//! the 4-byte `$` headers over TCP, RTP and RTCP datagrams over UDP.
+//! read in place (`ClientSession::handle_input_in_place`: packets go to the
+//! depacketizer where they lie); UDP datagrams are read in batches (`recvmmsg`) into
+//! the same buffer. Keep-alives go at half the session timeout after the last
+//! request, whatever the media does (the session's timer). `bytes` counts what the
+//! sockets returned: with the 4-byte `$` headers over TCP, RTP and RTCP datagrams over
+//! UDP.
 //!
 //! A slow player is paced like the others; over UDP that means the kernel drops what
 //! it has no room for, which shows as `rtp.lost`.
 
 use super::{io_failure, Conn, Ctx, Failure, Woke, READ_BUF, READ_LEN};
 use crate::figures::{ms, ErrorKind, PlayerRow};
-use crate::rtsp::{InterleavedScanner, Item, Lower, Next, PlayError, Rtp, Seen, Session};
+use crate::rtsp::{drain, Lower, PlayError, Player, Rtp, RtspClient, Seen};
 use crate::target::Target;
 use bytes::BytesMut;
 use sluice_bench::player::Protocol;
@@ -44,7 +46,7 @@ const BATCHES_PER_WAKE: usize = 4;
 /// Largest RTCP datagram kept whole (only counted: sender reports are 52 bytes).
 const RTCP_LEN: usize = 1500;
 
-fn play_failure(e: PlayError) -> Failure {
+pub(crate) fn play_failure(e: PlayError) -> Failure {
     match e {
         PlayError::Io(e) => io_failure(e),
         e => (ErrorKind::Protocol, e.to_string()),
@@ -60,26 +62,26 @@ struct UdpTrack {
 
 /// What woke a player besides its connection.
 enum Wake {
-    KeepAlive,
+    /// The session's timer (a keep-alive is due).
+    Timer,
     Udp(io::Result<()>),
 }
 
-/// Everything of a player but its connection and scanner.
+/// Everything of a player but its connection.
 struct State<'a> {
     ctx: &'a Ctx,
     /// When connecting began.
     start: Instant,
     local_ip: IpAddr,
-    session: Session,
+    player: Player,
     /// Requests to write.
     out: BytesMut,
     /// Set once PLAY is answered.
     rtp: Option<Rtp>,
     /// The RTP channel of each track (TCP).
-    channels: Vec<u8>,
+    channels: Vec<Option<u8>>,
     /// Bound when the session asks for ports; read once playing.
     udp: Vec<UdpTrack>,
-    keepalive_at: Option<Instant>,
 }
 
 /// Plays until the run ends.
@@ -97,32 +99,26 @@ pub(crate) async fn play(ctx: &Ctx, row: &mut PlayerRow) -> Result<(), Failure> 
     let Some(mut conn) = Conn::open(*addr, slow, ctx.end, None).await? else {
         return Ok(());
     };
+    let player = Player::new(url, lower, Instant::now().into_std()).map_err(play_failure)?;
     let mut s = State {
         ctx,
         start,
         local_ip: conn.local_ip()?,
-        session: Session::new(url.clone(), lower),
+        player,
         out: BytesMut::with_capacity(512),
         rtp: None,
         channels: Vec::new(),
         udp: Vec::new(),
-        keepalive_at: None,
     };
-    s.session.start(&mut s.out);
-    let mut scanner = InterleavedScanner::default();
-    let result = run(&mut s, &mut scanner, &mut conn, row).await;
+    s.drain(row, Instant::now()).map_err(play_failure)?;
+    let result = run(&mut s, &mut conn, row).await;
     if let Some(rtp) = &s.rtp {
         row.rtp = Some(rtp.counts());
     }
     result
 }
 
-async fn run(
-    s: &mut State<'_>,
-    scanner: &mut InterleavedScanner,
-    conn: &mut Conn,
-    row: &mut PlayerRow,
-) -> Result<(), Failure> {
+async fn run(s: &mut State<'_>, conn: &mut Conn, row: &mut PlayerRow) -> Result<(), Failure> {
     loop {
         if !s.out.is_empty() {
             if !conn.write(&s.out).await? {
@@ -130,7 +126,7 @@ async fn run(
             }
             s.out.clear();
         }
-        let keepalive_at = s.keepalive_at;
+        let timer = s.player.session().poll_timeout().map(Instant::from_std);
         // UDP is read once playing: datagrams that come before the PLAY answer is read
         // wait in the kernel.
         let udp: &[UdpTrack] = if s.rtp.is_some() { &s.udp } else { &[] };
@@ -138,7 +134,7 @@ async fn run(
             .readable_or(async move {
                 tokio::select! {
                     r = udp_ready(udp) => Wake::Udp(r),
-                    _ = sleep_until(keepalive_at) => Wake::KeepAlive,
+                    _ = sleep_until(timer) => Wake::Timer,
                 }
             })
             .await?;
@@ -147,15 +143,16 @@ async fn run(
             Woke::Readable => {
                 let got = conn.try_read(&s.ctx.live, |data, now| {
                     row.bytes += data.len() as u64;
-                    scanner.feed(data, &mut |item| s.on_item(item, row, now))
+                    s.feed(data, row, now)
                 })?;
                 if let Some(r) = got {
                     r.map_err(play_failure)?;
                 }
             }
-            Woke::Other(Wake::KeepAlive) => {
-                s.session.keep_alive(&mut s.out);
-                s.keepalive_at = Some(Instant::now() + s.session.keepalive_interval());
+            Woke::Other(Wake::Timer) => {
+                let now = Instant::now();
+                s.player.session().handle_timeout(now.into_std());
+                s.drain(row, now).map_err(play_failure)?;
             }
             Woke::Other(Wake::Udp(r)) => {
                 r.map_err(io_failure)?;
@@ -169,61 +166,64 @@ async fn run(
 }
 
 impl State<'_> {
-    fn on_item(
+    /// Reads what came on the connection: RTP packets go to the depacketizers where
+    /// they lie in `data`; after each answer the session's outputs are drained before
+    /// the packets behind it.
+    fn feed(
         &mut self,
-        item: Item<'_>,
+        mut data: &[u8],
         row: &mut PlayerRow,
         now: Instant,
     ) -> Result<(), PlayError> {
-        match item {
-            Item::Response(resp) => self.on_response(resp, row, now),
-            Item::Frame { channel, packet } => {
-                let (Some(rtp), Some(track)) = (
-                    &mut self.rtp,
-                    self.channels.iter().position(|&c| c == channel),
-                ) else {
-                    // RTCP, or a channel not set up.
-                    return Ok(());
-                };
-                let start = self.start;
-                rtp.packet(track, packet, &mut |seen| on_seen(row, seen, now, start));
-                Ok(())
-            }
+        while !data.is_empty() {
+            let used = {
+                let State {
+                    player,
+                    rtp,
+                    channels,
+                    start,
+                    ..
+                } = self;
+                let start = *start;
+                player.session().handle_input_in_place(
+                    now.into_std(),
+                    data,
+                    &mut |channel, packet| {
+                        let track = channels.iter().position(|&c| c == Some(channel));
+                        // RTCP, a channel not set up, or media before PLAY's answer.
+                        if let (Some(rtp), Some(track)) = (rtp.as_mut(), track) {
+                            rtp.packet(track, packet, &mut |seen| on_seen(row, seen, now, start));
+                        }
+                    },
+                )?
+            };
+            self.drain(row, now)?;
+            data = data.get(used..).unwrap_or_default();
         }
+        Ok(())
     }
 
-    fn on_response(
-        &mut self,
-        resp: sluice_rtsp::Response,
-        row: &mut PlayerRow,
-        now: Instant,
-    ) -> Result<(), PlayError> {
-        match self.session.on_response(resp, &mut self.out)? {
-            Next::Continue => {}
-            Next::NeedPorts(n) => {
-                let mut ports = Vec::with_capacity(n);
-                for track in 0..n {
-                    let (rtp, rtcp) = bind_pair(self.local_ip)?;
-                    ports.push(PortPair {
-                        rtp: rtp.local_addr()?.port(),
-                        rtcp: rtcp.local_addr()?.port(),
-                    });
-                    self.udp.push(UdpTrack { rtp, rtcp, track });
-                }
-                self.session.set_ports(ports, &mut self.out);
+    /// Drains the session: requests to `out`, events to the player; binds UDP ports
+    /// when asked; gets ready for media when PLAY is answered.
+    fn drain(&mut self, row: &mut PlayerRow, now: Instant) -> Result<(), PlayError> {
+        let (local_ip, udp) = (self.local_ip, &mut self.udp);
+        let started = drain(&mut self.player, &mut self.out, &mut |n| {
+            let mut ports = Vec::with_capacity(n);
+            for track in 0..n {
+                let (rtp, rtcp) = bind_pair(local_ip)?;
+                ports.push(PortPair {
+                    rtp: rtp.local_addr()?.port(),
+                    rtcp: rtcp.local_addr()?.port(),
+                });
+                udp.push(UdpTrack { rtp, rtcp, track });
             }
-            Next::Playing => {
-                let tracks = self.session.tracks();
-                self.channels = tracks
-                    .iter()
-                    .enumerate()
-                    .map(|(i, t)| t.channels(i).rtp)
-                    .collect();
-                self.rtp = Some(Rtp::new(tracks)?);
-                row.connect_ms = Some(ms(now - self.start));
-                self.ctx.live.connected.fetch_add(1, Ordering::Relaxed);
-                self.keepalive_at = Some(now + self.session.keepalive_interval());
-            }
+            Ok(ports)
+        })?;
+        if started && self.rtp.is_none() {
+            self.channels = self.player.channels();
+            self.rtp = Some(Rtp::new(self.player.tracks())?);
+            row.connect_ms = Some(ms(now - self.start));
+            self.ctx.live.connected.fetch_add(1, Ordering::Relaxed);
         }
         Ok(())
     }
