@@ -28,9 +28,10 @@ pub use chunk::{
 pub use client::{ClientConfig, ClientEvent, ClientOutput, ClientSession};
 pub use error::RtmpError;
 pub use session::{
-    ServerConfig, ServerEvent, ServerOutput, ServerSession, CSID_AUDIO, CSID_COMMAND, CSID_CONTROL,
-    CSID_DATA, CSID_STREAM, CSID_VIDEO, MEDIA_STREAM_ID,
+    Media, ServerConfig, ServerEvent, ServerNotice, ServerOutput, ServerSession, CSID_AUDIO,
+    CSID_COMMAND, CSID_CONTROL, CSID_DATA, CSID_STREAM, CSID_VIDEO, MEDIA_STREAM_ID,
 };
+pub use sluice_session::{Event, Input, Output, Session, StreamRequest, Transmit};
 
 /// Message type of audio (an FLV audio tag body).
 pub const MSG_AUDIO: u8 = chunk::msg_type::AUDIO;

@@ -24,6 +24,7 @@ use std::collections::VecDeque;
 
 use bytes::{Bytes, BytesMut};
 use sluice_media::amf0::{self, Amf0Value};
+use sluice_session::{Event, Input, Output, Session, StreamRequest, Transmit};
 
 use crate::chunk::{
     msg_type, ChunkReader, ChunkWriter, RawMessage, DEFAULT_MAX_MESSAGE_LEN, MAX_CHUNK_SIZE,
@@ -75,51 +76,32 @@ impl Default for ServerConfig {
     }
 }
 
-/// What the session asks of its driver.
-#[derive(Debug, Clone, PartialEq)]
-pub enum ServerOutput {
-    /// Bytes to write to the socket, in order.
-    Write(Bytes),
-    /// Something the server must act on.
-    Event(ServerEvent),
-}
+/// What the session asks of its driver: bytes to write (in order), or an event.
+pub type ServerOutput = Output<ServerEvent>;
 
-/// Something that happened on the connection that the server must act on.
+/// Something that happened on the connection that the server must act on, in the
+/// vocabulary every session shares:
+/// - [`Event::Publish`]: answer with `accept_publish` or `reject_publish`;
+/// - [`Event::Play`]: answer with `accept_play` or `reject_play`;
+/// - [`Event::Media`]: audio, video or metadata of a publisher;
+/// - [`Event::Stop`]: the publisher stopped (`FCUnpublish`, `deleteStream`,
+///   `closeStream`) or the player did (`deleteStream`, `closeStream`);
+/// - [`Event::Other`]: see [`ServerNotice`].
+///
+/// The query of a request joins the stream name's and the app's with `&`.
+pub type ServerEvent = Event<Media, ServerNotice>;
+
+/// Media of a publisher, exactly as received.
 #[derive(Debug, Clone, PartialEq)]
-pub enum ServerEvent {
-    /// `connect` succeeded; the session already answered it.
-    Connected {
-        /// The application, without any `?query`.
-        app: String,
-        /// The `tcUrl` the client sent.
-        tc_url: Option<String>,
-    },
-    /// The client wants to publish; answer with `accept_publish` or `reject_publish`.
-    Publish {
-        /// The application.
-        app: String,
-        /// The stream name, without `?query`.
-        name: String,
-        /// The query of the stream name and of the app, joined with `&`.
-        query: String,
-    },
-    /// The client wants to play; answer with `accept_play` or `reject_play`.
-    Play {
-        /// The application.
-        app: String,
-        /// The stream name, without `?query`.
-        name: String,
-        /// The query of the stream name and of the app, joined with `&`.
-        query: String,
-    },
-    /// An audio message: an FLV audio tag body exactly as received.
+pub enum Media {
+    /// An audio message: an FLV audio tag body.
     Audio {
         /// Milliseconds, unwrapped past 2^32 so it never jumps back at the wrap.
         timestamp_ms: i64,
         /// The tag body.
         payload: Bytes,
     },
-    /// A video message: an FLV video tag body exactly as received.
+    /// A video message: an FLV video tag body.
     Video {
         /// Milliseconds, unwrapped past 2^32.
         timestamp_ms: i64,
@@ -132,10 +114,18 @@ pub enum ServerEvent {
         /// The AMF0 body.
         payload: Bytes,
     },
-    /// The publisher stopped (`FCUnpublish`, `deleteStream` or `closeStream`).
-    Unpublish,
-    /// The player stopped (`deleteStream` or `closeStream`).
-    StopPlay,
+}
+
+/// What else an RTMP session reports.
+#[derive(Debug, Clone, PartialEq)]
+pub enum ServerNotice {
+    /// `connect` succeeded; the session already answered it.
+    Connected {
+        /// The application, without any `?query`.
+        app: String,
+        /// The `tcUrl` the client sent.
+        tc_url: Option<String>,
+    },
     /// The player paused or resumed.
     Pause {
         /// True when paused.
@@ -361,9 +351,9 @@ impl ServerSession {
             return None;
         }
         // Take the whole buffer: a split would keep its spare capacity alive.
-        Some(ServerOutput::Write(
+        Some(Output::Transmit(Transmit::stream(
             std::mem::take(&mut self.out.bytes).freeze(),
-        ))
+        )))
     }
 
     /// Accepts a pending publish: `onStatus NetStream.Publish.Start`. Does nothing
@@ -449,11 +439,11 @@ impl ServerSession {
 
     fn event(&mut self, e: ServerEvent) {
         if !self.out.bytes.is_empty() {
-            self.queue.push_back(ServerOutput::Write(
+            self.queue.push_back(Output::Transmit(Transmit::stream(
                 std::mem::take(&mut self.out.bytes).freeze(),
-            ));
+            )));
         }
-        self.queue.push_back(ServerOutput::Event(e));
+        self.queue.push_back(Output::Event(e));
     }
 
     fn unexpected(&self, got: &'static str) -> RtmpError {
@@ -506,9 +496,9 @@ impl ServerSession {
             Message::Data { values, payload } => self.on_data(&values, payload)?,
             Message::Command(values) => self.on_command(Command::from_values(values)?)?,
             Message::Unknown { msg_type } => {
-                self.event(ServerEvent::Ignored {
+                self.event(Event::Other(ServerNotice::Ignored {
                     what: format!("message type {msg_type}"),
-                });
+                }));
             }
         }
         Ok(())
@@ -520,22 +510,22 @@ impl ServerSession {
             State::Publishing => {
                 let timestamp_ms = self.clock.unwrap(timestamp);
                 self.event(if video {
-                    ServerEvent::Video {
+                    Event::Media(Media::Video {
                         timestamp_ms,
                         payload,
-                    }
+                    })
                 } else {
-                    ServerEvent::Audio {
+                    Event::Media(Media::Audio {
                         timestamp_ms,
                         payload,
-                    }
+                    })
                 });
                 Ok(())
             }
             State::PublishPending => {
-                self.event(ServerEvent::Ignored {
+                self.event(Event::Other(ServerNotice::Ignored {
                     what: format!("{what} before publish was accepted"),
-                });
+                }));
                 Ok(())
             }
             _ => Err(self.unexpected(what)),
@@ -558,13 +548,13 @@ impl ServerSession {
             _ => None,
         };
         let event = match (metadata, &self.state) {
-            (Some(payload), State::Publishing) => ServerEvent::Metadata { payload },
-            (Some(_), _) => ServerEvent::Ignored {
+            (Some(payload), State::Publishing) => Event::Media(Media::Metadata { payload }),
+            (Some(_), _) => Event::Other(ServerNotice::Ignored {
                 what: format!("metadata in state {}", self.state.name()),
-            },
-            (None, _) => ServerEvent::Ignored {
+            }),
+            (None, _) => Event::Other(ServerNotice::Ignored {
                 what: format!("data message {first:?}"),
-            },
+            }),
         };
         self.event(event);
         Ok(())
@@ -619,10 +609,10 @@ impl ServerSession {
                     &command::connect_result(tid, object_encoding),
                 );
                 self.state = State::Connected;
-                self.event(ServerEvent::Connected {
+                self.event(Event::Other(ServerNotice::Connected {
                     app: self.app.clone(),
                     tc_url,
-                });
+                }));
             }
             Request::ReleaseStream { .. } | Request::FcPublish { .. } | Request::CheckBandwidth => {
                 self.reply(tid, command::result(tid, Amf0Value::Undefined));
@@ -645,11 +635,12 @@ impl ServerSession {
                 }
                 let (name, query) = self.stream_target(&name);
                 self.state = State::PublishPending;
-                self.event(ServerEvent::Publish {
+                self.event(Event::Publish(StreamRequest {
                     app: self.app.clone(),
                     name,
                     query,
-                });
+                    user: None,
+                }));
             }
             Request::Play { name } => {
                 if !matches!(self.state, State::Connected) {
@@ -657,11 +648,12 @@ impl ServerSession {
                 }
                 let (name, query) = self.stream_target(&name);
                 self.state = State::PlayPending;
-                self.event(ServerEvent::Play {
+                self.event(Event::Play(StreamRequest {
                     app: self.app.clone(),
                     name,
                     query,
-                });
+                    user: None,
+                }));
             }
             Request::FcUnpublish { .. } => {
                 self.reply(tid, command::result(tid, Amf0Value::Undefined));
@@ -678,12 +670,12 @@ impl ServerSession {
                     ("NetStream.Unpause.Notify", "Unpaused.")
                 };
                 self.status("status", code, desc);
-                self.event(ServerEvent::Pause { paused });
+                self.event(Event::Other(ServerNotice::Pause { paused }));
             }
             Request::ReceiveAudio(on) | Request::ReceiveVideo(on) => {
-                self.event(ServerEvent::Ignored {
+                self.event(Event::Other(ServerNotice::Ignored {
                     what: format!("{} {on}", cmd.name),
-                });
+                }));
             }
             Request::Response => {}
             Request::Play2 | Request::Other => {
@@ -691,9 +683,9 @@ impl ServerSession {
                     tid,
                     command::error(tid, "NetConnection.Call.Failed", "Method not supported."),
                 );
-                self.event(ServerEvent::Ignored {
+                self.event(Event::Other(ServerNotice::Ignored {
                     what: format!("command {:?}", cmd.name),
-                });
+                }));
             }
         }
         Ok(())
@@ -716,11 +708,11 @@ impl ServerSession {
         match self.state {
             State::Publishing | State::PublishPending => {
                 self.state = State::Connected;
-                self.event(ServerEvent::Unpublish);
+                self.event(Event::Stop);
             }
             State::Playing | State::PlayPending if include_play => {
                 self.state = State::Connected;
-                self.event(ServerEvent::StopPlay);
+                self.event(Event::Stop);
             }
             _ => {}
         }
@@ -746,6 +738,31 @@ fn request_label(req: &Request) -> &'static str {
         Request::CheckBandwidth => "checkBandwidth",
         Request::Response => "response",
         Request::Other => "unknown command",
+    }
+}
+
+/// The shared session shape (see `sluice_session`): RTMP takes stream input only and
+/// keeps no timers of its own.
+impl Session for ServerSession {
+    type Event = ServerEvent;
+    type Error = RtmpError;
+
+    fn handle_input(
+        &mut self,
+        _now: std::time::Instant,
+        input: Input<'_>,
+    ) -> Result<(), RtmpError> {
+        match input {
+            Input::Stream(bytes) => ServerSession::handle_input(self, bytes),
+            Input::Datagram { .. } => Err(RtmpError::Unexpected {
+                got: "datagram",
+                state: "a stream transport",
+            }),
+        }
+    }
+
+    fn poll_output(&mut self) -> Option<ServerOutput> {
+        ServerSession::poll_output(self)
     }
 }
 

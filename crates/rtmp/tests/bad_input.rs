@@ -8,8 +8,8 @@ use sluice_rtmp::chunk::msg_type;
 use sluice_rtmp::command::{self, Command};
 use sluice_rtmp::message::{Message, UserControl};
 use sluice_rtmp::{
-    write_message_chunks, ChunkReader, RtmpError, ServerConfig, ServerEvent, ServerOutput,
-    ServerSession,
+    write_message_chunks, ChunkReader, Event, Media, Output, RtmpError, ServerConfig, ServerEvent,
+    ServerNotice, ServerSession, Transmit,
 };
 
 const HANDSHAKE: usize = 1536;
@@ -62,8 +62,8 @@ impl Server {
     fn drain(&mut self) {
         while let Some(o) = self.session.poll_output() {
             match o {
-                ServerOutput::Write(b) => self.written.extend_from_slice(&b),
-                ServerOutput::Event(e) => self.events.push(e),
+                Output::Transmit(Transmit { data: b, .. }) => self.written.extend_from_slice(&b),
+                Output::Event(e) => self.events.push(e),
             }
         }
     }
@@ -139,10 +139,10 @@ fn connect_is_answered_with_control_messages_and_result() {
     assert_eq!(result.status_code(), Some("NetConnection.Connect.Success"));
     assert_eq!(
         s.events,
-        vec![ServerEvent::Connected {
+        vec![Event::Other(ServerNotice::Connected {
             app: "live".into(),
             tc_url: Some("rtmp://h/live".into())
-        }]
+        })]
     );
 }
 
@@ -261,9 +261,9 @@ fn unknown_command_is_ignored_and_answered_with_error() {
         .expect("not fatal");
     assert_eq!(
         s.events.last(),
-        Some(&ServerEvent::Ignored {
+        Some(&Event::Other(ServerNotice::Ignored {
             what: "command \"fooBar\"".into()
-        })
+        }))
     );
     assert_eq!(s.reply_names(), ["_error NetConnection.Call.Failed"]);
     // Without a transaction id, no answer.
@@ -278,9 +278,9 @@ fn unknown_message_type_is_ignored() {
     s.message(3, 0x30, 0, b"whatever").expect("not fatal");
     assert_eq!(
         s.events.last(),
-        Some(&ServerEvent::Ignored {
+        Some(&Event::Other(ServerNotice::Ignored {
             what: "message type 48".into()
-        })
+        }))
     );
 }
 
@@ -348,9 +348,9 @@ fn set_data_frame_is_stripped_from_metadata() {
         .expect("metadata");
     assert_eq!(
         s.events.last(),
-        Some(&ServerEvent::Metadata {
+        Some(&Event::Media(Media::Metadata {
             payload: meta.freeze()
-        })
+        }))
     );
 }
 
@@ -370,8 +370,8 @@ fn aggregate_messages_become_media_events() {
         .events
         .iter()
         .filter_map(|e| match e {
-            ServerEvent::Video { timestamp_ms, .. } => Some(("video", *timestamp_ms)),
-            ServerEvent::Audio { timestamp_ms, .. } => Some(("audio", *timestamp_ms)),
+            Event::Media(Media::Video { timestamp_ms, .. }) => Some(("video", *timestamp_ms)),
+            Event::Media(Media::Audio { timestamp_ms, .. }) => Some(("audio", *timestamp_ms)),
             _ => None,
         })
         .collect();
@@ -393,10 +393,13 @@ fn pause_is_reported_while_playing() {
         vec![true.into(), 1000.0.into()],
     );
     s.command(1, &cmd).expect("pause");
-    assert_eq!(s.events.last(), Some(&ServerEvent::Pause { paused: true }));
+    assert_eq!(
+        s.events.last(),
+        Some(&Event::Other(ServerNotice::Pause { paused: true }))
+    );
     s.command(1, &command::delete_stream(0.0, 1))
         .expect("deleteStream");
-    assert_eq!(s.events.last(), Some(&ServerEvent::StopPlay));
+    assert_eq!(s.events.last(), Some(&Event::Stop));
 }
 
 fn feed_chunks(session: &mut ServerSession, bytes: &[u8], splits: &[usize]) {

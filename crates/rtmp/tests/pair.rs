@@ -7,9 +7,10 @@ use bytes::{Bytes, BytesMut};
 use proptest::prelude::*;
 use sluice_media::amf0::Amf0Value;
 use sluice_rtmp::{
-    write_message_chunks, ClientConfig, ClientEvent, ClientOutput, ClientSession, RtmpError,
-    ServerConfig, ServerEvent, ServerOutput, ServerSession, CSID_AUDIO, CSID_DATA, CSID_VIDEO,
-    MEDIA_STREAM_ID, MSG_AUDIO, MSG_DATA_AMF0, MSG_VIDEO,
+    write_message_chunks, ClientConfig, ClientEvent, ClientOutput, ClientSession, Event, Media,
+    Output, RtmpError, ServerConfig, ServerEvent, ServerNotice, ServerSession, StreamRequest,
+    Transmit, CSID_AUDIO, CSID_DATA, CSID_VIDEO, MEDIA_STREAM_ID, MSG_AUDIO, MSG_DATA_AMF0,
+    MSG_VIDEO,
 };
 
 struct Pair {
@@ -69,12 +70,12 @@ impl Pair {
         let mut accept = Vec::new();
         while let Some(o) = self.server.poll_output() {
             match o {
-                ServerOutput::Write(b) => self.to_client.extend_from_slice(&b),
-                ServerOutput::Event(e) => {
+                Output::Transmit(Transmit { data: b, .. }) => self.to_client.extend_from_slice(&b),
+                Output::Event(e) => {
                     if self.auto_accept {
                         match e {
-                            ServerEvent::Publish { .. } => accept.push(true),
-                            ServerEvent::Play { .. } => accept.push(false),
+                            Event::Publish(_) => accept.push(true),
+                            Event::Play(_) => accept.push(false),
                             _ => {}
                         }
                     }
@@ -90,8 +91,10 @@ impl Pair {
             }
             while let Some(o) = self.server.poll_output() {
                 match o {
-                    ServerOutput::Write(b) => self.to_client.extend_from_slice(&b),
-                    ServerOutput::Event(e) => self.server_events.push(e),
+                    Output::Transmit(Transmit { data: b, .. }) => {
+                        self.to_client.extend_from_slice(&b)
+                    }
+                    Output::Event(e) => self.server_events.push(e),
                 }
             }
         }
@@ -140,15 +143,16 @@ fn publish_reaches_server_as_events() {
     assert_eq!(
         &pair.server_events[..2],
         &[
-            ServerEvent::Connected {
+            Event::Other(ServerNotice::Connected {
                 app: "live".into(),
                 tc_url: Some("rtmp://127.0.0.1/live".into())
-            },
-            ServerEvent::Publish {
+            }),
+            Event::Publish(StreamRequest {
                 app: "live".into(),
                 name: "cam1".into(),
-                query: "token=x".into()
-            },
+                query: "token=x".into(),
+                user: None,
+            }),
         ]
     );
 
@@ -165,36 +169,36 @@ fn publish_reaches_server_as_events() {
     assert_eq!(
         pair.server_events,
         vec![
-            ServerEvent::Metadata {
+            Event::Media(Media::Metadata {
                 payload: Bytes::from(meta)
-            },
-            ServerEvent::Video {
+            }),
+            Event::Media(Media::Video {
                 timestamp_ms: 0,
                 payload: Bytes::from(key)
-            },
-            ServerEvent::Audio {
+            }),
+            Event::Media(Media::Audio {
                 timestamp_ms: 0,
                 payload: Bytes::from_static(&[0xAF, 1, 2, 3])
-            },
-            ServerEvent::Video {
+            }),
+            Event::Media(Media::Video {
                 timestamp_ms: 33,
                 payload: Bytes::from_static(&[0x27, 1])
-            },
-            ServerEvent::Video {
+            }),
+            Event::Media(Media::Video {
                 timestamp_ms: 66,
                 payload: Bytes::from_static(&[0x27, 2])
-            },
-            ServerEvent::Audio {
+            }),
+            Event::Media(Media::Audio {
                 timestamp_ms: 23,
                 payload: Bytes::from_static(&[0xAF, 1, 4])
-            },
+            }),
         ]
     );
 
     pair.server_events.clear();
     pair.client.close_stream();
     pair.drive().expect("unpublish");
-    assert_eq!(pair.server_events, vec![ServerEvent::Unpublish]);
+    assert_eq!(pair.server_events, vec![Event::Stop]);
 }
 
 #[test]
@@ -210,11 +214,12 @@ fn app_query_joins_stream_query() {
     let mut pair = Pair::with(config("live?a=1", false), 3);
     pair.client.publish("cam1?b=2");
     pair.drive().expect("publish");
-    assert!(pair.server_events.contains(&ServerEvent::Publish {
+    assert!(pair.server_events.contains(&Event::Publish(StreamRequest {
         app: "live".into(),
         name: "cam1".into(),
-        query: "a=1&b=2".into()
-    }));
+        query: "a=1&b=2".into(),
+        user: None,
+    })));
 }
 
 #[test]
@@ -222,11 +227,12 @@ fn play_receives_status_and_shared_media() {
     let mut pair = Pair::new();
     pair.client.play("cam1");
     pair.drive().expect("play");
-    assert!(pair.server_events.contains(&ServerEvent::Play {
+    assert!(pair.server_events.contains(&Event::Play(StreamRequest {
         app: "live".into(),
         name: "cam1".into(),
-        query: String::new()
-    }));
+        query: String::new(),
+        user: None,
+    })));
     assert!(pair.client_events.contains(&ClientEvent::PlayStarted));
     let codes: Vec<&str> = pair
         .client_events
@@ -301,7 +307,7 @@ fn play_receives_status_and_shared_media() {
         .send_status("status", "NetStream.Play.UnpublishNotify", "gone");
     pair.client.close_stream();
     pair.drive().expect("stop");
-    assert!(pair.server_events.contains(&ServerEvent::StopPlay));
+    assert!(pair.server_events.contains(&Event::Stop));
     assert!(pair.client_events.iter().any(|e| matches!(e, ClientEvent::Status { code, .. } if code == "NetStream.Play.UnpublishNotify")));
 }
 
@@ -350,7 +356,7 @@ fn timestamps_unwrap_past_32_bits() {
         .server_events
         .iter()
         .filter_map(|e| match e {
-            ServerEvent::Video { timestamp_ms, .. } => Some(*timestamp_ms),
+            Event::Media(Media::Video { timestamp_ms, .. }) => Some(*timestamp_ms),
             _ => None,
         })
         .collect();
@@ -382,7 +388,7 @@ fn acknowledgements_follow_the_window() {
     let n = pair
         .server_events
         .iter()
-        .filter(|e| matches!(e, ServerEvent::Video { .. }))
+        .filter(|e| matches!(e, Event::Media(Media::Video { .. })))
         .count();
     assert_eq!(n, 30);
 }
@@ -397,7 +403,7 @@ proptest! {
         pair.client.send_video(0, &[0x17; 5000]);
         pair.drive().expect("publish");
         prop_assert!(pair.client_events.contains(&ClientEvent::PublishStarted));
-        let held_video = ServerEvent::Video { timestamp_ms: 0, payload: Bytes::from(vec![0x17; 5000]) };
+        let held_video = Event::Media(Media::Video { timestamp_ms: 0, payload: Bytes::from(vec![0x17; 5000]) });
         prop_assert!(pair.server_events.contains(&held_video));
     }
 }

@@ -8,6 +8,7 @@
 //!   memfds, shared file mappings.
 //! - protocols: `rtmp`, `rtsp`, `http` (HTTP/1.1, WebSocket, HTTP/2, HLS routes).
 //! - features: `hls` (live segmenting), `vod` (files on demand), `record`.
+//! - `driver`: the one connection driver every protocol's session runs in.
 //! - `server` starts the workers; `ctx` is what a connection of a worker can reach.
 #![warn(clippy::unwrap_used)]
 #![cfg_attr(test, allow(clippy::unwrap_used))]
@@ -15,6 +16,7 @@
 pub mod config;
 mod core;
 mod ctx;
+mod driver;
 mod hls;
 mod http;
 mod io;

@@ -67,6 +67,29 @@ impl Playing {
         run(&self.local, &self.player, on_input).await
     }
 
+    /// Writes what the player is owed now (queued bytes, new media), as far as its
+    /// socket takes it.
+    pub fn flush(&self) {
+        self.local.flush(&self.player);
+    }
+
+    /// Waits until the fan-out ends the player, meanwhile continuing its writes
+    /// whenever its full socket becomes writable again. Input is the caller's.
+    pub async fn wait_end(&self) -> PlayEnd {
+        loop {
+            match self.player.wait() {
+                PlayerWait::Close(reason) => return PlayEnd::Closed(reason),
+                PlayerWait::Writable => {
+                    if let Err(e) = self.player.sock.writable().await {
+                        return PlayEnd::Io(e);
+                    }
+                    self.local.on_writable(&self.player);
+                }
+                PlayerWait::Idle => self.player.wake.notified().await,
+            }
+        }
+    }
+
     /// Writes what the player is still owed, for a bounded time.
     pub async fn drain(&self) {
         drain(&self.local, &self.player).await

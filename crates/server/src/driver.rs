@@ -1,0 +1,322 @@
+//! The one connection driver: runs any [`Session`] over any [`Sock`], for every
+//! protocol. It reads, feeds the session with the time, drains its outputs, re-arms
+//! its timer, and hands each event to the protocol's [`Adapter`], which is where the
+//! hub is reached. A connection that starts playing gives its socket to the worker's
+//! fan-out ([`Playing`]); the driver then queues the session's own bytes to the player
+//! so they go out in order with the media.
+//!
+//! ```text
+//!  sock ──read──▶ session.handle_input(now) ──poll_output──┬─ Transmit ─▶ out / player queue ─▶ sock
+//!                 session.handle_timeout(now) ◀─ timer     └─ Event ────▶ adapter.on_event ──▶ hub
+//!  adapter.wait() ─▶ adapter.on_wake (a protocol's other inputs: UDP, jitter timers)
+//!  fan-out closes the player ─▶ adapter.on_play_end
+//! ```
+//!
+//! # Invariants
+//! - Transmits reach the socket in the order the session produced them, before any
+//!   media that follows them (they are queued ahead of the player's cursor).
+//! - Nothing is read while queued output waits for a socket that is not playing (a
+//!   peer that does not read cannot make us buffer its input).
+//! - What is still owed when the connection ends is written for at most
+//!   [`DRAIN_TIMEOUT`].
+
+use crate::core::fanout::{CloseReason, Player};
+use crate::core::hub::Stream;
+use crate::core::play::{PlayEnd, Playing};
+use crate::ctx::Ctx;
+use crate::io::sock::{write_all, Sock};
+use bytes::Bytes;
+use sluice_session::{Input, Output, Session};
+use std::collections::VecDeque;
+use std::future::Future;
+use std::io;
+use std::rc::Rc;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+/// Bytes read from the socket per wake-up. On the stack and not held across an await,
+/// so an idle connection (a player) costs no read buffer.
+const READ_CHUNK: usize = 16 << 10;
+
+/// How long a closing connection may take to write what it still owes.
+pub const DRAIN_TIMEOUT: Duration = Duration::from_secs(2);
+
+/// What an adapter asks of the driver after an event.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Next {
+    Continue,
+    /// Write what is owed, then end the connection.
+    Close,
+}
+
+/// Why a connection ended, whatever the protocol.
+#[derive(Debug, thiserror::Error)]
+pub enum DriveError<E: std::error::Error + 'static> {
+    #[error(transparent)]
+    Session(E),
+    #[error("i/o: {0}")]
+    Io(#[from] io::Error),
+    #[error("nothing received for {0:?}")]
+    Idle(Duration),
+    #[error("{0}")]
+    Refused(String),
+    #[error("bad media: {0}")]
+    Media(String),
+    #[error("player closed: {0:?}")]
+    Closed(CloseReason),
+}
+
+/// A protocol's side of the driver: what its events mean for the hub.
+pub trait Adapter<S: Session> {
+    /// Something else the adapter waits for beside the socket and the session's timer.
+    type Wake;
+
+    /// Acts on one event of the session: answers it through `conn.session`, starts or
+    /// stops playing, or asks to close.
+    fn on_event(
+        &mut self,
+        conn: &mut Conn<S>,
+        event: S::Event,
+    ) -> impl Future<Output = Result<Next, DriveError<S::Error>>>;
+
+    /// The fan-out ended the player (the stream ended, too slow, a write failed).
+    fn on_play_end(
+        &mut self,
+        conn: &mut Conn<S>,
+        reason: CloseReason,
+    ) -> impl Future<Output = Result<Next, DriveError<S::Error>>> {
+        let _ = conn;
+        async move {
+            match reason {
+                CloseReason::StreamEnded => Ok(Next::Close),
+                other => Err(DriveError::Closed(other)),
+            }
+        }
+    }
+
+    /// Waits for the adapter's other inputs; never returns by default.
+    fn wait(&mut self) -> impl Future<Output = Self::Wake> {
+        std::future::pending()
+    }
+
+    /// One of the adapter's other inputs is ready.
+    fn on_wake(
+        &mut self,
+        conn: &mut Conn<S>,
+        wake: Self::Wake,
+    ) -> Result<Next, DriveError<S::Error>> {
+        let _ = (conn, wake);
+        Ok(Next::Continue)
+    }
+}
+
+/// One connection: its socket, its session, and its player while it plays.
+pub struct Conn<S: Session> {
+    pub ctx: Rc<Ctx>,
+    pub id: u64,
+    pub sock: Rc<Sock>,
+    pub session: S,
+    /// Transmits waiting for the socket while not playing.
+    out: VecDeque<Bytes>,
+    /// Events the session produced behind transmits taken early (see `play`).
+    held: VecDeque<S::Event>,
+    playing: Option<Playing>,
+    /// A connection that sends nothing this long while not playing is closed.
+    idle: Duration,
+}
+
+impl<S: Session> Conn<S> {
+    pub fn new(ctx: Rc<Ctx>, id: u64, sock: Rc<Sock>, session: S) -> Self {
+        let idle = Duration::from_millis(ctx.config.idle_timeout_ms);
+        Conn {
+            ctx,
+            id,
+            sock,
+            session,
+            out: VecDeque::new(),
+            held: VecDeque::new(),
+            playing: None,
+            idle,
+        }
+    }
+
+    /// Whether the connection is a player now.
+    pub fn playing(&self) -> Option<&Playing> {
+        self.playing.as_ref()
+    }
+
+    /// Becomes a player of `stream` in `format`: what the session said so far goes
+    /// out first, then the stream from its newest keyframe (or ring position `start`).
+    pub fn play(&mut self, stream: &Arc<Stream>, player: Rc<Player>) {
+        for bytes in self.out.drain(..) {
+            player.queue(bytes);
+        }
+        while let Some(output) = self.session.poll_output() {
+            match output {
+                Output::Transmit(t) => player.queue(t.data),
+                Output::Event(e) => self.held.push_back(e),
+            }
+        }
+        self.playing = Some(Playing::start(&self.ctx.fanout, stream, player));
+    }
+
+    /// Stops playing: what is owed is written (bounded), then the socket is the
+    /// connection's again.
+    pub async fn stop_playing(&mut self) {
+        if let Some(playing) = self.playing.take() {
+            playing.drain().await;
+        }
+    }
+
+    fn transmit(&mut self, data: Bytes) {
+        match &self.playing {
+            Some(p) => p.player().queue(data),
+            None => self.out.push_back(data),
+        }
+    }
+
+    /// Moves the session's transmits to where they go, up to the first event.
+    fn next_event(&mut self) -> Option<S::Event> {
+        if let Some(e) = self.held.pop_front() {
+            return Some(e);
+        }
+        while let Some(output) = self.session.poll_output() {
+            match output {
+                Output::Transmit(t) => self.transmit(t.data),
+                Output::Event(e) => return Some(e),
+            }
+        }
+        None
+    }
+
+    /// Only the session's transmits (after an error, or before closing).
+    fn take_transmits(&mut self) {
+        while let Some(output) = self.session.poll_output() {
+            if let Output::Transmit(t) = output {
+                self.transmit(t.data);
+            }
+        }
+    }
+
+    /// Writes what is owed: directly, or through the player's queue.
+    async fn flush(&mut self) -> io::Result<()> {
+        match &self.playing {
+            Some(p) => {
+                p.flush();
+                Ok(())
+            }
+            None => write_all(&self.sock, &mut self.out).await,
+        }
+    }
+
+    /// Writes what is owed at the end, for a bounded time.
+    async fn finish(&mut self) {
+        self.take_transmits();
+        match self.playing.take() {
+            Some(p) => p.drain().await,
+            None => {
+                let _ =
+                    tokio::time::timeout(DRAIN_TIMEOUT, write_all(&self.sock, &mut self.out)).await;
+            }
+        }
+    }
+}
+
+/// What woke the driver.
+enum Woke<W> {
+    Readable(io::Result<()>),
+    Timer,
+    Idle,
+    Player(PlayEnd),
+    Adapter(W),
+}
+
+/// Runs `conn` with `adapter` until the connection ends.
+pub async fn run<S, A>(conn: &mut Conn<S>, adapter: &mut A) -> Result<(), DriveError<S::Error>>
+where
+    S: Session,
+    A: Adapter<S>,
+{
+    let result = drive(conn, adapter).await;
+    conn.finish().await;
+    result
+}
+
+async fn drive<S, A>(conn: &mut Conn<S>, adapter: &mut A) -> Result<(), DriveError<S::Error>>
+where
+    S: Session,
+    A: Adapter<S>,
+{
+    let mut idle_deadline = tokio::time::Instant::now() + conn.idle;
+    loop {
+        while let Some(event) = conn.next_event() {
+            match adapter.on_event(conn, event).await {
+                Ok(Next::Continue) => {}
+                Ok(Next::Close) => return Ok(()),
+                Err(e) => return Err(e),
+            }
+        }
+        conn.flush().await?;
+        let timer = conn
+            .session
+            .poll_timeout()
+            .map(tokio::time::Instant::from_std);
+        let woke = {
+            let wait = adapter.wait();
+            tokio::select! {
+                r = conn.sock.readable() => Woke::Readable(r),
+                () = sleep_until(timer) => Woke::Timer,
+                () = tokio::time::sleep_until(idle_deadline), if conn.playing.is_none() => Woke::Idle,
+                end = player_end(conn.playing.as_ref()) => Woke::Player(end),
+                w = wait => Woke::Adapter(w),
+            }
+        };
+        match woke {
+            Woke::Readable(r) => {
+                r?;
+                let mut buf = [0u8; READ_CHUNK];
+                match conn.sock.try_read(&mut buf) {
+                    Ok(0) => return Ok(()),
+                    Ok(n) => {
+                        idle_deadline = tokio::time::Instant::now() + conn.idle;
+                        let input = Input::Stream(buf.get(..n).unwrap_or_default());
+                        if let Err(e) = conn.session.handle_input(Instant::now(), input) {
+                            return Err(DriveError::Session(e));
+                        }
+                    }
+                    Err(e) if e.kind() == io::ErrorKind::WouldBlock => {}
+                    Err(e) => return Err(e.into()),
+                }
+            }
+            Woke::Timer => conn.session.handle_timeout(Instant::now()),
+            Woke::Idle => return Err(DriveError::Idle(conn.idle)),
+            Woke::Player(PlayEnd::Closed(reason)) => {
+                if adapter.on_play_end(conn, reason).await? == Next::Close {
+                    return Ok(());
+                }
+            }
+            Woke::Player(PlayEnd::Io(e)) => return Err(e.into()),
+            Woke::Player(PlayEnd::PeerClosed | PlayEnd::Stopped) => return Ok(()),
+            Woke::Adapter(w) => {
+                if adapter.on_wake(conn, w)? == Next::Close {
+                    return Ok(());
+                }
+            }
+        }
+    }
+}
+
+async fn sleep_until(deadline: Option<tokio::time::Instant>) {
+    match deadline {
+        Some(d) => tokio::time::sleep_until(d).await,
+        None => std::future::pending().await,
+    }
+}
+
+/// Until the fan-out ends the player (or never, when not playing).
+async fn player_end(playing: Option<&Playing>) -> PlayEnd {
+    match playing {
+        Some(p) => p.wait_end().await,
+        None => std::future::pending().await,
+    }
+}
