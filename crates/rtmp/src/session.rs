@@ -764,6 +764,10 @@ impl Session for ServerSession {
     fn poll_output(&mut self) -> Option<ServerOutput> {
         ServerSession::poll_output(self)
     }
+
+    fn is_closed(&self) -> bool {
+        matches!(self.state, State::Closed)
+    }
 }
 
 #[cfg(test)]

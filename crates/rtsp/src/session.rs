@@ -1076,6 +1076,48 @@ fn sdp_track_controls(sdp: &[u8]) -> Vec<String> {
     tracks
 }
 
+/// The shared session shape (see `sluice_session`): RTSP takes its connection's bytes
+/// (RTP over UDP reaches the application, which notes it with
+/// [`ServerSession::note_activity`]); its events stay RTSP's own [`ServerEvent`].
+impl sluice_session::Session for ServerSession {
+    type Event = ServerEvent;
+    type Error = RtspError;
+
+    fn handle_input(
+        &mut self,
+        now: Instant,
+        input: sluice_session::Input<'_>,
+    ) -> Result<(), RtspError> {
+        match input {
+            sluice_session::Input::Stream(bytes) => ServerSession::handle_input(self, now, bytes),
+            sluice_session::Input::Datagram { .. } => Err(RtspError::Malformed {
+                what: "a datagram on the RTSP connection",
+            }),
+        }
+    }
+
+    fn handle_timeout(&mut self, now: Instant) {
+        ServerSession::handle_timeout(self, now);
+    }
+
+    fn poll_output(&mut self) -> Option<sluice_session::Output<ServerEvent>> {
+        ServerSession::poll_output(self).map(|o| match o {
+            ServerOutput::Write(data) => {
+                sluice_session::Output::Transmit(sluice_session::Transmit::stream(data))
+            }
+            ServerOutput::Event(e) => sluice_session::Output::Event(e),
+        })
+    }
+
+    fn poll_timeout(&self) -> Option<Instant> {
+        ServerSession::poll_timeout(self)
+    }
+
+    fn is_closed(&self) -> bool {
+        ServerSession::is_closed(self)
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -64,6 +64,8 @@ pub enum DriveError<E: std::error::Error + 'static> {
     Media(String),
     #[error("player closed: {0:?}")]
     Closed(CloseReason),
+    #[error("session timed out")]
+    Timeout,
 }
 
 /// A protocol's side of the driver: what its events mean for the hub.
@@ -121,13 +123,14 @@ pub struct Conn<S: Session> {
     /// Events the session produced behind transmits taken early (see `play`).
     held: VecDeque<S::Event>,
     playing: Option<Playing>,
-    /// A connection that sends nothing this long while not playing is closed.
-    idle: Duration,
+    /// A connection that sends nothing this long while not playing is closed (`None`:
+    /// the session keeps its own timeout).
+    idle: Option<Duration>,
 }
 
 impl<S: Session> Conn<S> {
     pub fn new(ctx: Rc<Ctx>, id: u64, sock: Rc<Sock>, session: S) -> Self {
-        let idle = Duration::from_millis(ctx.config.idle_timeout_ms);
+        let idle = Some(Duration::from_millis(ctx.config.idle_timeout_ms));
         Conn {
             ctx,
             id,
@@ -138,6 +141,12 @@ impl<S: Session> Conn<S> {
             playing: None,
             idle,
         }
+    }
+
+    /// Leaves timing out a silent peer to the session (`poll_timeout`).
+    pub fn without_idle_timeout(mut self) -> Self {
+        self.idle = None;
+        self
     }
 
     /// Whether the connection is a player now.
@@ -247,7 +256,8 @@ where
     S: Session,
     A: Adapter<S>,
 {
-    let mut idle_deadline = tokio::time::Instant::now() + conn.idle;
+    let idle_after = |idle: Option<Duration>| idle.map(|d| tokio::time::Instant::now() + d);
+    let mut idle_deadline = idle_after(conn.idle);
     loop {
         while let Some(event) = conn.next_event() {
             match adapter.on_event(conn, event).await {
@@ -257,6 +267,9 @@ where
             }
         }
         conn.flush().await?;
+        if conn.session.is_closed() {
+            return Ok(());
+        }
         let timer = conn
             .session
             .poll_timeout()
@@ -266,7 +279,7 @@ where
             tokio::select! {
                 r = conn.sock.readable() => Woke::Readable(r),
                 () = sleep_until(timer) => Woke::Timer,
-                () = tokio::time::sleep_until(idle_deadline), if conn.playing.is_none() => Woke::Idle,
+                () = sleep_until(idle_deadline), if conn.playing.is_none() => Woke::Idle,
                 end = player_end(conn.playing.as_ref()) => Woke::Player(end),
                 w = wait => Woke::Adapter(w),
             }
@@ -278,7 +291,7 @@ where
                 match conn.sock.try_read(&mut buf) {
                     Ok(0) => return Ok(()),
                     Ok(n) => {
-                        idle_deadline = tokio::time::Instant::now() + conn.idle;
+                        idle_deadline = idle_after(conn.idle);
                         let input = Input::Stream(buf.get(..n).unwrap_or_default());
                         if let Err(e) = conn.session.handle_input(Instant::now(), input) {
                             return Err(DriveError::Session(e));
@@ -289,7 +302,7 @@ where
                 }
             }
             Woke::Timer => conn.session.handle_timeout(Instant::now()),
-            Woke::Idle => return Err(DriveError::Idle(conn.idle)),
+            Woke::Idle => return Err(DriveError::Idle(conn.idle.unwrap_or_default())),
             Woke::Player(PlayEnd::Closed(reason)) => {
                 if adapter.on_play_end(conn, reason).await? == Next::Close {
                     return Ok(());

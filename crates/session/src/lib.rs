@@ -134,6 +134,12 @@ pub trait Session {
     fn poll_timeout(&self) -> Option<Instant> {
         None
     }
+
+    /// Whether the session is over (after an error, a refusal that ends it, or a
+    /// timeout): the driver sends what is queued and closes the connection.
+    fn is_closed(&self) -> bool {
+        false
+    }
 }
 
 #[cfg(test)]

@@ -1,18 +1,20 @@
-//! RTSP connections: the driver between a socket and `sluice_rtsp::ServerSession`.
+//! RTSP connections: `sluice_rtsp::ServerSession` run by the common driver, and what
+//! its events mean for the hub.
 //!
 //! A connection DESCRIBEs, SETUPs and PLAYs a live stream or a file (`vod/<path>`,
-//! see `vod`), and then becomes a [`Player`] of the worker's fan-out in
+//! see `vod`), and then becomes a player of the worker's fan-out in
 //! [`Format::Rtp`]: it gets the frames' shared RTP bytes (made once per stream by its
 //! publisher, see `packet::RtpSource`), on the fixed channels of [`rtp_channel`],
 //! whatever channels it proposed. Or it ANNOUNCEs and RECORDs one: RTP is depacketized
-//! per track into an [`Ingest`].
+//! per track into a [`Publisher`].
 //!
 //! Transport: RTP interleaved on the TCP connection, or UDP through the worker's
 //! shared port pair (see `udp`): a UDP player's socket is a [`UdpOut`] that sends
 //! the same interleaved bytes as datagrams; a UDP publisher's packets are routed here
-//! by source address and reordered per track. Without UDP ports a SETUP asking for
-//! UDP is answered 461 Unsupported Transport, and clients such as ffmpeg then retry
-//! over TCP. Protocol rules live in the session; this file only moves bytes and events.
+//! by source address and reordered per track (the adapter's own wake-ups, beside the
+//! connection's). Without UDP ports a SETUP asking for UDP is answered 461 Unsupported
+//! Transport, and clients such as ffmpeg then retry over TCP. Protocol rules live in
+//! the session, the I/O in the driver; this file is only the adapter.
 
 mod per_packet;
 pub mod udp;
@@ -21,9 +23,9 @@ use crate::core::fanout::{CloseReason, Player};
 use crate::core::hub::Stream;
 use crate::core::ingest::Publisher;
 use crate::core::packet::{rtp_channel, Format, Payload};
-use crate::core::play::{PlayEnd, Playing};
 use crate::ctx::{Accept, Ctx};
-use crate::io::sock::{write_all, Sock};
+use crate::driver::{self, Adapter, Conn, DriveError, Next};
+use crate::io::sock::Sock;
 use crate::vod::{VodFile, VodPlay};
 use bytes::{Bytes, BytesMut};
 use sluice_media::rtp::{JitterBuffer, JITTER_CAPACITY, JITTER_MAX_WAIT};
@@ -32,12 +34,9 @@ use sluice_media::sdp::{parse_sdp, write_sdp, SdpRange, SdpTrack, SessionDescrip
 use sluice_media::{MediaKind, Timestamp, Track};
 use sluice_rtsp::Transport;
 use sluice_rtsp::{
-    ChannelPair, LowerTransport, NptRange, NptTime, RtspError, ServerEvent, ServerOutput,
-    ServerSession, SetupAnswer, TrackStart,
+    ChannelPair, LowerTransport, NptRange, NptTime, RtspError, ServerEvent, ServerSession,
+    SetupAnswer, TrackStart,
 };
-use std::cell::Cell;
-use std::collections::VecDeque;
-use std::io;
 use std::net::SocketAddr;
 use std::rc::Rc;
 use std::sync::Arc;
@@ -45,10 +44,15 @@ use std::time::{Duration, Instant};
 use tokio::net::TcpStream;
 use tokio::sync::mpsc;
 use tracing::Instrument;
-use udp::{Inbound, RouteGuard, UdpOut};
+use udp::{HeardGuard, Inbound, RouteGuard, UdpOut};
 
-/// Bytes read from the socket per wake-up (a publisher's interleaved RTP).
-const READ_CHUNK: usize = 16 << 10;
+type Error = DriveError<RtspError>;
+
+impl From<RtspError> for Error {
+    fn from(e: RtspError) -> Self {
+        DriveError::Session(e)
+    }
+}
 
 /// Longest a PLAY waits for a first packet of every track set up.
 const RTP_INFO_WAIT: Duration = Duration::from_secs(1);
@@ -62,19 +66,6 @@ const UDP_QUEUE: usize = 512;
 
 /// How often a DESCRIBE of a stream without a start keyframe yet looks again.
 const DESCRIBE_POLL: Duration = Duration::from_millis(50);
-
-/// Why a connection ended badly.
-#[derive(Debug, thiserror::Error)]
-enum SessionError {
-    #[error(transparent)]
-    Rtsp(#[from] RtspError),
-    #[error("i/o: {0}")]
-    Io(#[from] io::Error),
-    #[error("session timed out")]
-    Timeout,
-    #[error("player closed: {0:?}")]
-    Closed(CloseReason),
-}
 
 /// One worker's RTSP: the worker's [`Ctx`], and its RTP/RTCP sockets for RTSP over
 /// UDP when it has a port pair.
@@ -109,34 +100,34 @@ pub fn accept(ctx: &Rc<Ctx>, udp: Option<(std::net::UdpSocket, std::net::UdpSock
     })
 }
 
-async fn serve(ctx: Rc<Worker>, sock: TcpStream, peer: SocketAddr) {
-    let id = ctx.hub.next_id();
+async fn serve(worker: Rc<Worker>, sock: TcpStream, peer: SocketAddr) {
+    let id = worker.hub.next_id();
     let span = tracing::info_span!("rtsp", id, %peer);
     async move {
         tracing::debug!("connected");
-        let session = ServerSession::new(ctx.config.rtsp_session(), rand::random(), Instant::now());
-        let sock = Rc::new(if ctx.config.rtsp_batch {
+        let now = Instant::now();
+        let session = ServerSession::new(worker.config.rtsp_session(), rand::random(), now);
+        let sock = Rc::new(if worker.config.rtsp_batch {
             Sock::tcp_stream(sock)
         } else {
             Sock::new(per_packet::PerPacket(sock))
         });
-        let mut conn = Conn {
-            ctx,
-            id,
+        // The session times out a silent peer itself.
+        let mut conn = Conn::new(worker.ctx.clone(), id, sock, session).without_idle_timeout();
+        let mut rtsp = Rtsp {
+            worker,
             peer,
-            sock,
-            session,
-            out: VecDeque::new(),
             described: None,
             vod: None,
-            replay: None,
             publishing: None,
+            heard: Vec::new(),
+            last_input: now,
         };
-        let result = conn.run().await;
-        conn.unpublish();
+        let result = driver::run(&mut conn, &mut rtsp).await;
+        rtsp.publishing = None;
         match result {
             Ok(()) => tracing::info!("closed"),
-            Err(SessionError::Io(e)) => tracing::info!("closed: {e}"),
+            Err(DriveError::Io(e)) => tracing::info!("closed: {e}"),
             Err(e) => tracing::warn!("closed: {e}"),
         }
     }
@@ -144,21 +135,19 @@ async fn serve(ctx: Rc<Worker>, sock: TcpStream, peer: SocketAddr) {
     .await
 }
 
-struct Conn {
-    ctx: Rc<Worker>,
-    id: u64,
+/// The RTSP adapter: what a connection described, plays or publishes.
+struct Rtsp {
+    worker: Rc<Worker>,
     peer: SocketAddr,
-    sock: Rc<Sock>,
-    session: ServerSession,
-    /// Session output waiting to be written while not playing.
-    out: VecDeque<Bytes>,
     /// What a DESCRIBE chose, and the kind of each of its SDP's tracks.
     described: Option<(Source, Vec<MediaKind>)>,
     /// The file being played now, when `described` is one.
     vod: Option<VodPlay>,
-    /// A PLAY that came while playing a file (a seek): answered by playing again.
-    replay: Option<Option<NptRange>>,
     publishing: Option<Publish>,
+    /// While playing over UDP: when each of the player's RTCP ports was last heard.
+    heard: Vec<HeardGuard>,
+    /// When the connection last brought a request.
+    last_input: Instant,
 }
 
 /// What a player DESCRIBEd.
@@ -195,184 +184,48 @@ struct InTrack {
     base: Option<Timestamp>,
 }
 
-/// What an event asks the connection to do next.
-enum Next {
-    Continue,
-    /// Play from this ring position (the keyframe the `RTP-Info` describes).
-    Play(Arc<Stream>, Format, Option<u64>),
-    Close,
+/// What the RTSP adapter waits for beside the connection.
+enum Wake {
+    /// A publisher's RTP packet over UDP.
+    Udp(Inbound),
+    /// A jitter buffer's oldest packet waited long enough.
+    Release,
+    /// A UDP player sent neither requests nor RTCP for the session timeout.
+    Silent,
 }
 
-impl Conn {
-    async fn run(&mut self) -> Result<(), SessionError> {
-        let mut pending_play = None;
-        loop {
-            let drained = match pending_play.take() {
-                Some((stream, format, start)) => Ok(Next::Play(stream, format, start)),
-                None => self.drain_events().await,
-            };
-            let next = match drained {
-                Ok(next) => next,
-                Err(e) => {
-                    // An answer found a framing error in buffered input, say: the
-                    // session queued its error response; send what is queued.
-                    while let Some(output) = self.session.poll_output() {
-                        if let ServerOutput::Write(b) = output {
-                            self.out.push_back(b);
-                        }
-                    }
-                    let _ = write_all(&self.sock, &mut self.out).await;
-                    return Err(e);
-                }
-            };
-            match next {
-                Next::Continue => {}
-                Next::Close => {
-                    write_all(&self.sock, &mut self.out).await?;
-                    return Ok(());
-                }
-                Next::Play(stream, format, start) => {
-                    write_all(&self.sock, &mut self.out).await?;
-                    let done = self.play(stream, format, start).await;
-                    if let (Some((Source::Vod { resume, .. }, _)), Some(vod)) =
-                        (&mut self.described, self.vod.take())
-                    {
-                        *resume = vod.position();
-                    }
-                    if done? {
-                        return Ok(());
-                    }
-                    if let Some(range) = self.replay.take() {
-                        if let Next::Play(stream, format, start) = self.start_play(range).await? {
-                            pending_play = Some((stream, format, start));
-                        }
-                    }
-                    continue;
-                }
-            }
-            write_all(&self.sock, &mut self.out).await?;
-            if self.session.is_closed() {
-                return Ok(());
-            }
-            let deadline = self
-                .session
-                .poll_timeout()
-                .map(tokio::time::Instant::from_std);
-            let release_due = self.publishing.as_ref().and_then(Publish::release_due);
-            tokio::select! {
-                r = self.sock.readable() => {
-                    r?;
-                    let mut buf = [0u8; READ_CHUNK];
-                    match self.sock.try_read(&mut buf) {
-                        Ok(0) => return Ok(()),
-                        Ok(n) => {
-                            if let Err(e) = self.session.handle_input(Instant::now(), &buf[..n]) {
-                                // Final: the session queued an error response, if any.
-                                while let Some(ServerOutput::Write(b)) = self.session.poll_output() {
-                                    self.out.push_back(b);
-                                }
-                                write_all(&self.sock, &mut self.out).await?;
-                                return Err(e.into());
-                            }
-                        }
-                        Err(e) if e.kind() == io::ErrorKind::WouldBlock => {}
-                        Err(e) => return Err(e.into()),
-                    }
-                }
-                _ = sleep_until(deadline) => self.session.handle_timeout(Instant::now()),
-                Some((track, packet)) = next_udp(&mut self.publishing) => {
-                    let now = Instant::now();
-                    self.session.note_activity(now);
-                    if let Some(p) = &mut self.publishing {
-                        p.rtp_udp(track, packet, now);
-                    }
-                }
-                _ = sleep_until(release_due.map(tokio::time::Instant::from_std)) => {
-                    if let Some(p) = &mut self.publishing {
-                        p.release(Instant::now());
-                    }
-                }
-            }
-        }
-    }
+impl Adapter<ServerSession> for Rtsp {
+    type Wake = Wake;
 
-    /// Handles everything the session has to say; writes are queued in `out`.
-    async fn drain_events(&mut self) -> Result<Next, SessionError> {
-        while let Some(output) = self.session.poll_output() {
-            match output {
-                ServerOutput::Write(bytes) => self.out.push_back(bytes),
-                ServerOutput::Event(event) => match self.on_event(event).await? {
-                    Next::Continue => {}
-                    // A PLAY's answer goes to the player's queue, in order with media.
-                    play @ Next::Play(..) => return Ok(play),
-                    Next::Close => {
-                        while let Some(ServerOutput::Write(bytes)) = self.session.poll_output() {
-                            self.out.push_back(bytes);
-                        }
-                        return Ok(Next::Close);
-                    }
-                },
-            }
+    async fn on_event(
+        &mut self,
+        conn: &mut Conn<ServerSession>,
+        event: ServerEvent,
+    ) -> Result<Next, Error> {
+        if event != ServerEvent::Timeout {
+            self.last_input = Instant::now();
         }
-        Ok(Next::Continue)
-    }
-
-    async fn on_event(&mut self, event: ServerEvent) -> Result<Next, SessionError> {
+        if conn.playing().is_some() {
+            return self.while_playing(conn, event).await;
+        }
         match event {
-            ServerEvent::Describe { path, .. } => self.describe(stream_key(&path)).await?,
-            ServerEvent::Announce { path, sdp, .. } => self.announce(stream_key(&path), &sdp)?,
+            ServerEvent::Describe { path, .. } => self.describe(conn, stream_key(&path)).await?,
+            ServerEvent::Announce { path, sdp, .. } => {
+                self.announce(conn, stream_key(&path), &sdp)?
+            }
             ServerEvent::Setup {
                 track, transport, ..
-            } => {
-                if transport.lower == LowerTransport::Udp {
-                    self.setup_udp(track, &transport)?;
-                    return Ok(Next::Continue);
-                }
-                if self.uses(LowerTransport::Udp) {
-                    // One transport per session.
-                    self.session.reject(461)?;
-                    return Ok(Next::Continue);
-                }
-                let channels = if self.publishing.is_some() {
-                    transport.interleaved.unwrap_or(ChannelPair {
-                        rtp: track_channel(track),
-                        rtcp: track_channel(track).wrapping_add(1),
-                    })
-                } else {
-                    match self.described.as_ref().and_then(|(_, k)| k.get(track)) {
-                        Some(&kind) => ChannelPair {
-                            rtp: rtp_channel(kind),
-                            rtcp: rtp_channel(kind) + 1,
-                        },
-                        None => {
-                            self.session.not_found()?;
-                            return Ok(Next::Continue);
-                        }
-                    }
-                };
-                let answer = SetupAnswer::Interleaved {
-                    channels,
-                    ssrc: None,
-                };
-                match self.session.answer_setup(answer) {
-                    Err(e @ RtspError::BadAnswer { .. }) => {
-                        // A publisher proposing channels another track uses.
-                        tracing::debug!("setup refused: {e}");
-                        self.session.reject(400)?;
-                    }
-                    other => other?,
-                }
-            }
-            ServerEvent::Play { range } => return self.start_play(range).await,
+            } => self.setup(conn, track, &transport)?,
+            ServerEvent::Play { range } => self.start_play(conn, range).await?,
             ServerEvent::Record { .. } => {
                 if let Some(p) = &mut self.publishing {
                     for track in std::mem::take(&mut p.initial) {
                         p.ingest.set_track(0, track);
                     }
                     tracing::info!(stream = %p.ingest.stream.key, "record");
-                    self.session.accept_record()?;
+                    conn.session.accept_record()?;
                 } else {
-                    self.session.reject(455)?;
+                    conn.session.reject(455)?;
                 }
             }
             ServerEvent::Interleaved {
@@ -380,7 +233,7 @@ impl Conn {
                 track,
                 payload,
             } => {
-                let rtp = self
+                let rtp = conn
                     .session
                     .setups()
                     .iter()
@@ -395,20 +248,191 @@ impl Conn {
             ServerEvent::Pause | ServerEvent::KeepAlive => {}
             ServerEvent::Teardown => {
                 if self.publishing.is_some() {
-                    self.unpublish();
+                    // Leaves the stream to its players for the grace window.
+                    self.publishing = None;
                     return Ok(Next::Close);
                 }
                 self.described = None;
                 self.vod = None;
             }
-            ServerEvent::Timeout => return Err(SessionError::Timeout),
+            ServerEvent::Timeout => return Err(DriveError::Timeout),
         }
         Ok(Next::Continue)
     }
 
+    async fn on_play_end(
+        &mut self,
+        conn: &mut Conn<ServerSession>,
+        reason: CloseReason,
+    ) -> Result<Next, Error> {
+        let _ = conn;
+        self.stopped_playing();
+        match reason {
+            CloseReason::StreamEnded => Ok(Next::Close),
+            other => Err(DriveError::Closed(other)),
+        }
+    }
+
+    async fn wait(&mut self) -> Wake {
+        let release_due = self
+            .publishing
+            .as_ref()
+            .and_then(Publish::release_due)
+            .map(tokio::time::Instant::from_std);
+        let timeout = self.worker.config.rtsp_session().session_timeout;
+        tokio::select! {
+            Some((track, packet)) = next_udp(&mut self.publishing) => Wake::Udp((track, packet)),
+            () = sleep_until(release_due) => Wake::Release,
+            () = silent_for(timeout, self.last_input, &self.heard), if !self.heard.is_empty() => {
+                Wake::Silent
+            }
+        }
+    }
+
+    fn on_wake(&mut self, conn: &mut Conn<ServerSession>, wake: Wake) -> Result<Next, Error> {
+        match wake {
+            Wake::Udp((track, packet)) => {
+                let now = Instant::now();
+                conn.session.note_activity(now);
+                if let Some(p) = &mut self.publishing {
+                    p.rtp_udp(track, packet, now);
+                }
+            }
+            Wake::Release => {
+                if let Some(p) = &mut self.publishing {
+                    p.release(Instant::now());
+                }
+            }
+            Wake::Silent => {
+                tracing::info!("UDP player silent: session timed out");
+                return Err(DriveError::Timeout);
+            }
+        }
+        Ok(Next::Continue)
+    }
+}
+
+impl Rtsp {
+    /// Requests while playing: their answers go to the player's queue, in order with
+    /// media. TEARDOWN and PAUSE stop playing; a PLAY of a file (a seek) plays again
+    /// from where it asks; a PLAY of a live stream goes on where it is.
+    async fn while_playing(
+        &mut self,
+        conn: &mut Conn<ServerSession>,
+        event: ServerEvent,
+    ) -> Result<Next, Error> {
+        match event {
+            ServerEvent::Play { range } if self.vod.is_some() => {
+                self.stop_playing(conn).await;
+                self.start_play(conn, range).await?;
+            }
+            ServerEvent::Play { .. } => conn.session.answer_play(&[], None)?,
+            ServerEvent::Teardown => {
+                self.stop_playing(conn).await;
+                self.described = None;
+                self.vod = None;
+            }
+            ServerEvent::Pause => self.stop_playing(conn).await,
+            ServerEvent::Timeout => return Err(DriveError::Timeout),
+            ServerEvent::Describe { .. }
+            | ServerEvent::Announce { .. }
+            | ServerEvent::Setup { .. }
+            | ServerEvent::Record { .. } => conn.session.reject(455)?,
+            ServerEvent::Interleaved { .. } | ServerEvent::KeepAlive => {}
+        }
+        Ok(Next::Continue)
+    }
+
+    /// Stops playing (what is owed is written first); a file resumes from here.
+    async fn stop_playing(&mut self, conn: &mut Conn<ServerSession>) {
+        conn.stop_playing().await;
+        self.stopped_playing();
+    }
+
+    fn stopped_playing(&mut self) {
+        self.heard.clear();
+        if let (Some((Source::Vod { resume, .. }, _)), Some(vod)) =
+            (&mut self.described, self.vod.take())
+        {
+            *resume = vod.position();
+        }
+    }
+
+    /// Becomes a player of `stream` from ring position `start`, over UDP when the
+    /// tracks were set up so.
+    fn play(
+        &mut self,
+        conn: &mut Conn<ServerSession>,
+        stream: &Arc<Stream>,
+        format: Format,
+        start: Option<u64>,
+    ) {
+        let udp = self.udp_out(conn);
+        tracing::info!(stream = %stream.key, udp = udp.is_some(), "play");
+        let sock = match udp {
+            Some(out) => {
+                // A UDP player is alive while it sends requests or RTCP reports.
+                for from in out.rtcp_sources() {
+                    self.heard.push(out.udp().listen(from));
+                }
+                Rc::new(Sock::new(out))
+            }
+            None => conn.sock.clone(),
+        };
+        let player = Player::new(conn.id, sock, format);
+        if let Some(pos) = start {
+            player.start_at(pos);
+        }
+        conn.play(stream, player);
+    }
+
+    /// Answers a SETUP: over UDP, or interleaved on the fixed channel of the track's
+    /// kind (a player) or the channels it proposed (a publisher).
+    fn setup(
+        &mut self,
+        conn: &mut Conn<ServerSession>,
+        track: usize,
+        transport: &Transport,
+    ) -> Result<(), Error> {
+        if transport.lower == LowerTransport::Udp {
+            return self.setup_udp(conn, track, transport);
+        }
+        if Self::uses(conn, LowerTransport::Udp) {
+            // One transport per session.
+            return Ok(conn.session.reject(461)?);
+        }
+        let channels = if self.publishing.is_some() {
+            transport.interleaved.unwrap_or(ChannelPair {
+                rtp: track_channel(track),
+                rtcp: track_channel(track).wrapping_add(1),
+            })
+        } else {
+            match self.described.as_ref().and_then(|(_, k)| k.get(track)) {
+                Some(&kind) => ChannelPair {
+                    rtp: rtp_channel(kind),
+                    rtcp: rtp_channel(kind) + 1,
+                },
+                None => return Ok(conn.session.not_found()?),
+            }
+        };
+        let answer = SetupAnswer::Interleaved {
+            channels,
+            ssrc: None,
+        };
+        match conn.session.answer_setup(answer) {
+            Err(e @ RtspError::BadAnswer { .. }) => {
+                // A publisher proposing channels another track uses.
+                tracing::debug!("setup refused: {e}");
+                conn.session.reject(400)?;
+            }
+            other => other?,
+        }
+        Ok(())
+    }
+
     /// Whether a track is set up over `lower` already.
-    fn uses(&self, lower: LowerTransport) -> bool {
-        self.session
+    fn uses(conn: &Conn<ServerSession>, lower: LowerTransport) -> bool {
+        conn.session
             .setups()
             .iter()
             .any(|s| s.transport.lower == lower)
@@ -418,21 +442,26 @@ impl Conn {
     /// publisher's packets from its `client_port` are routed to this session; a
     /// player's media goes to its `client_port` on the address it connected from
     /// (never to a `destination` it names: no reflection to third parties).
-    fn setup_udp(&mut self, track: usize, transport: &Transport) -> Result<(), SessionError> {
-        let (Some(udp), Some(client)) = (self.ctx.udp.clone(), transport.client_port) else {
+    fn setup_udp(
+        &mut self,
+        conn: &mut Conn<ServerSession>,
+        track: usize,
+        transport: &Transport,
+    ) -> Result<(), Error> {
+        let (Some(udp), Some(client)) = (self.worker.udp.clone(), transport.client_port) else {
             // Clients such as ffmpeg then retry over TCP.
-            return Ok(self.session.reject(461)?);
+            return Ok(conn.session.reject(461)?);
         };
         if client.rtp == 0 || client.rtcp == 0 {
-            return Ok(self.session.reject(461)?);
+            return Ok(conn.session.reject(461)?);
         }
-        if self.uses(LowerTransport::Tcp) {
-            return Ok(self.session.reject(461)?);
+        if Self::uses(conn, LowerTransport::Tcp) {
+            return Ok(conn.session.reject(461)?);
         }
         match &mut self.publishing {
             Some(p) => {
                 if !matches!(p.tracks.get(track), Some(Some(_))) {
-                    return Ok(self.session.not_found()?);
+                    return Ok(conn.session.not_found()?);
                 }
                 let tx = match &p.udp {
                     Some(_) => p.udp_tx.clone(),
@@ -445,10 +474,10 @@ impl Conn {
                 };
                 if let Some(tx) = tx {
                     let from = SocketAddr::new(self.peer.ip(), client.rtp);
-                    match udp.route(from, track, tx, self.id) {
+                    match udp.route(from, track, tx, conn.id) {
                         Some(route) => p.routes.push(route),
                         // Another session gets packets from there already.
-                        None => return Ok(self.session.reject(461)?),
+                        None => return Ok(conn.session.reject(461)?),
                     }
                 }
             }
@@ -459,7 +488,7 @@ impl Conn {
                     .and_then(|(_, k)| k.get(track))
                     .is_none()
                 {
-                    return Ok(self.session.not_found()?);
+                    return Ok(conn.session.not_found()?);
                 }
             }
         }
@@ -467,20 +496,20 @@ impl Conn {
             server_port: udp.ports,
             ssrc: None,
         };
-        Ok(self.session.answer_setup(answer)?)
+        Ok(conn.session.answer_setup(answer)?)
     }
 
     /// Answers a DESCRIBE with the SDP of the stream's current tracks, waiting up to
     /// `play_wait_ms` for the stream and for a keyframe to start players at.
-    async fn describe(&mut self, key: String) -> Result<(), SessionError> {
+    async fn describe(&mut self, conn: &mut Conn<ServerSession>, key: String) -> Result<(), Error> {
         if let Some(path) = key.strip_prefix("vod/") {
-            return self.describe_file(path).await;
+            return self.describe_file(conn, path).await;
         }
-        let wait = Duration::from_millis(self.ctx.config.play_wait_ms);
+        let wait = Duration::from_millis(self.worker.config.play_wait_ms);
         let deadline = tokio::time::Instant::now() + wait;
-        let Some(stream) = self.ctx.hub.find_or_wait(&key, wait).await else {
+        let Some(stream) = self.worker.hub.find_or_wait(&key, wait).await else {
             tracing::info!(stream = %key, "describe: not live");
-            return Ok(self.session.not_found()?);
+            return Ok(conn.session.not_found()?);
         };
         let tracks = loop {
             let tracks = {
@@ -505,27 +534,31 @@ impl Conn {
         };
         if tracks.is_empty() {
             tracing::info!(stream = %key, "describe: no track RTP can carry");
-            return Ok(self.session.not_found()?);
+            return Ok(conn.session.not_found()?);
         }
         let range = SdpRange::Live;
-        let (session_id, sdp) = (stream.id, self.sdp(&key, &tracks, range));
+        let (session_id, sdp) = (stream.id, Self::sdp(conn.id, &key, &tracks, range));
         let Some(sdp) = sdp else {
-            return Ok(self.session.reject(500)?);
+            return Ok(conn.session.reject(500)?);
         };
         let kinds = tracks.iter().map(|t| t.kind()).collect();
         self.described = Some((Source::Live(stream), kinds));
         let _ = session_id;
-        Ok(self.session.answer_describe(sdp)?)
+        Ok(conn.session.answer_describe(sdp)?)
     }
 
     /// Answers a DESCRIBE of a file below the media root.
-    async fn describe_file(&mut self, path: &str) -> Result<(), SessionError> {
-        let root = std::path::Path::new(&self.ctx.config.media_root);
-        let file = match self.ctx.vods.open(&self.ctx.files, root, path).await {
+    async fn describe_file(
+        &mut self,
+        conn: &mut Conn<ServerSession>,
+        path: &str,
+    ) -> Result<(), Error> {
+        let root = std::path::Path::new(&self.worker.config.media_root);
+        let file = match self.worker.vods.open(&self.worker.files, root, path).await {
             Ok(f) => f,
             Err(e) => {
                 tracing::info!(file = %path, "describe: {e}");
-                return Ok(self.session.not_found()?);
+                return Ok(conn.session.not_found()?);
             }
         };
         let tracks: Vec<Arc<Track>> = file
@@ -537,21 +570,21 @@ impl Conn {
             .collect();
         if tracks.is_empty() {
             tracing::info!(file = %path, "describe: no track RTP can carry");
-            return Ok(self.session.not_found()?);
+            return Ok(conn.session.not_found()?);
         }
         let range = SdpRange::Vod {
             duration_secs: crate::vod::secs_from_ticks(file.movie.duration),
         };
-        let Some(sdp) = self.sdp(path, &tracks, range) else {
-            return Ok(self.session.reject(500)?);
+        let Some(sdp) = Self::sdp(conn.id, path, &tracks, range) else {
+            return Ok(conn.session.reject(500)?);
         };
         let kinds = tracks.iter().map(|t| t.kind()).collect();
         self.described = Some((Source::Vod { file, resume: 0 }, kinds));
-        Ok(self.session.answer_describe(sdp)?)
+        Ok(conn.session.answer_describe(sdp)?)
     }
 
     /// The SDP of `tracks`, with control URLs `trackID=<index>`.
-    fn sdp(&self, name: &str, tracks: &[Arc<Track>], range: SdpRange) -> Option<Bytes> {
+    fn sdp(id: u64, name: &str, tracks: &[Arc<Track>], range: SdpRange) -> Option<Bytes> {
         let controls: Vec<String> = (0..tracks.len()).map(|i| format!("trackID={i}")).collect();
         let sdp_tracks: Vec<SdpTrack<'_>> = tracks
             .iter()
@@ -566,7 +599,7 @@ impl Conn {
             .collect();
         let mut sdp = BytesMut::new();
         let desc = SessionDescription {
-            session_id: self.id,
+            session_id: id,
             session_version: 1,
             origin_address: "127.0.0.1",
             name,
@@ -583,10 +616,13 @@ impl Conn {
 
     /// Answers a PLAY: `RTP-Info` gives, per track set up, the sequence number and
     /// timestamp of the first packet the player will get, from the start keyframe on.
-    async fn start_play(&mut self, range: Option<NptRange>) -> Result<Next, SessionError> {
+    async fn start_play(
+        &mut self,
+        conn: &mut Conn<ServerSession>,
+        range: Option<NptRange>,
+    ) -> Result<(), Error> {
         let Some((source, kinds)) = &self.described else {
-            self.session.reject(455)?;
-            return Ok(Next::Continue);
+            return Ok(conn.session.reject(455)?);
         };
         let (stream, answer_range) = match source {
             Source::Live(stream) => (stream.clone(), range.unwrap_or(NptRange::FROM_ZERO)),
@@ -596,7 +632,7 @@ impl Conn {
                     _ => *resume,
                 };
                 self.vod = None;
-                let play = VodPlay::start(file.clone(), &self.ctx.hub.config, self.id, from);
+                let play = VodPlay::start(file.clone(), &self.worker.hub.config, conn.id, from);
                 let range = NptRange {
                     start: Some(NptTime::At(Duration::from_secs_f64(
                         crate::vod::secs_from_ticks(play.start_pts.max(0)),
@@ -610,7 +646,7 @@ impl Conn {
                 (stream, range)
             }
         };
-        let setup: Vec<(usize, MediaKind)> = self
+        let setup: Vec<(usize, MediaKind)> = conn
             .session
             .setups()
             .iter()
@@ -631,84 +667,18 @@ impl Conn {
             }
             tokio::time::sleep(DESCRIBE_POLL / 2).await;
         };
-        self.session.answer_play(&starts, Some(answer_range))?;
-        Ok(Next::Play(stream, format, start))
-    }
-
-    /// Plays until the player ends. Returns whether the connection is done.
-    async fn play(
-        &mut self,
-        stream: Arc<Stream>,
-        format: Format,
-        start: Option<u64>,
-    ) -> Result<bool, SessionError> {
-        let udp = self.udp_out();
-        tracing::info!(stream = %stream.key, udp = udp.is_some(), "play");
-        // A UDP player is alive while it sends requests or RTCP reports.
-        let mut heard = Vec::new();
-        let sock = match udp {
-            Some(out) => {
-                for from in out.rtcp_sources() {
-                    heard.push(out.udp().listen(from));
-                }
-                Rc::new(Sock::new(out))
-            }
-            None => self.sock.clone(),
-        };
-        let player = Player::new(self.id, sock, format);
-        if let Some(pos) = start {
-            player.start_at(pos);
-        }
-        let session = &mut self.session;
-        let vod = self.vod.is_some();
-        let mut replay = None;
-        let mut stop = drain_playing(session, &player, vod, &mut replay)?;
-        let playing = Playing::start(&self.ctx.fanout, &stream, player.clone());
-        let last_input = Cell::new(Instant::now());
-        let timeout = self.ctx.config.rtsp_session().session_timeout;
-        let end = if stop {
-            Ok(PlayEnd::Stopped)
-        } else {
-            let run = playing.run(|input| {
-                last_input.set(Instant::now());
-                session.handle_input(Instant::now(), input)?;
-                stop = drain_playing(session, &player, vod, &mut replay)?;
-                Ok::<bool, SessionError>(!stop)
-            });
-            tokio::select! {
-                end = run => end,
-                () = silent_for(timeout, &last_input, &heard), if !heard.is_empty() => {
-                    tracing::info!(stream = %stream.key, "UDP player silent: session timed out");
-                    Err(SessionError::Timeout)
-                }
-            }
-        };
-        let done = match end {
-            Ok(PlayEnd::Stopped) => {
-                // The answer to the TEARDOWN or PAUSE that stopped it.
-                playing.drain().await;
-                Ok(self.session.is_closed())
-            }
-            Ok(PlayEnd::PeerClosed) => Ok(true),
-            Ok(PlayEnd::Io(e)) => Err(e.into()),
-            Ok(PlayEnd::Closed(CloseReason::StreamEnded)) => Ok(true),
-            Ok(PlayEnd::Closed(reason)) => Err(SessionError::Closed(reason)),
-            Err(e) => {
-                playing.drain().await;
-                Err(e)
-            }
-        };
-        self.replay = replay;
-        done
+        conn.session.answer_play(&starts, Some(answer_range))?;
+        self.play(conn, &stream, format, start);
+        Ok(())
     }
 
     /// A player's UDP output, when its tracks are set up over UDP: each kind's fixed
     /// channels mapped to the client's ports.
-    fn udp_out(&self) -> Option<UdpOut> {
-        let udp = self.ctx.udp.clone()?;
+    fn udp_out(&self, conn: &Conn<ServerSession>) -> Option<UdpOut> {
+        let udp = self.worker.udp.clone()?;
         let kinds = &self.described.as_ref()?.1;
         let mut dest = [None; 4];
-        for s in self.session.setups() {
+        for s in conn.session.setups() {
             let (LowerTransport::Udp, Some(client)) = (s.transport.lower, s.transport.client_port)
             else {
                 continue;
@@ -722,19 +692,24 @@ impl Conn {
         }
         dest.iter()
             .any(Option::is_some)
-            .then(|| UdpOut::new(self.sock.clone(), udp, dest, self.ctx.config.rtsp_batch))
+            .then(|| UdpOut::new(conn.sock.clone(), udp, dest, self.worker.config.rtsp_batch))
     }
 
     /// Claims the stream of an ANNOUNCE and reads its SDP.
-    fn announce(&mut self, key: String, sdp: &[u8]) -> Result<(), SessionError> {
+    fn announce(
+        &mut self,
+        conn: &mut Conn<ServerSession>,
+        key: String,
+        sdp: &[u8],
+    ) -> Result<(), Error> {
         if self.publishing.is_some() {
-            return Ok(self.session.reject(455)?);
+            return Ok(conn.session.reject(455)?);
         }
         let sdp = match parse_sdp(sdp) {
             Ok(s) => s,
             Err(e) => {
                 tracing::info!(stream = %key, "announce: bad SDP: {e}");
-                return Ok(self.session.reject(400)?);
+                return Ok(conn.session.reject(400)?);
             }
         };
         for s in &sdp.skipped {
@@ -767,13 +742,13 @@ impl Conn {
         }
         if kinds.is_empty() {
             tracing::info!(stream = %key, "announce: no media we can take");
-            return Ok(self.session.reject(415)?);
+            return Ok(conn.session.reject(415)?);
         }
-        let publisher = match Publisher::new(&self.ctx.hub, &key, self.id) {
+        let publisher = match Publisher::new(&self.worker.hub, &key, conn.id) {
             Ok(p) => p,
             Err(e) => {
                 tracing::warn!(stream = %key, "publish refused: {e}");
-                return Ok(self.session.reject(455)?);
+                return Ok(conn.session.reject(455)?);
             }
         };
         tracing::info!(stream = %key, tracks = kinds.len(), "publish");
@@ -785,12 +760,7 @@ impl Conn {
             udp_tx: None,
             routes: Vec::new(),
         });
-        Ok(self.session.accept_announce()?)
-    }
-
-    /// Ends publishing, leaving the stream to its players for the grace window.
-    fn unpublish(&mut self) {
-        self.publishing = None;
+        Ok(conn.session.accept_announce()?)
     }
 }
 
@@ -872,40 +842,6 @@ impl Publish {
     }
 }
 
-/// After input or an answer while playing: responses go to the player's queue, in
-/// order with media. Returns whether playing stops (TEARDOWN, PAUSE, timeout, or a
-/// PLAY of a file while playing it, left in `replay` to be answered by playing again).
-fn drain_playing(
-    session: &mut ServerSession,
-    player: &Player,
-    vod: bool,
-    replay: &mut Option<Option<NptRange>>,
-) -> Result<bool, SessionError> {
-    let mut stop = false;
-    while let Some(output) = session.poll_output() {
-        match output {
-            ServerOutput::Write(bytes) => player.queue(bytes),
-            ServerOutput::Event(ServerEvent::Play { range }) if vod => {
-                *replay = Some(range);
-                // The answer comes from playing again: nothing after it now.
-                return Ok(true);
-            }
-            // PLAY again while playing (a seek, say): live goes on where it is.
-            ServerOutput::Event(ServerEvent::Play { .. }) => session.answer_play(&[], None)?,
-            ServerOutput::Event(ServerEvent::Teardown | ServerEvent::Pause) => stop = true,
-            ServerOutput::Event(ServerEvent::Timeout) => stop = true,
-            ServerOutput::Event(ServerEvent::Describe { .. } | ServerEvent::Announce { .. }) => {
-                session.reject(455)?
-            }
-            ServerOutput::Event(ServerEvent::Setup { .. } | ServerEvent::Record { .. }) => {
-                session.reject(455)?
-            }
-            ServerOutput::Event(ServerEvent::Interleaved { .. } | ServerEvent::KeepAlive) => {}
-        }
-    }
-    Ok(stop)
-}
-
 /// `/live/cam1/` → `live/cam1`.
 fn stream_key(path: &str) -> String {
     path.trim_matches('/').to_string()
@@ -940,12 +876,12 @@ fn first_packets(stream: &Stream, setup: &[(usize, MediaKind)]) -> (Vec<TrackSta
 
 /// Returns once neither requests (`last_input`) nor RTCP reports (`heard`) have come
 /// for `timeout`.
-async fn silent_for(timeout: Duration, last_input: &Cell<Instant>, heard: &[udp::HeardGuard]) {
+async fn silent_for(timeout: Duration, last_input: Instant, heard: &[HeardGuard]) {
     loop {
         let last = heard
             .iter()
-            .map(udp::HeardGuard::last)
-            .fold(last_input.get(), Instant::max);
+            .map(HeardGuard::last)
+            .fold(last_input, Instant::max);
         let due = last + timeout;
         if Instant::now() >= due {
             return;
