@@ -352,12 +352,14 @@ fn idle_and_half_sent_connections_do_not_stall_viewers() {
         }
         idle.push(sock);
     }
+    // A stalled worker would answer only after its idle timeout (30 s); a busy
+    // machine may take a while, but not that long.
     for path in ["/live/busy.m3u8", "/live/busy/index.m3u8"] {
         let started = Instant::now();
         let playlist = text(server.http, path);
         assert!(playlist.starts_with("#EXTM3U"), "{path}");
         assert!(
-            started.elapsed() < Duration::from_millis(500),
+            started.elapsed() < Duration::from_secs(10),
             "{path} took {:?}",
             started.elapsed()
         );

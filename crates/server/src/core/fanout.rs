@@ -17,10 +17,11 @@
 //! - A player behind the mirror, or too far behind its newest frame, skips to the
 //!   newest start keyframe; past `max_skips` it is closed.
 
+use crate::core::format::Format;
 use crate::core::hub::Stream;
-use crate::core::packet::{Format, Packet, Shape};
+use crate::core::packet::{Packet, Shape};
 use crate::io::sock::Sock;
-use bytes::{Buf, Bytes, BytesMut};
+use bytes::{Buf, Bytes};
 use std::cell::{Cell, RefCell};
 use std::collections::{HashMap, VecDeque};
 use std::io::{self, IoSlice};
@@ -350,16 +351,15 @@ impl LocalStream {
             }
             if let Some(cursor) = io.cursor.filter(|_| media) {
                 let mut pos = cursor;
-                'packets: while let Some(p) = m.get(pos) {
-                    for part in p.parts(player.format, shape) {
-                        if n == MAX_IOV || offered >= MAX_WRITE {
-                            break 'packets;
-                        }
-                        if !part.is_empty() {
-                            iov[n] = IoSlice::new(part);
-                            n += 1;
-                            offered += part.len();
-                        }
+                while let Some(p) = m.get(pos) {
+                    if n == MAX_IOV || offered >= MAX_WRITE {
+                        break;
+                    }
+                    let bytes = p.bytes(player.format, shape);
+                    if !bytes.is_empty() {
+                        iov[n] = IoSlice::new(bytes);
+                        n += 1;
+                        offered += bytes.len();
                     }
                     pos += 1;
                 }
@@ -439,27 +439,12 @@ impl LocalStream {
         };
         match io.cursor {
             None => {
-                if matches!(player.format, Format::Flv | Format::WsFlv) {
-                    let mut header = BytesMut::with_capacity(13);
-                    let has_video = m.init.iter().any(|p| p.is_video());
-                    sluice_media::flv::write_file_header(&mut header, true, has_video);
-                    let header = header.freeze();
-                    if player.format == Format::WsFlv {
-                        let mut frame = BytesMut::with_capacity(2);
-                        sluice_http::ws::write_frame_header(
-                            &mut frame,
-                            sluice_http::ws::Opcode::Binary,
-                            header.len(),
-                        );
-                        io.pending.push_back(frame.freeze());
-                    }
-                    io.pending.push_back(header);
-                }
+                let has_video = m.init.iter().any(|p| p.is_video());
+                io.pending.extend(player.format.id.preamble(has_video));
                 for p in &m.init {
-                    for part in p.parts(player.format, &self.policy.shape) {
-                        if !part.is_empty() {
-                            io.pending.push_back(part.clone());
-                        }
+                    let bytes = p.bytes(player.format, &self.policy.shape);
+                    if !bytes.is_empty() {
+                        io.pending.push_back(bytes.clone());
                     }
                 }
                 let hint = player
@@ -509,15 +494,8 @@ impl LocalStream {
                 continue;
             }
             // Keep the unwritten rest of this packet, shared, ahead of everything else.
-            let mut skip = written;
-            for part in p.parts(format, shape) {
-                if skip >= part.len() {
-                    skip -= part.len();
-                } else {
-                    io.pending.push_back(part.slice(skip..));
-                    skip = 0;
-                }
-            }
+            io.pending
+                .push_back(p.bytes(format, shape).slice(written..));
             written = 0;
         }
         io.cursor = Some(pos);

@@ -3,6 +3,7 @@
 //! [`ingest::Ingest`] (publishers) and [`fanout::Player`] (players).
 
 pub mod fanout;
+pub mod format;
 pub mod hub;
 pub mod ingest;
 pub mod packet;

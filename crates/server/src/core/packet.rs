@@ -3,16 +3,18 @@
 //!
 //! Why lazily: a format nobody plays costs nothing, and the first worker that needs a
 //! format builds it for all the others (`OnceLock`), so the bytes exist once per
-//! stream whatever the number of players or workers.
+//! stream whatever the number of players or workers. Formats are registered in
+//! `format`; a packet holds one slot per registered format.
 //!
 //! The exception is RTP: a packetizer numbers packets on from frame to frame, so the
 //! RTP form of a frame is made once, in stream order, by the publisher as it pushes
 //! the frame ([`RtpSource`], only while an RTSP listener is on), and shared by every
 //! RTSP player like the lazy forms.
 
+use crate::core::format::{self, Format};
 use bytes::{Bytes, BytesMut};
 use sluice_media::rtp::{rtcp, RtpCodec, RtpFrame, RtpPacketizer, DEFAULT_MTU};
-use sluice_media::{flv, Frame, MediaKind, Track};
+use sluice_media::{Frame, MediaKind, Track};
 use std::sync::{Arc, OnceLock};
 
 /// What a packet carries.
@@ -24,20 +26,6 @@ pub enum Payload {
     Config(Arc<Track>),
     /// A script data message (`onMetaData` and its object, AMF0).
     Metadata(Bytes),
-}
-
-/// Output formats a player can take.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Format {
-    /// RTMP chunks on message stream 1.
-    Rtmp,
-    /// FLV tags (HTTP-FLV).
-    Flv,
-    /// FLV tags, each in one binary WebSocket frame.
-    WsFlv,
-    /// RTP packets interleaved on the RTSP connection (`$`, channel, length), on the
-    /// channels of [`rtp_channel`], of the kinds of track the player set up.
-    Rtp { video: bool, audio: bool },
 }
 
 /// Parameters that shape the shared bytes; the same for all players of a server.
@@ -55,11 +43,8 @@ pub struct Packet {
     /// A player can start here: a video keyframe, or any audio frame of a stream
     /// without video.
     pub key: bool,
-    flv: OnceLock<Bytes>,
-    rtmp: OnceLock<Bytes>,
-    /// The FLV tag inside one binary WebSocket frame, contiguous: one buffer per
-    /// packet in a player's `writev` instead of two.
-    ws: OnceLock<Bytes>,
+    /// This packet in each registered output format, built on first use.
+    forms: [OnceLock<Bytes>; format::COUNT],
     /// The frame's RTP packets, made by the stream's [`RtpSource`] when the packet was
     /// pushed (not lazily: sequence numbers must follow stream order).
     pub rtp: Option<RtpForm>,
@@ -204,9 +189,7 @@ impl Packet {
             payload,
             ts_ms,
             key,
-            flv: OnceLock::new(),
-            rtmp: OnceLock::new(),
-            ws: OnceLock::new(),
+            forms: std::array::from_fn(|_| OnceLock::new()),
             rtp,
         })
     }
@@ -239,132 +222,19 @@ impl Packet {
         }
     }
 
-    /// The FLV/RTMP tag type and body of this packet, or `None` when it has no FLV
-    /// form (an audio codec whose sequence header FLV does not carry).
-    fn tag_body(&self) -> Option<(u8, Bytes)> {
-        let mut body = BytesMut::new();
-        let tag_type = match &self.payload {
-            Payload::Media { frame, track } => {
-                let tag_type = match frame.kind {
-                    MediaKind::Video => {
-                        let cts = i32::try_from(frame.cts_ms()).unwrap_or(0);
-                        flv::video_frame_header(&mut body, track, frame.keyframe, cts).ok()?;
-                        flv::TAG_VIDEO
-                    }
-                    MediaKind::Audio => {
-                        flv::audio_frame_header(&mut body, track).ok()?;
-                        flv::TAG_AUDIO
-                    }
-                };
-                body.extend_from_slice(&frame.payload);
-                tag_type
-            }
-            Payload::Config(track) => match track.kind() {
-                MediaKind::Video => {
-                    flv::write_video_config(&mut body, track).ok()?;
-                    flv::TAG_VIDEO
-                }
-                MediaKind::Audio => {
-                    if !flv::write_audio_config(&mut body, track).ok()? {
-                        return None;
-                    }
-                    flv::TAG_AUDIO
-                }
-            },
-            Payload::Metadata(amf) => {
-                body.extend_from_slice(amf);
-                flv::TAG_SCRIPT
-            }
-        };
-        Some((tag_type, body.freeze()))
-    }
-
-    /// RTMP and FLV carry 32-bit millisecond timestamps that wrap.
-    fn ts32(&self) -> u32 {
-        self.ts_ms as u32
-    }
-
-    /// The complete FLV tag, with its PreviousTagSize trailer.
-    pub fn flv(&self) -> &Bytes {
-        self.flv.get_or_init(|| {
-            let Some((tag_type, body)) = self.tag_body() else {
-                return Bytes::new();
-            };
-            let mut out = BytesMut::with_capacity(body.len() + 15);
-            if flv::write_tag(&mut out, tag_type, self.ts32(), &body).is_err() {
-                return Bytes::new();
-            }
-            out.freeze()
-        })
-    }
-
-    /// The message as RTMP chunks on message stream 1.
-    pub fn rtmp(&self, shape: &Shape) -> &Bytes {
-        self.rtmp.get_or_init(|| {
-            let Some((tag_type, body)) = self.tag_body() else {
-                return Bytes::new();
-            };
-            let csid = match tag_type {
-                flv::TAG_VIDEO => sluice_rtmp::CSID_VIDEO,
-                flv::TAG_AUDIO => sluice_rtmp::CSID_AUDIO,
-                _ => sluice_rtmp::CSID_DATA,
-            };
-            let mut out = BytesMut::with_capacity(body.len() + body.len() / 128 + 32);
-            sluice_rtmp::write_message_chunks(
-                &mut out,
-                csid,
-                self.ts32(),
-                tag_type,
-                1,
-                &body,
-                shape.rtmp_chunk_size,
-            );
-            out.freeze()
-        })
-    }
-
-    /// The bytes of this packet in `format`, as up to two buffers written in order.
-    pub fn parts(&self, format: Format, shape: &Shape) -> [&Bytes; 2] {
+    /// The bytes of this packet for a player of `format` (empty when the player does
+    /// not take it), made once per packet and format and shared.
+    pub fn bytes(&self, format: Format, shape: &Shape) -> &Bytes {
         static EMPTY: Bytes = Bytes::new();
-        match format {
-            Format::Rtmp => [self.rtmp(shape), &EMPTY],
-            Format::Flv => [self.flv(), &EMPTY],
-            Format::WsFlv => {
-                let frame = self.ws.get_or_init(|| {
-                    let tag = self.flv();
-                    if tag.is_empty() {
-                        return Bytes::new();
-                    }
-                    let mut out = BytesMut::with_capacity(tag.len() + 10);
-                    sluice_http::ws::write_frame_header(
-                        &mut out,
-                        sluice_http::ws::Opcode::Binary,
-                        tag.len(),
-                    );
-                    out.extend_from_slice(tag);
-                    out.freeze()
-                });
-                [frame, &EMPTY]
-            }
-            // Decoder configurations and metadata travel in the SDP, not in RTP.
-            Format::Rtp { video, audio } => {
-                let wanted = match self.kind() {
-                    Some(MediaKind::Video) => video,
-                    Some(MediaKind::Audio) => audio,
-                    None => false,
-                };
-                match &self.rtp {
-                    Some(r) if wanted => [&r.data, &EMPTY],
-                    _ => [&EMPTY, &EMPTY],
-                }
-            }
+        if !format.wants(self.kind()) {
+            return &EMPTY;
         }
+        self.forms[format.id.index()].get_or_init(|| format.id.build(self, shape))
     }
 
-    /// Total length of this packet in `format`.
+    /// Length of this packet in `format`.
     pub fn len(&self, format: Format, shape: &Shape) -> usize {
-        let [a, b] = self.parts(format, shape);
-        a.len() + b.len()
+        self.bytes(format, shape).len()
     }
 }
 

@@ -14,7 +14,7 @@ use super::hls::{self, Reply};
 use super::Worker;
 use super::{route, Route, CORS_HEADERS};
 use crate::core::fanout::Player;
-use crate::core::packet::Format;
+use crate::core::format::{Format, FormatId};
 use crate::core::play::Playing;
 use crate::io::sock::{Pipe, Sock};
 use bytes::Bytes;
@@ -222,7 +222,11 @@ async fn flv(ctx: &Rc<Worker>, key: &str) -> http::Response<H2Body> {
         );
     };
     let pipe = Pipe::new(ctx.config.player_send_buffer);
-    let player = Player::new(id, Rc::new(Sock::new(pipe.clone())), Format::Flv);
+    let player = Player::new(
+        id,
+        Rc::new(Sock::new(pipe.clone())),
+        Format::all(FormatId::FLV),
+    );
     let playing = Playing::start(&ctx.fanout, &stream, player);
     tracing::info!(stream = %stream.key, "play (h2)");
     tokio::task::spawn_local(async move {

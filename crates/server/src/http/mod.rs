@@ -14,7 +14,7 @@ mod viewers;
 mod vod;
 
 use crate::core::fanout::Player;
-use crate::core::packet::Format;
+use crate::core::format::{Format, FormatId};
 use crate::core::play::{PlayEnd, Playing};
 use crate::ctx::{Accept, Ctx};
 use crate::io::sock::{IntoSock, SharedTcp};
@@ -281,13 +281,13 @@ where
                         ws::accept_key(key)
                     );
                     sock.write_all(head.as_bytes()).await?;
-                    Format::WsFlv
+                    Format::all(FormatId::WS_FLV)
                 } else {
                     let head = format!(
                         "HTTP/1.1 200 OK\r\nServer: sluice\r\nContent-Type: video/x-flv\r\nCache-Control: no-cache, no-store\r\nPragma: no-cache\r\n{CORS}Connection: close\r\n\r\n"
                     );
                     sock.write_all(head.as_bytes()).await?;
-                    Format::Flv
+                    Format::all(FormatId::FLV)
                 };
                 tracing::info!(stream = %stream.key, ?format, "play");
                 return play_flv(ctx, id, sock, stream, format, buf).await;
@@ -383,7 +383,7 @@ async fn play_flv(
     let playing = Playing::start(&ctx.fanout, &stream, player.clone());
     let end = playing
         .run(|bytes| {
-            if format != Format::WsFlv {
+            if format != Format::all(FormatId::WS_FLV) {
                 // An HTTP-FLV player has nothing more to say; ignore what it sends.
                 return Ok(true);
             }

@@ -7,8 +7,8 @@
 //! I/O in the driver; this file is only the adapter.
 
 use crate::core::fanout::{CloseReason, Player};
+use crate::core::format::{Format, FormatId};
 use crate::core::ingest::Publisher;
-use crate::core::packet::Format;
 use crate::ctx::{Accept, Ctx};
 use crate::driver::{self, Adapter, Conn, DriveError, Next};
 use crate::io::sock::Sock;
@@ -168,7 +168,7 @@ impl Rtmp {
         };
         tracing::info!(stream = %key, "play");
         conn.session.accept_play();
-        let player = Player::new(conn.id, conn.sock.clone(), Format::Rtmp);
+        let player = Player::new(conn.id, conn.sock.clone(), Format::all(FormatId::RTMP));
         conn.play(&stream, player);
         self.vod = vod;
         Ok(())

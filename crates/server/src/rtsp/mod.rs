@@ -3,7 +3,7 @@
 //!
 //! A connection DESCRIBEs, SETUPs and PLAYs a live stream or a file (`vod/<path>`,
 //! see `vod`), and then becomes a player of the worker's fan-out in
-//! [`Format::Rtp`]: it gets the frames' shared RTP bytes (made once per stream by its
+//! [`FormatId::RTP`]: it gets the frames' shared RTP bytes (made once per stream by its
 //! publisher, see `packet::RtpSource`), on the fixed channels of [`rtp_channel`],
 //! whatever channels it proposed. Or it ANNOUNCEs and RECORDs one: RTP is depacketized
 //! per track into a [`Publisher`].
@@ -20,9 +20,10 @@ mod per_packet;
 pub mod udp;
 
 use crate::core::fanout::{CloseReason, Player};
+use crate::core::format::{Format, FormatId};
 use crate::core::hub::Stream;
 use crate::core::ingest::Publisher;
-use crate::core::packet::{rtp_channel, Format, Payload};
+use crate::core::packet::{rtp_channel, Payload};
 use crate::ctx::{Accept, Ctx};
 use crate::driver::{self, Adapter, Conn, DriveError, Next};
 use crate::io::sock::Sock;
@@ -652,7 +653,8 @@ impl Rtsp {
             .iter()
             .filter_map(|s| Some((s.track, *kinds.get(s.track)?)))
             .collect();
-        let format = Format::Rtp {
+        let format = Format {
+            id: FormatId::RTP,
             video: setup.iter().any(|(_, k)| *k == MediaKind::Video),
             audio: setup.iter().any(|(_, k)| *k == MediaKind::Audio),
         };

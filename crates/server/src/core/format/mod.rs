@@ -1,0 +1,140 @@
+//! Output formats, registered rather than enumerated: each format is one module with an
+//! [`OutputFormat`] and one line in [`register!`]. The fan-out and the packets know
+//! formats only by their [`FormatId`]; a packet keeps one lazily built form per
+//! registered format, shared by every player of that format on every worker.
+//!
+//! Adding a format (WebRTC's RTP, SRT's TS): write its module, add its line below.
+
+mod flv;
+mod rtmp;
+mod rtp;
+
+use crate::core::packet::{Packet, Shape};
+use bytes::Bytes;
+use sluice_media::MediaKind;
+use std::fmt;
+
+/// How a packet's shared bytes look in one output format.
+pub trait OutputFormat: Sync {
+    /// For logs.
+    fn name(&self) -> &'static str;
+
+    /// The bytes of `packet` in this format, built once per packet on first use and
+    /// shared; empty when the format does not carry this packet.
+    fn build(&self, packet: &Packet, shape: &Shape) -> Bytes;
+
+    /// What a new player gets before the stream's decoder configurations (a file
+    /// header, say).
+    fn preamble(&self, has_video: bool) -> Vec<Bytes> {
+        let _ = has_video;
+        Vec::new()
+    }
+}
+
+macro_rules! register {
+    ($($(#[$doc:meta])* $name:ident => $format:expr,)*) => {
+        static FORMATS: &[&dyn OutputFormat] = &[$(&$format),*];
+
+        #[allow(non_camel_case_types, clippy::upper_case_acronyms)]
+        #[repr(u8)]
+        enum Index { $($name),* }
+
+        impl FormatId {
+            $($(#[$doc])* pub const $name: FormatId = FormatId(Index::$name as u8);)*
+        }
+
+        /// How many formats are registered: the forms a packet can hold.
+        pub const COUNT: usize = [$(Index::$name),*].len();
+    };
+}
+
+register! {
+    /// RTMP chunks on message stream 1.
+    RTMP => rtmp::Rtmp,
+    /// FLV tags (HTTP-FLV).
+    FLV => flv::Flv,
+    /// FLV tags, each in one binary WebSocket frame.
+    WS_FLV => flv::WsFlv,
+    /// All RTP packets of a frame behind their interleave headers (RTSP), made by the
+    /// publisher (see `packet::RtpSource`).
+    RTP => rtp::Rtp,
+}
+
+/// A registered output format.
+#[derive(Clone, Copy, PartialEq, Eq, Hash)]
+pub struct FormatId(u8);
+
+impl FormatId {
+    fn format(self) -> &'static dyn OutputFormat {
+        FORMATS[usize::from(self.0)]
+    }
+
+    /// The slot of this format's form in a packet.
+    pub fn index(self) -> usize {
+        usize::from(self.0)
+    }
+
+    pub fn build(self, packet: &Packet, shape: &Shape) -> Bytes {
+        self.format().build(packet, shape)
+    }
+
+    pub fn preamble(self, has_video: bool) -> Vec<Bytes> {
+        self.format().preamble(has_video)
+    }
+}
+
+impl fmt::Debug for FormatId {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.format().name())
+    }
+}
+
+/// What a player takes: a format, and which kinds of track (an RTSP player may set up
+/// only one of them).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Format {
+    pub id: FormatId,
+    pub video: bool,
+    pub audio: bool,
+}
+
+impl Format {
+    /// Every track of the stream in format `id`.
+    pub const fn all(id: FormatId) -> Format {
+        Format {
+            id,
+            video: true,
+            audio: true,
+        }
+    }
+
+    /// Whether a packet of `kind` goes to the player (`None`, metadata: the format
+    /// decides).
+    pub fn wants(self, kind: Option<MediaKind>) -> bool {
+        match kind {
+            Some(MediaKind::Video) => self.video,
+            Some(MediaKind::Audio) => self.audio,
+            None => true,
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn every_format_has_its_own_slot() {
+        let ids = [
+            FormatId::RTMP,
+            FormatId::FLV,
+            FormatId::WS_FLV,
+            FormatId::RTP,
+        ];
+        assert_eq!(COUNT, ids.len());
+        for (i, id) in ids.iter().enumerate() {
+            assert_eq!(id.index(), i);
+        }
+        assert_eq!(format!("{:?}", FormatId::WS_FLV), "ws-flv");
+    }
+}
