@@ -4,13 +4,21 @@
 //! the per-worker fan-out after the response head, so that no task is woken per viewer
 //! per frame, and file downloads (`files`) `sendfile` their body straight from the page
 //! cache. hyper cannot give a socket back after a response has begun, so those routes
-//! read the request head here and write their own response head.
+//! read the request head here and write their own response head. [`ServerSession`]
+//! is one connection's HTTP/1.1 (and WebSocket) in the shape every Sluice session
+//! shares.
 #![forbid(unsafe_code)]
 #![warn(missing_docs, unreachable_pub, clippy::unwrap_used)]
 #![cfg_attr(test, allow(clippy::unwrap_used))]
 
 pub mod files;
 mod request;
+mod session;
 pub mod ws;
 
 pub use request::{parse_request, HttpError, Method, Request, MAX_HEADERS, MAX_HEAD_LEN};
+pub use session::{
+    reason, HttpEvent, ServerConfig, ServerEvent, ServerOutput, ServerSession, SessionError,
+    MAX_BUFFERED,
+};
+pub use sluice_session::{Event, Output, Session, Transmit};
