@@ -13,7 +13,7 @@
 //! Feed input with [`ServerSession::handle_input`], drain [`ServerSession::poll_output`]
 //! to `None`, and answer each [`HttpEvent::Request`] with exactly one of
 //! [`respond`](ServerSession::respond), [`respond_head`](ServerSession::respond_head)
-//! (then [`body_sent`](ServerSession::body_sent) once the body went out),
+//! (then [`body_sent`](ServerSession::body_sent) once its body, if any, went out),
 //! [`stream`](ServerSession::stream) or
 //! [`accept_websocket`](ServerSession::accept_websocket); drain again after it.
 //!
@@ -216,20 +216,17 @@ impl ServerSession {
         self.answered(keep_alive);
     }
 
-    /// Answers the pending request with a head of a `len`-byte body that the
-    /// application sends itself (a file with `sendfile`); call
-    /// [`body_sent`](Self::body_sent) once it went out. For HEAD, no body follows.
-    pub fn respond_head(&mut self, status: u16, headers: &[(&str, &str)], len: u64) {
-        let State::Answering { method, keep_alive } = self.state else {
+    /// Answers the pending request with a head only: `Content-Length: len` when given
+    /// (else the headers carry it, or there is none, as for HEAD of a live stream). The
+    /// application then sends the body itself, if any (a file with `sendfile`), and
+    /// calls [`body_sent`](Self::body_sent) in every case.
+    pub fn respond_head(&mut self, status: u16, headers: &[(&str, &str)], len: Option<u64>) {
+        let State::Answering { keep_alive, .. } = self.state else {
             return;
         };
         let keep_alive = keep_alive && !self.close_after;
-        self.write_head(status, headers, Some(len), keep_alive);
-        if method == Method::Head {
-            self.answered(keep_alive);
-        } else {
-            self.state = State::SendingBody { keep_alive };
-        }
+        self.write_head(status, headers, len, keep_alive);
+        self.state = State::SendingBody { keep_alive };
     }
 
     /// The body announced by [`respond_head`](Self::respond_head) went out.
@@ -420,6 +417,7 @@ pub fn reason(status: u16) -> &'static str {
         404 => "Not Found",
         405 => "Method Not Allowed",
         412 => "Precondition Failed",
+        414 => "URI Too Long",
         416 => "Range Not Satisfiable",
         429 => "Too Many Requests",
         500 => "Internal Server Error",
@@ -588,7 +586,7 @@ mod tests {
         s.handle_input(now, b"GET /f HTTP/1.1\r\n\r\nGET /g HTTP/1.1\r\n\r\n")
             .unwrap();
         drain(&mut s);
-        s.respond_head(200, &[("Content-Type", "video/mp4")], 1000);
+        s.respond_head(200, &[("Content-Type", "video/mp4")], Some(1000));
         let (written, events) = drain(&mut s);
         assert!(String::from_utf8(written)
             .unwrap()

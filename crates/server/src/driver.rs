@@ -66,6 +66,8 @@ pub enum DriveError<E: std::error::Error + 'static> {
     Closed(CloseReason),
     #[error("session timed out")]
     Timeout,
+    #[error("peer took nothing of its answer for {0:?}")]
+    Stalled(Duration),
 }
 
 /// A protocol's side of the driver: what its events mean for the hub.
@@ -177,6 +179,22 @@ impl<S: Session> Conn<S> {
         }
     }
 
+    /// What is owed to the socket now, taken out for the adapter to write itself
+    /// (ahead of a body it sends with `sendfile`, say): earlier answers and the
+    /// session's transmits up to its next event. Not while playing.
+    pub fn take_transmits(&mut self) -> VecDeque<Bytes> {
+        while let Some(output) = self.session.poll_output() {
+            match output {
+                Output::Transmit(t) => self.out.push_back(t.data),
+                Output::Event(e) => {
+                    self.held.push_back(e);
+                    break;
+                }
+            }
+        }
+        std::mem::take(&mut self.out)
+    }
+
     fn transmit(&mut self, data: Bytes) {
         match &self.playing {
             Some(p) => p.player().queue(data),
@@ -199,7 +217,7 @@ impl<S: Session> Conn<S> {
     }
 
     /// Only the session's transmits (after an error, or before closing).
-    fn take_transmits(&mut self) {
+    fn keep_transmits(&mut self) {
         while let Some(output) = self.session.poll_output() {
             if let Output::Transmit(t) = output {
                 self.transmit(t.data);
@@ -220,7 +238,7 @@ impl<S: Session> Conn<S> {
 
     /// Writes what is owed at the end, for a bounded time.
     async fn finish(&mut self) {
-        self.take_transmits();
+        self.keep_transmits();
         match self.playing.take() {
             Some(p) => p.drain().await,
             None => {

@@ -26,7 +26,7 @@ fuzz_target!(|data: &[u8]| {
                 } else if i % 2 == 0 {
                     s.respond(200, &[], vec![Bytes::from_static(b"ok")]);
                 } else {
-                    s.respond_head(200, &[], 10);
+                    s.respond_head(200, &[], Some(10));
                     s.body_sent();
                 }
             }

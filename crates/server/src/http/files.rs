@@ -17,22 +17,23 @@
 //!   out are 403, anything but a regular file is 404.
 
 use super::Worker;
-use super::{respond, ConnError};
+use super::{write_bounded, Error};
 use crate::ctx::Ctx;
+use crate::driver::{Conn, DriveError};
 use crate::io::filemap::open_beneath;
-use crate::io::sock::SharedTcp;
 use bytes::Bytes;
 use sluice_http::files::{relative_path, FileEntity, FileResponse};
+use sluice_http::ServerSession;
 use sluice_http::{Method, Request};
+use std::collections::VecDeque;
 use std::fs::{File, Metadata};
 use std::io;
 use std::os::unix::fs::MetadataExt;
 use std::path::Path;
 use std::rc::Rc;
 use std::time::Duration;
-use tokio::io::{AsyncWrite, AsyncWriteExt, Interest};
+use tokio::io::Interest;
 use tokio::net::TcpStream;
-use tokio_rustls::server::TlsStream;
 
 /// Most bytes asked of one `sendfile` call. The socket's send buffer bounds what one
 /// call moves anyway; 4 MiB lets a large (autotuned) buffer fill in one call.
@@ -56,24 +57,6 @@ pub(crate) const FILE_HEADERS: [(&str, &str); 2] = [
     ),
     ("X-Content-Type-Options", "nosniff"),
 ];
-
-/// A socket a file body can be written to.
-pub(crate) trait FileSink: AsyncWrite + Unpin {
-    /// The plain TCP socket where the kernel can send the file itself; `None` under TLS.
-    fn plain_tcp(&self) -> Option<&TcpStream>;
-}
-
-impl FileSink for TcpStream {
-    fn plain_tcp(&self) -> Option<&TcpStream> {
-        Some(self)
-    }
-}
-
-impl FileSink for TlsStream<SharedTcp> {
-    fn plain_tcp(&self) -> Option<&TcpStream> {
-        None
-    }
-}
 
 /// An opened file and what to send of it.
 pub(crate) struct Opened {
@@ -151,76 +134,94 @@ fn open_error(e: &io::Error) -> (u16, &'static str) {
     }
 }
 
-fn status_line(code: u16) -> &'static str {
-    match code {
-        400 => "400 Bad Request",
-        403 => "403 Forbidden",
-        414 => "414 URI Too Long",
-        500 => "500 Internal Server Error",
-        _ => "404 Not Found",
-    }
-}
-
 /// Answers a file request on an HTTP/1.1 connection, plain or TLS.
-pub(crate) async fn serve<S: FileSink>(
+pub(crate) async fn serve(
     ctx: &Rc<Worker>,
-    sock: &mut S,
+    conn: &mut Conn<ServerSession>,
     req: &Request,
     rest: &str,
-) -> Result<(), ConnError> {
+    idle: Duration,
+) -> Result<(), Error> {
+    let text = |code: u16, body: &'static str| (code, vec![Bytes::from_static(body.as_bytes())]);
     let Opened {
         file,
         meta,
         response,
     } = match answer(ctx, req, rest).await {
         Ok(opened) => opened,
-        Err((code, text)) => {
-            respond(sock, req, status_line(code), "text/plain", text).await?;
-            return Ok(sock.flush().await?);
+        Err((code, body)) => {
+            let (code, body) = text(code, body);
+            conn.session
+                .respond(code, &[("Content-Type", "text/plain")], body);
+            return Ok(());
         }
     };
-    let idle = Duration::from_millis(ctx.config.idle_timeout_ms);
     let range = response.range.clone();
     let send_body = response.body && req.method == Method::Get && !range.is_empty();
-    let head = head(req, &response);
+    let headers: Vec<(&str, &str)> = FILE_HEADERS
+        .iter()
+        .copied()
+        .chain(response.headers.iter().map(|(n, v)| (*n, v.as_str())))
+        .collect();
+    let status = response.status.code();
+    let sock = conn.sock.clone();
     if !send_body {
-        sock.write_all(head.as_bytes()).await?;
-        flush(sock, idle).await?;
+        // The headers carry the length (or there is no body).
+        conn.session.respond_head(status, &headers, None);
+        conn.session.body_sent();
         return Ok(());
     }
-    match sock.plain_tcp() {
-        Some(tcp) => {
-            send_more(tcp, head.as_bytes(), idle).await?;
-            sendfile(tcp, &file, range.start, range.end, idle).await?;
-        }
-        None => {
-            // Map before the head: a mapping that fails is still a clean 500.
-            let map = match ctx.files.map(&file, &meta) {
-                Ok(map) => map,
-                Err(e) => {
-                    tracing::warn!(path = %req.path, "cannot map file: {e}");
-                    let line = status_line(500);
-                    respond(sock, req, line, "text/plain", "cannot map\n").await?;
-                    return Ok(sock.flush().await?);
-                }
-            };
-            tracing::debug!(files_mapped = ctx.files.mapped(), "mapped for TLS");
-            let body = slice(&map, range.start, range.end)?;
-            sock.write_all(head.as_bytes()).await?;
-            write_slices(sock, body, idle).await?;
-            flush(sock, idle).await?;
-        }
+    if sock.plain_tcp().is_some() {
+        conn.session.respond_head(status, &headers, None);
+        send_file_body(conn, &file, range.start, range.end, idle).await?;
+        conn.session.body_sent();
+        return Ok(());
     }
+    // Map before the head: a mapping that fails is still a clean 500.
+    let map = match ctx.files.map(&file, &meta) {
+        Ok(map) => map,
+        Err(e) => {
+            tracing::warn!(path = %req.path, "cannot map file: {e}");
+            let (code, body) = text(500, "cannot map\n");
+            conn.session
+                .respond(code, &[("Content-Type", "text/plain")], body);
+            return Ok(());
+        }
+    };
+    tracing::debug!(files_mapped = ctx.files.mapped(), "mapped for TLS");
+    let body = slice(&map, range.start, range.end)?;
+    conn.session.respond_head(status, &headers, None);
+    let mut out = conn.take_transmits();
+    write_bounded(&sock, &mut out, idle).await?;
+    // In slices: rustls encrypts from the mapping directly, a slice at a time.
+    for chunk in (0..body.len()).step_by(SLICE) {
+        let mut out = VecDeque::from([body.slice(chunk..(chunk + SLICE).min(body.len()))]);
+        write_bounded(&sock, &mut out, idle).await?;
+    }
+    conn.session.body_sent();
     Ok(())
 }
 
-/// Pushes out what TLS still holds of the response: the next request of a kept-alive
-/// connection is only read once the client has all of this one.
-async fn flush<S: AsyncWrite + Unpin>(sock: &mut S, idle: Duration) -> Result<(), ConnError> {
-    tokio::time::timeout(idle, sock.flush())
-        .await
-        .map_err(|_| ConnError::Stalled(idle))??;
-    Ok(())
+/// Sends what is owed to the connection (the answer's head) with `MSG_MORE`, then
+/// bytes `start..end` of `file` with `sendfile`. Plain TCP only.
+pub(crate) async fn send_file_body(
+    conn: &mut Conn<ServerSession>,
+    file: &File,
+    start: u64,
+    end: u64,
+    idle: Duration,
+) -> Result<(), Error> {
+    let sock = conn.sock.clone();
+    let Some(tcp) = sock.plain_tcp() else {
+        return Err(DriveError::Io(io::ErrorKind::Unsupported.into()));
+    };
+    let head: Vec<u8> = conn
+        .take_transmits()
+        .iter()
+        .flat_map(|b| b.iter().copied())
+        .collect();
+    send_more(tcp, &head, idle).await?;
+    sendfile(tcp, file, start, end, idle).await
 }
 
 /// `range` of a mapping, or an error if the file is no longer as long as it was
@@ -238,37 +239,11 @@ fn slice(map: &Bytes, start: u64, end: u64) -> io::Result<Bytes> {
     Ok(map.slice(start..end))
 }
 
-/// The response head for HTTP/1.1.
-fn head(req: &Request, response: &FileResponse) -> String {
-    let mut head = format!(
-        "HTTP/1.1 {}\r\nServer: sluice\r\n{}",
-        response.status.line(),
-        super::CORS
-    );
-    for (name, value) in FILE_HEADERS.iter().copied().chain(
-        response
-            .headers
-            .iter()
-            .map(|(name, value)| (*name, value.as_str())),
-    ) {
-        head.push_str(name);
-        head.push_str(": ");
-        head.push_str(value);
-        head.push_str("\r\n");
-    }
-    head.push_str(if req.keep_alive() {
-        "Connection: keep-alive\r\n\r\n"
-    } else {
-        "Connection: close\r\n\r\n"
-    });
-    head
-}
-
 /// Waits until `tcp` can take more, for at most `idle`.
-async fn writable(tcp: &TcpStream, idle: Duration) -> Result<(), ConnError> {
+async fn writable(tcp: &TcpStream, idle: Duration) -> Result<(), Error> {
     tokio::time::timeout(idle, tcp.writable())
         .await
-        .map_err(|_| ConnError::Stalled(idle))??;
+        .map_err(|_| DriveError::Stalled(idle))??;
     Ok(())
 }
 
@@ -278,7 +253,7 @@ pub(crate) async fn send_more(
     tcp: &TcpStream,
     mut head: &[u8],
     idle: Duration,
-) -> Result<(), ConnError> {
+) -> Result<(), Error> {
     use rustix::net::SendFlags;
     while !head.is_empty() {
         match tcp.try_io(Interest::WRITABLE, || {
@@ -301,7 +276,7 @@ pub(crate) async fn sendfile(
     start: u64,
     end: u64,
     idle: Duration,
-) -> Result<(), ConnError> {
+) -> Result<(), Error> {
     let mut offset = start;
     let mut since_yield = 0u64;
     while offset < end {
@@ -311,7 +286,7 @@ pub(crate) async fn sendfile(
             rustix::fs::sendfile(tcp, file, Some(&mut offset), count).map_err(io::Error::from)
         }) {
             Ok(0) => {
-                return Err(ConnError::Io(io::Error::new(
+                return Err(DriveError::Io(io::Error::new(
                     io::ErrorKind::UnexpectedEof,
                     "file ended before its length (cut while sent)",
                 )))
@@ -330,20 +305,6 @@ pub(crate) async fn sendfile(
             Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
             Err(e) => return Err(e.into()),
         }
-    }
-    Ok(())
-}
-
-/// Writes a mapped body in slices (TLS): rustls encrypts from the mapping directly.
-async fn write_slices<S: AsyncWrite + Unpin>(
-    sock: &mut S,
-    body: Bytes,
-    idle: Duration,
-) -> Result<(), ConnError> {
-    for chunk in body.chunks(SLICE) {
-        tokio::time::timeout(idle, sock.write_all(chunk))
-            .await
-            .map_err(|_| ConnError::Stalled(idle))??;
     }
     Ok(())
 }

@@ -5,20 +5,19 @@
 //! durations (then 503), a request for the next part or segment waits as long
 //! (then 404); a request too far ahead is refused at once (400).
 
-use super::files::FileSink;
 use super::viewers::{session_id, IDLE};
+use super::Error;
 use super::Worker;
-use super::{ConnError, CORS};
+use crate::driver::Conn;
 use crate::hls::{HlsStream, HlsView, VariantView};
 use crate::io::memfile::MemFile;
 use bytes::Bytes;
 use sluice_hls::{parse_blocking_request, Availability, Readiness};
+use sluice_http::ServerSession;
 use sluice_http::{Method, Request};
-use std::io::IoSlice;
 use std::rc::Rc;
 use std::sync::Arc;
 use std::time::Duration;
-use tokio::io::{AsyncWrite, AsyncWriteExt};
 
 /// The HLS resource a path names, below the stream's key.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -167,42 +166,30 @@ pub(crate) async fn reply(ctx: &Rc<Worker>, req: &Request, key: &str, what: HlsP
 }
 
 /// Answers an HLS request on an HTTP/1.1 connection.
-pub(crate) async fn serve<S: FileSink>(
+pub(crate) async fn serve(
     ctx: &Rc<Worker>,
-    sock: &mut S,
+    conn: &mut Conn<ServerSession>,
     req: &Request,
     key: &str,
     what: HlsPath<'_>,
-) -> Result<(), ConnError> {
+    idle: Duration,
+) -> Result<(), Error> {
     let reply = reply(ctx, req, key, what).await;
-    if let (Some(file), Some(tcp), Method::Get) = (&reply.file, sock.plain_tcp(), req.method) {
+    let headers: Vec<(&str, &str)> = reply
+        .headers
+        .iter()
+        .map(|(n, v)| (*n, v.as_str()))
+        .collect();
+    let plain = conn.sock.plain_tcp().is_some();
+    if let (Some(file), true, Method::Get) = (&reply.file, plain, req.method) {
         // A whole segment on plain HTTP: the kernel sends it from the memfd's pages.
-        let mut head =
-            format!(
-            "HTTP/1.1 200 OK\r\nServer: sluice\r\n{CORS}Content-Length: {}\r\nConnection: {}\r\n",
-            file.len(),
-            if req.keep_alive() { "keep-alive" } else { "close" }
-        );
-        for (name, value) in &reply.headers {
-            head.push_str(&format!("{name}: {value}\r\n"));
-        }
-        head.push_str("\r\n");
-        let idle = Duration::from_millis(ctx.config.idle_timeout_ms);
-        super::files::send_more(tcp, head.as_bytes(), idle).await?;
-        return super::files::sendfile(tcp, file.file(), 0, file.len(), idle).await;
+        conn.session.respond_head(200, &headers, Some(file.len()));
+        super::files::send_file_body(conn, file.file(), 0, file.len(), idle).await?;
+        conn.session.body_sent();
+        return Ok(());
     }
-    let mut headers = String::new();
-    for (name, value) in &reply.headers {
-        headers.push_str(&format!("{name}: {value}\r\n"));
-    }
-    let status = match reply.status {
-        200 => "200 OK",
-        304 => "304 Not Modified",
-        400 => "400 Bad Request",
-        503 => "503 Service Unavailable",
-        _ => "404 Not Found",
-    };
-    write(sock, req, status, &headers, &reply.body).await
+    conn.session.respond(reply.status, &headers, reply.body);
+    Ok(())
 }
 
 fn variant(view: &HlsView, fmp4: bool) -> Option<&VariantView> {
@@ -359,49 +346,4 @@ async fn wait_for<T>(
             _ => return None,
         }
     }
-}
-
-/// A response with a body of shared buffers, written with vectored writes.
-async fn write<S: AsyncWrite + Unpin>(
-    sock: &mut S,
-    req: &Request,
-    status: &str,
-    headers: &str,
-    body: &[Bytes],
-) -> Result<(), ConnError> {
-    let len: usize = body.iter().map(Bytes::len).sum();
-    let head = format!(
-        "HTTP/1.1 {status}\r\nServer: sluice\r\n{CORS}{headers}Content-Length: {len}\r\nConnection: {}\r\n\r\n",
-        if req.keep_alive() { "keep-alive" } else { "close" }
-    );
-    let mut bufs: Vec<&[u8]> = vec![head.as_bytes()];
-    if req.method != Method::Head {
-        bufs.extend(body.iter().map(|b| &b[..]));
-    }
-    let mut offset = 0usize;
-    let total: usize = bufs.iter().map(|b| b.len()).sum();
-    while offset < total {
-        let mut skip = offset;
-        let slices: Vec<IoSlice<'_>> = bufs
-            .iter()
-            .filter_map(|b| {
-                if skip >= b.len() {
-                    skip -= b.len();
-                    None
-                } else {
-                    let s = IoSlice::new(&b[skip..]);
-                    skip = 0;
-                    Some(s)
-                }
-            })
-            .collect();
-        let n = sock.write_vectored(&slices).await?;
-        if n == 0 {
-            return Err(ConnError::Io(std::io::ErrorKind::WriteZero.into()));
-        }
-        offset += n;
-    }
-    // TLS may still hold the last records: a kept-alive client would wait for them.
-    sock.flush().await?;
-    Ok(())
 }

@@ -1,11 +1,12 @@
-//! HTTP/1.1 connections: HTTP-FLV and WebSocket-FLV players, HLS, file downloads,
-//! CORS, and clear errors.
+//! HTTP/1.1 connections: `sluice_http::ServerSession` run by the common driver, and
+//! the routes: HTTP-FLV and WebSocket-FLV players, HLS, file downloads, CORS, and clear
+//! errors. HTTPS connections that negotiate `h2` go to `h2` (hyper) instead.
 //!
-//! The request head is read here (bounded, with a timeout), and streaming routes take
-//! the socket over: after the response head, the socket belongs to the worker's
-//! fan-out like an RTMP player's. Keep-alive holds for the short answers (HEAD, 404,
-//! OPTIONS), HLS and file downloads; a stream response ends the connection when the
-//! stream does.
+//! Streaming routes take the socket over: after the response head, the socket belongs
+//! to the worker's fan-out like an RTMP player's. Keep-alive holds for the short
+//! answers (HEAD, 404, OPTIONS), HLS and file downloads; a stream response ends the
+//! connection when the stream does. Bodies the kernel can send from a file (a memfd
+//! segment, a media-root file) go out with `sendfile` on plain HTTP.
 
 mod files;
 mod h2;
@@ -15,24 +16,30 @@ mod vod;
 
 use crate::core::fanout::Player;
 use crate::core::format::{Format, FormatId};
-use crate::core::play::{PlayEnd, Playing};
 use crate::ctx::{Accept, Ctx};
-use crate::io::sock::{IntoSock, SharedTcp};
-use bytes::{BufMut, BytesMut};
-use sluice_http::ws::{self, Opcode};
-use sluice_http::{parse_request, HttpError, Method, Request};
+use crate::driver::{self, Adapter, Conn, DriveError, Next};
+use crate::io::sock::{write_all, IntoSock, SharedTcp, Sock};
+use crate::vod::VodPlay;
+use bytes::Bytes;
+use sluice_http::{Event, HttpEvent, Method, Request, ServerConfig, ServerEvent, ServerSession};
 use std::cell::RefCell;
-use std::io;
+use std::collections::VecDeque;
 use std::net::{SocketAddr, TcpListener as StdListener};
 use std::rc::Rc;
 use std::sync::Arc;
-use std::time::Duration;
-use tokio::io::AsyncWriteExt;
-use tokio::io::{AsyncRead, AsyncWrite};
+use std::time::{Duration, Instant};
 use tokio::net::TcpStream;
 use tokio_rustls::TlsAcceptor;
 use tracing::Instrument;
 use viewers::Viewers;
+
+type Error = DriveError<sluice_http::SessionError>;
+
+impl From<sluice_http::SessionError> for Error {
+    fn from(e: sluice_http::SessionError) -> Self {
+        DriveError::Session(e)
+    }
+}
 
 /// Ciphertext rustls may hold per TLS connection beyond what the socket took.
 const TLS_BUFFER: usize = 16 << 10;
@@ -110,7 +117,7 @@ async fn serve(ctx: Rc<Worker>, sock: TcpStream, peer: SocketAddr) {
     let id = ctx.hub.next_id();
     let span = tracing::info_span!("http", id, %peer);
     async move {
-        match connection(&ctx, id, sock).await {
+        match connection(&ctx, id, sock.into_sock()).await {
             Ok(()) => tracing::debug!("closed"),
             Err(e) => tracing::info!("closed: {e}"),
         }
@@ -119,7 +126,7 @@ async fn serve(ctx: Rc<Worker>, sock: TcpStream, peer: SocketAddr) {
     .await
 }
 
-/// HTTPS: the TLS handshake (bounded in time), then the same routes as HTTP.
+/// HTTPS: the TLS handshake (bounded in time), then the same routes as HTTP, or HTTP/2.
 async fn serve_tls(ctx: Rc<Worker>, acceptor: TlsAcceptor, sock: TcpStream, peer: SocketAddr) {
     let id = ctx.hub.next_id();
     let span = tracing::info_span!("https", id, %peer);
@@ -142,7 +149,7 @@ async fn serve_tls(ctx: Rc<Worker>, acceptor: TlsAcceptor, sock: TcpStream, peer
                 Err(e) => tracing::info!("closed: {e}"),
             };
         }
-        match connection(&ctx, id, tls).await {
+        match connection(&ctx, id, tls.into_sock()).await {
             Ok(()) => tracing::debug!("closed"),
             Err(e) => tracing::info!("closed: {e}"),
         }
@@ -151,18 +158,161 @@ async fn serve_tls(ctx: Rc<Worker>, acceptor: TlsAcceptor, sock: TcpStream, peer
     .await
 }
 
-#[derive(Debug, thiserror::Error)]
-pub(crate) enum ConnError {
-    #[error("bad request: {0}")]
-    Request(#[from] HttpError),
-    #[error("i/o: {0}")]
-    Io(#[from] io::Error),
-    #[error("websocket: {0}")]
-    Ws(#[from] ws::WsError),
-    #[error("no complete request within {0:?}")]
-    Timeout(Duration),
-    #[error("peer took nothing of its response for {0:?}")]
-    Stalled(Duration),
+/// One HTTP/1.1 connection, plain or TLS, on the common driver.
+async fn connection(ctx: &Rc<Worker>, id: u64, sock: Sock) -> Result<(), Error> {
+    let idle = Duration::from_millis(ctx.config.idle_timeout_ms);
+    let session = ServerSession::new(
+        ServerConfig {
+            head_timeout: idle,
+            server: "sluice".into(),
+            extra_headers: CORS.into(),
+        },
+        Instant::now(),
+    );
+    // The session times out slow heads and silent kept-alive connections itself.
+    let mut conn = Conn::new(ctx.ctx.clone(), id, Rc::new(sock), session).without_idle_timeout();
+    let mut http = Http {
+        worker: ctx.clone(),
+        idle,
+        vod: None,
+    };
+    driver::run(&mut conn, &mut http).await
+}
+
+/// The HTTP adapter: routes each request; keeps a played file going.
+struct Http {
+    worker: Rc<Worker>,
+    /// How long a peer may take nothing of an answer.
+    idle: Duration,
+    /// Feeds the private stream of a file on demand while it is played.
+    vod: Option<VodPlay>,
+}
+
+impl Adapter<ServerSession> for Http {
+    type Wake = ();
+
+    async fn on_event(
+        &mut self,
+        conn: &mut Conn<ServerSession>,
+        event: ServerEvent,
+    ) -> Result<Next, Error> {
+        match event {
+            Event::Other(HttpEvent::Request(req)) => self.request(conn, req).await?,
+            Event::Other(HttpEvent::Message { opcode, .. }) => {
+                tracing::debug!(?opcode, "websocket message ignored");
+            }
+            Event::Close => return Ok(Next::Close),
+            Event::Publish(_) | Event::Play(_) | Event::Media(()) | Event::Stop => {}
+        }
+        Ok(Next::Continue)
+    }
+}
+
+impl Http {
+    async fn request(&mut self, conn: &mut Conn<ServerSession>, req: Request) -> Result<(), Error> {
+        let ctx = self.worker.clone();
+        tracing::debug!(path = %req.path, method = ?req.method, "request");
+        let text =
+            |status: u16, body: &'static str| (status, vec![Bytes::from_static(body.as_bytes())]);
+        let (status, body) = match (req.method, route(&req.path)) {
+            (Method::Options, _) => (204, Vec::new()),
+            (Method::Get | Method::Head, Route::Root) => {
+                text(200, concat!("Sluice ", env!("CARGO_PKG_VERSION"), "\n"))
+            }
+            (Method::Head, Route::Flv(key)) => {
+                if ctx.exists(key).await {
+                    let headers = [
+                        ("Content-Type", "video/x-flv"),
+                        ("Cache-Control", "no-cache"),
+                    ];
+                    conn.session.respond_head(200, &headers, None);
+                    conn.session.body_sent();
+                    return Ok(());
+                }
+                (404, Vec::new())
+            }
+            (Method::Get, Route::Flv(key)) => return self.play(conn, &req, key).await,
+            (Method::Get | Method::Head, Route::Hls(key, what)) => {
+                return hls::serve(&ctx, conn, &req, key, what, self.idle).await;
+            }
+            (Method::Get | Method::Head, Route::Files(rest)) => {
+                return files::serve(&ctx, conn, &req, rest, self.idle).await;
+            }
+            (Method::Get | Method::Head, Route::NotFound) => text(404, "not found\n"),
+            _ => {
+                conn.session.close_after_answer();
+                (405, Vec::new())
+            }
+        };
+        let content_type: &[(&str, &str)] = if body.is_empty() {
+            &[]
+        } else {
+            &[("Content-Type", "text/plain")]
+        };
+        conn.session.respond(status, content_type, body);
+        Ok(())
+    }
+
+    /// Plays `key` (a live stream, or a file on demand under `vod/`) over HTTP-FLV, or
+    /// WebSocket-FLV when the request upgrades.
+    async fn play(
+        &mut self,
+        conn: &mut Conn<ServerSession>,
+        req: &Request,
+        key: &str,
+    ) -> Result<(), Error> {
+        let found = self
+            .worker
+            .stream_or_file(key, key.strip_prefix("vod/"), conn.id)
+            .await;
+        let Some((stream, vod)) = found else {
+            let body = Bytes::from(format!("stream {key} is not live\n"));
+            conn.session
+                .respond(404, &[("Content-Type", "text/plain")], vec![body]);
+            return Ok(());
+        };
+        let format = if req.is_websocket_upgrade() {
+            conn.session.accept_websocket(req, &[]);
+            if conn.session.is_closed() {
+                // No Sec-WebSocket-Key: answered 400.
+                return Ok(());
+            }
+            Format::all(FormatId::WS_FLV)
+        } else {
+            conn.session.stream(
+                200,
+                &[
+                    ("Content-Type", "video/x-flv"),
+                    ("Cache-Control", "no-cache, no-store"),
+                    ("Pragma", "no-cache"),
+                ],
+            );
+            Format::all(FormatId::FLV)
+        };
+        tracing::info!(stream = %stream.key, ?format, "play");
+        let player = Player::new(conn.id, conn.sock.clone(), format);
+        conn.play(&stream, player);
+        self.vod = vod;
+        Ok(())
+    }
+}
+
+/// Writes `out` to `sock`, failing when the peer takes nothing of it for `idle`.
+pub(crate) async fn write_bounded(
+    sock: &Sock,
+    out: &mut VecDeque<Bytes>,
+    idle: Duration,
+) -> Result<(), Error> {
+    loop {
+        let before: usize = out.iter().map(Bytes::len).sum();
+        match tokio::time::timeout(idle, write_all(sock, out)).await {
+            Ok(r) => return Ok(r?),
+            Err(_) if out.iter().map(Bytes::len).sum::<usize>() == before => {
+                return Err(DriveError::Stalled(idle));
+            }
+            Err(_) => {}
+        }
+    }
 }
 
 /// What a path names.
@@ -217,201 +367,6 @@ fn route(path: &str) -> Route<'_> {
         }
     }
     Route::NotFound
-}
-
-/// One HTTP/1.1 connection, plain or TLS.
-async fn connection<S>(ctx: &Rc<Worker>, id: u64, sock: S) -> Result<(), ConnError>
-where
-    S: AsyncRead + AsyncWrite + Unpin + IntoSock + files::FileSink,
-{
-    let idle = Duration::from_millis(ctx.config.idle_timeout_ms);
-    let mut buf = BytesMut::new();
-    let mut sock = sock;
-    loop {
-        let Some(req) = read_head(&mut sock, &mut buf, idle).await? else {
-            return Ok(());
-        };
-        let _ = buf.split_to(req.head_len);
-        tracing::debug!(path = %req.path, method = ?req.method, "request");
-        match (req.method, route(&req.path)) {
-            (Method::Options, _) => {
-                respond(&mut sock, &req, "204 No Content", "", "").await?;
-            }
-            (Method::Get | Method::Head, Route::Root) => {
-                let body = concat!("Sluice ", env!("CARGO_PKG_VERSION"), "\n");
-                respond(&mut sock, &req, "200 OK", "text/plain", body).await?;
-            }
-            (Method::Head, Route::Flv(key)) => {
-                if ctx.exists(key).await {
-                    let head = format!(
-                        "HTTP/1.1 200 OK\r\nServer: sluice\r\nContent-Type: video/x-flv\r\nCache-Control: no-cache\r\n{CORS}Connection: {}\r\n\r\n",
-                        if req.keep_alive() { "keep-alive" } else { "close" }
-                    );
-                    sock.write_all(head.as_bytes()).await?;
-                    sock.flush().await?;
-                } else {
-                    respond(&mut sock, &req, "404 Not Found", "text/plain", "").await?;
-                }
-            }
-            (Method::Get, Route::Flv(key)) => {
-                // A file on demand plays as a private stream, kept alive by `_vod`.
-                let found = ctx.stream_or_file(key, key.strip_prefix("vod/"), id).await;
-                let Some((stream, _vod)) = found else {
-                    let body = format!("stream {key} is not live\n");
-                    respond(&mut sock, &req, "404 Not Found", "text/plain", &body).await?;
-                    if req.keep_alive() {
-                        continue;
-                    }
-                    return Ok(());
-                };
-                let format = if req.is_websocket_upgrade() {
-                    let Some(key) = req.header("sec-websocket-key") else {
-                        respond(
-                            &mut sock,
-                            &req,
-                            "400 Bad Request",
-                            "text/plain",
-                            "no Sec-WebSocket-Key\n",
-                        )
-                        .await?;
-                        return Ok(());
-                    };
-                    let head = format!(
-                        "HTTP/1.1 101 Switching Protocols\r\nServer: sluice\r\nUpgrade: websocket\r\nConnection: Upgrade\r\nSec-WebSocket-Accept: {}\r\n{CORS}\r\n",
-                        ws::accept_key(key)
-                    );
-                    sock.write_all(head.as_bytes()).await?;
-                    Format::all(FormatId::WS_FLV)
-                } else {
-                    let head = format!(
-                        "HTTP/1.1 200 OK\r\nServer: sluice\r\nContent-Type: video/x-flv\r\nCache-Control: no-cache, no-store\r\nPragma: no-cache\r\n{CORS}Connection: close\r\n\r\n"
-                    );
-                    sock.write_all(head.as_bytes()).await?;
-                    Format::all(FormatId::FLV)
-                };
-                tracing::info!(stream = %stream.key, ?format, "play");
-                return play_flv(ctx, id, sock, stream, format, buf).await;
-            }
-            (Method::Get | Method::Head, Route::Hls(key, what)) => {
-                hls::serve(ctx, &mut sock, &req, key, what).await?;
-            }
-            (Method::Get | Method::Head, Route::Files(rest)) => {
-                files::serve(ctx, &mut sock, &req, rest).await?;
-            }
-            (Method::Get | Method::Head, Route::NotFound) => {
-                respond(
-                    &mut sock,
-                    &req,
-                    "404 Not Found",
-                    "text/plain",
-                    "not found\n",
-                )
-                .await?;
-            }
-            _ => {
-                respond(&mut sock, &req, "405 Method Not Allowed", "text/plain", "").await?;
-                return Ok(());
-            }
-        }
-        if !req.keep_alive() {
-            return Ok(());
-        }
-    }
-}
-
-/// Reads one request head into `buf`. `Ok(None)` is a clean close between requests.
-async fn read_head<S: AsyncRead + Unpin>(
-    sock: &mut S,
-    buf: &mut BytesMut,
-    idle: Duration,
-) -> Result<Option<Request>, ConnError> {
-    use tokio::io::AsyncReadExt;
-    let deadline = tokio::time::Instant::now() + idle;
-    loop {
-        if !buf.is_empty() {
-            if let Some(req) = parse_request(buf)? {
-                return Ok(Some(req));
-            }
-        }
-        buf.reserve(2048);
-        let n = tokio::time::timeout_at(deadline, sock.read_buf(buf))
-            .await
-            .map_err(|_| ConnError::Timeout(idle))??;
-        if n == 0 {
-            return Ok(None);
-        }
-    }
-}
-
-pub(crate) async fn respond<S: AsyncWrite + Unpin>(
-    sock: &mut S,
-    req: &Request,
-    status: &str,
-    content_type: &str,
-    body: &str,
-) -> io::Result<()> {
-    let mut head = format!(
-        "HTTP/1.1 {status}\r\nServer: sluice\r\n{CORS}Content-Length: {}\r\nConnection: {}\r\n",
-        body.len(),
-        if req.keep_alive() {
-            "keep-alive"
-        } else {
-            "close"
-        }
-    );
-    if !content_type.is_empty() {
-        head.push_str(&format!("Content-Type: {content_type}\r\n"));
-    }
-    head.push_str("\r\n");
-    if req.method != Method::Head {
-        head.push_str(body);
-    }
-    sock.write_all(head.as_bytes()).await?;
-    // TLS may still hold the last records: a kept-alive client would wait for them.
-    sock.flush().await
-}
-
-async fn play_flv(
-    ctx: &Rc<Worker>,
-    id: u64,
-    sock: impl IntoSock,
-    stream: std::sync::Arc<crate::core::hub::Stream>,
-    format: Format,
-    mut input: BytesMut,
-) -> Result<(), ConnError> {
-    let player = Player::new(id, Rc::new(sock.into_sock()), format);
-    let playing = Playing::start(&ctx.fanout, &stream, player.clone());
-    let end = playing
-        .run(|bytes| {
-            if format != Format::all(FormatId::WS_FLV) {
-                // An HTTP-FLV player has nothing more to say; ignore what it sends.
-                return Ok(true);
-            }
-            input.extend_from_slice(bytes);
-            while let Some(frame) = ws::read_client_frame(&mut input)? {
-                match frame.opcode {
-                    Opcode::Close => {
-                        let mut out = BytesMut::with_capacity(4);
-                        ws::write_frame_header(&mut out, Opcode::Close, 0);
-                        player.queue(out.freeze());
-                        return Ok(false);
-                    }
-                    Opcode::Ping => {
-                        let mut out = BytesMut::with_capacity(frame.payload.len() + 2);
-                        ws::write_frame_header(&mut out, Opcode::Pong, frame.payload.len());
-                        out.put_slice(&frame.payload);
-                        player.queue(out.freeze());
-                    }
-                    _ => {}
-                }
-            }
-            Ok::<bool, ConnError>(true)
-        })
-        .await;
-    if matches!(end, Ok(PlayEnd::Stopped) | Ok(PlayEnd::Closed(_))) {
-        playing.drain().await;
-    }
-    end.map(|_| ())
 }
 
 #[cfg(test)]

@@ -61,6 +61,12 @@ pub trait Transport: fmt::Debug {
     fn tcp(&self) -> Option<&TcpStream> {
         None
     }
+
+    /// The TCP socket when bytes written to it reach the peer as they are (no TLS):
+    /// where the kernel can send a file itself.
+    fn plain_tcp(&self) -> Option<&TcpStream> {
+        None
+    }
 }
 
 /// A connection's transport.
@@ -79,6 +85,10 @@ impl Sock {
 
     pub fn tcp(&self) -> Option<&TcpStream> {
         self.0.tcp()
+    }
+
+    pub fn plain_tcp(&self) -> Option<&TcpStream> {
+        self.0.plain_tcp()
     }
 
     pub async fn readable(&self) -> io::Result<()> {
@@ -130,6 +140,10 @@ impl Transport for Tcp {
     fn tcp(&self) -> Option<&TcpStream> {
         Some(&self.0)
     }
+
+    fn plain_tcp(&self) -> Option<&TcpStream> {
+        Some(&self.0)
+    }
 }
 
 /// TLS over TCP.
@@ -168,12 +182,29 @@ impl Transport for Tls {
         self.tls.borrow().get_ref().1.wants_write()
     }
 
+    /// Readable at once when rustls holds decrypted bytes already (a request that came
+    /// with the end of the handshake), else when the socket is.
     fn readable(&self) -> Ready<'_> {
-        Box::pin(self.tcp.readable())
+        Box::pin(std::future::poll_fn(|cx| {
+            let buffered = match self.tls.borrow_mut().get_mut().1.process_new_packets() {
+                Ok(state) => state.plaintext_bytes_to_read() > 0 || state.peer_has_closed(),
+                // The next read reports it.
+                Err(_) => true,
+            };
+            if buffered {
+                return Poll::Ready(Ok(()));
+            }
+            self.tcp.poll_read_ready(cx)
+        }))
     }
 
+    /// Writable once rustls pushed out the ciphertext it holds: waiting for the TCP
+    /// socket alone would return at once while rustls, full, takes no plaintext.
     fn writable(&self) -> Ready<'_> {
-        Box::pin(self.tcp.writable())
+        Box::pin(std::future::poll_fn(|cx| {
+            let mut tls = self.tls.borrow_mut();
+            Pin::new(&mut *tls).poll_flush(cx)
+        }))
     }
 
     fn tcp(&self) -> Option<&TcpStream> {
@@ -372,7 +403,8 @@ pub fn cap_send_buffer(sock: Option<&TcpStream>, bytes: usize) {
     }
 }
 
-/// Writes queued session output (outside of playing, where the fan-out writes).
+/// Writes queued session output (outside of playing, where the fan-out writes), and
+/// what TLS still holds of it: a peer waiting for an answer gets all of it.
 pub async fn write_all(
     sock: &Sock,
     out: &mut std::collections::VecDeque<bytes::Bytes>,
@@ -383,6 +415,9 @@ pub async fn write_all(
             out.pop_front();
         }
         if out.is_empty() {
+            while !sock.try_flush()? {
+                sock.writable().await?;
+            }
             return Ok(());
         }
         sock.writable().await?;
