@@ -60,7 +60,7 @@ setup() {
   [ "${NO_BUILD:-0}" = 1 ] || (cd "$root" && cargo build --release -q -p sluice-server -p sluice-bench)
   [ -x "$out/limit" ] && [ "$out/limit" -nt "$root/../shared/limit/limit.c" ] ||
     gcc -O2 -Wall -o "$out/limit" "$root/../shared/limit/limit.c" -lpthread
-  bash "$root/../shared/media/make-test-media.sh" "$out/media" 20 >/dev/null
+  bash "$root/scripts/make-test-media.sh" "$out/media" 20 >/dev/null
   clip=$out/media/h264_aac_720p.flv
 }
 

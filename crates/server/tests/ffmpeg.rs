@@ -3,7 +3,7 @@
 
 mod common;
 
-use common::{have_ffmpeg, publish_test_pattern, shared_media, Kill, TestServer};
+use common::{have_ffmpeg, publish_test_pattern, test_media, Kill, TestServer};
 use std::process::{Command, Output, Stdio};
 use std::time::{Duration, Instant};
 
@@ -166,7 +166,7 @@ fn count_packets(path: &std::path::Path, kind: &str) -> usize {
         .expect("packet count")
 }
 
-/// Players that wait for a stream get every frame of a shared clip, published twice
+/// Players that wait for a stream get every frame of a test clip, published twice
 /// by ffmpeg with a reconnect in between, on one continuous timeline; a player that
 /// joins mid-stream starts on a keyframe.
 #[test]
@@ -174,7 +174,7 @@ fn waiting_players_get_every_frame_across_a_publisher_reconnect() {
     if !have_ffmpeg() {
         return;
     }
-    let media = shared_media();
+    let media = test_media();
     let clip = media.join("h264_aac_720p.mp4");
     let video_frames = count_packets(&clip, "v");
     let server = TestServer::start(&["--play-wait-ms", "15000", "--publish-grace-ms", "1500"]);

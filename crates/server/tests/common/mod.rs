@@ -287,29 +287,38 @@ pub fn scratch(name: &str) -> PathBuf {
     dir
 }
 
-/// The standard test clips of `../shared/media/make-test-media.sh`: those in
-/// `SLUICE_TEST_MEDIA` if set, else made once per target directory (8 s each, to keep
-/// the suite fast).
-pub fn shared_media() -> PathBuf {
+/// The clips `scripts/make-test-media.sh` makes (those the tests play).
+pub const TEST_CLIPS: [&str; 6] = [
+    "h264_aac_720p.mp4",
+    "h264_aac_720p.flv",
+    "h264_bframes_720p.mp4",
+    "h264_bframes_720p.flv",
+    "h265_aac_1080p.mp4",
+    "h264_opus_720p.mkv",
+];
+
+/// The folder of the standard test clips: `SLUICE_TEST_MEDIA` if set, else one per
+/// target directory. Clips missing there are made with the repository's
+/// `scripts/make-test-media.sh` (8 s each, to keep the suite fast; needs ffmpeg).
+pub fn test_media() -> PathBuf {
     let dir = std::env::var_os("SLUICE_TEST_MEDIA").map_or_else(
-        || PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join("shared-media"),
+        || PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join("test-media"),
         PathBuf::from,
     );
-    let script =
-        PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../../shared/media/make-test-media.sh");
+    let script = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../scripts/make-test-media.sh");
     let lock =
         std::fs::File::create(std::env::temp_dir().join("sluice-media.lock")).expect("lock file");
     // Test binaries run in parallel; one makes the clips, the others wait for it.
     lock.lock().expect("lock");
-    if !dir.join("h264_aac_720p.mp4").exists() {
+    if !TEST_CLIPS.iter().all(|c| dir.join(c).exists()) {
         let status = Command::new("bash")
             .arg(&script)
             .arg(&dir)
             .arg("8")
             .stdout(Stdio::null())
             .status()
-            .expect("run make-test-media.sh");
-        assert!(status.success(), "make-test-media.sh failed");
+            .expect("run scripts/make-test-media.sh");
+        assert!(status.success(), "scripts/make-test-media.sh failed");
     }
     dir
 }
