@@ -22,12 +22,14 @@ fn media_file(name: &str) -> Vec<u8> {
 }
 
 #[test]
+#[cfg_attr(not(have_ffmpeg), ignore = "needs ffmpeg")]
 fn ffmpeg_h264_aac_720p_flv() {
     check_h264_aac_720p("h264_aac_720p.flv", false);
 }
 
 /// With B-frames, so composition times are nonzero.
 #[test]
+#[cfg_attr(not(have_ffmpeg), ignore = "needs ffmpeg")]
 fn ffmpeg_h264_bframes_720p_flv() {
     check_h264_aac_720p("h264_bframes_720p.flv", true);
 }

@@ -208,6 +208,7 @@ fn opus(c: &TrackConfig) -> bool {
 const X264_BFRAMES: &[&str] = &["-c:v", "libx264", "-bf", "2", "-g", "25"];
 
 #[test]
+#[cfg_attr(not(have_ffmpeg), ignore = "needs ffmpeg and ffprobe")]
 fn ffmpeg_h264_bframes_aac() {
     if !ffmpeg_present() {
         return;
@@ -230,6 +231,7 @@ fn ffmpeg_h264_bframes_aac() {
 }
 
 #[test]
+#[cfg_attr(not(have_ffmpeg), ignore = "needs ffmpeg and ffprobe")]
 fn ffmpeg_faststart() {
     if !ffmpeg_present() {
         return;
@@ -247,6 +249,7 @@ fn ffmpeg_faststart() {
 }
 
 #[test]
+#[cfg_attr(not(have_ffmpeg), ignore = "needs ffmpeg and ffprobe")]
 fn ffmpeg_h265_hvc1() {
     if !ffmpeg_present() {
         return;
@@ -269,6 +272,7 @@ fn ffmpeg_h265_hvc1() {
 }
 
 #[test]
+#[cfg_attr(not(have_ffmpeg), ignore = "needs ffmpeg and ffprobe")]
 fn ffmpeg_opus() {
     if !ffmpeg_present() {
         return;
@@ -284,6 +288,7 @@ fn ffmpeg_opus() {
 }
 
 #[test]
+#[cfg_attr(not(have_ffmpeg), ignore = "needs ffmpeg and ffprobe")]
 fn ffmpeg_fragmented_and_cut() {
     if !ffmpeg_present() {
         return;
@@ -317,8 +322,16 @@ fn ffmpeg_fragmented_and_cut() {
     let _ = std::fs::remove_file(path);
 }
 
+/// Where tools are required (CI), ffmpeg and ffprobe were found when the tests were
+/// built, so none of them was compiled as ignored.
+#[test]
+fn required_tools_were_found() {
+    common::require_ffmpeg_found_at_build();
+}
+
 /// The standard clips of `scripts/make-test-media.sh`.
 #[test]
+#[cfg_attr(not(have_ffmpeg), ignore = "needs ffmpeg and ffprobe")]
 fn test_media_clips() {
     if !ffmpeg_present() {
         return;

@@ -94,6 +94,7 @@ fn ffmpeg_decode(url: &str, seconds: u32) -> u64 {
 }
 
 #[test]
+#[cfg_attr(not(have_ffmpeg), ignore = "needs ffmpeg and ffprobe")]
 fn ffmpeg_publishes_and_ffprobe_plays_rtmp_and_http_flv() {
     if !have_ffmpeg() {
         return;
@@ -166,10 +167,24 @@ fn count_packets(path: &std::path::Path, kind: &str) -> usize {
         .expect("packet count")
 }
 
+/// Where tools are required (CI), every tool the end-to-end tests of this package use
+/// was found when they were built, so none of them was compiled as ignored.
+#[test]
+fn required_tools_were_found() {
+    common::require_tools_found_at_build(&[
+        (cfg!(have_ffmpeg), "ffmpeg/ffprobe"),
+        (cfg!(have_chromium), "chromium"),
+        (cfg!(have_gstreamer), "GStreamer RTSP elements"),
+        (cfg!(have_curl), "curl"),
+        (cfg!(have_wget), "wget"),
+    ]);
+}
+
 /// Players that wait for a stream get every frame of a test clip, published twice
 /// by ffmpeg with a reconnect in between, on one continuous timeline; a player that
 /// joins mid-stream starts on a keyframe.
 #[test]
+#[cfg_attr(not(have_ffmpeg), ignore = "needs ffmpeg and ffprobe")]
 fn waiting_players_get_every_frame_across_a_publisher_reconnect() {
     if !have_ffmpeg() {
         return;

@@ -4,32 +4,45 @@
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 
-/// Whether ffprobe is here. Where `SLUICE_REQUIRE_TOOLS=1` (CI), its absence fails
-/// the test instead of skipping it.
+/// Whether ffprobe is here. Its absence fails the test instead of skipping it where
+/// `SLUICE_REQUIRE_TOOLS=1` (CI), and where the build script found it (`have_ffmpeg`):
+/// a test that skips is then one cargo did not list as ignored.
 pub fn ffprobe_present() -> bool {
-    if Command::new("ffprobe").arg("-version").output().is_ok() {
+    present("ffprobe")
+}
+
+/// Whether ffmpeg and ffprobe are here; see [`ffprobe_present`].
+pub fn ffmpeg_present() -> bool {
+    present("ffmpeg") && present("ffprobe")
+}
+
+fn present(tool: &str) -> bool {
+    if Command::new(tool).arg("-version").output().is_ok() {
         return true;
     }
     assert!(
         std::env::var("SLUICE_REQUIRE_TOOLS").as_deref() != Ok("1"),
-        "ffprobe missing but SLUICE_REQUIRE_TOOLS=1"
+        "{tool} missing but SLUICE_REQUIRE_TOOLS=1"
     );
-    eprintln!("ffprobe not found; skipped");
+    if cfg!(have_ffmpeg) {
+        panic!(
+            "{tool} was there when the tests were built but is not now: rebuild them \
+             (touch crates/media/build.rs) to have the tests that need it ignored"
+        );
+    }
+    eprintln!("{tool} not found; skipped");
     false
 }
 
-/// Whether ffmpeg and ffprobe are here; their absence fails the test under
-/// `SLUICE_REQUIRE_TOOLS=1`.
-pub fn ffmpeg_present() -> bool {
-    if Command::new("ffmpeg").arg("-version").output().is_ok() {
-        return ffprobe_present();
-    }
+/// Fails where `SLUICE_REQUIRE_TOOLS=1` if the build script found ffmpeg or ffprobe
+/// missing: the tests that need them were then compiled as ignored, and would not fail
+/// on their own (see `scripts/e2e_tools.rs`).
+pub fn require_ffmpeg_found_at_build() {
     assert!(
-        std::env::var("SLUICE_REQUIRE_TOOLS").as_deref() != Ok("1"),
-        "ffmpeg missing but SLUICE_REQUIRE_TOOLS=1"
+        std::env::var("SLUICE_REQUIRE_TOOLS").as_deref() != Ok("1") || cfg!(have_ffmpeg),
+        "SLUICE_REQUIRE_TOOLS=1, but the build found no ffmpeg/ffprobe: the tests that \
+         need them were ignored (install them, or run bash scripts/test.sh)"
     );
-    eprintln!("ffmpeg not found; skipped");
-    false
 }
 
 /// Writes `bytes` to a file in the temp dir, named per test process.
