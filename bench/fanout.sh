@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Scenario (a), fan-out cost: server CPU-seconds per GB delivered to N players of the
-# 2 Mbit/s 720p clip, Sluice beside ../shared/limit at the same merge window and
+# 2 Mbit/s 720p clip, Sluice beside the floor (bench/floor) at the same merge window and
 # nginx-rtmp (RTMP, its defaults), in one run. Each server is pinned to core 0;
 # players (and the publisher) to core 1. HLS: Sluice's MPEG-TS (hls) and fMP4 Low-Latency
 # (ll-hls) playlists, and nginx-rtmp's HLS (TS files written by the RTMP module, served
@@ -16,13 +16,13 @@
 # Usage: bench/fanout.sh [-n PLAYERS] [-d SECONDS] [-m MERGE_MS]
 #                        [-p "flv rtmp hls ll-hls rtsp rtsp-udp ws-flv
 #                            flv-tls hls-tls ll-hls-tls ws-flv-tls"]
-#                        [-x "limit nginx"] [-o OUTDIR] [-r REPETITIONS]
+#                        [-x "floor nginx"] [-o OUTDIR] [-r REPETITIONS]
 # Writes OUTDIR/fanout.md and one JSON per run (sluice-bench's report; repetitions
 # after the first as NAME.rK.json). With -r K every row runs K times, interleaved, and
 # the table shows each row's median CPU-s/GB with the spread.
 set -euo pipefail
 . "$(dirname "$0")/lib.sh"
-n=500 dur=25 merge=200 protos="flv rtmp hls ll-hls rtsp rtsp-udp" peers="limit nginx" out="$root/target/bench" reps=1
+n=500 dur=25 merge=200 protos="flv rtmp hls ll-hls rtsp rtsp-udp" peers="floor nginx" out="$root/target/bench" reps=1
 while getopts n:d:m:p:x:o:r: opt; do
   case $opt in
     n) n=$OPTARG ;; d) dur=$OPTARG ;; m) merge=$OPTARG ;; p) protos=$OPTARG ;; x) peers=$OPTARG ;; o) out=$OPTARG ;;
@@ -36,7 +36,7 @@ setup "$out"
 warmup=5
 
 runs=()
-[[ $peers != *limit* ]] || runs+=("limit:flv") # the floor: limit.c serves HTTP-FLV only
+[[ $peers != *floor* ]] || runs+=("floor:flv") # the floor serves HTTP-FLV only
 for p in $protos; do runs+=("sluice:$p"); done
 if [[ $peers == *nginx* ]]; then
   [[ " $protos " != *" rtmp "* ]] || runs+=("nginx:rtmp")
@@ -52,7 +52,7 @@ rm -f "$out"/*.r[0-9]*.json
 for rep in $(seq "$reps"); do
 for run in "${runs[@]}"; do
   s=${run%%:*} p=${run#*:}
-  json=$out/$s-$p.json; [ "$s" = limit ] && json=$out/limit-flv.json
+  json=$out/$s-$p.json
   [ "$rep" = 1 ] || json=${json%.json}.r$rep.json
   # rtsp-pp, rtsp-udp-pp: the same players, the server sending one packet per call.
   proto=${p%-pp} flags=()

@@ -1,20 +1,20 @@
 #!/usr/bin/env bash
 # Scenario (f), latency: time to first keyframe of players joining one at a time on an
 # idle server, and joining while 1000 players already play (loaded), per protocol, for
-# Sluice beside limit.c (flv) and nginx-rtmp (rtmp, and its HLS). The background
+# Sluice beside the floor (flv, bench/floor) and nginx-rtmp (rtmp, and its HLS). The background
 # players' lag over its minimum shows what the merge window adds to delivery jitter.
 # Publish-to-play delay: the bench publisher stamps its send time into every H.264
 # frame (an SEI NAL unit); players read it back (FLV/RTMP in each video message, RTSP in
 # each depacketized frame, HLS inside TS segments and fMP4 parts as they arrive).
-# Measured with 1 player (8 s) and with the N background players. limit.c plays a file
+# Measured with 1 player (8 s) and with the N background players. The floor plays a file
 # (no publisher): no stamps.
 #
 # Usage: bench/latency.sh [-n BACKGROUND_PLAYERS] [-j JOINERS] [-m MERGE_MS]
-#                         [-p "rtmp flv ws-flv rtsp hls ll-hls"] [-x "limit nginx"] [-o OUTDIR]
+#                         [-p "rtmp flv ws-flv rtsp hls ll-hls"] [-x "floor nginx"] [-o OUTDIR]
 # Writes OUTDIR/latency.md and the JSON reports.
 set -euo pipefail
 . "$(dirname "$0")/lib.sh"
-n=1000 joiners=20 merge=200 protos="rtmp flv ws-flv rtsp hls ll-hls" peers="limit nginx" out="$root/target/bench"
+n=1000 joiners=20 merge=200 protos="rtmp flv ws-flv rtsp hls ll-hls" peers="floor nginx" out="$root/target/bench"
 while getopts n:j:m:p:x:o: opt; do
   case $opt in
     n) n=$OPTARG ;; j) joiners=$OPTARG ;; m) merge=$OPTARG ;; p) protos=$OPTARG ;; x) peers=$OPTARG ;; o) out=$OPTARG ;;
@@ -27,7 +27,7 @@ setup "$out"
 runs=()
 for p in $protos; do runs+=("sluice:$p"); done
 for s in $peers; do
-  case $s in nginx) runs+=("nginx:rtmp" "nginx:hls") ;; limit) runs+=("limit:flv") ;; esac
+  case $s in nginx) runs+=("nginx:rtmp" "nginx:hls") ;; floor) runs+=("floor:flv") ;; esac
 done
 ramp=$((n / 2))/s join_s=$((joiners / 5 + 2))
 

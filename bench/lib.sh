@@ -1,5 +1,5 @@
 # Shared by the bench/*.sh scenarios (sourced, not run). Builds what they need, starts
-# and stops the servers under test (Sluice, ../shared/limit, nginx-rtmp), runs
+# and stops the servers under test (Sluice, the floor of bench/floor, nginx-rtmp), runs
 # sluice-bench pinned to the client core, and kills everything it started on exit.
 #
 # Knobs (environment): NO_BUILD=1 skips cargo build; SLUICE=PATH runs another sluice binary; BENCH_PORT_BASE (default 29300)
@@ -13,7 +13,7 @@ sluice=${SLUICE:-$root/target/release/sluice}
 bench=$root/target/release/sluice-bench
 nginx_bin=${NGINX:-/usr/sbin/nginx}
 base=${BENCH_PORT_BASE:-29300}
-S_RTMP=$((base + 1)) S_HTTP=$((base + 2)) L_HTTP=$((base + 3)) N_RTMP=$((base + 4)) N_HTTP=$((base + 5))
+S_RTMP=$((base + 1)) S_HTTP=$((base + 2)) F_HTTP=$((base + 3)) N_RTMP=$((base + 4)) N_HTTP=$((base + 5))
 S_RTSP=$((base + 6)) S_HTTPS=$((base + 7)) N_HTTPS=$((base + 8))
 server_cpus=${SERVER_CPUS:-0} client_cpus=${CLIENT_CPUS:-1}
 pids=()
@@ -53,14 +53,14 @@ bound_run() {
   disown "$!"
 }
 
-# setup OUTDIR: build, compile limit.c, make the test clip. Sets $out and $clip.
+# setup OUTDIR: build, compile bench/floor/floor.c, make the test clip. Sets $out and $clip.
 setup() {
   mkdir -p "$1"
   out=$(cd "$1" && pwd)
   [ "${NO_BUILD:-0}" = 1 ] || (cd "$root" && cargo build --release -q -p sluice-server -p sluice-bench)
-  [ -x "$out/limit" ] && [ "$out/limit" -nt "$root/../shared/limit/limit.c" ] ||
-    gcc -O2 -Wall -o "$out/limit" "$root/../shared/limit/limit.c" -lpthread
-  bash "$root/../shared/media/make-test-media.sh" "$out/media" 20 >/dev/null
+  [ -x "$out/floor" ] && [ "$out/floor" -nt "$root/bench/floor/floor.c" ] ||
+    gcc -O2 -Wall -Wextra -o "$out/floor" "$root/bench/floor/floor.c" -lpthread
+  bash "$root/scripts/make-test-media.sh" "$out/media" 20 >/dev/null
   clip=$out/media/h264_aac_720p.flv
 }
 
@@ -94,13 +94,14 @@ start_sluice() {
   wait_port "$S_RTMP"; wait_port "$S_HTTP"; wait_port "$S_RTSP"
 }
 
-# start_limit MERGE_MS [FLAGS...]: limit.c (HTTP-FLV only) on $server_cpus; sets $srv.
-start_limit() {
+# start_floor MERGE_MS [FLAGS...]: the floor (HTTP-FLV only, writes every MERGE_MS) on
+# $server_cpus; sets $srv.
+start_floor() {
   local tick=$1; shift
-  port_free "$L_HTTP"
-  taskset -c "$server_cpus" "$out/limit" -f "$clip" -a 127.0.0.1 -p "$L_HTTP" -i "$tick" -s 0 "$@" >/dev/null 2>&1 &
+  port_free "$F_HTTP"
+  taskset -c "$server_cpus" "$out/floor" -f "$clip" -a 127.0.0.1 -p "$F_HTTP" -i "$tick" -s 0 "$@" >/dev/null 2>&1 &
   srv=$!; pids+=("$srv")
-  wait_port "$L_HTTP"
+  wait_port "$F_HTTP"
 }
 
 # tls_cert: a self-signed ECDSA P-256 certificate for 127.0.0.1 and localhost (the key
@@ -192,7 +193,7 @@ url() {
     sluice:rtmp) echo "rtmp://127.0.0.1:$S_RTMP/live/x" ;;
     sluice:ws-flv) echo "ws://127.0.0.1:$S_HTTP/live/x.flv" ;;
     sluice:flv) echo "http://127.0.0.1:$S_HTTP/live/x.flv" ;;
-    limit:flv) echo "http://127.0.0.1:$L_HTTP/live/x.flv" ;;
+    floor:flv) echo "http://127.0.0.1:$F_HTTP/live/x.flv" ;;
     nginx:rtmp) echo "rtmp://127.0.0.1:$N_RTMP/live/x" ;;
     sluice:hls) echo "http://127.0.0.1:$S_HTTP/live/x.m3u8" ;;           # MPEG-TS segments
     sluice:ll-hls) echo "http://127.0.0.1:$S_HTTP/live/x/index.m3u8" ;;  # fMP4, Low-Latency
@@ -226,7 +227,7 @@ ingest_url() {
 }
 
 # start_server NAME MERGE_MS [SLUICE_FLAGS...]: sluice (1 worker; HTTPS with a
-# self-signed certificate on $S_HTTPS) | limit | nginx, and for sluice and nginx a
+# self-signed certificate on $S_HTTPS) | floor | nginx, and for sluice and nginx a
 # realtime publisher of $clip for PUB_S seconds (default 120). Sets $srv, $pub.
 start_server() {
   pub=""
@@ -235,10 +236,10 @@ start_server() {
       port_free "$S_HTTPS"
       start_sluice --workers 1 --merge-ms "$2" --https "127.0.0.1:$S_HTTPS" --tls-self-signed "${@:3}"
       wait_port "$S_HTTPS" ;;
-    limit) start_limit "$2" ;;
+    floor) start_floor "$2" ;;
     nginx) start_nginx ;;
   esac
-  if [ "$1" != limit ]; then
+  if [ "$1" != floor ]; then
     publish "$(ingest_url "$1")" "${PUB_S:-120}"
     sleep 2
   fi

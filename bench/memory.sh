@@ -2,18 +2,18 @@
 # Scenario (d), memory: (1) server RSS per idle player for each protocol: the publisher
 # runs 13 s first so the stream's ring is full, then N players join and play; the
 # figure is (RSS with players - RSS before them) / N. Sluice (rtmp, flv, ws-flv) beside
-# nginx-rtmp (rtmp) and limit.c (flv), one fresh server each.
+# nginx-rtmp (rtmp) and the floor (flv, bench/floor), one fresh server each.
 # (2) RSS over time with 30% of the players reading at a tenth of the bitrate
 # (--slow-fraction 0.3 --slow-rate 0.1) against none: is it flat, and within 1.2x?
 # Kernel TCP memory (/proc/net/sockstat, all sockets of the machine, both ends) is
 # logged beside it, since a slow socket's send buffer is not in the server's RSS.
 #
 # Usage: bench/memory.sh [-n PLAYERS] [-d SECONDS] [-D SLOW_SECONDS] [-p "rtmp flv ws-flv"]
-#                        [-s "flv"] [-x "nginx limit"] [-o OUTDIR]
+#                        [-s "flv"] [-x "nginx floor"] [-o OUTDIR]
 # Writes OUTDIR/memory.md, memory-over-time.png and the JSON reports.
 set -euo pipefail
 . "$(dirname "$0")/lib.sh"
-n=1000 dur=6 sdur=30 protos="rtmp flv ws-flv" slow_protos=flv peers="nginx limit" merge=200 out="$root/target/bench"
+n=1000 dur=6 sdur=30 protos="rtmp flv ws-flv" slow_protos=flv peers="nginx floor" merge=200 out="$root/target/bench"
 while getopts n:d:D:p:s:x:o: opt; do
   case $opt in
     n) n=$OPTARG ;; d) dur=$OPTARG ;; D) sdur=$OPTARG ;; p) protos=$OPTARG ;; s) slow_protos=$OPTARG ;;
@@ -29,13 +29,13 @@ fill=${FILL_S:-13} # > the default 10 s ring (HLS keeps ~18 s: use FILL_S=20 to 
 runs=()
 for p in $protos; do runs+=("sluice:$p"); done
 for s in $peers; do
-  case $s in nginx) runs+=("nginx:rtmp") ;; limit) runs+=("limit:flv") ;; esac
+  case $s in nginx) runs+=("nginx:rtmp") ;; floor) runs+=("floor:flv") ;; esac
 done
 
 for run in "${runs[@]}"; do
   s=${run%%:*} p=${run#*:}
   start_server "$s" "$merge"
-  [ "$s" = limit ] || sleep $((fill - 2)) # start_server waited 2 s already
+  [ "$s" = floor ] || sleep $((fill - 2)) # start_server waited 2 s already
   play "$p" "$(url "$p" "$s")" "$n" "$srv" "$out/mem-idle-$s-$p.json" --ramp 1000/s --duration "${dur}s" --warmup 2s
   stop_server
 done

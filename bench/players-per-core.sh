@@ -3,10 +3,10 @@
 # thread (server pinned to core 0, players and publisher to core 1) in steps, until
 # players stall, fail, fall short of the stream's bitrate, or the server core is
 # saturated. Reports the knee and a curve of server CPU (cores) vs players, for
-# Sluice and, beside it in the same run, the floor (limit.c, HTTP-FLV) or nginx-rtmp
+# Sluice and, beside it in the same run, the floor (bench/floor, HTTP-FLV) or nginx-rtmp
 # (RTMP).
 #
-# Usage: bench/players-per-core.sh [-p flv|rtmp|ws-flv] [-x "sluice limit"] [-s "1000 2000 ..."]
+# Usage: bench/players-per-core.sh [-p flv|rtmp|ws-flv] [-x "sluice floor"] [-s "1000 2000 ..."]
 #                                  [-d SECONDS] [-m MERGE_MS] [-o OUTDIR]
 # Writes OUTDIR/players-per-core.md, players-per-core.png and one JSON per step.
 set -euo pipefail
@@ -20,7 +20,7 @@ while getopts p:x:s:d:m:o: opt; do
   esac
 done
 if [ -z "$servers" ]; then
-  case $proto in flv) servers="sluice limit" ;; rtmp) servers="sluice nginx" ;; *) servers=sluice ;; esac
+  case $proto in flv) servers="sluice floor" ;; rtmp) servers="sluice nginx" ;; *) servers=sluice ;; esac
 fi
 have_nginx || servers=${servers//nginx/}
 bound_run "${BENCH_MAX_S:-420}"

@@ -498,7 +498,7 @@ def cmd_fanout(out, n, merge, *runs):
     rows, spread = [], {}
     for run in runs:
         srv, proto = run.split(":")
-        f = os.path.join(out, "limit-flv.json" if srv == "limit" else f"{srv}-{proto}.json")
+        f = os.path.join(out, f"{srv}-{proto}.json")
         if os.path.exists(f):
             reps = [load(x) for x in [f] + sorted(glob.glob(f[: -len(".json")] + ".r[0-9]*.json"))]
             reps = [r for r in reps if r["server"]["cpu_s_per_gb"] is not None] or reps[:1]
@@ -507,13 +507,13 @@ def cmd_fanout(out, n, merge, *runs):
             rows.append((srv, proto, reps[(len(reps) - 1) // 2]))
             if len(reps) > 1:
                 spread[run] = (len(reps), reps[0]["server"]["cpu_s_per_gb"], reps[-1]["server"]["cpu_s_per_gb"])
-    floor = next((r["server"]["cpu_s_per_gb"] for s, _, r in rows if s == "limit"), None)
+    floor = next((r["server"]["cpu_s_per_gb"] for s, _, r in rows if s == "floor"), None)
     # nginx-rtmp's row of the same family: RTMP for rtmp, its HLS (TS files) for hls and
     # ll-hls, the same over HTTPS for hls-tls and ll-hls-tls.
     family = lambda p: {"ll-hls": "hls", "ll-hls-tls": "hls-tls"}.get(p, p)
     ng = {p: r["server"]["cpu_s_per_gb"] for s, p, r in rows if s == "nginx"}
     lines += [
-        "| server | protocol | players ok | Mbit/s | CPU-s/GB | × limit | × nginx-rtmp | RSS/player KiB | first keyframe p50/p99 ms | stalls | RTP lost (players) |",
+        "| server | protocol | players ok | Mbit/s | CPU-s/GB | × floor | × nginx-rtmp | RSS/player KiB | first keyframe p50/p99 ms | stalls | RTP lost (players) |",
         "|---|---|---|---|---|---|---|---|---|---|---|",
     ]
     summary = {}
@@ -522,10 +522,10 @@ def cmd_fanout(out, n, merge, *runs):
         c = s["cpu_s_per_gb"]
         k = spread.get(f"{srv}:{proto}")
         summary[f"{srv}:{proto}"] = {"cpu_s_per_gb": c, "reps": k[0] if k else 1, "min": k[1] if k else c,
-                                     "max": k[2] if k else c, "x_limit": c / floor if floor and c else None}
+                                     "max": k[2] if k else c, "x_floor": c / floor if floor and c else None}
         cell = f"{c:.3f}" + (f" ({k[1]:.3f}-{k[2]:.3f})" if k else "")
         lines.append(
-            f"| {'limit.c' if srv == 'limit' else srv} | {PROTO_LABEL.get(proto, proto)} | {r['ok']}/{r['count']} | {r['mbit_s']:.0f} | {cell} | "
+            f"| {srv} | {PROTO_LABEL.get(proto, proto)} | {r['ok']}/{r['count']} | {r['mbit_s']:.0f} | {cell} | "
             f"{c / floor if floor else float('nan'):.2f} | {c / ng[family(proto)] if ng.get(family(proto)) else float('nan'):.2f} | "
             f"{s['rss_per_player_kib']:.1f} | {fk(r)} | {r['stalls']} | {rtp_lost(r)} |"
         )
@@ -566,12 +566,12 @@ def cmd_targets(out, merge):
     fan = opt_load(os.path.join(out, "fanout.summary.json")) or {}
     cpu = lambda run: fan.get(run, {}).get("cpu_s_per_gb")
     reps = lambda run: "" if fan.get(run, {}).get("reps", 1) == 1 else f" (median of {fan[run]['reps']}, {fan[run]['min']:.3f}-{fan[run]['max']:.3f})"
-    limit = cpu("limit:flv")
+    floor = cpu("floor:flv")
     for proto in ("rtmp", "flv", "rtsp"):
         c = cpu(f"sluice:{proto}")
-        if c and limit:
-            add(f"(a) fan-out {PROTO_LABEL.get(proto, proto)} ≤ 1.3x limit",
-                f"{c:.3f}{reps(f'sluice:{proto}')} vs {limit:.3f}{reps('limit:flv')} CPU-s/GB = {c / limit:.2f}x", c / limit <= 1.3)
+        if c and floor:
+            add(f"(a) fan-out {PROTO_LABEL.get(proto, proto)} ≤ 1.3x floor",
+                f"{c:.3f}{reps(f'sluice:{proto}')} vs {floor:.3f}{reps('floor:flv')} CPU-s/GB = {c / floor:.2f}x", c / floor <= 1.3)
     for proto, what in (("rtmp", "RTMP cheaper than nginx-rtmp"), ("hls", "HLS ≤ nginx-rtmp's HLS (sendfile)")):
         c, n = cpu(f"sluice:{proto}"), cpu(f"nginx:{proto}")
         if c and n:

@@ -1,9 +1,11 @@
-//! Reads an FLV file written by ffmpeg, if one is present, and checks that what we
-//! would write for its tracks is byte for byte what ffmpeg wrote.
+//! Reads FLV files written by ffmpeg (remuxed from the clips of
+//! `scripts/make-test-media.sh`) and checks that what we would write for their tracks
+//! is byte for byte what ffmpeg wrote.
 //!
-//! Make it with `/work/shared/media/make-test-media.sh /tmp/media` (or point
-//! `SLUICE_TEST_MEDIA` at the folder holding `h264_aac_720p.flv`); the test passes
-//! without checking anything when the file is absent.
+//! The clips are taken from `SLUICE_TEST_MEDIA` when set, else made in the target
+//! directory (see `common::test_media`).
+
+mod common;
 
 use bytes::BytesMut;
 use sluice_media::codec::{h264_is_keyframe_nal, h264_nal_type, nal_units};
@@ -13,35 +15,30 @@ use sluice_media::flv::{
     TAG_SCRIPT, TAG_VIDEO,
 };
 use sluice_media::{Track, TrackConfig, VideoCodec};
-use std::path::PathBuf;
 
-fn media_file(name: &str) -> Option<Vec<u8>> {
-    let dir = std::env::var_os("SLUICE_TEST_MEDIA")
-        .map_or_else(|| PathBuf::from("/tmp/media"), PathBuf::from);
-    std::fs::read(dir.join(name)).ok()
+fn media_file(name: &str) -> Vec<u8> {
+    let path = common::test_media(&[name]).join(name);
+    std::fs::read(&path).unwrap_or_else(|e| panic!("{}: {e}", path.display()))
 }
 
 #[test]
+#[cfg_attr(not(have_ffmpeg), ignore = "needs ffmpeg")]
 fn ffmpeg_h264_aac_720p_flv() {
     check_h264_aac_720p("h264_aac_720p.flv", false);
 }
 
-/// With B-frames, so composition times are nonzero. Make it with
-/// `ffmpeg -i h264_bframes_720p.mp4 -c copy h264_bframes_720p.flv`.
+/// With B-frames, so composition times are nonzero.
 #[test]
+#[cfg_attr(not(have_ffmpeg), ignore = "needs ffmpeg")]
 fn ffmpeg_h264_bframes_720p_flv() {
     check_h264_aac_720p("h264_bframes_720p.flv", true);
 }
 
 fn check_h264_aac_720p(name: &str, bframes: bool) {
-    let Some(file) = media_file(name) else {
-        assert!(
-            std::env::var("SLUICE_REQUIRE_TOOLS").as_deref() != Ok("1"),
-            "{name} missing but SLUICE_REQUIRE_TOOLS=1 (set SLUICE_TEST_MEDIA)"
-        );
-        eprintln!("{name} not found; skipped");
+    if !common::ffmpeg_present() {
         return;
-    };
+    }
+    let file = media_file(name);
     let mut reader = TagReader::new();
     let mut buf = BytesMut::new();
     let mut tags = Vec::new();

@@ -464,6 +464,7 @@ proptest! {
 // ---- ffprobe ----
 
 #[test]
+#[cfg_attr(not(have_ffmpeg), ignore = "needs ffprobe")]
 fn ffprobe_reads_init_and_fragments() {
     if !ffprobe_present() {
         return;

@@ -4,31 +4,17 @@
 //!
 //! The files are made in the test with ffmpeg (3 s of 320x240 at 25 fps); without ffmpeg
 //! and ffprobe the test is skipped, unless `SLUICE_REQUIRE_TOOLS=1`. The clips of
-//! `/work/shared/media/make-test-media.sh` are checked too when `SLUICE_TEST_MEDIA` (or
-//! `/tmp/media`) holds them.
+//! `scripts/make-test-media.sh` are checked too (see `common::test_media`).
 
 mod common;
 
 use bytes::Bytes;
-use common::{ffprobe, ffprobe_present};
+use common::{ffmpeg_present, ffprobe, test_media};
 use sluice_media::codec::{h264_nal_type, h265_is_keyframe_nal, h265_nal_type, nal_units};
 use sluice_media::mp4::{parse_movie, Movie, Position};
 use sluice_media::{MediaKind, TrackConfig, CLOCK_HZ};
 use std::path::{Path, PathBuf};
 use std::process::Command;
-
-/// Whether ffmpeg runs here; its absence fails the test under `SLUICE_REQUIRE_TOOLS=1`.
-fn ffmpeg_present() -> bool {
-    if Command::new("ffmpeg").arg("-version").output().is_ok() {
-        return ffprobe_present();
-    }
-    assert!(
-        std::env::var("SLUICE_REQUIRE_TOOLS").as_deref() != Ok("1"),
-        "ffmpeg missing but SLUICE_REQUIRE_TOOLS=1"
-    );
-    eprintln!("ffmpeg not found; skipped");
-    false
-}
 
 /// Makes `name` in the temp dir from 3 s of test picture and tone with `args` (codecs,
 /// flags); `None` (skipped) when this ffmpeg lacks an encoder.
@@ -222,6 +208,7 @@ fn opus(c: &TrackConfig) -> bool {
 const X264_BFRAMES: &[&str] = &["-c:v", "libx264", "-bf", "2", "-g", "25"];
 
 #[test]
+#[cfg_attr(not(have_ffmpeg), ignore = "needs ffmpeg and ffprobe")]
 fn ffmpeg_h264_bframes_aac() {
     if !ffmpeg_present() {
         return;
@@ -244,6 +231,7 @@ fn ffmpeg_h264_bframes_aac() {
 }
 
 #[test]
+#[cfg_attr(not(have_ffmpeg), ignore = "needs ffmpeg and ffprobe")]
 fn ffmpeg_faststart() {
     if !ffmpeg_present() {
         return;
@@ -261,6 +249,7 @@ fn ffmpeg_faststart() {
 }
 
 #[test]
+#[cfg_attr(not(have_ffmpeg), ignore = "needs ffmpeg and ffprobe")]
 fn ffmpeg_h265_hvc1() {
     if !ffmpeg_present() {
         return;
@@ -283,6 +272,7 @@ fn ffmpeg_h265_hvc1() {
 }
 
 #[test]
+#[cfg_attr(not(have_ffmpeg), ignore = "needs ffmpeg and ffprobe")]
 fn ffmpeg_opus() {
     if !ffmpeg_present() {
         return;
@@ -298,6 +288,7 @@ fn ffmpeg_opus() {
 }
 
 #[test]
+#[cfg_attr(not(have_ffmpeg), ignore = "needs ffmpeg and ffprobe")]
 fn ffmpeg_fragmented_and_cut() {
     if !ffmpeg_present() {
         return;
@@ -331,11 +322,20 @@ fn ffmpeg_fragmented_and_cut() {
     let _ = std::fs::remove_file(path);
 }
 
-/// The standard clips, when they have been made.
+/// Where tools are required (CI), ffmpeg and ffprobe were found when the tests were
+/// built, so none of them was compiled as ignored.
 #[test]
+fn required_tools_were_found() {
+    common::require_ffmpeg_found_at_build();
+}
+
+/// The standard clips of `scripts/make-test-media.sh`.
+#[test]
+#[cfg_attr(not(have_ffmpeg), ignore = "needs ffmpeg and ffprobe")]
 fn test_media_clips() {
-    let dir = std::env::var_os("SLUICE_TEST_MEDIA")
-        .map_or_else(|| PathBuf::from("/tmp/media"), PathBuf::from);
+    if !ffmpeg_present() {
+        return;
+    }
     let clips: [(&str, IsCodec); 3] = [
         ("h264_aac_720p.mp4", |c| matches!(c, TrackConfig::H264(_))),
         ("h264_bframes_720p.mp4", |c| {
@@ -343,12 +343,8 @@ fn test_media_clips() {
         }),
         ("h265_aac_1080p.mp4", |c| matches!(c, TrackConfig::H265(_))),
     ];
+    let dir = test_media(&clips.map(|(name, _)| name));
     for (name, video) in clips {
-        let path = dir.join(name);
-        if !path.exists() || !ffprobe_present() {
-            eprintln!("{name} not found; skipped");
-            continue;
-        }
-        check_file(&path, video, aac);
+        check_file(&dir.join(name), video, aac);
     }
 }

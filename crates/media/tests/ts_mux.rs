@@ -622,6 +622,7 @@ proptest! {
 // ---- ffprobe ----
 
 #[test]
+#[cfg_attr(not(have_ffmpeg), ignore = "needs ffprobe")]
 fn ffprobe_reads_h264_aac_and_h265_aac() {
     if !ffprobe_present() {
         return;

@@ -148,6 +148,10 @@ fn publish(server: &TestServer, name: &str) -> Kill {
 }
 
 #[test]
+#[cfg_attr(
+    not(all(have_ffmpeg, have_chromium)),
+    ignore = "needs ffmpeg and chromium"
+)]
 fn mpegts_js_plays_http_flv_and_websocket_flv() {
     if !have_ffmpeg() || !have("chromium") {
         return;
@@ -168,6 +172,10 @@ fn mpegts_js_plays_http_flv_and_websocket_flv() {
 }
 
 #[test]
+#[cfg_attr(
+    not(all(have_ffmpeg, have_chromium)),
+    ignore = "needs ffmpeg and chromium"
+)]
 fn hls_js_plays_ts_and_low_latency_hls() {
     if !have_ffmpeg() || !have("chromium") {
         return;
@@ -196,6 +204,10 @@ fn hls_js_plays_ts_and_low_latency_hls() {
 }
 
 #[test]
+#[cfg_attr(
+    not(all(have_ffmpeg, have_chromium)),
+    ignore = "needs ffmpeg and chromium"
+)]
 fn players_over_https_and_http2() {
     if !have_ffmpeg() || !have("chromium") {
         return;

@@ -3,7 +3,7 @@
 
 mod common;
 
-use common::{have_ffmpeg, publish_test_pattern, shared_media, Kill, TestServer};
+use common::{have_ffmpeg, publish_test_pattern, test_media, Kill, TestServer};
 use std::process::{Command, Output, Stdio};
 use std::time::{Duration, Instant};
 
@@ -94,6 +94,7 @@ fn ffmpeg_decode(url: &str, seconds: u32) -> u64 {
 }
 
 #[test]
+#[cfg_attr(not(have_ffmpeg), ignore = "needs ffmpeg and ffprobe")]
 fn ffmpeg_publishes_and_ffprobe_plays_rtmp_and_http_flv() {
     if !have_ffmpeg() {
         return;
@@ -166,15 +167,29 @@ fn count_packets(path: &std::path::Path, kind: &str) -> usize {
         .expect("packet count")
 }
 
-/// Players that wait for a stream get every frame of a shared clip, published twice
+/// Where tools are required (CI), every tool the end-to-end tests of this package use
+/// was found when they were built, so none of them was compiled as ignored.
+#[test]
+fn required_tools_were_found() {
+    common::require_tools_found_at_build(&[
+        (cfg!(have_ffmpeg), "ffmpeg/ffprobe"),
+        (cfg!(have_chromium), "chromium"),
+        (cfg!(have_gstreamer), "GStreamer RTSP elements"),
+        (cfg!(have_curl), "curl"),
+        (cfg!(have_wget), "wget"),
+    ]);
+}
+
+/// Players that wait for a stream get every frame of a test clip, published twice
 /// by ffmpeg with a reconnect in between, on one continuous timeline; a player that
 /// joins mid-stream starts on a keyframe.
 #[test]
+#[cfg_attr(not(have_ffmpeg), ignore = "needs ffmpeg and ffprobe")]
 fn waiting_players_get_every_frame_across_a_publisher_reconnect() {
     if !have_ffmpeg() {
         return;
     }
-    let media = shared_media();
+    let media = test_media();
     let clip = media.join("h264_aac_720p.mp4");
     let video_frames = count_packets(&clip, "v");
     let server = TestServer::start(&["--play-wait-ms", "15000", "--publish-grace-ms", "1500"]);

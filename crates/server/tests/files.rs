@@ -127,6 +127,7 @@ fn get(addr: SocketAddr, path: &str) -> (u16, String, Vec<u8>) {
 }
 
 #[test]
+#[cfg_attr(not(have_curl), ignore = "needs curl")]
 fn ranges_are_byte_exact() {
     if !have("curl") {
         return;
@@ -169,6 +170,7 @@ fn ranges_are_byte_exact() {
 }
 
 #[test]
+#[cfg_attr(not(have_curl), ignore = "needs curl")]
 fn conditionals_and_head() {
     if !have("curl") {
         return;
@@ -238,6 +240,7 @@ fn conditionals_and_head() {
 }
 
 #[test]
+#[cfg_attr(not(have_curl), ignore = "needs curl")]
 fn resumed_downloads_end_identical() {
     if !have("curl") {
         return;
@@ -262,7 +265,7 @@ fn resumed_downloads_end_identical() {
         "curl -C -"
     );
 
-    if Command::new("wget").arg("--version").output().is_ok() {
+    if cfg!(have_wget) && have("wget") {
         std::fs::write(&partial, &media.a[..777]).expect("partial");
         let out = Command::new("wget")
             .args(["-q", "-T", "20", "-c", "-O", p, &url])
@@ -366,6 +369,7 @@ fn big_sparse(root: &Path) -> (u64, Vec<u8>) {
 }
 
 #[test]
+#[cfg_attr(not(have_curl), ignore = "needs curl")]
 fn files_past_4_gib() {
     if !have("curl") {
         return;
@@ -407,6 +411,7 @@ fn files_past_4_gib() {
 }
 
 #[test]
+#[cfg_attr(not(have_curl), ignore = "needs curl")]
 fn https_and_http2_downloads_are_identical() {
     if !have("curl") {
         return;
@@ -478,6 +483,7 @@ fn cpu_ticks(pid: u32) -> u64 {
 }
 
 #[test]
+#[cfg_attr(not(have_curl), ignore = "needs curl")]
 fn slow_clients_wait_and_stalled_ones_are_closed() {
     if !have("curl") {
         return;

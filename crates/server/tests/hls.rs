@@ -39,6 +39,7 @@ fn text(addr: SocketAddr, path: &str) -> String {
 }
 
 #[test]
+#[cfg_attr(not(have_ffmpeg), ignore = "needs ffmpeg and ffprobe")]
 fn ts_and_fmp4_variants_play_with_continuous_timestamps() {
     if !have_ffmpeg() {
         return;
@@ -112,6 +113,7 @@ fn preload_hint(playlist: &str) -> String {
 }
 
 #[test]
+#[cfg_attr(not(have_ffmpeg), ignore = "needs ffmpeg and ffprobe")]
 fn blocking_reload_preload_hints_caching_and_bad_requests() {
     if !have_ffmpeg() {
         return;
@@ -224,6 +226,7 @@ fn blocking_reload_preload_hints_caching_and_bad_requests() {
 }
 
 #[test]
+#[cfg_attr(not(have_ffmpeg), ignore = "needs ffmpeg and ffprobe")]
 fn a_publisher_restart_is_a_discontinuity_that_ffmpeg_plays_through() {
     if !have_ffmpeg() {
         return;
@@ -260,6 +263,7 @@ fn a_publisher_restart_is_a_discontinuity_that_ffmpeg_plays_through() {
 }
 
 #[test]
+#[cfg_attr(not(have_ffmpeg), ignore = "needs ffmpeg and ffprobe")]
 fn hls_and_http_flv_over_https() {
     if !have_ffmpeg() {
         return;
@@ -335,6 +339,7 @@ fn hls_and_http_flv_over_https() {
 }
 
 #[test]
+#[cfg_attr(not(have_ffmpeg), ignore = "needs ffmpeg and ffprobe")]
 fn idle_and_half_sent_connections_do_not_stall_viewers() {
     if !have_ffmpeg() {
         return;

@@ -84,6 +84,7 @@ fn runtime() -> tokio::runtime::Runtime {
 }
 
 #[test]
+#[cfg_attr(not(have_ffmpeg), ignore = "needs ffmpeg and ffprobe")]
 fn retina_plays_live_over_tcp_and_udp() {
     if !have_ffmpeg() {
         return;
@@ -108,6 +109,7 @@ fn retina_plays_live_over_tcp_and_udp() {
 }
 
 #[test]
+#[cfg_attr(not(have_ffmpeg), ignore = "needs ffmpeg and ffprobe")]
 fn retina_plays_a_file_on_demand() {
     if !have_ffmpeg() {
         return;

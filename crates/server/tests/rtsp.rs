@@ -59,6 +59,7 @@ fn check_all(checks: Vec<(String, &'static str)>) {
 }
 
 #[test]
+#[cfg_attr(not(have_ffmpeg), ignore = "needs ffmpeg and ffprobe")]
 fn rtsp_over_udp_publishes_and_plays() {
     if !have_ffmpeg() {
         return;
@@ -134,6 +135,7 @@ fn datagrams(sock: &std::net::UdpSocket, d: Duration) -> usize {
 }
 
 #[test]
+#[cfg_attr(not(have_ffmpeg), ignore = "needs ffmpeg and ffprobe")]
 fn a_silent_udp_player_times_out_and_one_sending_reports_does_not() {
     if !have_ffmpeg() {
         return;
@@ -224,6 +226,7 @@ fn have_gstreamer() -> bool {
     let checks: Vec<&[&str]> = checks.iter().map(|c| &c[..]).collect();
     common::tools_present(
         "GStreamer RTSP elements (rtspsrc, rtspclientsink, openh264enc, avdec_h264, rtph264depay)",
+        cfg!(have_gstreamer),
         &checks,
     )
 }
@@ -238,6 +241,10 @@ fn gst(pipeline: &str) -> std::process::Output {
 }
 
 #[test]
+#[cfg_attr(
+    not(all(have_ffmpeg, have_gstreamer)),
+    ignore = "needs ffmpeg and GStreamer"
+)]
 fn gstreamer_plays_over_tcp_and_udp_and_publishes() {
     if !have_ffmpeg() || !have_gstreamer() {
         return;
@@ -279,6 +286,7 @@ fn gstreamer_plays_over_tcp_and_udp_and_publishes() {
 }
 
 #[test]
+#[cfg_attr(not(have_ffmpeg), ignore = "needs ffmpeg and ffprobe")]
 fn configured_users_must_authenticate() {
     if !have_ffmpeg() {
         return;
@@ -315,6 +323,7 @@ fn configured_users_must_authenticate() {
 }
 
 #[test]
+#[cfg_attr(not(have_ffmpeg), ignore = "needs ffmpeg and ffprobe")]
 fn rtmp_publish_plays_over_rtsp() {
     if !have_ffmpeg() {
         return;
@@ -334,6 +343,7 @@ fn rtmp_publish_plays_over_rtsp() {
 }
 
 #[test]
+#[cfg_attr(not(have_ffmpeg), ignore = "needs ffmpeg and ffprobe")]
 fn rtsp_publish_plays_over_rtsp_rtmp_flv_and_hls() {
     if !have_ffmpeg() {
         return;
@@ -351,6 +361,7 @@ fn rtsp_publish_plays_over_rtsp_rtmp_flv_and_hls() {
 }
 
 #[test]
+#[cfg_attr(not(have_ffmpeg), ignore = "needs ffmpeg and ffprobe")]
 fn h265_published_over_rtsp_plays_over_rtsp_and_hls() {
     if !have_ffmpeg() {
         return;

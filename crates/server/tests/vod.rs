@@ -78,6 +78,7 @@ fn probe_all(url: &str) -> (String, usize) {
 }
 
 #[test]
+#[cfg_attr(not(have_ffmpeg), ignore = "needs ffmpeg and ffprobe")]
 fn rtmp_and_http_flv_play_a_file() {
     if !have_ffmpeg() {
         return;
@@ -97,6 +98,7 @@ fn rtmp_and_http_flv_play_a_file() {
 }
 
 #[test]
+#[cfg_attr(not(have_ffmpeg), ignore = "needs ffmpeg and ffprobe")]
 fn hls_plays_a_whole_file_in_both_variants() {
     if !have_ffmpeg() {
         return;
@@ -126,6 +128,7 @@ fn hls_plays_a_whole_file_in_both_variants() {
 }
 
 #[test]
+#[cfg_attr(not(have_ffmpeg), ignore = "needs ffmpeg and ffprobe")]
 fn rtsp_plays_and_seeks_a_file() {
     if !have_ffmpeg() {
         return;
@@ -152,6 +155,7 @@ fn rtsp_plays_and_seeks_a_file() {
 }
 
 #[test]
+#[cfg_attr(not(have_ffmpeg), ignore = "needs ffmpeg and ffprobe")]
 fn missing_files_and_ways_out_are_not_found() {
     if !have_ffmpeg() {
         return;
@@ -226,6 +230,7 @@ fn npt_start(resp: &str) -> f64 {
 }
 
 #[test]
+#[cfg_attr(not(have_ffmpeg), ignore = "needs ffmpeg and ffprobe")]
 fn rtsp_pause_resumes_where_it_stopped_and_range_seeks() {
     if !have_ffmpeg() {
         return;

@@ -243,9 +243,11 @@ pub fn frame_number(tag: &Tag) -> Option<u32> {
 }
 
 /// Whether every command of `checks` (a program and its arguments) runs and succeeds:
-/// the external tools a test needs (`what` names them). Where
-/// `SLUICE_REQUIRE_TOOLS=1` (CI), their absence fails the test instead of skipping it.
-pub fn tools_present(what: &str, checks: &[&[&str]]) -> bool {
+/// the external tools a test needs (`what` names them). Their absence fails the test
+/// instead of skipping it where `SLUICE_REQUIRE_TOOLS=1` (CI), and where the build
+/// script found them (`found_at_build`, their cfg): a test that skips is then one cargo
+/// did not list as ignored.
+pub fn tools_present(what: &str, found_at_build: bool, checks: &[&[&str]]) -> bool {
     let ok = checks.iter().all(|check| {
         let Some((program, args)) = check.split_first() else {
             return true;
@@ -262,20 +264,48 @@ pub fn tools_present(what: &str, checks: &[&[&str]]) -> bool {
             std::env::var("SLUICE_REQUIRE_TOOLS").as_deref() != Ok("1"),
             "{what} missing but SLUICE_REQUIRE_TOOLS=1"
         );
+        assert!(
+            !found_at_build,
+            "{what} was there when the tests were built but is not now: rebuild them \
+             (touch crates/server/build.rs) to have the tests that need it ignored"
+        );
         eprintln!("skipping: {what} not installed");
     }
     ok
 }
 
+/// Fails where `SLUICE_REQUIRE_TOOLS=1` if the build script found any of `tools`
+/// (whether its cfg is set, what it is) missing: the tests that need it were then
+/// compiled as ignored, and would not fail on their own (see `scripts/e2e_tools.rs`).
+pub fn require_tools_found_at_build(tools: &[(bool, &str)]) {
+    if std::env::var("SLUICE_REQUIRE_TOOLS").as_deref() != Ok("1") {
+        return;
+    }
+    let missing: Vec<&str> = tools.iter().filter(|t| !t.0).map(|t| t.1).collect();
+    assert!(
+        missing.is_empty(),
+        "SLUICE_REQUIRE_TOOLS=1, but the build found no {missing:?}: the tests that need \
+         them were ignored (install them, or run bash scripts/test.sh)"
+    );
+}
+
 /// Whether `tool` is here (`tool --version` succeeds); see [`tools_present`].
 pub fn have(tool: &str) -> bool {
-    tools_present(tool, &[&[tool, "--version"]])
+    let found_at_build = [
+        ("chromium", cfg!(have_chromium)),
+        ("curl", cfg!(have_curl)),
+        ("wget", cfg!(have_wget)),
+    ]
+    .iter()
+    .any(|&(t, found)| t == tool && found);
+    tools_present(tool, found_at_build, &[&[tool, "--version"]])
 }
 
 /// Whether ffmpeg and ffprobe are here; see [`tools_present`].
 pub fn have_ffmpeg() -> bool {
     tools_present(
         "ffmpeg/ffprobe",
+        cfg!(have_ffmpeg),
         &[&["ffmpeg", "-version"], &["ffprobe", "-version"]],
     )
 }
@@ -287,29 +317,38 @@ pub fn scratch(name: &str) -> PathBuf {
     dir
 }
 
-/// The standard test clips of `../shared/media/make-test-media.sh`: those in
-/// `SLUICE_TEST_MEDIA` if set, else made once per target directory (8 s each, to keep
-/// the suite fast).
-pub fn shared_media() -> PathBuf {
+/// The clips `scripts/make-test-media.sh` makes (those the tests play).
+pub const TEST_CLIPS: [&str; 6] = [
+    "h264_aac_720p.mp4",
+    "h264_aac_720p.flv",
+    "h264_bframes_720p.mp4",
+    "h264_bframes_720p.flv",
+    "h265_aac_1080p.mp4",
+    "h264_opus_720p.mkv",
+];
+
+/// The folder of the standard test clips: `SLUICE_TEST_MEDIA` if set, else one per
+/// target directory. Clips missing there are made with the repository's
+/// `scripts/make-test-media.sh` (8 s each, to keep the suite fast; needs ffmpeg).
+pub fn test_media() -> PathBuf {
     let dir = std::env::var_os("SLUICE_TEST_MEDIA").map_or_else(
-        || PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join("shared-media"),
+        || PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join("test-media"),
         PathBuf::from,
     );
-    let script =
-        PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../../shared/media/make-test-media.sh");
+    let script = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../scripts/make-test-media.sh");
     let lock =
         std::fs::File::create(std::env::temp_dir().join("sluice-media.lock")).expect("lock file");
     // Test binaries run in parallel; one makes the clips, the others wait for it.
     lock.lock().expect("lock");
-    if !dir.join("h264_aac_720p.mp4").exists() {
+    if !TEST_CLIPS.iter().all(|c| dir.join(c).exists()) {
         let status = Command::new("bash")
             .arg(&script)
             .arg(&dir)
             .arg("8")
             .stdout(Stdio::null())
             .status()
-            .expect("run make-test-media.sh");
-        assert!(status.success(), "make-test-media.sh failed");
+            .expect("run scripts/make-test-media.sh");
+        assert!(status.success(), "scripts/make-test-media.sh failed");
     }
     dir
 }
