@@ -28,6 +28,7 @@ use crate::request::{parse_request, HttpError, Method, Request, MAX_HEAD_LEN};
 use crate::ws::{self, Opcode, WsError};
 use bytes::{BufMut, Bytes, BytesMut};
 use sluice_session::{Event, Input, Output, Session, Transmit};
+use std::borrow::Cow;
 use std::collections::VecDeque;
 use std::time::{Duration, Instant};
 use thiserror::Error;
@@ -82,17 +83,17 @@ pub struct ServerConfig {
     /// connection may stay silent between requests.
     pub head_timeout: Duration,
     /// The `Server` header's value.
-    pub server: String,
+    pub server: Cow<'static, str>,
     /// Header lines every answer carries (CORS, say), each ending in `\r\n`.
-    pub extra_headers: String,
+    pub extra_headers: Cow<'static, str>,
 }
 
 impl Default for ServerConfig {
     fn default() -> Self {
         ServerConfig {
             head_timeout: Duration::from_secs(30),
-            server: "sluice".into(),
-            extra_headers: String::new(),
+            server: Cow::Borrowed("sluice"),
+            extra_headers: Cow::Borrowed(""),
         }
     }
 }
