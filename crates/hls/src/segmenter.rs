@@ -1,12 +1,15 @@
 //! Segmenters: a stream's frames in, segment and part bytes out, on a [`Timeline`].
 //!
-//! Why here and not in the server: cutting at keyframes, part boundaries, sample
-//! durations and discontinuities is pure logic; the server only feeds frames on the
-//! publisher's thread and publishes what changed to the request path.
+//! Why here and not in the server: segments, parts and discontinuities are the
+//! timeline's business; the server only feeds frames on the publisher's thread and
+//! publishes what changed to the request path. Where segments and parts are cut, and
+//! how frames become their bytes, is `sluice_media::fragment`'s: each segmenter is a
+//! [`Fragmenter`] whose outputs it records on its timeline.
 //!
 //! # Invariants
 //! - A segment starts at a start point: a video keyframe, or any audio frame of a
-//!   stream without video. Frames before the first start point are dropped.
+//!   stream without video (or wherever [`MAX_SEGMENT_BYTES`] cut it). Frames before the
+//!   first start point are dropped.
 //! - Bytes are kept exactly for the segments the timeline keeps; a released msn is
 //!   dropped at once.
 //! - A track change (new decoder configuration) takes effect at the next start point,
@@ -14,14 +17,15 @@
 
 use crate::{HlsConfig, HlsError, Timeline, Variant};
 use bytes::{Bytes, BytesMut};
-use sluice_media::fmp4::{self, InitTrack, Sample, TrackRun};
-use sluice_media::ts::TsMuxer;
-use sluice_media::{Frame, MediaKind, Track, TrackConfig};
+use sluice_media::fragment::{
+    Container, CutRules, FragmentError, Fragmenter, FragmenterConfig, Origin, Output,
+};
+use sluice_media::{Frame, Timestamp, Track};
 use std::collections::BTreeMap;
 use thiserror::Error;
 
-/// Largest segment accepted in bytes: past this (a stream without keyframes, say) the
-/// segment is cut where it is.
+/// Largest segment accepted in bytes of media: past this (a stream without keyframes,
+/// say) the segment is cut where it is.
 const MAX_SEGMENT_BYTES: usize = 64 << 20;
 
 /// Why a frame could not be segmented. The frame is dropped; the stream goes on.
@@ -30,19 +34,19 @@ pub enum SegmentError {
     /// The timeline refused a call (a bug of ours, or an absurd duration).
     #[error(transparent)]
     Timeline(#[from] HlsError),
-    /// The TS muxer refused the frame or the tracks.
-    #[error("ts: {0}")]
-    Ts(#[from] sluice_media::ts::TsError),
-    /// The fMP4 writer refused the samples or the tracks.
-    #[error("fmp4: {0}")]
-    Fmp4(#[from] sluice_media::fmp4::Fmp4Error),
+    /// The muxer refused the frames or the tracks.
+    #[error(transparent)]
+    Fragment(#[from] FragmentError),
 }
 
-/// Whether `frame` can start a segment in a stream that does (not) have video.
-fn is_start(frame: &Frame, has_video: bool) -> bool {
-    match frame.kind {
-        MediaKind::Video => frame.keyframe,
-        MediaKind::Audio => !has_video,
+/// The cut rules of a variant: segments of the target duration at start points,
+/// LL-HLS parts when asked, and a size bound.
+fn rules(config: &HlsConfig, parts: bool) -> CutRules {
+    let ticks = |ms: u32| Timestamp::from(ms) * 90;
+    CutRules {
+        part_ticks: parts.then(|| ticks(config.part_duration_ms)),
+        max_bytes: Some(MAX_SEGMENT_BYTES),
+        ..CutRules::at_start_points(ticks(config.target_duration_ms))
     }
 }
 
@@ -50,16 +54,13 @@ fn is_start(frame: &Frame, has_video: bool) -> bool {
 #[derive(Debug)]
 pub struct TsSegmenter {
     timeline: Timeline,
-    video: Option<Track>,
-    audio: Option<Track>,
-    tracks_changed: bool,
-    muxer: Option<TsMuxer>,
-    current: BytesMut,
-    seg_start: Option<i64>,
-    last_dts: i64,
+    fragmenter: Fragmenter,
+    /// Tables (an init) came before: the next ones are a track change.
+    had_init: bool,
     discontinuity: bool,
+    /// Pieces of the segment in progress (one, since TS segments have no parts).
+    current: Vec<Bytes>,
     segments: BTreeMap<u64, Bytes>,
-    target_ticks: i64,
 }
 
 impl TsSegmenter {
@@ -70,27 +71,25 @@ impl TsSegmenter {
             ..config
         };
         Ok(TsSegmenter {
-            target_ticks: i64::from(config.target_duration_ms) * 90,
+            fragmenter: Fragmenter::new(FragmenterConfig {
+                container: Container::Ts,
+                rules: rules(&config, false),
+                // The stream's own timestamps, as every TS segment has always had.
+                origin: Origin::At(0),
+                late_tracks_join: false,
+            }),
             timeline: Timeline::new(config, Variant::Ts)?,
-            video: None,
-            audio: None,
-            tracks_changed: false,
-            muxer: None,
-            current: BytesMut::new(),
-            seg_start: None,
-            last_dts: 0,
+            had_init: false,
             discontinuity: false,
+            current: Vec::new(),
             segments: BTreeMap::new(),
         })
     }
 
     /// The stream's tracks now; a change applies from the next start point.
     pub fn set_tracks(&mut self, video: Option<&Track>, audio: Option<&Track>) {
-        if self.video.as_ref() != video || self.audio.as_ref() != audio {
-            self.video = video.cloned();
-            self.audio = audio.cloned();
-            self.tracks_changed = true;
-        }
+        // Only a track joining an output can fail, and TS segments do not join.
+        let _ = self.fragmenter.set_tracks(video, audio);
     }
 
     /// The publisher restarted: the next segment starts with a discontinuity.
@@ -100,60 +99,53 @@ impl TsSegmenter {
 
     /// Adds one frame; returns whether the timeline changed (a segment completed).
     pub fn push(&mut self, frame: &Frame, wall_clock_ms: i64) -> Result<bool, SegmentError> {
-        let mut changed = false;
-        let start = is_start(frame, self.video.is_some());
-        let due = match self.seg_start {
-            None => true,
-            Some(s) => {
-                frame.dts - s >= self.target_ticks
-                    || self.tracks_changed
-                    || self.current.len() > MAX_SEGMENT_BYTES
-            }
-        };
-        if (start && due) || self.current.len() > MAX_SEGMENT_BYTES {
-            self.finish_segment(frame.dts)?;
-            if self.tracks_changed || self.muxer.is_none() {
-                // New tracks after earlier ones: players must reset their decoders.
-                if self.muxer.is_some() {
-                    self.discontinuity = true;
-                }
-                self.muxer = Some(TsMuxer::new(self.video.as_ref(), self.audio.as_ref())?);
-                self.tracks_changed = false;
-            }
-            self.timeline
-                .start_segment(std::mem::take(&mut self.discontinuity), wall_clock_ms)?;
-            if let Some(muxer) = &mut self.muxer {
-                muxer.write_tables(&mut self.current);
-            }
-            self.seg_start = Some(frame.dts);
-            changed = true;
-        }
-        let Some(muxer) = &mut self.muxer else {
-            return Ok(changed);
-        };
-        if self.seg_start.is_none() {
-            return Ok(changed);
-        }
-        let wanted = match frame.kind {
-            MediaKind::Video => self.video.is_some(),
-            MediaKind::Audio => self.audio.is_some(),
-        };
-        if wanted {
-            muxer.write_frame(frame, &mut self.current)?;
-        }
-        self.last_dts = self.last_dts.max(frame.dts);
+        let pushed = self.fragmenter.push(frame);
+        let changed = self.drain(wall_clock_ms)?;
+        pushed?;
         Ok(changed)
     }
 
-    fn finish_segment(&mut self, end_dts: i64) -> Result<(), SegmentError> {
-        let Some(start) = self.seg_start.take() else {
-            return Ok(());
+    /// Records what the fragmenter made on the timeline; returns whether it changed.
+    fn drain(&mut self, wall_clock_ms: i64) -> Result<bool, SegmentError> {
+        let mut changed = false;
+        let mut result = Ok(());
+        while let Some(output) = self.fragmenter.poll_output() {
+            let step = match output {
+                Output::Init(_) => {
+                    // New tracks after earlier ones: players must reset their decoders.
+                    self.discontinuity |= self.had_init;
+                    self.had_init = true;
+                    Ok(())
+                }
+                Output::Begin { .. } => {
+                    changed = true;
+                    self.timeline
+                        .start_segment(std::mem::take(&mut self.discontinuity), wall_clock_ms)
+                        .map(|_| ())
+                        .map_err(SegmentError::from)
+                }
+                Output::Piece { bytes, .. } => {
+                    self.current.push(bytes);
+                    Ok(())
+                }
+                Output::End { duration } => {
+                    changed = true;
+                    self.finish_segment(duration)
+                }
+                Output::Finished { .. } => Ok(()),
+            };
+            result = result.and(step);
+        }
+        result.map(|()| changed)
+    }
+
+    fn finish_segment(&mut self, duration: Timestamp) -> Result<(), SegmentError> {
+        let bytes = match self.current.len() {
+            1 => self.current.pop().unwrap_or_default(),
+            _ => concat(&std::mem::take(&mut self.current)),
         };
-        // The next segment is likely this one's size: one allocation for it, not a
-        // chain of doublings that each copy the bytes and fault in fresh pages.
-        let next = self.current.len() + self.current.len() / 8;
-        let bytes = std::mem::replace(&mut self.current, BytesMut::with_capacity(next)).freeze();
-        let released = self.timeline.end_segment((end_dts - start).max(1))?;
+        self.current.clear();
+        let released = self.timeline.end_segment(duration.max(1))?;
         if let Some(msn) = self.timeline.kept().end.checked_sub(1) {
             self.segments.insert(msn, bytes);
         }
@@ -165,12 +157,13 @@ impl TsSegmenter {
 
     /// The stream ended: the segment in progress is completed and the playlist closed.
     pub fn end(&mut self) -> Result<(), SegmentError> {
-        let end = self.last_dts + 3600;
-        self.finish_segment(end)?;
+        let finished = self.fragmenter.finish(None);
+        let drained = self.drain(0);
         for msn in self.timeline.end_stream() {
             self.segments.remove(&msn);
         }
-        Ok(())
+        finished?;
+        drained.map(|_| ())
     }
 
     /// The timeline, for playlists and request decisions.
@@ -197,48 +190,26 @@ impl TsSegmenter {
     }
 }
 
-/// One sample waiting for its duration (known when the next one of its track comes).
-#[derive(Debug)]
-struct Pending {
-    dts: i64,
-    cts: i64,
-    keyframe: bool,
-    data: Bytes,
-}
-
-#[derive(Debug)]
-struct FmpTrack {
-    id: u32,
-    track: Track,
-    timescale: u32,
-    pending: Option<Pending>,
-    /// Samples with known durations, for the part in progress.
-    samples: Vec<Sample>,
-    /// Decode time of `samples[0]` in the track's timescale.
-    base: u64,
+/// `pieces` in one buffer.
+fn concat(pieces: &[Bytes]) -> Bytes {
+    let mut out = BytesMut::with_capacity(pieces.iter().map(Bytes::len).sum());
+    for p in pieces {
+        out.extend_from_slice(p);
+    }
+    out.freeze()
 }
 
 /// The fMP4 (CMAF) variant, with Low-Latency HLS parts when the config asks.
 #[derive(Debug)]
 pub struct Fmp4Segmenter {
     timeline: Timeline,
-    video: Option<FmpTrack>,
-    audio: Option<FmpTrack>,
-    tracks_changed: bool,
+    fragmenter: Fragmenter,
     init: Option<Bytes>,
-    seg_start: Option<i64>,
-    part_start: i64,
-    part_independent: bool,
-    /// The decode time that maps to 0 in every track's timescale.
-    origin: Option<i64>,
-    sequence: u32,
     discontinuity: bool,
     parts: BTreeMap<(u64, u32), Bytes>,
-    /// Parts of the segment in progress, so a segment without LL-HLS is one fragment.
+    /// Parts of the segment in progress (one fragment per segment without LL-HLS).
     open_parts: Vec<Bytes>,
     segments: BTreeMap<u64, Vec<Bytes>>,
-    target_ticks: i64,
-    part_ticks: i64,
     low_latency: bool,
 }
 
@@ -246,19 +217,15 @@ impl Fmp4Segmenter {
     /// A segmenter for `config`.
     pub fn new(config: HlsConfig) -> Result<Self, HlsError> {
         Ok(Fmp4Segmenter {
-            target_ticks: i64::from(config.target_duration_ms) * 90,
-            part_ticks: i64::from(config.part_duration_ms) * 90,
+            fragmenter: Fragmenter::new(FragmenterConfig {
+                container: Container::Fmp4,
+                rules: rules(&config, config.low_latency),
+                origin: Origin::FirstFrame,
+                late_tracks_join: false,
+            }),
             low_latency: config.low_latency,
             timeline: Timeline::new(config, Variant::Fmp4)?,
-            video: None,
-            audio: None,
-            tracks_changed: false,
             init: None,
-            seg_start: None,
-            part_start: 0,
-            part_independent: false,
-            origin: None,
-            sequence: 0,
             discontinuity: false,
             parts: BTreeMap::new(),
             open_parts: Vec::new(),
@@ -266,40 +233,11 @@ impl Fmp4Segmenter {
         })
     }
 
-    /// The stream's tracks now; a change applies from the next start point.
+    /// The stream's tracks now; a change applies from the next start point. Tracks
+    /// fMP4 does not carry here (MP3, G.711, AV1, VP9) are left out, not the stream.
     pub fn set_tracks(&mut self, video: Option<&Track>, audio: Option<&Track>) {
-        let same =
-            |have: &Option<FmpTrack>, want: Option<&Track>| have.as_ref().map(|t| &t.track) == want;
-        if same(&self.video, video) && same(&self.audio, audio) {
-            return;
-        }
-        let timescale = |t: &Track| match &t.config {
-            TrackConfig::Aac(c) => c.sample_rate.max(1),
-            TrackConfig::Opus(_) => 48_000,
-            _ => 90_000,
-        };
-        let mut id = 0;
-        let mut make = |t: Option<&Track>| {
-            t.map(|t| {
-                id += 1;
-                FmpTrack {
-                    id,
-                    track: t.clone(),
-                    timescale: timescale(t),
-                    pending: None,
-                    samples: Vec::new(),
-                    base: 0,
-                }
-            })
-        };
-        // Audio MP3/G.711 have no fMP4 form here: drop such a track rather than the stream.
-        let audio =
-            audio.filter(|t| matches!(t.config, TrackConfig::Aac(_) | TrackConfig::Opus(_)));
-        let video =
-            video.filter(|t| matches!(t.config, TrackConfig::H264(_) | TrackConfig::H265(_)));
-        self.video = make(video);
-        self.audio = make(audio);
-        self.tracks_changed = true;
+        // Only a track joining an output can fail, and segments do not join.
+        let _ = self.fragmenter.set_tracks(video, audio);
     }
 
     /// The publisher restarted: the next segment starts with a discontinuity.
@@ -309,163 +247,97 @@ impl Fmp4Segmenter {
 
     /// Adds one frame; returns whether the timeline changed (a part or segment).
     pub fn push(&mut self, frame: &Frame, wall_clock_ms: i64) -> Result<bool, SegmentError> {
-        let has_video = self.video.is_some();
-        let wanted = match frame.kind {
-            MediaKind::Video => has_video,
-            MediaKind::Audio => self.audio.is_some(),
-        };
-        if !wanted {
-            return Ok(false);
-        }
-        let mut changed = false;
-        let start = is_start(frame, has_video);
-        // Boundaries are decided on the track that defines start points.
-        let leader = matches!(frame.kind, MediaKind::Video) || !has_video;
-        if leader {
-            let seg_due = match self.seg_start {
-                None => true,
-                Some(s) => frame.dts - s >= self.target_ticks || self.tracks_changed,
-            };
-            if start && seg_due {
-                if self.seg_start.is_some() {
-                    self.close_part(frame.dts)?;
-                    self.finish_segment(frame.dts)?;
-                }
-                if self.tracks_changed || self.init.is_none() {
-                    self.write_init()?;
-                    if self.timeline.kept().end > 0 {
-                        self.discontinuity = true;
-                    }
-                }
-                self.origin.get_or_insert(frame.dts);
-                self.timeline
-                    .start_segment(std::mem::take(&mut self.discontinuity), wall_clock_ms)?;
-                self.seg_start = Some(frame.dts);
-                self.part_start = frame.dts;
-                self.part_independent = true;
-                changed = true;
-            } else if self.seg_start.is_some()
-                && self.low_latency
-                && frame.dts - self.part_start >= self.part_ticks
-            {
-                self.close_part(frame.dts)?;
-                self.part_start = frame.dts;
-                self.part_independent = start;
-                changed = true;
-            }
-        }
-        if self.seg_start.is_none() {
-            return Ok(changed);
-        }
-        let pending = Pending {
-            dts: frame.dts,
-            cts: frame.pts - frame.dts,
-            keyframe: frame.keyframe,
-            data: frame.payload.clone(),
-        };
-        self.commit_next(frame.kind, pending);
+        let pushed = self.fragmenter.push(frame);
+        let changed = self.drain(wall_clock_ms)?;
+        pushed?;
         Ok(changed)
     }
 
-    /// Gives the pending sample of `kind` its duration, now that `next` arrived.
-    fn commit_next(&mut self, kind: MediaKind, next: Pending) {
-        let next_dts = next.dts;
-        let origin = self.origin;
-        let track = match kind {
-            MediaKind::Video => self.video.as_mut(),
-            MediaKind::Audio => self.audio.as_mut(),
-        };
-        let Some(track) = track else { return };
-        if let Some(prev) = track.pending.replace(next) {
-            let conv = |dts: i64| {
-                let rel = dts - origin.unwrap_or(dts);
-                i128::from(rel) * i128::from(track.timescale) / 90_000
+    /// Records what the fragmenter made on the timeline; returns whether it changed.
+    fn drain(&mut self, wall_clock_ms: i64) -> Result<bool, SegmentError> {
+        let mut changed = false;
+        let mut result = Ok(());
+        while let Some(output) = self.fragmenter.poll_output() {
+            let step = match output {
+                Output::Init(bytes) => {
+                    if self.timeline.kept().end > 0 {
+                        self.discontinuity = true;
+                    }
+                    self.init = Some(bytes);
+                    Ok(())
+                }
+                Output::Begin { .. } => {
+                    changed = true;
+                    self.timeline
+                        .start_segment(std::mem::take(&mut self.discontinuity), wall_clock_ms)
+                        .map(|_| ())
+                        .map_err(SegmentError::from)
+                }
+                Output::Piece {
+                    bytes,
+                    duration,
+                    independent,
+                } => self.add_piece(bytes, duration, independent, &mut changed),
+                Output::End { duration } => {
+                    changed = true;
+                    self.finish_segment(duration)
+                }
+                Output::Finished { .. } => Ok(()),
             };
-            let duration = u32::try_from((conv(next_dts) - conv(prev.dts)).max(1)).unwrap_or(1);
-            let cts = i32::try_from(i128::from(prev.cts) * i128::from(track.timescale) / 90_000)
-                .unwrap_or(0);
-            if track.samples.is_empty() {
-                track.base = u64::try_from(conv(prev.dts)).unwrap_or(0);
-            }
-            track.samples.push(Sample {
-                duration,
-                cts_offset: cts,
-                keyframe: prev.keyframe || kind == MediaKind::Audio,
-                data: prev.data,
-            });
+            result = result.and(step);
         }
+        result.map(|()| changed)
     }
 
-    fn write_init(&mut self) -> Result<(), SegmentError> {
-        let mut tracks = Vec::new();
-        for t in [&self.video, &self.audio].into_iter().flatten() {
-            tracks.push(InitTrack {
-                track_id: t.id,
-                track: &t.track,
-                timescale: t.timescale,
-            });
-        }
-        let mut out = BytesMut::new();
-        fmp4::write_init(&mut out, &tracks)?;
-        self.init = Some(out.freeze());
-        self.tracks_changed = false;
-        Ok(())
-    }
-
-    /// Writes the committed samples of every track as one fragment: a part (LL-HLS)
-    /// or, without low latency, a piece of the segment.
-    fn close_part(&mut self, cut_dts: i64) -> Result<(), SegmentError> {
-        let mut runs = Vec::new();
-        for t in [&self.video, &self.audio].into_iter().flatten() {
-            if !t.samples.is_empty() {
-                runs.push(TrackRun {
-                    track_id: t.id,
-                    base_decode_time: t.base,
-                    samples: &t.samples,
-                });
-            }
-        }
-        if runs.is_empty() {
-            return Ok(());
-        }
-        let mut out = BytesMut::new();
-        fmp4::write_fragment(&mut out, self.sequence, &runs)?;
-        self.sequence = self.sequence.wrapping_add(1);
-        for t in [&mut self.video, &mut self.audio].into_iter().flatten() {
-            t.samples.clear();
-        }
-        let bytes = out.freeze();
+    /// A fragment: a part (LL-HLS) or, without low latency, the whole segment.
+    fn add_piece(
+        &mut self,
+        bytes: Bytes,
+        duration: Timestamp,
+        independent: bool,
+        changed: &mut bool,
+    ) -> Result<(), SegmentError> {
+        let mut result = Ok(());
         if self.low_latency {
-            let duration = (cut_dts - self.part_start).max(1);
-            let (msn, index) = self.timeline.add_part(duration, self.part_independent)?;
-            self.parts.insert((msn, index), bytes.clone());
+            *changed = true;
+            match self.timeline.add_part(duration.max(1), independent) {
+                Ok((msn, index)) => {
+                    self.parts.insert((msn, index), bytes.clone());
+                }
+                Err(e) => result = Err(e.into()),
+            }
         }
         self.open_parts.push(bytes);
+        result
+    }
+
+    fn finish_segment(&mut self, duration: Timestamp) -> Result<(), SegmentError> {
+        let pieces = std::mem::take(&mut self.open_parts);
+        let released = self.timeline.end_segment(duration.max(1))?;
+        if let Some(msn) = self.timeline.kept().end.checked_sub(1) {
+            self.segments.insert(msn, pieces);
+        }
+        self.release(released);
         Ok(())
     }
 
-    fn finish_segment(&mut self, end_dts: i64) -> Result<(), SegmentError> {
-        let Some(start) = self.seg_start.take() else {
-            return Ok(());
-        };
-        let released = self.timeline.end_segment((end_dts - start).max(1))?;
-        if let Some(msn) = self.timeline.kept().end.checked_sub(1) {
-            self.segments
-                .insert(msn, std::mem::take(&mut self.open_parts));
-        }
+    fn release(&mut self, released: Vec<u64>) {
         for msn in released {
             self.segments.remove(&msn);
             self.parts.retain(|(m, _), _| *m != msn);
         }
-        Ok(())
     }
 
-    /// The stream ended: the playlist is closed.
+    /// The stream ended: the playlist is closed. A segment in progress with parts is
+    /// completed by the timeline, and is then its parts.
     pub fn end(&mut self) {
-        for msn in self.timeline.end_stream() {
-            self.segments.remove(&msn);
-            self.parts.retain(|(m, _), _| *m != msn);
+        let open = self.timeline.in_progress();
+        let released = self.timeline.end_stream();
+        if let Some(msn) = open.filter(|m| self.timeline.kept().contains(m)) {
+            self.segments
+                .insert(msn, std::mem::take(&mut self.open_parts));
         }
+        self.release(released);
     }
 
     /// The timeline, for playlists and request decisions.
@@ -533,6 +405,7 @@ impl Fmp4Segmenter {
 mod tests {
     use super::*;
     use sluice_media::codec::{AacConfig, AvcConfig};
+    use sluice_media::{MediaKind, TrackConfig};
 
     fn video() -> Track {
         let sps = Bytes::from_static(&[0x67, 0x42, 0xc0, 0x1e, 0xd9, 0x00, 0xa0, 0x47, 0xfe, 0xc8]);
@@ -629,6 +502,28 @@ mod tests {
         let parts: usize = parts_of_0.iter().map(|(_, b)| b.len()).sum();
         assert_eq!(segment, parts, "a segment is its parts");
         assert!(seg.timeline().part_state(2, 1) != crate::Availability::Gone);
+    }
+
+    #[test]
+    fn fmp4_segments_start_with_their_keyframe() {
+        let mut seg = Fmp4Segmenter::new(HlsConfig::default()).unwrap();
+        seg.set_tracks(Some(&video()), Some(&audio()));
+        for f in frames(7, 25) {
+            seg.push(&f, 0).unwrap();
+        }
+        assert_eq!(seg.timeline().kept(), 0..3);
+        for (msn, pieces) in seg.segments() {
+            let first = &pieces[0];
+            let trun = first.windows(4).position(|w| w == b"trun").unwrap();
+            // trun: flags, count, data offset, then the first sample's duration, size, flags.
+            let at = trun + 24;
+            let flags = u32::from_be_bytes(first[at..at + 4].try_into().unwrap());
+            assert_eq!(
+                flags,
+                sluice_media::fmp4::SAMPLE_FLAGS_SYNC,
+                "segment {msn} starts with its keyframe"
+            );
+        }
     }
 
     #[test]

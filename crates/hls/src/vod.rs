@@ -5,21 +5,15 @@
 //! Why plan from the index: the playlist lists every segment with its duration
 //! before any is made, so a player can seek anywhere at once; a segment is then just
 //! the samples between two planned keyframes, muxed from the file's mapped bytes.
+//! The cuts follow the live segmenters' rules ([`CutRules`]) and the bytes come from
+//! the same [`Muxer`], so a file and a live stream of it segment alike.
 
-use crate::segmenter::SegmentError;
 use bytes::{Bytes, BytesMut};
-use sluice_media::fmp4::{write_fragment, write_init, InitTrack, Sample as Fmp4Sample, TrackRun};
-use sluice_media::mp4::{Movie, Mp4Error};
-use sluice_media::ts::TsMuxer;
-use sluice_media::{MediaKind, Timestamp, CLOCK_HZ};
+use sluice_media::fragment::{Container, Cut, CutRules, FragmentError, Muxer, Progress};
+use sluice_media::mp4::{Movie, Mp4Error, Sample};
+use sluice_media::{Timestamp, CLOCK_HZ};
 use std::fmt::Write;
 use std::ops::Range;
-
-/// Track ids of the fMP4 variant.
-const VIDEO_ID: u32 = 1;
-const AUDIO_ID: u32 = 2;
-/// The timescale of every fMP4 track: the hub's clock, in which the index is kept.
-const TIMESCALE: u32 = CLOCK_HZ;
 
 /// Why a segment could not be made.
 #[derive(Debug, thiserror::Error)]
@@ -30,9 +24,9 @@ pub enum VodError {
     /// The file's samples could not be read (a truncated file).
     #[error(transparent)]
     Mp4(#[from] Mp4Error),
-    /// The muxer refused the samples.
+    /// The muxer refused the tracks or the samples.
     #[error(transparent)]
-    Mux(#[from] SegmentError),
+    Mux(#[from] FragmentError),
     /// The segment would be larger than [`MAX_SEGMENT_BYTES`] (a file with keyframes
     /// far apart).
     #[error("segment {n} holds {bytes} bytes of samples, more than {MAX_SEGMENT_BYTES}")]
@@ -65,7 +59,8 @@ pub struct VodPlan {
     pub segments: Vec<VodSegment>,
     video: Option<usize>,
     audio: Option<usize>,
-    /// Added to every decode time so that none is negative (fMP4 `tfdt` is unsigned).
+    /// The decode time that is time 0 of every segment: the earliest one (at most 0),
+    /// so that none is negative (fMP4 `tfdt` is unsigned).
     shift: Timestamp,
 }
 
@@ -78,11 +73,41 @@ pub enum VodVariant {
     Fmp4,
 }
 
+/// Whether a start point decoded at `dts` begins a segment after the one that began at
+/// `last` (any does when there is none).
+fn begins(rules: &CutRules, last: Option<Timestamp>, dts: Timestamp) -> bool {
+    last.is_none_or(|t| {
+        let progress = Progress {
+            fragment: dts.saturating_sub(t),
+            ..Progress::default()
+        };
+        rules.cut(&progress, true, true) == Some(Cut::Fragment)
+    })
+}
+
+/// The decode time after the last sample of `range` in `samples`: the next sample's,
+/// else as far after it as it is after the one before, else `fallback` after it.
+fn end_of(samples: &[Sample], range: &Range<usize>, fallback: Timestamp) -> Option<Timestamp> {
+    let last = range.end.checked_sub(1)?;
+    let s = samples.get(last)?;
+    Some(
+        match (
+            samples.get(range.end),
+            last.checked_sub(1).and_then(|p| samples.get(p)),
+        ) {
+            (Some(next), _) => next.dts,
+            (None, Some(prev)) => s.dts.saturating_add(s.dts.saturating_sub(prev.dts)),
+            (None, None) => s.dts.saturating_add(fallback),
+        },
+    )
+}
+
 impl VodPlan {
     /// Cuts `movie` into segments of at least `target_ms` each, starting at video
     /// keyframes (or anywhere, for audio-only files).
     pub fn new(movie: &Movie, target_ms: u32) -> VodPlan {
         let target = Timestamp::from(target_ms.max(100)) * Timestamp::from(CLOCK_HZ) / 1000;
+        let rules = CutRules::at_start_points(target);
         let video = movie.video();
         let audio = movie.audio();
         let shift = movie.negative_start();
@@ -91,8 +116,7 @@ impl VodPlan {
         match video {
             Some(v) => {
                 for (i, s) in movie.tracks[v].samples.iter().enumerate() {
-                    let due = starts.last().is_none_or(|&(_, t)| s.dts - t >= target);
-                    if s.keyframe && due {
+                    if s.keyframe && begins(&rules, starts.last().map(|s| s.1), s.dts) {
                         starts.push((i, s.dts));
                     }
                 }
@@ -101,7 +125,7 @@ impl VodPlan {
             None => {
                 if let Some(a) = audio {
                     for (i, s) in movie.tracks[a].samples.iter().enumerate() {
-                        if starts.last().is_none_or(|&(_, t)| s.dts - t >= target) {
+                        if begins(&rules, starts.last().map(|s| s.1), s.dts) {
                             starts.push((i, s.dts));
                         }
                     }
@@ -195,77 +219,58 @@ impl VodPlan {
         Ok(seg)
     }
 
+    /// A muxer for the tracks of the plan that `container` carries, whose time 0 is
+    /// the movie's earliest decode time.
+    fn muxer(&self, movie: &Movie, container: Container) -> Result<Muxer, VodError> {
+        let track = |i: Option<usize>| {
+            i.and_then(|i| movie.tracks.get(i))
+                .map(|t| &t.track)
+                .filter(|t| container.carries(t))
+        };
+        Ok(Muxer::new(
+            container,
+            track(self.video),
+            track(self.audio),
+            self.shift,
+        )?)
+    }
+
     /// The fMP4 init segment.
     pub fn init(&self, movie: &Movie) -> Result<Bytes, VodError> {
-        let mut tracks = Vec::with_capacity(2);
-        for (index, id) in [(self.video, VIDEO_ID), (self.audio, AUDIO_ID)] {
-            if let Some(i) = index {
-                tracks.push(InitTrack {
-                    track_id: id,
-                    track: &movie.tracks[i].track,
-                    timescale: TIMESCALE,
-                });
-            }
-        }
+        let mut muxer = self.muxer(movie, Container::Fmp4)?;
         let mut out = BytesMut::new();
-        write_init(&mut out, &tracks).map_err(SegmentError::from)?;
+        muxer.write_init(&mut out)?;
         Ok(out.freeze())
     }
 
-    /// fMP4 segment `n`: one fragment with a run per track.
+    /// fMP4 segment `n`: one fragment with a run per track, numbered `n + 1`.
     pub fn fmp4_segment(&self, movie: &Movie, file: &Bytes, n: usize) -> Result<Bytes, VodError> {
         let seg = self.checked(movie, n)?;
-        let mut runs_samples: Vec<(u32, u64, Vec<Fmp4Sample>)> = Vec::with_capacity(2);
-        for (index, range, id) in [
-            (self.video, &seg.video, VIDEO_ID),
-            (self.audio, &seg.audio, AUDIO_ID),
-        ] {
+        let mut muxer = self.muxer(movie, Container::Fmp4)?;
+        muxer.set_sequence(u32::try_from(n + 1).unwrap_or(u32::MAX));
+        for (index, range) in [(self.video, &seg.video), (self.audio, &seg.audio)] {
             let Some(t) = index else { continue };
-            if range.is_empty() {
+            let track = &movie.tracks[t];
+            let kind = track.track.kind();
+            if muxer.track(kind).is_none() {
                 continue;
             }
-            let samples = &movie.tracks[t].samples;
-            let mut out = Vec::with_capacity(range.len());
             for i in range.clone() {
-                let frame = movie.frame(file, t, i)?;
-                let s = &samples[i];
-                let duration = match (samples.get(i + 1), i.checked_sub(1).map(|p| &samples[p])) {
-                    (Some(next), _) => next.dts - s.dts,
-                    (None, Some(prev)) => s.dts - prev.dts,
-                    (None, None) => seg.duration,
-                };
-                out.push(Fmp4Sample {
-                    duration: u32::try_from(duration.max(0)).unwrap_or(u32::MAX),
-                    cts_offset: s.cts,
-                    keyframe: s.keyframe,
-                    data: frame.payload,
-                });
+                muxer.take(&movie.frame(file, t, i)?);
             }
-            let base = u64::try_from(samples[range.start].dts - self.shift).unwrap_or(0);
-            runs_samples.push((id, base, out));
+            if let Some(end) = end_of(&track.samples, range, seg.duration) {
+                muxer.end_sample(kind, end);
+            }
         }
-        let runs: Vec<TrackRun<'_>> = runs_samples
-            .iter()
-            .map(|(id, base, samples)| TrackRun {
-                track_id: *id,
-                base_decode_time: *base,
-                samples,
-            })
-            .collect();
         let mut out = BytesMut::new();
-        let sequence = u32::try_from(n + 1).unwrap_or(u32::MAX);
-        write_fragment(&mut out, sequence, &runs).map_err(SegmentError::from)?;
+        muxer.write_fragment(&mut out)?;
         Ok(out.freeze())
     }
 
     /// MPEG-TS segment `n`: tables, then every sample in decode order.
     pub fn ts_segment(&self, movie: &Movie, file: &Bytes, n: usize) -> Result<Bytes, VodError> {
         let seg = self.checked(movie, n)?;
-        let track = |i: Option<usize>| i.map(|i| &movie.tracks[i].track);
-        let mut muxer =
-            TsMuxer::new(track(self.video), track(self.audio)).map_err(SegmentError::from)?;
-        let mut out = BytesMut::new();
-        muxer.write_tables(&mut out);
+        let mut muxer = self.muxer(movie, Container::Ts)?;
         let (mut v, mut a) = (seg.video.clone(), seg.audio.clone());
         let dts = |t: Option<usize>, i: usize| t.map(|t| movie.tracks[t].samples[i].dts);
         loop {
@@ -286,14 +291,10 @@ impl VodPlan {
                 (None, None) => break,
             };
             let (Some(t), Some(i)) = (t, i) else { break };
-            let mut frame = movie.frame(file, t, i)?;
-            frame.dts -= self.shift;
-            frame.pts -= self.shift;
-            debug_assert!(matches!(frame.kind, MediaKind::Video | MediaKind::Audio));
-            muxer
-                .write_frame(&frame, &mut out)
-                .map_err(SegmentError::from)?;
+            muxer.take(&movie.frame(file, t, i)?);
         }
+        let mut out = BytesMut::new();
+        muxer.write_fragment(&mut out)?;
         Ok(out.freeze())
     }
 }

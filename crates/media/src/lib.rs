@@ -4,7 +4,9 @@
 //! [`CLOCK_HZ`] clock and its payload as shared [`bytes::Bytes`]. A [`Track`] says what
 //! the frames are and carries the decoder configuration (SPS/PPS/VPS, AudioSpecificConfig)
 //! that every output format needs. Containers (FLV, AMF0, later MPEG-TS, fMP4, RTP) are
-//! sans-IO: they parse from and serialize into caller-owned buffers.
+//! sans-IO: they parse from and serialize into caller-owned buffers. [`fragment`] is
+//! the one place that cuts frames into fMP4 or MPEG-TS fragments, for live HLS,
+//! recordings and HLS of files.
 #![forbid(unsafe_code)]
 #![warn(missing_docs, unreachable_pub, clippy::unwrap_used)]
 
@@ -12,6 +14,7 @@ pub mod amf0;
 pub mod codec;
 pub mod flv;
 pub mod fmp4;
+pub mod fragment;
 mod frame;
 pub mod mp4;
 pub mod rtp;

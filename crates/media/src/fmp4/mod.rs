@@ -2,9 +2,9 @@
 //! the fragments behind HLS with fMP4 segments and Low-Latency HLS parts.
 //!
 //! Why: LL-HLS needs fMP4 (parts are fragments), and the fMP4 variant is the only way
-//! to carry Opus in HLS. The HLS segmenter writes the init segment once per track
-//! configuration and one fragment per part or segment; every viewer of the stream gets
-//! those same bytes.
+//! to carry Opus in HLS. The fragment engine ([`crate::fragment`]) writes the init
+//! segment once per track configuration and one fragment per part or segment; every
+//! viewer of the stream gets those same bytes.
 //!
 //! - `boxes`: writing a box whose size is patched in when its content is done.
 //! - `init`: [`write_init`]: `ftyp` + `moov` with one `trak` per track and `mvex`.

@@ -14,6 +14,8 @@
 //! - `depacketizer`: [`RtpDepacketizer`]: the reverse, per publisher track.
 //! - `jitter`: [`JitterBuffer`], which puts UDP packets back in sequence order.
 //! - `rtcp`: sender reports, and parsing what players and publishers send us.
+//! - `source`: [`RtpSource`], the packetizers of one stream for all its players:
+//!   numbering that survives publishers and codec changes, sender reports.
 //!
 //! # Sequence numbers and timestamps for players
 //! One packetizer per stream track numbers packets on from one frame to the next and
@@ -35,6 +37,7 @@ mod header;
 mod jitter;
 mod packetizer;
 pub mod rtcp;
+mod source;
 
 pub use depacketizer::{DepacketizedFrame, DepacketizerStats, ParameterSets, RtpDepacketizer};
 pub use header::{RtpExtension, RtpHeader, RtpPacket, RTP_HEADER_LEN};
@@ -42,6 +45,7 @@ pub use jitter::{
     JitterBuffer, JitterStats, JITTER_CAPACITY, JITTER_MAX_WAIT, MAX_JITTER_CAPACITY,
 };
 pub use packetizer::{PacketSpan, PacketizedFrame, RtpFrame, RtpPacketizer, INTERLEAVE_HEADER_LEN};
+pub use source::{rtp_channel, RtpForm, RtpSource, RtpStart, SENDER_REPORT_TICKS};
 
 use crate::{Track, TrackConfig};
 

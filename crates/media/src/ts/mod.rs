@@ -1,8 +1,9 @@
 //! MPEG-TS (ISO/IEC 13818-1): the muxer behind HLS with `.ts` segments.
 //!
-//! Why: most HLS players still ask for MPEG-TS segments. The HLS segmenter calls
-//! [`TsMuxer`] once per frame per stream, and the bytes it writes form the segment
-//! every viewer of that stream downloads, so each frame is muxed exactly once.
+//! Why: most HLS players still ask for MPEG-TS segments. The fragment engine
+//! ([`crate::fragment`]) calls [`TsMuxer`] once per frame per output, and the bytes it
+//! writes form the segment every viewer of that stream downloads, so each frame is
+//! muxed exactly once.
 //!
 //! - `psi`: the PAT and PMT sections with their CRC, one packet each.
 //! - `packet`: 188-byte packets, the adaptation field (PCR, random access, stuffing)

@@ -265,14 +265,17 @@ impl HlsStream {
     pub fn push(&self, key: &str, frame: &Frame) {
         let changed = self.with(|s| {
             let now = wall_clock_ms();
-            let ts = s.ts.push(frame, now).unwrap_or_else(|e| {
-                tracing::debug!(stream = %key, "TS segmenter dropped a frame: {e}");
-                false
-            });
-            let fmp4 = s.fmp4.push(frame, now).unwrap_or_else(|e| {
-                tracing::debug!(stream = %key, "fMP4 segmenter dropped a frame: {e}");
-                false
-            });
+            // Changed by revision, not by the result: a segment can complete and still
+            // report a frame it dropped.
+            let before = (s.ts.timeline().revision(), s.fmp4.timeline().revision());
+            if let Err(e) = s.ts.push(frame, now) {
+                tracing::debug!(stream = %key, "TS segmenter dropped media: {e}");
+            }
+            if let Err(e) = s.fmp4.push(frame, now) {
+                tracing::debug!(stream = %key, "fMP4 segmenter dropped media: {e}");
+            }
+            let ts = s.ts.timeline().revision() != before.0;
+            let fmp4 = s.fmp4.timeline().revision() != before.1;
             if ts {
                 // A TS segment boundary (every ~2 s): say what this stream holds.
                 tracing::debug!(stream = %key, hls_bytes = s.memory(), "HLS segment");

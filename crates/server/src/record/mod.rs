@@ -8,7 +8,8 @@
 //! [`Fragmenter`] of each recording and its file.
 //!
 //! - `pattern`: which streams are recorded.
-//! - `fragmenter`: frames in, file bytes out (sans-IO).
+//! - `fragmenter`: frames in, file bytes out (sans-IO): the files, over
+//!   `sluice_media::fragment`, which cuts the fragments.
 //! - `writer`: the thread, file names and the file I/O.
 //!
 //! # Invariants

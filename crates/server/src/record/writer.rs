@@ -50,7 +50,8 @@ pub(super) fn run(rx: Receiver<Command>, queue: &Queue, config: &RecordConfig) {
             }
             Command::Tracks { id, video, audio } => {
                 if let Some(r) = recordings.get_mut(&id) {
-                    r.fragmenter.set_tracks(video.as_deref(), audio.as_deref());
+                    let result = r.fragmenter.set_tracks(video.as_deref(), audio.as_deref());
+                    r.drain(result, config);
                 }
             }
             Command::Frame { id, frame, cost } => {
@@ -100,7 +101,7 @@ impl Recording {
     /// Carries out what the fragmenter asked for.
     fn drain(
         &mut self,
-        result: Result<(), super::fragmenter::FragmentError>,
+        result: Result<(), sluice_media::fragment::FragmentError>,
         config: &RecordConfig,
     ) {
         if let Err(e) = result {
