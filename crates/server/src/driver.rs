@@ -249,6 +249,16 @@ impl<S: Session> Conn<S> {
     }
 }
 
+/// Logs how a connection ended: cleanly or with its peer gone (I/O) at info, anything
+/// else (a peer breaking the protocol, a refusal, a timeout) at warn.
+pub fn log_end<E: std::error::Error>(result: &Result<(), DriveError<E>>) {
+    match result {
+        Ok(()) => tracing::info!("closed"),
+        Err(DriveError::Io(e)) => tracing::info!("closed: {e}"),
+        Err(e) => tracing::warn!("closed: {e}"),
+    }
+}
+
 /// What woke the driver.
 enum Woke<W> {
     Readable(io::Result<()>),

@@ -36,6 +36,7 @@ mod depacketizer;
 mod header;
 mod jitter;
 mod packetizer;
+mod receiver;
 pub mod rtcp;
 mod source;
 
@@ -45,6 +46,7 @@ pub use jitter::{
     JitterBuffer, JitterStats, JITTER_CAPACITY, JITTER_MAX_WAIT, MAX_JITTER_CAPACITY,
 };
 pub use packetizer::{PacketSpan, PacketizedFrame, RtpFrame, RtpPacketizer, INTERLEAVE_HEADER_LEN};
+pub use receiver::{Received, RtpReceiver};
 pub use source::{rtp_channel, RtpForm, RtpSource, RtpStart, SENDER_REPORT_TICKS};
 
 use crate::{Track, TrackConfig};

@@ -48,11 +48,7 @@ async fn serve(ctx: Rc<Ctx>, sock: TcpStream, peer: SocketAddr) {
         };
         let result = driver::run(&mut conn, &mut rtmp).await;
         rtmp.publishing = None;
-        match result {
-            Ok(()) => tracing::info!("closed"),
-            Err(DriveError::Io(e)) => tracing::info!("closed: {e}"),
-            Err(e) => tracing::warn!("closed: {e}"),
-        }
+        driver::log_end(&result);
     }
     .instrument(span)
     .await

@@ -29,8 +29,7 @@ use crate::driver::{self, Adapter, Conn, DriveError, Next};
 use crate::io::sock::Sock;
 use crate::vod::{VodFile, VodPlay};
 use bytes::{Bytes, BytesMut};
-use sluice_media::rtp::{JitterBuffer, JITTER_CAPACITY, JITTER_MAX_WAIT};
-use sluice_media::rtp::{RtpCodec, RtpDepacketizer};
+use sluice_media::rtp::{Received, RtpCodec, RtpReceiver};
 use sluice_media::sdp::{parse_sdp, write_sdp, SdpRange, SdpTrack, SessionDescription};
 use sluice_media::{MediaKind, Timestamp, Track};
 use sluice_rtsp::Transport;
@@ -126,11 +125,7 @@ async fn serve(worker: Rc<Worker>, sock: TcpStream, peer: SocketAddr) {
         };
         let result = driver::run(&mut conn, &mut rtsp).await;
         rtsp.publishing = None;
-        match result {
-            Ok(()) => tracing::info!("closed"),
-            Err(DriveError::Io(e)) => tracing::info!("closed: {e}"),
-            Err(e) => tracing::warn!("closed: {e}"),
-        }
+        driver::log_end(&result);
     }
     .instrument(span)
     .await
@@ -165,24 +160,13 @@ enum Source {
 struct Publish {
     ingest: Publisher,
     /// By SDP track index; `None` for media we cannot take or a second track of a kind.
-    tracks: Vec<Option<InTrack>>,
+    tracks: Vec<Option<RtpReceiver>>,
     /// The tracks described by the SDP, made known to the stream at RECORD.
     initial: Vec<Track>,
     /// RTP over UDP: packets routed here from the worker's socket, by source address.
     udp: Option<mpsc::Receiver<Inbound>>,
     udp_tx: Option<mpsc::Sender<Inbound>>,
     routes: Vec<RouteGuard>,
-}
-
-struct InTrack {
-    depacketizer: RtpDepacketizer,
-    /// Puts UDP packets back in order (TCP needs none).
-    jitter: JitterBuffer,
-    /// Since when the jitter buffer holds packets it does not release.
-    waiting_since: Option<Instant>,
-    /// Each track's RTP clock starts at a random value: the first frame's time is
-    /// subtracted, so every track starts at 0 on the publisher's timeline.
-    base: Option<Timestamp>,
 }
 
 /// What the RTSP adapter waits for beside the connection.
@@ -735,12 +719,7 @@ impl Rtsp {
             };
             kinds.push(kind);
             initial.extend(media.track.clone());
-            tracks.push(Some(InTrack {
-                depacketizer,
-                jitter: JitterBuffer::new(JITTER_CAPACITY, JITTER_MAX_WAIT),
-                waiting_since: None,
-                base: None,
-            }));
+            tracks.push(Some(RtpReceiver::new(depacketizer, JITTER_DELAY)));
         }
         if kinds.is_empty() {
             tracing::info!(stream = %key, "announce: no media we can take");
@@ -769,39 +748,22 @@ impl Rtsp {
 impl Publish {
     /// One RTP packet over UDP: reordered, then depacketized like interleaved ones.
     fn rtp_udp(&mut self, track: usize, packet: Bytes, now: Instant) {
-        if let Some(Some(t)) = self.tracks.get_mut(track) {
-            if let Err(e) = t.jitter.push(packet) {
-                tracing::debug!(track, "bad RTP packet: {e}");
-            }
+        let Some(Some(t)) = self.tracks.get_mut(track) else {
+            return;
+        };
+        self.ingest.bytes += packet.len() as u64;
+        if let Err(e) = t.push_datagram(packet, now) {
+            tracing::debug!(track, "bad RTP packet: {e}");
         }
-        self.release(now);
+        self.take(track);
     }
 
-    /// Depacketizes what the jitter buffers release, and what they held longer than
-    /// [`JITTER_DELAY`] (a lost packet is given up on; a sender that puts few packets
-    /// out, such as AAC aggregated a few frames per packet, is not held back).
+    /// Releases what the jitter buffers held long enough (see `RtpReceiver`).
     fn release(&mut self, now: Instant) {
         for track in 0..self.tracks.len() {
-            let Some(Some(t)) = self.tracks.get_mut(track) else {
-                continue;
-            };
-            if t.waiting_since
-                .is_some_and(|w| now.duration_since(w) >= JITTER_DELAY)
-            {
-                t.jitter.skip_missing();
-                t.waiting_since = None;
-            }
-            let mut ready = Vec::new();
-            while let Some(p) = t.jitter.pop() {
-                ready.push(p);
-            }
-            if t.jitter.is_empty() {
-                t.waiting_since = None;
-            } else {
-                t.waiting_since.get_or_insert(now);
-            }
-            for p in ready {
-                self.rtp(track, &p);
+            if let Some(Some(t)) = self.tracks.get_mut(track) {
+                t.handle_timeout(now);
+                self.take(track);
             }
         }
     }
@@ -811,35 +773,33 @@ impl Publish {
         self.tracks
             .iter()
             .flatten()
-            .filter_map(|t| t.waiting_since)
+            .filter_map(RtpReceiver::poll_timeout)
             .min()
-            .map(|w| w + JITTER_DELAY)
     }
 
-    /// One RTP packet of SDP track `track`: whole frames go to the stream.
+    /// One RTP packet of SDP track `track`, interleaved: whole frames go to the stream.
     fn rtp(&mut self, track: usize, packet: &[u8]) {
         let Some(Some(t)) = self.tracks.get_mut(track) else {
             return;
         };
         self.ingest.bytes += packet.len() as u64;
-        if let Err(e) = t.depacketizer.push(packet) {
+        if let Err(e) = t.push_in_order(packet) {
             // That packet's frame is dropped; the track goes on.
             tracing::debug!(track, "bad RTP packet: {e}");
         }
-        while let Some(f) = t.depacketizer.poll() {
-            let codec = t.depacketizer.codec();
-            let base = *t.base.get_or_insert(f.pts);
-            if let Some(config) = f
-                .parameter_sets
-                .as_ref()
-                .and_then(|s| s.to_config(codec).ok())
-            {
-                self.ingest.set_track(f.pts - base, Track::new(config));
+        self.take(track);
+    }
+
+    /// Hands what track `track` received to the stream.
+    fn take(&mut self, track: usize) {
+        let Some(Some(t)) = self.tracks.get_mut(track) else {
+            return;
+        };
+        while let Some(received) = t.poll() {
+            match received {
+                Received::Track(at, config) => self.ingest.set_track(at, config),
+                Received::Frame(frame) => self.ingest.frame(frame),
             }
-            let mut frame = f.into_frame();
-            frame.dts -= base;
-            frame.pts -= base;
-            self.ingest.frame(frame);
         }
     }
 }
