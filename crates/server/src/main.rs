@@ -9,8 +9,8 @@ static ALLOC: tikv_jemallocator::Jemalloc = tikv_jemallocator::Jemalloc;
 
 fn main() -> std::process::ExitCode {
     let cli = Cli::parse();
-    if cli.print_config {
-        print!("{}", Config::commented_defaults());
+    if cli.print_config_doc {
+        print!("{}", Config::reference_doc());
         return std::process::ExitCode::SUCCESS;
     }
     let config = match Config::load(&cli) {
@@ -20,6 +20,10 @@ fn main() -> std::process::ExitCode {
             return std::process::ExitCode::from(2);
         }
     };
+    if cli.print_config {
+        print!("{}", config.commented());
+        return std::process::ExitCode::SUCCESS;
+    }
     let filter = tracing_subscriber::EnvFilter::try_new(&config.log)
         .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info"));
     tracing_subscriber::fmt()

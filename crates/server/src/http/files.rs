@@ -9,7 +9,7 @@
 //! # Invariants
 //! - No file data is buffered per connection: a slow client holds an open file (and,
 //!   under TLS, a reference to the shared mapping), never a copy of the bytes.
-//! - A client that takes nothing for `idle_timeout_ms` while its body is due is
+//! - A client that takes nothing for `limits.idle_timeout_ms` while its body is due is
 //!   closed; one that keeps reading, however slowly, is served to the end.
 //! - A body is exactly `Content-Length` bytes or the connection is closed (a file cut
 //!   short while it is sent ends the connection, never a keep-alive with a short body).
@@ -179,7 +179,7 @@ pub(crate) async fn serve<S: FileSink>(
             return Ok(sock.flush().await?);
         }
     };
-    let idle = Duration::from_millis(ctx.config.idle_timeout_ms);
+    let idle = Duration::from_millis(ctx.config.limits.idle_timeout_ms);
     let range = response.range.clone();
     let send_body = response.body && req.method == Method::Get && !range.is_empty();
     let head = head(req, &response);

@@ -187,7 +187,7 @@ pub(crate) async fn serve<S: FileSink>(
             head.push_str(&format!("{name}: {value}\r\n"));
         }
         head.push_str("\r\n");
-        let idle = Duration::from_millis(ctx.config.idle_timeout_ms);
+        let idle = Duration::from_millis(ctx.config.limits.idle_timeout_ms);
         super::files::send_more(tcp, head.as_bytes(), idle).await?;
         return super::files::sendfile(tcp, file.file(), 0, file.len(), idle).await;
     }

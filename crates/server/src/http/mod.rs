@@ -124,7 +124,7 @@ async fn serve_tls(ctx: Rc<Worker>, acceptor: TlsAcceptor, sock: TcpStream, peer
     let id = ctx.hub.next_id();
     let span = tracing::info_span!("https", id, %peer);
     async move {
-        let idle = Duration::from_millis(ctx.config.idle_timeout_ms);
+        let idle = Duration::from_millis(ctx.config.limits.idle_timeout_ms);
         let tls = match tokio::time::timeout(idle, acceptor.accept(SharedTcp(Rc::new(sock)))).await
         {
             Ok(Ok(mut tls)) => {
@@ -224,7 +224,7 @@ async fn connection<S>(ctx: &Rc<Worker>, id: u64, sock: S) -> Result<(), ConnErr
 where
     S: AsyncRead + AsyncWrite + Unpin + IntoSock + files::FileSink,
 {
-    let idle = Duration::from_millis(ctx.config.idle_timeout_ms);
+    let idle = Duration::from_millis(ctx.config.limits.idle_timeout_ms);
     let mut buf = BytesMut::new();
     let mut sock = sock;
     loop {
@@ -381,32 +381,33 @@ async fn play_flv(
 ) -> Result<(), ConnError> {
     let player = Player::new(id, Rc::new(sock.into_sock()), format);
     let playing = Playing::start(&ctx.fanout, &stream, player.clone());
-    let end = playing.run(|bytes| {
-        if format != Format::WsFlv {
-            // An HTTP-FLV player has nothing more to say; ignore what it sends.
-            return Ok(true);
-        }
-        input.extend_from_slice(bytes);
-        while let Some(frame) = ws::read_client_frame(&mut input)? {
-            match frame.opcode {
-                Opcode::Close => {
-                    let mut out = BytesMut::with_capacity(4);
-                    ws::write_frame_header(&mut out, Opcode::Close, 0);
-                    player.queue(out.freeze());
-                    return Ok(false);
-                }
-                Opcode::Ping => {
-                    let mut out = BytesMut::with_capacity(frame.payload.len() + 2);
-                    ws::write_frame_header(&mut out, Opcode::Pong, frame.payload.len());
-                    out.put_slice(&frame.payload);
-                    player.queue(out.freeze());
-                }
-                _ => {}
+    let end = playing
+        .run(|bytes| {
+            if format != Format::WsFlv {
+                // An HTTP-FLV player has nothing more to say; ignore what it sends.
+                return Ok(true);
             }
-        }
-        Ok::<bool, ConnError>(true)
-    })
-    .await;
+            input.extend_from_slice(bytes);
+            while let Some(frame) = ws::read_client_frame(&mut input)? {
+                match frame.opcode {
+                    Opcode::Close => {
+                        let mut out = BytesMut::with_capacity(4);
+                        ws::write_frame_header(&mut out, Opcode::Close, 0);
+                        player.queue(out.freeze());
+                        return Ok(false);
+                    }
+                    Opcode::Ping => {
+                        let mut out = BytesMut::with_capacity(frame.payload.len() + 2);
+                        ws::write_frame_header(&mut out, Opcode::Pong, frame.payload.len());
+                        out.put_slice(&frame.payload);
+                        player.queue(out.freeze());
+                    }
+                    _ => {}
+                }
+            }
+            Ok::<bool, ConnError>(true)
+        })
+        .await;
     if matches!(end, Ok(PlayEnd::Stopped) | Ok(PlayEnd::Closed(_))) {
         playing.drain().await;
     }

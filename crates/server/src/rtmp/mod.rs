@@ -55,8 +55,8 @@ async fn serve(ctx: Rc<Ctx>, sock: TcpStream, peer: SocketAddr) {
             id,
             sock: Rc::new(Sock::tcp_stream(sock)),
             session: ServerSession::new(ServerConfig {
-                out_chunk_size: ctx.config.rtmp_chunk_size,
-                max_message_len: ctx.config.rtmp_max_message_len,
+                out_chunk_size: ctx.config.rtmp.chunk_size,
+                max_message_len: ctx.config.rtmp.max_message_len,
                 ..ServerConfig::default()
             }),
             out: VecDeque::new(),
@@ -93,7 +93,7 @@ enum Next {
 
 impl Conn {
     async fn run(&mut self) -> Result<(), SessionError> {
-        let idle = Duration::from_millis(self.ctx.config.idle_timeout_ms);
+        let idle = Duration::from_millis(self.ctx.config.limits.idle_timeout_ms);
         let mut deadline = Instant::now() + idle;
         loop {
             match self.drain_events()? {

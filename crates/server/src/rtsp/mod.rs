@@ -115,7 +115,7 @@ async fn serve(ctx: Rc<Worker>, sock: TcpStream, peer: SocketAddr) {
     async move {
         tracing::debug!("connected");
         let session = ServerSession::new(ctx.config.rtsp_session(), rand::random(), Instant::now());
-        let sock = Rc::new(if ctx.config.rtsp_batch {
+        let sock = Rc::new(if ctx.config.rtsp.batch {
             Sock::tcp_stream(sock)
         } else {
             Sock::new(per_packet::PerPacket(sock))
@@ -476,7 +476,7 @@ impl Conn {
         if let Some(path) = key.strip_prefix("vod/") {
             return self.describe_file(path).await;
         }
-        let wait = Duration::from_millis(self.ctx.config.play_wait_ms);
+        let wait = Duration::from_millis(self.ctx.config.players.wait_ms);
         let deadline = tokio::time::Instant::now() + wait;
         let Some(stream) = self.ctx.hub.find_or_wait(&key, wait).await else {
             tracing::info!(stream = %key, "describe: not live");
@@ -722,7 +722,7 @@ impl Conn {
         }
         dest.iter()
             .any(Option::is_some)
-            .then(|| UdpOut::new(self.sock.clone(), udp, dest, self.ctx.config.rtsp_batch))
+            .then(|| UdpOut::new(self.sock.clone(), udp, dest, self.ctx.config.rtsp.batch))
     }
 
     /// Claims the stream of an ANNOUNCE and reads its SDP.
