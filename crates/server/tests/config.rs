@@ -1,5 +1,5 @@
 //! Configuration end to end: per-app overrides as a running server applies them,
-//! `--print-config` read back by `--config`.
+//! `--print-config` read back by `--config`, and plain log lines on a pipe.
 
 mod common;
 
@@ -7,9 +7,9 @@ use common::{avc_track, synthetic_clip, TestServer};
 use sluice_bench::player::{Player, Protocol};
 use sluice_bench::publish::publish_clip;
 use sluice_bench::rtmp::RtmpConn;
-use std::io::{BufRead, BufReader, Write};
+use std::io::{BufRead, BufReader, Read, Write};
 use std::net::{SocketAddr, TcpStream};
-use std::process::Command;
+use std::process::{Command, Stdio};
 use std::time::Duration;
 use tokio::time::{timeout, Instant};
 
@@ -138,4 +138,34 @@ fn printed_configuration_reads_back_unchanged() {
         err.contains("merge_ms") && err.contains("[players]"),
         "{err}"
     );
+}
+
+#[test]
+fn log_lines_on_a_pipe_have_no_colour_codes() {
+    let mut child = Command::new(env!("CARGO_BIN_EXE_sluice"))
+        .args(["--rtmp", "127.0.0.1:0", "--http", "127.0.0.1:0"])
+        .args(["--rtsp", "off", "--log", "info"])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("start sluice");
+    let mut line = String::new();
+    BufReader::new(child.stdout.take().expect("stdout"))
+        .read_line(&mut line)
+        .expect("listening line");
+    assert!(line.starts_with("sluice listening"), "{line:?}");
+    Command::new("kill")
+        .args(["-TERM", &child.id().to_string()])
+        .status()
+        .expect("kill -TERM");
+    let mut log = String::new();
+    child
+        .stderr
+        .take()
+        .expect("stderr")
+        .read_to_string(&mut log)
+        .expect("stderr");
+    let _ = child.wait();
+    assert!(log.contains("shutting down"), "{log:?}");
+    assert!(!log.contains('\x1b'), "colour codes in {log:?}");
 }
