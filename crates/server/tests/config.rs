@@ -153,19 +153,27 @@ fn log_lines_on_a_pipe_have_no_colour_codes() {
     BufReader::new(child.stdout.take().expect("stdout"))
         .read_line(&mut line)
         .expect("listening line");
-    assert!(line.starts_with("sluice listening"), "{line:?}");
+    let rtmp: SocketAddr = line
+        .split_whitespace()
+        .find_map(|w| w.strip_prefix("rtmp="))
+        .and_then(|a| a.parse().ok())
+        .unwrap_or_else(|| panic!("no rtmp address in {line:?}"));
+    // A bad handshake is logged (a warning), then SIGTERM is ("shutting down").
+    let mut sock = TcpStream::connect(rtmp).expect("connect");
+    sock.write_all(&[9; 1537]).expect("send");
+    let mut log = BufReader::new(child.stderr.take().expect("stderr"));
+    let mut first = String::new();
+    log.read_line(&mut first).expect("a log line");
     Command::new("kill")
         .args(["-TERM", &child.id().to_string()])
         .status()
         .expect("kill -TERM");
-    let mut log = String::new();
-    child
-        .stderr
-        .take()
-        .expect("stderr")
-        .read_to_string(&mut log)
-        .expect("stderr");
-    let _ = child.wait();
+    let mut rest = String::new();
+    log.read_to_string(&mut rest).expect("stderr");
+    let status = child.wait().expect("exit");
+    let log = first + &rest;
+    assert!(log.contains("handshake"), "{log:?}");
     assert!(log.contains("shutting down"), "{log:?}");
+    assert!(status.success(), "a graceful stop: {status:?}");
     assert!(!log.contains('\x1b'), "colour codes in {log:?}");
 }
