@@ -1,140 +1,516 @@
 //! Settings: defaults for everything, a TOML file over them, command-line flags over both.
 //!
-//! Every flag is also a key of the file, with the same name in snake_case, so an
-//! operator can move a tried flag into the file unchanged.
+//! # The file
+//! Keys are grouped by concern: `workers`, `log` and `media_root` at the top level, then
+//! one table each for `[rtmp]`, `[rtsp]`, `[http]`, `[hls]`, `[record]`, `[players]` and
+//! `[limits]`, then any number of `[[apps]]` overrides. Every key is optional; a key the
+//! file does not know is an error naming it (and, for a key of the old flat layout,
+//! where it moved).
+//!
+//! `[players]` is apart from `[limits]` because it is what an operator tunes per kind
+//! of audience (latency against CPU, patience with slow viewers) and what `[[apps]]`
+//! override (`merge_ms`), while `[limits]` bounds what one stream or connection may
+//! hold on to (memory, time) whoever watches it.
+//!
+//! # Each setting is defined once
+//! The `settings!` table below is the only place a setting is named: its field (the
+//! TOML key within its section), type, default, flag (`#[flag("name", "VALUE")]`, if
+//! it has one) and doc comment (its help). From it come the section structs and
+//! [`Config`] with their defaults, the flags of [`Cli`] (clap) and how they override
+//! the file, `--print-config` (commented TOML that `--config` reads back unchanged) and
+//! `docs/configuration.md`. Regenerate that file after changing the table:
+//!
+//! ```sh
+//! cargo run -p sluice-server --bin sluice -- --print-config-doc > docs/configuration.md
+//! ```
+//!
+//! A unit test fails when the committed file differs from the generated text, or when
+//! the flags of `sluice --help`, the keys of `--print-config` and the doc disagree.
+//!
+//! # Per-app overrides
+//! An `[[apps]]` entry's `name` is matched against the stream key `app/stream` with the
+//! `record` pattern grammar ([`record::Pattern`]): `live/*`, `live/cam1`, `*/cam*`,
+//! `*`; a name without `/` names apps (`live` is `live/*`, `cam*` is `cam*/*`). The
+//! first entry that matches a new stream is its entry, whole: a key it leaves out takes
+//! the global setting, never a later entry's. `hls` turns HLS on or off for the
+//! stream (on uses the `[hls]` segment settings even when `hls.enabled` is false);
+//! `record` forces recording on or off whatever the `record.streams` patterns say;
+//! `merge_ms` is the merge window of the stream's players (`players.merge_ms`
+//! otherwise). [`Config::for_stream`] gives the result as a [`StreamSettings`], which
+//! the hub fixes when it creates the stream.
 
 use crate::record;
-use clap::Parser;
+use clap::builder::ValueParser;
+use clap::{Arg, ArgAction, ArgMatches, CommandFactory, Parser};
 use serde::{Deserialize, Serialize};
+use std::collections::BTreeSet;
 use std::net::SocketAddr;
 use std::path::PathBuf;
+use std::time::Duration;
 
-/// The complete configuration. Field docs are printed by `--print-config`.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-#[serde(default, deny_unknown_fields)]
-pub struct Config {
-    pub rtmp: String,
-    pub rtsp: String,
-    pub rtp_ports: String,
-    pub rtsp_users: Vec<String>,
-    pub rtsp_auth: String,
-    pub rtsp_batch: bool,
-    pub rtsp_session_timeout_s: u64,
-    pub http: String,
-    pub https: String,
-    pub tls_cert: String,
-    pub tls_key: String,
-    pub tls_self_signed: bool,
-    pub workers: usize,
-    pub log: String,
-    pub merge_ms: u64,
-    pub rtmp_chunk_size: u32,
-    pub rtmp_max_message_len: usize,
-    pub player_send_buffer: usize,
-    pub ring_ms: u64,
-    pub ring_bytes: usize,
-    pub player_max_lag_ms: u64,
-    pub player_max_skips: u32,
-    pub publish_grace_ms: u64,
-    pub play_wait_ms: u64,
-    pub idle_timeout_ms: u64,
-    pub hls: bool,
-    pub hls_segment_ms: u32,
-    pub hls_part_ms: u32,
-    pub hls_window: usize,
-    pub media_root: String,
-    pub record: Vec<String>,
-    pub record_dir: String,
-    pub record_format: String,
-    pub record_rotate_s: u64,
-    pub record_fragment_ms: u64,
-    pub record_queue_bytes: usize,
+/// One setting of the table: where it lives in the file, its flag and its help.
+#[derive(Debug, Clone, Copy)]
+pub struct Setting {
+    /// The table it is in (`rtmp` for `[rtmp]`); empty at the top level.
+    pub section: &'static str,
+    /// Its key within the table.
+    pub key: &'static str,
+    /// Its command-line flag, if it has one.
+    pub flag: Option<Flag>,
+    /// The lines of its doc comment.
+    help: &'static [&'static str],
+    /// Gives its flag the parser and action of its type.
+    typed: fn(Arg) -> Arg,
 }
 
-impl Default for Config {
-    fn default() -> Self {
-        Config {
-            rtmp: "0.0.0.0:1935".into(),
-            rtsp: "0.0.0.0:8554".into(),
-            rtp_ports: "30000-30199".into(),
-            rtsp_users: Vec::new(),
-            rtsp_auth: "publish".into(),
-            rtsp_batch: true,
-            rtsp_session_timeout_s: 60,
-            http: "0.0.0.0:8080".into(),
-            https: "0.0.0.0:8443".into(),
-            tls_cert: String::new(),
-            tls_key: String::new(),
-            tls_self_signed: false,
-            workers: 0,
-            log: "info".into(),
-            merge_ms: 200,
-            rtmp_chunk_size: 4096,
-            rtmp_max_message_len: 8 << 20,
-            player_send_buffer: 256 << 10,
-            ring_ms: 10_000,
-            ring_bytes: 64 << 20,
-            player_max_lag_ms: 3_000,
-            player_max_skips: 5,
-            publish_grace_ms: 10_000,
-            play_wait_ms: 3_000,
-            idle_timeout_ms: 30_000,
-            hls: true,
-            hls_segment_ms: 2_000,
-            hls_part_ms: 300,
-            hls_window: 6,
-            media_root: "./media".into(),
-            record: Vec::new(),
-            record_dir: "recordings".into(),
-            record_format: "fmp4".into(),
-            record_rotate_s: 3600,
-            record_fragment_ms: 1000,
-            record_queue_bytes: 64 << 20,
+/// A setting's command-line flag.
+#[derive(Debug, Clone, Copy)]
+pub struct Flag {
+    /// `--name`.
+    pub name: &'static str,
+    /// What the value is called in the help (`ADDR`, `MS`).
+    pub value: &'static str,
+    /// For a list: values may also be given as one argument separated by this.
+    pub split: Option<char>,
+}
+
+impl Setting {
+    /// `section.key`, or `key` at the top level.
+    pub fn path(&self) -> String {
+        if self.section.is_empty() {
+            self.key.to_string()
+        } else {
+            format!("{}.{}", self.section, self.key)
         }
+    }
+
+    /// The help text, as one line.
+    pub fn help(&self) -> String {
+        join(self.help)
+    }
+
+    /// The clap argument of its flag (its id is the flag's name).
+    fn arg(&self, default: &str) -> Option<Arg> {
+        let flag = self.flag?;
+        let help = self.help();
+        let summary = help
+            .split_once(". ")
+            .map_or(help.as_str(), |(first, _)| first);
+        let summary = summary.trim_end_matches('.');
+        let shown = if default.is_empty() || default == "[]" || default == "\"\"" {
+            String::new()
+        } else {
+            format!(" [default: {default}]")
+        };
+        let mut arg = (self.typed)(Arg::new(flag.name).long(flag.name))
+            .value_name(flag.value)
+            .help(format!("{summary}{shown}"))
+            .long_help(format!("{help}{shown}"));
+        if let Some(c) = flag.split {
+            arg = arg.value_delimiter(c);
+        }
+        Some(arg)
     }
 }
 
-/// What each key means, in the order `--print-config` prints them.
-const DOCS: &[(&str, &str)] = &[
-    ("rtmp", "RTMP listener address, or \"off\"."),
-    ("rtsp", "RTSP listener address (publish with ANNOUNCE/RECORD, play with DESCRIBE/PLAY; RTP interleaved on TCP or over UDP), or \"off\"."),
-    ("rtp_ports", "UDP ports for RTSP's RTP over UDP, as \"A-B\": each worker binds one pair (RTP on an even port, RTCP on the next) shared by all its UDP sessions; \"0\" lets the kernel choose; \"off\" offers TCP only."),
-    ("rtsp_users", "RTSP users as \"name:password\"; empty (the default) asks nobody for credentials. Clients get Digest and Basic challenges (401)."),
-    ("rtsp_auth", "Which RTSP requests need credentials when rtsp_users is set: \"publish\" (ANNOUNCE/RECORD) or \"all\" (every request but OPTIONS)."),
-    ("rtsp_batch", "Send all RTP packets of a frame (of a merge window) with one call: a vectored write on TCP, sendmmsg on UDP. false sends each packet with its own call, only to measure what batching saves."),
-    ("rtsp_session_timeout_s", "An RTSP session with no request (and, playing over UDP, no RTCP receiver report) for this long is closed; announced to clients, which send keep-alives."),
-    ("http", "HTTP listener address (HTTP-FLV, WebSocket-FLV, HLS), or \"off\"."),
-    ("https", "HTTPS listener address (the same routes as HTTP), or \"off\"; it listens only with a certificate (tls_cert and tls_key) or tls_self_signed."),
-    ("tls_cert", "PEM file with the HTTPS certificate chain."),
-    ("tls_key", "PEM file with the HTTPS private key."),
-    ("tls_self_signed", "Generate a self-signed certificate for localhost at start (development only)."),
-    ("workers", "Worker threads, each with its own event loop and listeners; 0 = one per core."),
-    ("log", "Log filter: error, warn, info, debug, trace, or a tracing directive such as \"sluice=debug\"."),
-    ("merge_ms", "Merged writes: a player's socket is written at most once per this many ms, with every frame since; 0 writes each frame at once (lowest latency, more CPU)."),
-    ("rtmp_chunk_size", "Outgoing RTMP chunk size; the same for every player so chunked bytes are shared."),
-    ("rtmp_max_message_len", "Largest RTMP message accepted from a peer, in bytes."),
-    ("player_send_buffer", "Kernel send buffer per player socket, in bytes; small so a slow player's lag shows in the ring, where the skip policy sees it, instead of parking megabytes in the kernel."),
-    ("ring_ms", "How much recent media each stream keeps (the GOP cache and the slack for slow players), in ms; at least one GOP is always kept."),
-    ("ring_bytes", "Upper bound of one stream's ring in bytes, whatever ring_ms says."),
-    ("player_max_lag_ms", "A player this far behind the newest frame skips to the newest keyframe."),
-    ("player_max_skips", "A player that had to skip more often than this is disconnected."),
-    ("publish_grace_ms", "When a publisher drops, its players wait this long for it to come back, and continue with continuous timestamps if it does."),
-    ("play_wait_ms", "A player of a stream that is not live waits this long for a publisher, then gets not-found (RTMP NetStream.Play.StreamNotFound, HTTP 404)."),
-    ("idle_timeout_ms", "A connection that sends nothing this long while nothing is due to it (a publisher without media, a request never completed), or that takes nothing of a file download this long, is closed."),
-    ("hls", "Segment every live stream for HLS in memory: MPEG-TS at /app/stream.m3u8, fMP4 with Low-Latency HLS at /app/stream/index.m3u8."),
-    ("hls_segment_ms", "HLS target segment duration in ms; segments start at keyframes, so they last at least one GOP."),
-    ("hls_part_ms", "Low-Latency HLS part duration in ms."),
-    ("hls_window", "Segments listed in a live playlist; three more are kept for slow clients."),
-    ("media_root", "Directory of files served on demand (/files/ downloads, /vod/ playback) and where recordings are written."),
-    ("record", "Streams to record, as patterns: \"live/*\" (every stream of app live), \"live/cam1\" (one stream), \"*/cam*\", \"*\" (every stream); none by default."),
-    ("record_dir", "Where recordings go, relative to media_root (or absolute): <record_dir>/<app>/<stream>/<stream>-<UTC YYYYmmdd-HHMMSS>.mp4."),
-    ("record_format", "Container of recordings: \"fmp4\" (fragmented MP4, played by /vod/) or \"ts\" (MPEG-TS)."),
-    ("record_rotate_s", "A recording starts a new file at the first keyframe after this many seconds."),
-    ("record_fragment_ms", "A recording writes a fragment at the first keyframe after this many ms (audio-only: every this many ms; without keyframes: after 4 times this), which bounds what a crash loses."),
-    ("record_queue_bytes", "Bytes of frames waiting for the recording thread; past this (a stalled disk) a recording drops frames until its next keyframe."),
+/// Doc comment lines as one line of text.
+fn join(lines: &[&str]) -> String {
+    lines
+        .iter()
+        .map(|l| l.trim())
+        .filter(|l| !l.is_empty())
+        .collect::<Vec<_>>()
+        .join(" ")
+}
+
+/// The types a setting may have: how its flag parses and is read back.
+trait Value: Sized {
+    fn typed(arg: Arg) -> Arg;
+    fn from_flag(matches: &ArgMatches, id: &str) -> Option<Self>;
+}
+
+macro_rules! number_value {
+    ($($t:ty),*) => {$(
+        impl Value for $t {
+            fn typed(arg: Arg) -> Arg {
+                arg.action(ArgAction::Set).value_parser(clap::value_parser!($t))
+            }
+            fn from_flag(matches: &ArgMatches, id: &str) -> Option<Self> {
+                matches.get_one::<$t>(id).copied()
+            }
+        }
+    )*};
+}
+number_value!(u32, u64, usize);
+
+impl Value for String {
+    fn typed(arg: Arg) -> Arg {
+        arg.action(ArgAction::Set)
+            .value_parser(ValueParser::string())
+    }
+    fn from_flag(matches: &ArgMatches, id: &str) -> Option<Self> {
+        matches.get_one::<String>(id).cloned()
+    }
+}
+
+/// `--flag` alone means true; `--flag false` and `--flag true` say it.
+impl Value for bool {
+    fn typed(arg: Arg) -> Arg {
+        arg.action(ArgAction::Set)
+            .num_args(0..=1)
+            .default_missing_value("true")
+            .value_parser(clap::value_parser!(bool))
+    }
+    fn from_flag(matches: &ArgMatches, id: &str) -> Option<Self> {
+        matches.get_one::<bool>(id).copied()
+    }
+}
+
+/// Repeat the flag for more; given on the command line, the list replaces the file's.
+impl Value for Vec<String> {
+    fn typed(arg: Arg) -> Arg {
+        arg.action(ArgAction::Append)
+            .value_parser(ValueParser::string())
+    }
+    fn from_flag(matches: &ArgMatches, id: &str) -> Option<Self> {
+        matches
+            .get_many::<String>(id)
+            .map(|values| values.cloned().collect())
+    }
+}
+
+/// A default as written in the table: a `&str` for a `String`, else the value itself.
+trait FromDefault<D> {
+    fn from_default(value: D) -> Self;
+}
+
+impl<T> FromDefault<T> for T {
+    fn from_default(value: T) -> T {
+        value
+    }
+}
+
+impl FromDefault<&str> for String {
+    fn from_default(value: &str) -> String {
+        value.to_string()
+    }
+}
+
+macro_rules! flag_spec {
+    () => {
+        None
+    };
+    (($name:literal, $value:literal)) => {
+        Some(Flag {
+            name: $name,
+            value: $value,
+            split: None,
+        })
+    };
+    (($name:literal, $value:literal, split = $split:literal)) => {
+        Some(Flag {
+            name: $name,
+            value: $value,
+            split: Some($split),
+        })
+    };
+}
+
+macro_rules! apply_flag {
+    ($matches:ident, $($place:ident).+ : $ty:ty) => {};
+    ($matches:ident, $($place:ident).+ : $ty:ty, ($name:literal, $($rest:tt)*)) => {
+        if let Some(value) = <$ty as Value>::from_flag($matches, $name) {
+            $($place).+ = value;
+        }
+    };
+}
+
+/// The settings table: from it come the structs, defaults, flags, `--print-config` and
+/// `docs/configuration.md` (see the module doc).
+macro_rules! settings {
+    (
+        top {
+            $( $(#[doc = $tdoc:literal])* $(#[flag $tflag:tt])?
+               $tfield:ident : $tty:ty = $tdefault:expr; )*
+        }
+        $(
+            $(#[doc = $sdoc:literal])*
+            [$section:ident] $Section:ident {
+                $( $(#[doc = $doc:literal])* $(#[flag $flag:tt])?
+                   $field:ident : $ty:ty = $default:expr; )*
+            }
+        )*
+    ) => {
+        $(
+            $(#[doc = $sdoc])*
+            #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+            #[serde(default, deny_unknown_fields)]
+            pub struct $Section {
+                $( $(#[doc = $doc])* pub $field: $ty, )*
+            }
+
+            impl Default for $Section {
+                fn default() -> Self {
+                    $Section { $( $field: FromDefault::from_default($default), )* }
+                }
+            }
+        )*
+
+        /// The complete configuration.
+        #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+        #[serde(default, deny_unknown_fields)]
+        pub struct Config {
+            $( $(#[doc = $tdoc])* pub $tfield: $tty, )*
+            $( $(#[doc = $sdoc])* pub $section: $Section, )*
+            /// Per-app overrides, the first that matches a stream wins.
+            #[serde(skip_serializing_if = "Vec::is_empty")]
+            pub apps: Vec<AppConfig>,
+        }
+
+        impl Default for Config {
+            fn default() -> Self {
+                Config {
+                    $( $tfield: FromDefault::from_default($tdefault), )*
+                    $( $section: $Section::default(), )*
+                    apps: Vec::new(),
+                }
+            }
+        }
+
+        /// Every setting, in the order `--print-config` and the doc list them.
+        pub const SETTINGS: &[Setting] = &[
+            $( Setting {
+                section: "",
+                key: stringify!($tfield),
+                flag: flag_spec!($($tflag)?),
+                help: &[$($tdoc),*],
+                typed: <$tty as Value>::typed,
+            }, )*
+            $( $( Setting {
+                section: stringify!($section),
+                key: stringify!($field),
+                flag: flag_spec!($($flag)?),
+                help: &[$($doc),*],
+                typed: <$ty as Value>::typed,
+            }, )* )*
+        ];
+
+        /// Each table and the lines of its doc comment.
+        const SECTIONS: &[(&str, &[&str])] = &[ $( (stringify!($section), &[$($sdoc),*]), )* ];
+
+        /// Sets every setting whose flag was given.
+        fn apply_flags(config: &mut Config, matches: &ArgMatches) {
+            $( apply_flag!(matches, config.$tfield : $tty $(, $tflag)?); )*
+            $( $( apply_flag!(matches, config.$section.$field : $ty $(, $flag)?); )* )*
+        }
+    };
+}
+
+settings! {
+    top {
+        /// Worker threads, each with its own event loop and listeners; 0 = one per core.
+        #[flag("workers", "N")]
+        workers: usize = 0;
+        /// Log filter: error, warn, info, debug, trace, or a tracing directive such as
+        /// "sluice=debug".
+        #[flag("log", "LEVEL")]
+        log: String = "info";
+        /// Directory of files served on demand (/files/ downloads, /vod/ playback) and where
+        /// recordings are written.
+        #[flag("media-root", "DIR")]
+        media_root: String = "./media";
+    }
+
+    /// RTMP in (publishers) and out (players).
+    [rtmp] RtmpSettings {
+        /// RTMP listener address, or "off".
+        #[flag("rtmp", "ADDR")]
+        listen: String = "0.0.0.0:1935";
+        /// Outgoing RTMP chunk size; the same for every player so chunked bytes are shared.
+        chunk_size: u32 = 4096;
+        /// Largest RTMP message accepted from a peer, in bytes.
+        max_message_len: usize = 8 << 20;
+    }
+
+    /// RTSP in (ANNOUNCE/RECORD) and out (DESCRIBE/PLAY), RTP interleaved on TCP or over UDP.
+    [rtsp] RtspSettings {
+        /// RTSP listener address (publish with ANNOUNCE/RECORD, play with DESCRIBE/PLAY; RTP
+        /// interleaved on TCP or over UDP), or "off".
+        #[flag("rtsp", "ADDR")]
+        listen: String = "0.0.0.0:8554";
+        /// UDP ports for RTSP's RTP over UDP, as "A-B": each worker binds one pair (RTP on an
+        /// even port, RTCP on the next) shared by all its UDP sessions; "0" lets the kernel
+        /// choose; "off" offers TCP only.
+        #[flag("rtp-ports", "A-B")]
+        rtp_ports: String = "30000-30199";
+        /// RTSP users as "name:password" (the flag: repeat it for more); empty (the default)
+        /// asks nobody for credentials. Clients get Digest and Basic challenges (401).
+        #[flag("rtsp-user", "NAME:PASSWORD")]
+        users: Vec<String> = Vec::new();
+        /// Which RTSP requests need credentials when users are set: "publish"
+        /// (ANNOUNCE/RECORD) or "all" (every request but OPTIONS).
+        #[flag("rtsp-auth", "WHICH")]
+        auth: String = "publish";
+        /// Send all RTP packets of a frame (of a merge window) with one call: a vectored
+        /// write on TCP, sendmmsg on UDP. false sends each packet with its own call, only to
+        /// measure what batching saves.
+        #[flag("rtsp-batch", "BOOL")]
+        batch: bool = true;
+        /// An RTSP session with no request (and, playing over UDP, no RTCP receiver report)
+        /// for this many seconds is closed; announced to clients, which send keep-alives.
+        session_timeout_s: u64 = 60;
+    }
+
+    /// HTTP and HTTPS: HTTP-FLV, WebSocket-FLV, HLS, files and VOD.
+    [http] HttpSettings {
+        /// HTTP listener address (HTTP-FLV, WebSocket-FLV, HLS, files), or "off".
+        #[flag("http", "ADDR")]
+        listen: String = "0.0.0.0:8080";
+        /// HTTPS listener address (the same routes as HTTP), or "off"; it listens only with a
+        /// certificate (tls_cert and tls_key) or tls_self_signed.
+        #[flag("https", "ADDR")]
+        https: String = "0.0.0.0:8443";
+        /// PEM file with the HTTPS certificate chain.
+        #[flag("tls-cert", "FILE")]
+        tls_cert: String = "";
+        /// PEM file with the HTTPS private key.
+        #[flag("tls-key", "FILE")]
+        tls_key: String = "";
+        /// Generate a self-signed certificate for localhost at start (development only).
+        #[flag("tls-self-signed", "BOOL")]
+        tls_self_signed: bool = false;
+    }
+
+    /// Live HLS: every stream segmented in memory, MPEG-TS at /app/stream.m3u8, fMP4 with
+    /// Low-Latency HLS at /app/stream/index.m3u8.
+    [hls] HlsSettings {
+        /// Segment every live stream for HLS ([[apps]] entries may turn it on or off per app).
+        #[flag("hls", "BOOL")]
+        enabled: bool = true;
+        /// HLS target segment duration in ms; segments start at keyframes, so they last at
+        /// least one GOP. Files played on demand are segmented by it too.
+        #[flag("hls-segment-ms", "MS")]
+        segment_ms: u32 = 2_000;
+        /// Low-Latency HLS part duration in ms.
+        #[flag("hls-part-ms", "MS")]
+        part_ms: u32 = 300;
+        /// Segments listed in a live playlist; three more are kept for slow clients.
+        window: usize = 6;
+    }
+
+    /// Recording live streams to files below the media root.
+    [record] RecordSettings {
+        /// Streams to record, as patterns: "live/*" (every stream of app live), "live/cam1"
+        /// (one stream), "*/cam*", "*" (every stream); none by default. The flag takes several,
+        /// repeated or comma-separated. [[apps]] entries may force recording on or off.
+        #[flag("record", "PATTERN", split = ',')]
+        streams: Vec<String> = Vec::new();
+        /// Where recordings go, relative to media_root (or absolute): a file is
+        /// dir/app/stream/stream-YYYYmmdd-HHMMSS.mp4 (the time it starts, in UTC).
+        #[flag("record-dir", "DIR")]
+        dir: String = "recordings";
+        /// Container of recordings: "fmp4" (fragmented MP4, played by /vod/) or "ts" (MPEG-TS).
+        #[flag("record-format", "FORMAT")]
+        format: String = "fmp4";
+        /// A recording starts a new file at the first keyframe after this many seconds.
+        #[flag("record-rotate-s", "S")]
+        rotate_s: u64 = 3600;
+        /// A recording writes a fragment at the first keyframe after this many ms (audio-only:
+        /// every this many ms; without keyframes: after 4 times this), which bounds what a
+        /// crash loses.
+        #[flag("record-fragment-ms", "MS")]
+        fragment_ms: u64 = 1000;
+        /// Bytes of frames waiting for the recording thread; past this (a stalled disk) a
+        /// recording drops frames until its next keyframe.
+        queue_bytes: usize = 64 << 20;
+    }
+
+    /// How players (viewers) are written to and when they are given up on.
+    [players] PlayersSettings {
+        /// Merged writes: a player's socket is written at most once per this many ms, with
+        /// every frame since; 0 writes each frame at once (lowest latency, more CPU).
+        /// [[apps]] entries may set their own.
+        #[flag("merge-ms", "MS")]
+        merge_ms: u64 = 200;
+        /// Kernel send buffer per player socket, in bytes; small so a slow player's lag shows
+        /// in the ring, where the skip policy sees it, instead of parking megabytes in the
+        /// kernel.
+        #[flag("player-send-buffer", "BYTES")]
+        send_buffer: usize = 256 << 10;
+        /// A player this many ms behind the newest frame skips to the newest keyframe.
+        #[flag("player-max-lag-ms", "MS")]
+        max_lag_ms: u64 = 3_000;
+        /// A player that had to skip more often than this is disconnected.
+        #[flag("player-max-skips", "N")]
+        max_skips: u32 = 5;
+        /// A player of a stream that is not live waits this many ms for a publisher, then gets
+        /// not-found (RTMP NetStream.Play.StreamNotFound, HTTP 404).
+        #[flag("play-wait-ms", "MS")]
+        wait_ms: u64 = 3_000;
+    }
+
+    /// What one stream or connection may hold on to: memory and time.
+    [limits] LimitsSettings {
+        /// How much recent media each stream keeps (the GOP cache and the slack for slow
+        /// players), in ms; at least one GOP is always kept.
+        #[flag("ring-ms", "MS")]
+        ring_ms: u64 = 10_000;
+        /// Upper bound of one stream's ring in bytes, whatever ring_ms says.
+        ring_bytes: usize = 64 << 20;
+        /// When a publisher drops, its players wait this many ms for it to come back, and
+        /// continue with continuous timestamps if it does.
+        #[flag("publish-grace-ms", "MS")]
+        publish_grace_ms: u64 = 10_000;
+        /// A connection that sends nothing this many ms while nothing is due to it (a
+        /// publisher without media, a request never completed), or that takes nothing of a
+        /// file download this long, is closed.
+        idle_timeout_ms: u64 = 30_000;
+    }
+}
+
+/// One `[[apps]]` entry: settings of the streams its `name` matches (see the module doc).
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct AppConfig {
+    pub name: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub hls: Option<bool>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub record: Option<bool>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub merge_ms: Option<u64>,
+}
+
+/// The keys of an `[[apps]]` entry and what they do, for the doc (a test checks them
+/// against [`AppConfig`]).
+const APP_KEYS: &[(&str, &str)] = &[
+    (
+        "name",
+        "Required. The streams it applies to: a pattern matched against the stream key \
+         app/stream, as in record.streams (\"live/*\", \"live/cam1\", \"*/cam*\", \"*\"); \
+         a name without \"/\" names apps (\"live\" is \"live/*\").",
+    ),
+    (
+        "hls",
+        "true or false: HLS for these streams, whatever hls.enabled says (the [hls] \
+         segment settings apply).",
+    ),
+    (
+        "record",
+        "true or false: record these streams, or not, whatever the record.streams \
+         patterns say.",
+    ),
+    (
+        "merge_ms",
+        "The merge window of these streams' players, instead of players.merge_ms.",
+    ),
 ];
 
-/// Command-line flags; each overrides the key of the same name.
+/// An example `[[apps]]` entry, for `--print-config`, the doc and the README.
+const APP_EXAMPLE: &str = "[[apps]]\nname = \"studio\"\nhls = false\nrecord = true\nmerge_ms = 0\n";
+
+/// Command-line flags: those of the settings table (see [`SettingFlags`]) and a few
+/// that only the command line has.
 #[derive(Debug, Parser)]
 #[command(
     name = "sluice",
@@ -145,96 +521,105 @@ pub struct Cli {
     /// TOML configuration file; flags override its keys.
     #[arg(long, value_name = "FILE")]
     pub config: Option<PathBuf>,
-    /// Print the complete default configuration, commented, and exit.
+    /// Print the configuration (the defaults, then the file and flags given) as commented
+    /// TOML, which --config reads back, and exit.
     #[arg(long)]
     pub print_config: bool,
-    /// RTMP listener address, or "off" [default: 0.0.0.0:1935].
-    #[arg(long, value_name = "ADDR")]
-    pub rtmp: Option<String>,
-    /// RTSP listener address, or "off" [default: 0.0.0.0:8554].
-    #[arg(long, value_name = "ADDR")]
-    pub rtsp: Option<String>,
-    /// An RTSP user "name:password" (repeat for more); none asks nobody.
-    #[arg(long = "rtsp-user", value_name = "NAME:PASSWORD")]
-    pub rtsp_users: Vec<String>,
-    /// Send each frame's RTP packets with one call (true) or one call per packet [default: true].
-    #[arg(long, value_name = "BOOL")]
-    pub rtsp_batch: Option<bool>,
-    /// Which RTSP requests need credentials: publish or all [default: publish].
-    #[arg(long, value_name = "WHICH")]
-    pub rtsp_auth: Option<String>,
-    /// UDP port range for RTSP RTP/RTCP over UDP ("A-B", "0" or "off") [default: 30000-30199].
-    #[arg(long, value_name = "A-B")]
-    pub rtp_ports: Option<String>,
-    /// HTTP listener address, or "off" [default: 0.0.0.0:8080].
-    #[arg(long, value_name = "ADDR")]
-    pub http: Option<String>,
-    /// HTTPS listener address, or "off"; needs --tls-cert/--tls-key or --tls-self-signed [default: 0.0.0.0:8443].
-    #[arg(long, value_name = "ADDR")]
-    pub https: Option<String>,
-    /// PEM certificate chain for HTTPS.
-    #[arg(long, value_name = "FILE")]
-    pub tls_cert: Option<String>,
-    /// PEM private key for HTTPS.
-    #[arg(long, value_name = "FILE")]
-    pub tls_key: Option<String>,
-    /// Generate a self-signed certificate for HTTPS (development).
+    /// Print the reference of every setting (docs/configuration.md) as Markdown, and exit.
     #[arg(long)]
-    pub tls_self_signed: bool,
-    /// Worker threads; 0 = one per core [default: 0].
-    #[arg(long, value_name = "N")]
-    pub workers: Option<usize>,
-    /// Log filter (error, warn, info, debug, trace) [default: info].
-    #[arg(long, value_name = "LEVEL")]
-    pub log: Option<String>,
-    /// Merge window for player writes in ms; 0 writes every frame at once [default: 200].
-    #[arg(long, value_name = "N")]
-    pub merge_ms: Option<u64>,
-    /// Kernel send buffer per player socket in bytes [default: 262144].
-    #[arg(long, value_name = "BYTES")]
-    pub player_send_buffer: Option<usize>,
-    /// Recent media kept per stream in ms [default: 10000].
-    #[arg(long, value_name = "MS")]
-    pub ring_ms: Option<u64>,
-    /// A player this far behind skips to the newest keyframe [default: 3000].
-    #[arg(long, value_name = "MS")]
-    pub player_max_lag_ms: Option<u64>,
-    /// Skips after which a slow player is disconnected [default: 5].
-    #[arg(long, value_name = "N")]
-    pub player_max_skips: Option<u32>,
-    /// How long players wait for a dropped publisher to return [default: 10000].
-    #[arg(long, value_name = "MS")]
-    pub publish_grace_ms: Option<u64>,
-    /// How long a player waits for a stream that is not live [default: 3000].
-    #[arg(long, value_name = "MS")]
-    pub play_wait_ms: Option<u64>,
-    /// HLS segmenting of every live stream (true or false) [default: true].
-    #[arg(long, value_name = "BOOL")]
-    pub hls: Option<bool>,
-    /// HLS target segment duration in ms [default: 2000].
-    #[arg(long, value_name = "MS")]
-    pub hls_segment_ms: Option<u32>,
-    /// Low-Latency HLS part duration in ms [default: 300].
-    #[arg(long, value_name = "MS")]
-    pub hls_part_ms: Option<u32>,
-    /// Directory served by /files/ and /vod/, where recordings go [default: ./media].
-    #[arg(long, value_name = "DIR")]
-    pub media_root: Option<String>,
-    /// Record streams matching PATTERN ("live/*", "live/cam1", "*"); repeat or comma-separate.
-    #[arg(long, value_name = "PATTERN", value_delimiter = ',')]
-    pub record: Vec<String>,
-    /// Directory of recordings, relative to the media root [default: recordings].
-    #[arg(long, value_name = "DIR")]
-    pub record_dir: Option<String>,
-    /// Container of recordings: fmp4 or ts [default: fmp4].
-    #[arg(long, value_name = "FORMAT")]
-    pub record_format: Option<String>,
-    /// A recording starts a new file at the first keyframe after this long [default: 3600].
-    #[arg(long, value_name = "S")]
-    pub record_rotate_s: Option<u64>,
-    /// A recording writes a fragment at the first keyframe after this long [default: 1000].
-    #[arg(long, value_name = "MS")]
-    pub record_fragment_ms: Option<u64>,
+    pub print_config_doc: bool,
+    #[command(flatten)]
+    pub settings: SettingFlags,
+}
+
+/// The flags of the settings table, as given on the command line. Each overrides its key.
+#[derive(Debug, Clone, Default)]
+pub struct SettingFlags {
+    matches: ArgMatches,
+}
+
+impl clap::FromArgMatches for SettingFlags {
+    fn from_arg_matches(matches: &ArgMatches) -> Result<Self, clap::Error> {
+        Ok(SettingFlags {
+            matches: matches.clone(),
+        })
+    }
+
+    fn update_from_arg_matches(&mut self, matches: &ArgMatches) -> Result<(), clap::Error> {
+        self.matches = matches.clone();
+        Ok(())
+    }
+}
+
+impl clap::Args for SettingFlags {
+    fn augment_args(cmd: clap::Command) -> clap::Command {
+        let defaults = defaults_table();
+        cmd.args(
+            SETTINGS
+                .iter()
+                .filter_map(|s| s.arg(&value_of(&defaults, s).unwrap_or_default())),
+        )
+    }
+
+    fn augment_args_for_update(cmd: clap::Command) -> clap::Command {
+        Self::augment_args(cmd)
+    }
+}
+
+/// The settings of one stream, from the configuration and its `[[apps]]` entry; fixed
+/// when the hub creates the stream.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct StreamSettings {
+    /// HLS segmenting, or `None` when HLS is off for this stream.
+    pub hls: Option<sluice_hls::HlsConfig>,
+    /// Recording forced on (`Some(true)`) or off (`Some(false)`) by an app entry; `None`
+    /// leaves it to the `record.streams` patterns.
+    pub record: Option<bool>,
+    /// The merge window of the stream's players.
+    pub merge: Duration,
+}
+
+/// The `[[apps]]` entries, compiled, with the global settings they override: what the
+/// hub asks for each new stream.
+#[derive(Debug, Clone)]
+pub struct Apps {
+    entries: Vec<(record::Pattern, AppConfig)>,
+    hls: sluice_hls::HlsConfig,
+    hls_enabled: bool,
+    merge: Duration,
+}
+
+impl Apps {
+    /// The settings of a new stream `key` (`app/stream`): the first matching entry's,
+    /// the global ones for what it leaves out.
+    pub fn for_stream(&self, key: &str) -> StreamSettings {
+        let app = self
+            .entries
+            .iter()
+            .find(|(pattern, _)| pattern.matches(key))
+            .map(|(_, app)| app);
+        let hls_on = app.and_then(|a| a.hls).unwrap_or(self.hls_enabled);
+        StreamSettings {
+            hls: hls_on.then_some(self.hls),
+            record: app.and_then(|a| a.record),
+            merge: app
+                .and_then(|a| a.merge_ms)
+                .map_or(self.merge, Duration::from_millis),
+        }
+    }
+}
+
+/// The pattern of an `[[apps]]` name: a record pattern, or an app name (no `/`)
+/// standing for all its streams.
+pub fn app_pattern(name: &str) -> Result<record::Pattern, String> {
+    if name.is_empty() {
+        return Err("empty name".into());
+    }
+    if name == "*" || name.contains('/') {
+        record::Pattern::parse(name)
+    } else {
+        record::Pattern::parse(&format!("{name}/*"))
+    }
 }
 
 /// Why the configuration could not be used.
@@ -245,10 +630,12 @@ pub enum ConfigError {
         path: PathBuf,
         source: std::io::Error,
     },
-    #[error("{path}: {source}")]
+    #[error("{path}: {source}{hint}")]
     Parse {
         path: PathBuf,
-        source: toml::de::Error,
+        source: Box<toml::de::Error>,
+        /// Where a key of the old flat layout went, if that is the trouble.
+        hint: String,
     },
     #[error("{key}: {why}")]
     Invalid { key: &'static str, why: String },
@@ -265,51 +652,13 @@ impl Config {
                 })?;
                 Config::from_toml(&text).map_err(|source| ConfigError::Parse {
                     path: path.clone(),
-                    source,
+                    source: Box::new(source),
+                    hint: moved_keys(&text),
                 })?
             }
             None => Config::default(),
         };
-        macro_rules! flag {
-            ($($name:ident),*) => { $( if let Some(v) = &cli.$name { config.$name = v.clone(); } )* };
-        }
-        if !cli.rtsp_users.is_empty() {
-            config.rtsp_users = cli.rtsp_users.clone();
-        }
-        if cli.tls_self_signed {
-            config.tls_self_signed = true;
-        }
-        flag!(
-            rtmp,
-            rtsp,
-            rtp_ports,
-            rtsp_auth,
-            rtsp_batch,
-            http,
-            https,
-            tls_cert,
-            tls_key,
-            workers,
-            log,
-            merge_ms,
-            player_send_buffer,
-            ring_ms,
-            player_max_lag_ms,
-            player_max_skips,
-            publish_grace_ms,
-            play_wait_ms,
-            hls,
-            hls_segment_ms,
-            hls_part_ms,
-            media_root,
-            record_dir,
-            record_format,
-            record_rotate_s,
-            record_fragment_ms
-        );
-        if !cli.record.is_empty() {
-            config.record = cli.record.clone();
-        }
+        apply_flags(&mut config, &cli.settings.matches);
         config.validate()?;
         Ok(config)
     }
@@ -321,10 +670,10 @@ impl Config {
 
     fn validate(&self) -> Result<(), ConfigError> {
         for (key, value) in [
-            ("rtmp", &self.rtmp),
-            ("rtsp", &self.rtsp),
-            ("http", &self.http),
-            ("https", &self.https),
+            ("rtmp.listen", &self.rtmp.listen),
+            ("rtsp.listen", &self.rtsp.listen),
+            ("http.listen", &self.http.listen),
+            ("http.https", &self.http.https),
         ] {
             if value != "off" && value.parse::<SocketAddr>().is_err() {
                 return Err(ConfigError::Invalid {
@@ -333,68 +682,276 @@ impl Config {
                 });
             }
         }
-        if !matches!(self.rtsp_auth.as_str(), "publish" | "all") {
+        if !matches!(self.rtsp.auth.as_str(), "publish" | "all") {
             return Err(ConfigError::Invalid {
-                key: "rtsp_auth",
-                why: format!("{:?} is neither \"publish\" nor \"all\"", self.rtsp_auth),
+                key: "rtsp.auth",
+                why: format!("{:?} is neither \"publish\" nor \"all\"", self.rtsp.auth),
             });
         }
-        if let Some(bad) = self.rtsp_users.iter().find(|u| !u.contains(':')) {
+        if let Some(bad) = self.rtsp.users.iter().find(|u| !u.contains(':')) {
             return Err(ConfigError::Invalid {
-                key: "rtsp_users",
+                key: "rtsp.users",
                 why: format!("{bad:?} is not \"name:password\""),
             });
         }
-        if let Err(why) = self.rtp_port_range() {
+        if let Err(why) = self.rtsp.rtp_port_range() {
             return Err(ConfigError::Invalid {
-                key: "rtp_ports",
+                key: "rtsp.rtp_ports",
                 why,
             });
         }
-        if !(128..=(16 << 20)).contains(&self.rtmp_chunk_size) {
+        if !(128..=(16 << 20)).contains(&self.rtmp.chunk_size) {
             return Err(ConfigError::Invalid {
-                key: "rtmp_chunk_size",
+                key: "rtmp.chunk_size",
                 why: "must be between 128 and 16777216".into(),
             });
         }
-        for pattern in &self.record {
+        for pattern in &self.record.streams {
             if let Err(why) = record::Pattern::parse(pattern) {
-                return Err(ConfigError::Invalid { key: "record", why });
+                return Err(ConfigError::Invalid {
+                    key: "record.streams",
+                    why,
+                });
             }
         }
-        if record::Format::parse(&self.record_format).is_none() {
+        if record::Format::parse(&self.record.format).is_none() {
             return Err(ConfigError::Invalid {
-                key: "record_format",
-                why: format!("{:?} is neither \"fmp4\" nor \"ts\"", self.record_format),
+                key: "record.format",
+                why: format!("{:?} is neither \"fmp4\" nor \"ts\"", self.record.format),
             });
         }
-        if self.record_rotate_s == 0 {
+        if self.record.rotate_s == 0 {
             return Err(ConfigError::Invalid {
-                key: "record_rotate_s",
+                key: "record.rotate_s",
                 why: "must be at least 1".into(),
             });
         }
-        if !(100..=60_000).contains(&self.record_fragment_ms) {
+        if !(100..=60_000).contains(&self.record.fragment_ms) {
             return Err(ConfigError::Invalid {
-                key: "record_fragment_ms",
+                key: "record.fragment_ms",
                 why: "must be between 100 and 60000".into(),
             });
         }
-        if self.record_queue_bytes < (1 << 20) {
+        if self.record.queue_bytes < (1 << 20) {
             return Err(ConfigError::Invalid {
-                key: "record_queue_bytes",
+                key: "record.queue_bytes",
                 why: "must be at least 1 MiB".into(),
             });
         }
-        if self.ring_bytes < (1 << 20) {
+        if self.limits.ring_bytes < (1 << 20) {
             return Err(ConfigError::Invalid {
-                key: "ring_bytes",
+                key: "limits.ring_bytes",
                 why: "must be at least 1 MiB".into(),
             });
+        }
+        for app in &self.apps {
+            if let Err(why) = app_pattern(&app.name) {
+                return Err(ConfigError::Invalid {
+                    key: "apps.name",
+                    why,
+                });
+            }
         }
         Ok(())
     }
 
+    /// The RTSP session settings, with the users and policy of the configuration.
+    pub fn rtsp_session(&self) -> sluice_rtsp::ServerConfig {
+        self.rtsp.session()
+    }
+
+    /// A listener address, or `None` when it is "off".
+    pub fn listener(value: &str) -> Option<SocketAddr> {
+        value.parse().ok()
+    }
+
+    /// The recorder's settings, or `None` when no stream is to be recorded (no
+    /// `record.streams` pattern and no app entry with `record = true`).
+    pub fn record_config(&self) -> Option<record::RecordConfig> {
+        let patterns: Vec<record::Pattern> = self
+            .record
+            .streams
+            .iter()
+            .filter_map(|p| record::Pattern::parse(p).ok())
+            .collect();
+        if patterns.is_empty() && !self.apps.iter().any(|a| a.record == Some(true)) {
+            return None;
+        }
+        let record = &self.record;
+        let ticks_per_ms = i64::from(sluice_media::CLOCK_HZ / 1000);
+        Some(record::RecordConfig {
+            patterns,
+            dir: PathBuf::from(&self.media_root).join(&record.dir),
+            fragmenter: record::FragmenterConfig {
+                format: record::Format::parse(&record.format).unwrap_or(record::Format::Fmp4),
+                fragment_ticks: i64::try_from(record.fragment_ms)
+                    .unwrap_or(i64::MAX)
+                    .saturating_mul(ticks_per_ms),
+                rotate_ticks: i64::try_from(record.rotate_s)
+                    .unwrap_or(i64::MAX)
+                    .saturating_mul(1000 * ticks_per_ms),
+            },
+            queue_bytes: record.queue_bytes,
+        })
+    }
+
+    /// The `[[apps]]` entries compiled, for the hub.
+    pub fn apps(&self) -> Apps {
+        Apps {
+            entries: self
+                .apps
+                .iter()
+                .filter_map(|a| Some((app_pattern(&a.name).ok()?, a.clone())))
+                .collect(),
+            hls: self.hls.segmenting(),
+            hls_enabled: self.hls.enabled,
+            merge: Duration::from_millis(self.players.merge_ms),
+        }
+    }
+
+    /// The settings a new stream `key` (`app/stream`) gets.
+    pub fn for_stream(&self, key: &str) -> StreamSettings {
+        self.apps().for_stream(key)
+    }
+
+    /// Worker threads to start.
+    pub fn worker_count(&self) -> usize {
+        if self.workers > 0 {
+            self.workers
+        } else {
+            std::thread::available_parallelism().map_or(1, |n| n.get())
+        }
+    }
+
+    /// The default configuration as a commented TOML document.
+    pub fn commented_defaults() -> String {
+        Config::default().commented()
+    }
+
+    /// This configuration as a commented TOML document, every key with its help, that
+    /// [`Config::from_toml`] reads back unchanged.
+    pub fn commented(&self) -> String {
+        let table = toml::Table::try_from(self).expect("a configuration serializes");
+        let mut out = String::from(
+            "# Sluice configuration: the defaults, then the file and flags given (sluice --help).\n\
+             # Every key is optional; docs/configuration.md gives each one's default.\n",
+        );
+        let mut section = None;
+        for setting in SETTINGS {
+            if section != Some(setting.section) {
+                section = Some(setting.section);
+                if let Some((name, doc)) = SECTIONS.iter().find(|(n, _)| *n == setting.section) {
+                    out.push_str(&format!("\n{}\n[{name}]\n", comment(doc)));
+                }
+            }
+            out.push('\n');
+            out.push_str(&comment(setting.help));
+            if let Some(flag) = setting.flag {
+                out.push_str(&format!("\n# Flag: --{} {}", flag.name, flag.value));
+            }
+            let value = value_of(&table, setting).expect("every setting serializes");
+            out.push_str(&format!("\n{} = {value}\n", setting.key));
+        }
+        out.push_str(
+            "\n# Per-app overrides: the first entry whose name matches a new stream applies;\n\
+             # what it leaves out keeps the settings above. For example:\n",
+        );
+        for line in APP_EXAMPLE.lines() {
+            out.push_str(&format!("# {line}\n"));
+        }
+        for app in &self.apps {
+            let entry = toml::to_string(app).expect("an app entry serializes");
+            out.push_str(&format!("\n[[apps]]\n{entry}"));
+        }
+        out
+    }
+
+    /// `docs/configuration.md`: every setting with its key, default, flag and help.
+    pub fn reference_doc() -> String {
+        let defaults = defaults_table();
+        let mut out = String::from(
+            "# Configuration\n\n\
+             <!-- Generated from the settings table in crates/server/src/config.rs by\n     \
+             `cargo run -p sluice-server --bin sluice -- --print-config-doc > docs/configuration.md`.\n     \
+             Edit the table, not this file: a unit test fails when they differ. -->\n\n\
+             Sluice takes its settings from built-in defaults, then the TOML file named by\n\
+             `--config FILE`, then command-line flags: each overrides the one before. Every key\n\
+             is optional, and a key Sluice does not know is an error naming it. A listener\n\
+             address of `off` disables the listener. `sluice --print-config` prints the\n\
+             configuration (defaults, file and flags) as commented TOML, which `--config`\n\
+             reads back.\n\n\
+             ```toml\n\
+             workers = 4\n\n\
+             [rtmp]\n\
+             listen = \"0.0.0.0:1935\"\n\n\
+             [hls]\n\
+             segment_ms = 1000\n\n\
+             [record]\n\
+             streams = [\"live/*\"]\n\n",
+        );
+        out.push_str(APP_EXAMPLE);
+        out.push_str("```\n\n## Command line only\n\n");
+        let mut cmd = Cli::command();
+        cmd.build();
+        let setting_flags: BTreeSet<&str> =
+            SETTINGS.iter().filter_map(|s| Some(s.flag?.name)).collect();
+        for arg in cmd.get_arguments() {
+            let Some(long) = arg.get_long() else { continue };
+            if setting_flags.contains(long) {
+                continue;
+            }
+            let value = arg
+                .get_value_names()
+                .and_then(|v| v.first())
+                .filter(|_| arg.get_num_args().is_some_and(|n| n.takes_values()))
+                .map_or(String::new(), |v| format!(" {v}"));
+            let help = arg.get_help().map_or(String::new(), |h| h.to_string());
+            out.push_str(&format!(
+                "- `--{long}{value}`: {}\n",
+                help.trim_end_matches('.')
+            ));
+        }
+        let mut section = None;
+        for setting in SETTINGS {
+            if section != Some(setting.section) {
+                section = Some(setting.section);
+                match SECTIONS.iter().find(|(n, _)| *n == setting.section) {
+                    Some((name, doc)) => {
+                        out.push_str(&format!("\n## `[{name}]`\n\n{}\n\n", markdown(&join(doc))));
+                    }
+                    None => out.push_str("\n## Top level\n\n"),
+                }
+                out.push_str("| key | default | flag | meaning |\n|---|---|---|---|\n");
+            }
+            let default = value_of(&defaults, setting).unwrap_or_default();
+            let flag = setting
+                .flag
+                .map_or(String::new(), |f| format!("`--{} {}`", f.name, f.value));
+            out.push_str(&format!(
+                "| `{}` | `{default}` | {flag} | {} |\n",
+                setting.key,
+                markdown(&setting.help())
+            ));
+        }
+        out.push_str(
+            "\n## `[[apps]]`\n\n\
+             Per-app overrides, none by default. The first entry whose `name` matches a new\n\
+             stream is that stream's entry, whole: a key it leaves out keeps the global\n\
+             setting (it is not taken from a later entry). A stream keeps what it got while it\n\
+             is live.\n\n\
+             | key | meaning |\n|---|---|\n",
+        );
+        for (key, help) in APP_KEYS {
+            out.push_str(&format!("| `{key}` | {} |\n", markdown(help)));
+        }
+        out.push_str("\n```toml\n[[apps]]\nname = \"live/*\"\nmerge_ms = 0\n\n");
+        out.push_str(APP_EXAMPLE);
+        out.push_str("```\n");
+        out
+    }
+}
+
+impl RtspSettings {
     /// The UDP ports RTSP may bind for RTP/RTCP: `Ok(None)` when off, `Ok(Some((0, 0)))`
     /// for kernel-chosen ports.
     pub fn rtp_port_range(&self) -> Result<Option<(u16, u16)>, String> {
@@ -415,89 +972,106 @@ impl Config {
     }
 
     /// The RTSP session settings, with the users and policy of the configuration.
-    pub fn rtsp_session(&self) -> sluice_rtsp::ServerConfig {
+    pub fn session(&self) -> sluice_rtsp::ServerConfig {
         let users: std::collections::HashMap<String, String> = self
-            .rtsp_users
+            .users
             .iter()
             .filter_map(|u| u.split_once(':'))
             .map(|(n, p)| (n.to_string(), p.to_string()))
             .collect();
         sluice_rtsp::ServerConfig {
             auth: (!users.is_empty()).then(|| sluice_rtsp::AuthConfig::new("sluice", users)),
-            session_timeout: std::time::Duration::from_secs(self.rtsp_session_timeout_s.max(1)),
-            auth_policy: match self.rtsp_auth.as_str() {
+            session_timeout: Duration::from_secs(self.session_timeout_s.max(1)),
+            auth_policy: match self.auth.as_str() {
                 "all" => sluice_rtsp::AuthPolicy::All,
                 _ => sluice_rtsp::AuthPolicy::Publish,
             },
             ..sluice_rtsp::ServerConfig::default()
         }
     }
+}
 
-    /// A listener address, or `None` when it is "off".
-    pub fn listener(value: &str) -> Option<SocketAddr> {
-        value.parse().ok()
-    }
-
-    /// The recorder's settings, or `None` when no stream is to be recorded.
-    pub fn record_config(&self) -> Option<record::RecordConfig> {
-        let patterns: Vec<record::Pattern> = self
-            .record
-            .iter()
-            .filter_map(|p| record::Pattern::parse(p).ok())
-            .collect();
-        if patterns.is_empty() {
-            return None;
-        }
-        let ticks_per_ms = i64::from(sluice_media::CLOCK_HZ / 1000);
-        Some(record::RecordConfig {
-            patterns,
-            dir: PathBuf::from(&self.media_root).join(&self.record_dir),
-            fragmenter: record::FragmenterConfig {
-                format: record::Format::parse(&self.record_format).unwrap_or(record::Format::Fmp4),
-                fragment_ticks: i64::try_from(self.record_fragment_ms)
-                    .unwrap_or(i64::MAX)
-                    .saturating_mul(ticks_per_ms),
-                rotate_ticks: i64::try_from(self.record_rotate_s)
-                    .unwrap_or(i64::MAX)
-                    .saturating_mul(1000 * ticks_per_ms),
-            },
-            queue_bytes: self.record_queue_bytes,
-        })
-    }
-
-    /// The HLS settings of a stream, or `None` when HLS is off.
-    pub fn hls_config(&self) -> Option<sluice_hls::HlsConfig> {
-        self.hls.then_some(sluice_hls::HlsConfig {
-            target_duration_ms: self.hls_segment_ms,
-            part_duration_ms: self.hls_part_ms,
-            window: self.hls_window,
+impl HlsSettings {
+    /// How a stream with HLS on is segmented.
+    pub fn segmenting(&self) -> sluice_hls::HlsConfig {
+        sluice_hls::HlsConfig {
+            target_duration_ms: self.segment_ms,
+            part_duration_ms: self.part_ms,
+            window: self.window,
             keep_extra: 3,
             low_latency: true,
-        })
-    }
-
-    /// Worker threads to start.
-    pub fn worker_count(&self) -> usize {
-        if self.workers > 0 {
-            self.workers
-        } else {
-            std::thread::available_parallelism().map_or(1, |n| n.get())
         }
     }
+}
 
-    /// The default configuration as a commented TOML document.
-    pub fn commented_defaults() -> String {
-        let table = toml::Table::try_from(Config::default()).expect("defaults serialize");
-        let mut out = String::from(
-            "# Sluice configuration. Every key is optional; shown here with its default.\n\n",
-        );
-        for (key, doc) in DOCS {
-            out.push_str(&format!("# {doc}\n"));
-            if let Some(value) = table.get(*key) {
-                out.push_str(&format!("{key} = {value}\n\n"));
+/// Help text for a Markdown table cell: quoted values become code (so `*` in a
+/// pattern is not emphasis), and `|` cannot end the cell.
+fn markdown(text: &str) -> String {
+    text.split('"')
+        .enumerate()
+        .map(|(i, part)| {
+            if i % 2 == 1 {
+                format!("`\"{part}\"`")
+            } else {
+                part.replace('|', "\\|")
             }
+        })
+        .collect()
+}
+
+/// Doc comment lines as TOML comment lines.
+fn comment(lines: &[&str]) -> String {
+    lines
+        .iter()
+        .map(|l| format!("#{}", l.trim_end()))
+        .collect::<Vec<_>>()
+        .join("\n")
+}
+
+fn defaults_table() -> toml::Table {
+    toml::Table::try_from(Config::default()).expect("the defaults serialize")
+}
+
+/// A setting's value in a serialized configuration, as TOML.
+fn value_of(table: &toml::Table, setting: &Setting) -> Option<String> {
+    let value = if setting.section.is_empty() {
+        table.get(setting.key)?
+    } else {
+        table.get(setting.section)?.get(setting.key)?
+    };
+    Some(value.to_string())
+}
+
+/// Where keys of the old flat layout (`merge_ms = 50` at the top level) went, if the
+/// document has any: a hint for the parse error.
+fn moved_keys(text: &str) -> String {
+    let Ok(table) = text.parse::<toml::Table>() else {
+        return String::new();
+    };
+    let mut hints = Vec::new();
+    for key in table.keys() {
+        let known = key == "apps"
+            || SECTIONS.iter().any(|(name, _)| name == key)
+            || SETTINGS
+                .iter()
+                .any(|s| s.section.is_empty() && s.key == key);
+        if known {
+            continue;
         }
-        out
+        let moved = SETTINGS.iter().find(|s| {
+            !s.section.is_empty()
+                && (s.flag.is_some_and(|f| f.name.replace('-', "_") == *key)
+                    || format!("{}_{}", s.section, s.key) == *key
+                    || s.key == key)
+        });
+        if let Some(s) = moved {
+            hints.push(format!("`{key}` is now `{}` in [{}]", s.key, s.section));
+        }
+    }
+    if hints.is_empty() {
+        String::new()
+    } else {
+        format!("(settings are grouped by section: {})", hints.join(", "))
     }
 }
 
@@ -512,12 +1086,143 @@ mod tests {
     }
 
     #[test]
-    fn every_key_is_documented() {
-        let table = toml::Table::try_from(Config::default()).unwrap();
-        for key in table.keys() {
-            assert!(DOCS.iter().any(|(k, _)| k == key), "{key} has no doc");
+    fn a_printed_configuration_parses_back_unchanged() {
+        let config = Config::from_toml(
+            "workers = 3\n[rtsp]\nusers = [\"a:b\", \"c:d,e\"]\nbatch = false\n\
+             [players]\nmerge_ms = 0\n[record]\nstreams = [\"live/*\"]\n\
+             [[apps]]\nname = \"studio\"\nhls = false\n[[apps]]\nname = \"*\"\nmerge_ms = 50\n",
+        )
+        .unwrap();
+        assert_eq!(config.apps.len(), 2);
+        assert_eq!(Config::from_toml(&config.commented()).unwrap(), config);
+    }
+
+    #[test]
+    fn every_key_is_in_the_table_once() {
+        let table = defaults_table();
+        let mut keys = BTreeSet::new();
+        for (key, value) in &table {
+            match value.as_table() {
+                Some(section) => keys.extend(section.keys().map(|k| format!("{key}.{k}"))),
+                None => {
+                    keys.insert(key.clone());
+                }
+            }
         }
-        assert_eq!(table.len(), DOCS.len());
+        let table_keys: BTreeSet<String> = SETTINGS.iter().map(Setting::path).collect();
+        assert_eq!(keys, table_keys);
+        assert_eq!(SETTINGS.len(), table_keys.len(), "a key twice");
+        let flags: BTreeSet<&str> = SETTINGS.iter().filter_map(|s| Some(s.flag?.name)).collect();
+        assert_eq!(
+            flags.len(),
+            SETTINGS.iter().filter(|s| s.flag.is_some()).count()
+        );
+        for s in SETTINGS {
+            assert!(!s.help().is_empty(), "{} has no help", s.key);
+            // Quoted values become code in the doc: a stray quote would garble it.
+            assert_eq!(s.help().matches('"').count() % 2, 0, "{} quotes", s.key);
+        }
+    }
+
+    #[test]
+    fn app_keys_are_documented() {
+        let full = AppConfig {
+            name: "x".into(),
+            hls: Some(true),
+            record: Some(true),
+            merge_ms: Some(1),
+        };
+        let table = toml::Table::try_from(full).unwrap();
+        let keys: Vec<&str> = table.keys().map(String::as_str).collect();
+        let mut documented: Vec<&str> = APP_KEYS.iter().map(|(k, _)| *k).collect();
+        documented.sort_unstable();
+        assert_eq!(keys, documented);
+    }
+
+    /// The long flags of a help text: the first `--word` of each line that starts with `-`.
+    fn help_flags(help: &str) -> BTreeSet<String> {
+        help.lines()
+            .map(str::trim_start)
+            .filter(|l| l.starts_with('-'))
+            .filter_map(|l| {
+                l.split([' ', ',', '=', '[', '<'])
+                    .find(|w| w.starts_with("--"))
+            })
+            .map(str::to_string)
+            .collect()
+    }
+
+    /// The flags the doc names: every `` `--word ``.
+    fn doc_flags(doc: &str) -> BTreeSet<String> {
+        doc.split("`--")
+            .skip(1)
+            .map(|rest| {
+                let end = rest
+                    .find(|c: char| !(c.is_ascii_alphanumeric() || c == '-'))
+                    .unwrap_or(rest.len());
+                format!("--{}", &rest[..end])
+            })
+            .collect()
+    }
+
+    /// The keys the doc lists: `section.key` for each table row under a `[section]`
+    /// heading (the top level's without a section; `[[apps]]` rows left out).
+    fn doc_keys(doc: &str) -> BTreeSet<String> {
+        let mut keys = BTreeSet::new();
+        let mut section = Some(String::new());
+        for line in doc.lines() {
+            if let Some(heading) = line.strip_prefix("## ") {
+                section = match heading.trim_matches('`') {
+                    "Top level" => Some(String::new()),
+                    h if h.starts_with("[[") => None,
+                    h if h.starts_with('[') => Some(h.trim_matches(['[', ']']).to_string()),
+                    _ => None,
+                };
+            } else if let (Some(section), Some(row)) = (&section, line.strip_prefix("| `")) {
+                let key = row.split('`').next().unwrap_or_default();
+                keys.insert(if section.is_empty() {
+                    key.to_string()
+                } else {
+                    format!("{section}.{key}")
+                });
+            }
+        }
+        keys
+    }
+
+    #[test]
+    fn help_print_config_and_the_doc_agree() {
+        let path = concat!(env!("CARGO_MANIFEST_DIR"), "/../../docs/configuration.md");
+        let committed = std::fs::read_to_string(path).unwrap_or_default();
+        assert!(
+            committed == Config::reference_doc(),
+            "docs/configuration.md is not what the settings table gives: run \
+             `cargo run -p sluice-server --bin sluice -- --print-config-doc > docs/configuration.md`"
+        );
+
+        let help = Cli::command().render_long_help().to_string();
+        assert_eq!(help_flags(&help), doc_flags(&committed));
+        for setting in SETTINGS.iter().filter(|s| s.flag.is_some()) {
+            assert!(help.contains(&setting.help()[..20]), "{} help", setting.key);
+        }
+
+        let printed = Config::from_toml(&Config::commented_defaults()).unwrap();
+        let printed = toml::Table::try_from(printed).unwrap();
+        let mut printed_keys = BTreeSet::new();
+        for (key, value) in &printed {
+            match value.as_table() {
+                Some(t) => printed_keys.extend(t.keys().map(|k| format!("{key}.{k}"))),
+                None => {
+                    printed_keys.insert(key.clone());
+                }
+            }
+        }
+        let text = Config::commented_defaults();
+        for key in &printed_keys {
+            let bare = key.rsplit('.').next().unwrap_or(key);
+            assert!(text.contains(&format!("\n{bare} = ")), "{key} not printed");
+        }
+        assert_eq!(printed_keys, doc_keys(&committed));
     }
 
     #[test]
@@ -525,42 +1230,138 @@ mod tests {
         let dir = std::env::temp_dir().join(format!("sluice-config-{}", std::process::id()));
         std::fs::create_dir_all(&dir).unwrap();
         let path = dir.join("s.toml");
-        std::fs::write(&path, "merge_ms = 50\nhttp = \"off\"\n").unwrap();
+        std::fs::write(
+            &path,
+            "[players]\nmerge_ms = 50\n[http]\nlisten = \"off\"\n[hls]\nenabled = false\n",
+        )
+        .unwrap();
         let cli = Cli::parse_from([
             "sluice",
             "--config",
             path.to_str().unwrap(),
             "--merge-ms",
             "0",
+            "--tls-self-signed",
+            "--hls",
+            "--rtsp-batch",
+            "false",
         ]);
         let config = Config::load(&cli).unwrap();
-        assert_eq!(config.merge_ms, 0);
-        assert_eq!(config.http, "off");
-        assert_eq!(config.rtmp, "0.0.0.0:1935");
+        assert_eq!(config.players.merge_ms, 0);
+        assert_eq!(config.http.listen, "off");
+        assert_eq!(config.rtmp.listen, "0.0.0.0:1935");
+        assert!(config.http.tls_self_signed);
+        assert!(config.hls.enabled);
+        assert!(!config.rtsp.batch);
         std::fs::remove_dir_all(dir).unwrap();
+    }
+
+    #[test]
+    fn every_flag_the_tests_and_benches_use_still_parses() {
+        let cli = Cli::parse_from([
+            "sluice",
+            "--rtmp",
+            "127.0.0.1:0",
+            "--rtsp",
+            "127.0.0.1:0",
+            "--http",
+            "127.0.0.1:0",
+            "--https",
+            "127.0.0.1:0",
+            "--tls-cert",
+            "c.pem",
+            "--tls-key",
+            "k.pem",
+            "--log",
+            "warn",
+            "--workers",
+            "2",
+            "--merge-ms",
+            "50",
+            "--player-max-lag-ms",
+            "1000",
+            "--player-max-skips",
+            "3",
+            "--player-send-buffer",
+            "65536",
+            "--play-wait-ms",
+            "300",
+            "--publish-grace-ms",
+            "1500",
+            "--ring-ms",
+            "5000",
+            "--media-root",
+            "/tmp/m",
+            "--record",
+            "live/*",
+            "--record-rotate-s",
+            "1",
+            "--record-fragment-ms",
+            "500",
+            "--record-format",
+            "ts",
+            "--record-dir",
+            "rec",
+            "--rtp-ports",
+            "0",
+            "--rtsp-user",
+            "alice:s3cret",
+            "--rtsp-auth",
+            "all",
+            "--rtsp-batch",
+            "false",
+            "--hls",
+            "false",
+            "--hls-segment-ms",
+            "1000",
+            "--hls-part-ms",
+            "200",
+        ]);
+        let c = Config::load(&cli).unwrap();
+        assert_eq!(c.rtmp.listen, "127.0.0.1:0");
+        assert_eq!(c.http.tls_cert, "c.pem");
+        assert_eq!(c.workers, 2);
+        assert_eq!(c.players.max_lag_ms, 1000);
+        assert_eq!(c.players.max_skips, 3);
+        assert_eq!(c.players.send_buffer, 65536);
+        assert_eq!(c.players.wait_ms, 300);
+        assert_eq!(c.limits.publish_grace_ms, 1500);
+        assert_eq!(c.limits.ring_ms, 5000);
+        assert_eq!(c.record.format, "ts");
+        assert_eq!(c.rtsp.users, ["alice:s3cret"]);
+        assert_eq!(c.rtsp.auth, "all");
+        assert!(!c.hls.enabled);
+        assert_eq!(c.hls.segment_ms, 1000);
+        assert_eq!(c.hls.part_ms, 200);
+        assert!(!c.http.tls_self_signed);
     }
 
     #[test]
     fn record_patterns_from_file_and_flags() {
         let config =
-            Config::from_toml("record = [\"live/*\", \"*\"]\nrecord_rotate_s = 60\n").unwrap();
-        assert_eq!(config.record, ["live/*", "*"]);
+            Config::from_toml("[record]\nstreams = [\"live/*\", \"*\"]\nrotate_s = 60\n").unwrap();
+        assert_eq!(config.record.streams, ["live/*", "*"]);
         assert!(config.validate().is_ok());
         let cli = Cli::parse_from(["sluice", "--record", "live/*,app/cam", "--record", "x/y"]);
         assert_eq!(
-            Config::load(&cli).unwrap().record,
+            Config::load(&cli).unwrap().record.streams,
             ["live/*", "app/cam", "x/y"]
         );
+        let cli = Cli::parse_from(["sluice", "--rtsp-user", "a:b,c", "--rtsp-user", "d:e"]);
+        assert_eq!(Config::load(&cli).unwrap().rtsp.users, ["a:b,c", "d:e"]);
         let cli = Cli::parse_from(["sluice", "--record", "live"]);
         assert!(matches!(
             Config::load(&cli),
-            Err(ConfigError::Invalid { key: "record", .. })
+            Err(ConfigError::Invalid {
+                key: "record.streams",
+                ..
+            })
         ));
         let cli = Cli::parse_from(["sluice", "--record-format", "avi"]);
         assert!(matches!(
             Config::load(&cli),
             Err(ConfigError::Invalid {
-                key: "record_format",
+                key: "record.format",
                 ..
             })
         ));
@@ -568,19 +1369,135 @@ mod tests {
 
     #[test]
     fn unknown_keys_and_bad_addresses_are_errors() {
+        let err = Config::from_toml("[rtmp]\nlisten = \"x\"\nchunk = 1\n").unwrap_err();
+        assert!(err.to_string().contains("chunk"), "{err}");
         assert!(Config::from_toml("rtmpp = \"x\"").is_err());
+        assert!(Config::from_toml("[[apps]]\nname = \"x\"\nhsl = true\n").is_err());
+        assert!(
+            Config::from_toml("[[apps]]\nhls = true\n").is_err(),
+            "no name"
+        );
         let cli = Cli::parse_from(["sluice", "--rtmp", "nowhere"]);
         assert!(matches!(
             Config::load(&cli),
-            Err(ConfigError::Invalid { key: "rtmp", .. })
+            Err(ConfigError::Invalid {
+                key: "rtmp.listen",
+                ..
+            })
+        ));
+        assert!(Cli::try_parse_from(["sluice", "--workers", "many"]).is_err());
+        assert!(Cli::try_parse_from(["sluice", "--hls", "maybe"]).is_err());
+    }
+
+    #[test]
+    fn keys_of_the_old_flat_layout_say_where_they_went() {
+        let hint = moved_keys("merge_ms = 50\nrtsp_session_timeout_s = 2\nring_bytes = 1\nx = 1\n");
+        assert!(
+            hint.contains("`merge_ms` is now `merge_ms` in [players]"),
+            "{hint}"
+        );
+        assert!(
+            hint.contains("`rtsp_session_timeout_s` is now `session_timeout_s` in [rtsp]"),
+            "{hint}"
+        );
+        assert!(
+            hint.contains("`ring_bytes` is now `ring_bytes` in [limits]"),
+            "{hint}"
+        );
+        assert!(!hint.contains("`x`"), "{hint}");
+        assert_eq!(moved_keys("workers = 1\n[rtmp]\nlisten = \"off\"\n"), "");
+    }
+
+    #[test]
+    fn app_names_are_patterns_of_the_stream_key() {
+        let m = |name: &str, key: &str| app_pattern(name).unwrap().matches(key);
+        assert!(m("live", "live/cam1"));
+        assert!(!m("live", "livex/cam1"));
+        assert!(!m("live", "other/live"));
+        assert!(m("live/*", "live/cam1"));
+        assert!(m("live/cam1", "live/cam1"));
+        assert!(!m("live/cam1", "live/cam2"));
+        assert!(m("cam*", "cams/a"));
+        assert!(m("*", "anything/at-all"));
+        assert!(m("*/cam1", "a/b/cam1"));
+        for bad in ["", "live/", "/cam"] {
+            assert!(app_pattern(bad).is_err(), "{bad:?}");
+        }
+        let cli = Cli::parse_from(["sluice"]);
+        let mut config = Config::load(&cli).unwrap();
+        config.apps.push(AppConfig {
+            name: "live/".into(),
+            ..AppConfig::default()
+        });
+        assert!(matches!(
+            config.validate(),
+            Err(ConfigError::Invalid {
+                key: "apps.name",
+                ..
+            })
         ));
     }
 
     #[test]
+    fn the_first_matching_app_wins_and_falls_back_to_the_globals() {
+        let config = Config::from_toml(
+            "[players]\nmerge_ms = 200\n[hls]\nenabled = true\n\
+             [[apps]]\nname = \"live/studio\"\nhls = false\n\
+             [[apps]]\nname = \"live\"\nmerge_ms = 0\nrecord = true\n\
+             [[apps]]\nname = \"*\"\nrecord = false\nmerge_ms = 500\n",
+        )
+        .unwrap();
+        let studio = config.for_stream("live/studio");
+        assert_eq!(studio.hls, None);
+        assert_eq!(
+            studio.merge,
+            Duration::from_millis(200),
+            "not the later entry's"
+        );
+        assert_eq!(studio.record, None, "not the later entry's");
+        let cam = config.for_stream("live/cam1");
+        assert_eq!(cam.hls, Some(config.hls.segmenting()));
+        assert_eq!(cam.merge, Duration::ZERO);
+        assert_eq!(cam.record, Some(true));
+        let other = config.for_stream("other/x");
+        assert_eq!(other.merge, Duration::from_millis(500));
+        assert_eq!(other.record, Some(false));
+        assert!(other.hls.is_some());
+    }
+
+    #[test]
+    fn apps_turn_hls_on_when_it_is_off_and_nothing_matches_the_globals() {
+        let config = Config::from_toml(
+            "[hls]\nenabled = false\nsegment_ms = 1000\n[[apps]]\nname = \"tv\"\nhls = true\n",
+        )
+        .unwrap();
+        let tv = config.for_stream("tv/one");
+        assert_eq!(tv.hls.map(|h| h.target_duration_ms), Some(1000));
+        let live = config.for_stream("live/one");
+        assert_eq!(live.hls, None);
+        assert_eq!(live.record, None);
+        assert_eq!(live.merge, Duration::from_millis(200));
+        assert_eq!(
+            Config::default().for_stream("live/one").merge,
+            Duration::from_millis(200)
+        );
+    }
+
+    #[test]
+    fn an_app_recording_starts_the_recorder_without_patterns() {
+        assert!(Config::default().record_config().is_none());
+        let config = Config::from_toml("[[apps]]\nname = \"live\"\nrecord = true\n").unwrap();
+        let record = config.record_config().unwrap();
+        assert!(record.patterns.is_empty());
+        let off = Config::from_toml("[[apps]]\nname = \"live\"\nrecord = false\n").unwrap();
+        assert!(off.record_config().is_none());
+    }
+
+    #[test]
     fn rtp_port_ranges() {
-        let with = |v: &str| Config {
+        let with = |v: &str| RtspSettings {
             rtp_ports: v.into(),
-            ..Config::default()
+            ..RtspSettings::default()
         };
         assert_eq!(
             with("30000-30199").rtp_port_range(),

@@ -52,7 +52,7 @@ impl Ctx {
 
     /// The stream a player of `key` gets: the file `file` names (played from its start,
     /// kept going by the returned [`VodPlay`]), or else the live stream `key`, waiting up
-    /// to `play_wait_ms` for it. `None` when neither is there.
+    /// to `players.wait_ms` for it. `None` when neither is there.
     pub async fn stream_or_file(
         &self,
         key: &str,
@@ -68,7 +68,7 @@ impl Ctx {
                 }
             },
             None => {
-                let wait = Duration::from_millis(self.config.play_wait_ms);
+                let wait = Duration::from_millis(self.config.players.wait_ms);
                 self.hub.find_or_wait(key, wait).await.map(|s| (s, None))
             }
         }

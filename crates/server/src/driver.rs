@@ -132,7 +132,7 @@ pub struct Conn<S: Session> {
 
 impl<S: Session> Conn<S> {
     pub fn new(ctx: Rc<Ctx>, id: u64, sock: Rc<Sock>, session: S) -> Self {
-        let idle = Some(Duration::from_millis(ctx.config.idle_timeout_ms));
+        let idle = Some(Duration::from_millis(ctx.config.limits.idle_timeout_ms));
         Conn {
             ctx,
             id,

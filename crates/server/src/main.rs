@@ -9,8 +9,8 @@ static ALLOC: tikv_jemallocator::Jemalloc = tikv_jemallocator::Jemalloc;
 
 fn main() -> std::process::ExitCode {
     let cli = Cli::parse();
-    if cli.print_config {
-        print!("{}", Config::commented_defaults());
+    if cli.print_config_doc {
+        print!("{}", Config::reference_doc());
         return std::process::ExitCode::SUCCESS;
     }
     let config = match Config::load(&cli) {
@@ -20,13 +20,22 @@ fn main() -> std::process::ExitCode {
             return std::process::ExitCode::from(2);
         }
     };
+    if cli.print_config {
+        print!("{}", config.commented());
+        return std::process::ExitCode::SUCCESS;
+    }
     let filter = tracing_subscriber::EnvFilter::try_new(&config.log)
         .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info"));
+    // Colours only for a person at a terminal: a log file or journal gets plain text.
     tracing_subscriber::fmt()
         .with_env_filter(filter)
         .with_writer(std::io::stderr)
+        .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()))
         .init();
     let workers = config.worker_count();
+    // Caught from before the listening line: a script that reads it and stops the
+    // server at once gets a graceful stop (recordings completed), not the default kill.
+    let signals = Signals::catch();
     let server = match Server::start(config) {
         Ok(s) => s,
         Err(e) => {
@@ -43,23 +52,40 @@ fn main() -> std::process::ExitCode {
         addr(server.http),
         addr(server.https),
     );
-    wait_for_signal();
+    signals.wait();
     tracing::info!("shutting down");
     server.stop();
     std::process::ExitCode::SUCCESS
 }
 
-fn wait_for_signal() {
-    let rt = tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .build()
-        .expect("signal runtime");
-    rt.block_on(async {
-        let mut term = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())
-            .expect("SIGTERM handler");
-        tokio::select! {
-            _ = tokio::signal::ctrl_c() => {}
-            _ = term.recv() => {}
-        }
-    });
+/// SIGTERM and SIGINT (Ctrl-C), caught as soon as this is made.
+struct Signals {
+    rt: tokio::runtime::Runtime,
+    term: tokio::signal::unix::Signal,
+    int: tokio::signal::unix::Signal,
+}
+
+impl Signals {
+    fn catch() -> Signals {
+        use tokio::signal::unix::{signal, SignalKind};
+        let rt = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .expect("signal runtime");
+        let guard = rt.enter();
+        let term = signal(SignalKind::terminate()).expect("SIGTERM handler");
+        let int = signal(SignalKind::interrupt()).expect("SIGINT handler");
+        drop(guard);
+        Signals { rt, term, int }
+    }
+
+    /// Returns when either arrives (or arrived since [`Signals::catch`]).
+    fn wait(mut self) {
+        self.rt.block_on(async {
+            tokio::select! {
+                _ = self.term.recv() => {}
+                _ = self.int.recv() => {}
+            }
+        });
+    }
 }

@@ -6,7 +6,7 @@
 //! A protocol joins by giving each worker an [`Accept`]: its per-worker state (if any)
 //! and what to run for a new connection.
 
-use crate::config::Config;
+use crate::config::{Config, RtspSettings};
 use crate::core::fanout::{Fanout, Policy};
 use crate::core::hub::{Hub, HubConfig};
 use crate::core::packet::Shape;
@@ -83,7 +83,7 @@ fn listeners(
 /// One RTP/RTCP port pair per worker for RTSP over UDP, on the RTSP listener's
 /// address; workers without one offer TCP only.
 fn rtp_pairs(
-    config: &Config,
+    config: &RtspSettings,
     rtsp: Option<SocketAddr>,
     workers: usize,
 ) -> Vec<Option<(std::net::UdpSocket, std::net::UdpSocket)>> {
@@ -114,25 +114,25 @@ impl Server {
         let (recorder, record_writer) = recording.transpose()?.unzip();
         let hub = Hub::new(HubConfig {
             ring: RingLimits {
-                max_ms: i64::try_from(config.ring_ms).unwrap_or(i64::MAX),
-                max_bytes: config.ring_bytes,
+                max_ms: i64::try_from(config.limits.ring_ms).unwrap_or(i64::MAX),
+                max_bytes: config.limits.ring_bytes,
             },
-            publish_grace: Duration::from_millis(config.publish_grace_ms),
-            hls: config.hls_config(),
-            rtp: Config::listener(&config.rtsp).is_some(),
+            publish_grace: Duration::from_millis(config.limits.publish_grace_ms),
+            apps: Arc::new(config.apps()),
+            rtp: Config::listener(&config.rtsp.listen).is_some(),
         });
         let hub = Arc::new(hub.with_recorder(recorder));
-        let (rtmp, mut rtmp_listeners) = listeners("RTMP", &config.rtmp, workers)?;
-        let (rtsp, mut rtsp_listeners) = listeners("RTSP", &config.rtsp, workers)?;
-        let (http, mut http_listeners) = listeners("HTTP", &config.http, workers)?;
-        let tls = crate::io::tls::server_config(&config).map_err(io::Error::other)?;
+        let (rtmp, mut rtmp_listeners) = listeners("RTMP", &config.rtmp.listen, workers)?;
+        let (rtsp, mut rtsp_listeners) = listeners("RTSP", &config.rtsp.listen, workers)?;
+        let (http, mut http_listeners) = listeners("HTTP", &config.http.listen, workers)?;
+        let tls = crate::io::tls::server_config(&config.http).map_err(io::Error::other)?;
         let https_addr = if tls.is_some() {
-            config.https.as_str()
+            config.http.https.as_str()
         } else {
             "off"
         };
         let (https, mut https_listeners) = listeners("HTTPS", https_addr, workers)?;
-        let mut udp_pairs = rtp_pairs(&config, rtsp, workers);
+        let mut udp_pairs = rtp_pairs(&config.rtsp, rtsp, workers);
         let files = Arc::new(crate::io::filemap::FileMaps::default());
         let vods = Arc::new(crate::vod::Vods::default());
         let (shutdown, _) = watch::channel(false);
@@ -223,13 +223,12 @@ fn run_worker(parts: WorkerParts, starts: Vec<Start>, mut stop: watch::Receiver<
     local.block_on(&runtime, async move {
         let config = parts.config;
         let fanout = Fanout::new(Policy {
-            merge: Duration::from_millis(config.merge_ms),
-            max_lag_ms: i64::try_from(config.player_max_lag_ms).unwrap_or(i64::MAX),
-            max_skips: config.player_max_skips,
+            max_lag_ms: i64::try_from(config.players.max_lag_ms).unwrap_or(i64::MAX),
+            max_skips: config.players.max_skips,
             shape: Shape {
-                rtmp_chunk_size: config.rtmp_chunk_size as usize,
+                rtmp_chunk_size: config.rtmp.chunk_size as usize,
             },
-            send_buffer: config.player_send_buffer,
+            send_buffer: config.players.send_buffer,
         });
         let ctx = Rc::new(Ctx {
             config,

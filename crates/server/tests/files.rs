@@ -493,7 +493,7 @@ fn slow_clients_wait_and_stalled_ones_are_closed() {
         .and_then(|f| f.set_len(64 << 20))
         .expect("64m.bin");
     let config = media.dir.join("sluice.toml");
-    std::fs::write(&config, "idle_timeout_ms = 700\n").expect("config");
+    std::fs::write(&config, "[limits]\nidle_timeout_ms = 700\n").expect("config");
     let server = media.server(&["--config", config.to_str().expect("utf-8")]);
     let url = format!("http://{}/files/64m.bin", server.http);
 

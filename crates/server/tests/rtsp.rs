@@ -142,7 +142,7 @@ fn a_silent_udp_player_times_out_and_one_sending_reports_does_not() {
     }
     let dir = common::scratch("rtsp-timeout");
     let config = dir.join("sluice.toml");
-    std::fs::write(&config, "rtsp_session_timeout_s = 2\n").expect("config");
+    std::fs::write(&config, "[rtsp]\nsession_timeout_s = 2\n").expect("config");
     let server = TestServer::start(&[
         "--rtp-ports",
         "0",

@@ -3,11 +3,11 @@
 //!
 //! Why: a frame crosses to another thread once per worker, not once per player. The
 //! publisher notifies each subscribed worker's [`LocalStream`]; its pump task wakes once
-//! per merge window, copies the new `Arc<Packet>`s into the worker's mirror under the
-//! stream lock, releases it, and then writes every player with one vectored write of
-//! the shared bytes. No task is woken per player per frame: a player's own task only
-//! wakes for its socket (control input from the peer, or writability after the kernel
-//! buffer filled).
+//! per merge window (the stream's own, which may differ per app), copies the new
+//! `Arc<Packet>`s into the worker's mirror under the stream lock, releases it, and then
+//! writes every player with one vectored write of the shared bytes. No task is woken
+//! per player per frame: a player's own task only wakes for its socket (control input
+//! from the peer, or writability after the kernel buffer filled).
 //!
 //! # Invariants
 //! - A player's `pending` bytes come before the packet at its `cursor`; a packet cut
@@ -28,7 +28,6 @@ use std::io::{self, IoSlice};
 use std::rc::Rc;
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
-use std::time::Duration;
 use tokio::sync::Notify;
 
 /// Most buffers handed to one `writev`.
@@ -37,10 +36,10 @@ const MAX_IOV: usize = 64;
 /// Most bytes offered to one `writev`: more than any capped send buffer takes.
 const MAX_WRITE: usize = 1 << 20;
 
-/// How players of this worker are treated.
+/// How players of this worker are treated (the merge window is the stream's:
+/// `Stream::merge`).
 #[derive(Debug, Clone, Copy)]
 pub struct Policy {
-    pub merge: Duration,
     pub max_lag_ms: i64,
     pub max_skips: u32,
     pub shape: Shape,
@@ -263,16 +262,17 @@ impl LocalStream {
     }
 
     /// Wakes once per packet (notifications coalesce while it sleeps), waits out the
-    /// merge window, and writes every player.
+    /// stream's merge window, and writes every player.
     async fn pump(self: Rc<Self>) {
+        let merge = self.stream.merge;
         let mut last_flush = tokio::time::Instant::now();
         loop {
             self.notify.notified().await;
             if self.done.get() {
                 return;
             }
-            if !self.policy.merge.is_zero() {
-                tokio::time::sleep_until(last_flush + self.policy.merge).await;
+            if !merge.is_zero() {
+                tokio::time::sleep_until(last_flush + merge).await;
                 if self.done.get() {
                     return;
                 }

@@ -4,6 +4,7 @@
 //! leaves, never per frame. Per-frame state lives in each [`Stream`], whose lock is
 //! taken once per frame by the publisher and once per merge window by each worker.
 
+use crate::config::{Apps, StreamSettings};
 use crate::core::packet::{Packet, RtpSource};
 use crate::core::ring::{Ring, RingLimits};
 use crate::hls::HlsStream;
@@ -15,11 +16,12 @@ use std::time::Duration;
 use tokio::sync::Notify;
 
 /// Settings of the hub, from the configuration.
-#[derive(Debug, Clone, Copy)]
+#[derive(Debug, Clone)]
 pub struct HubConfig {
     pub ring: RingLimits,
     pub publish_grace: Duration,
-    pub hls: Option<sluice_hls::HlsConfig>,
+    /// What each new stream gets (HLS, recording, merge window), by its key.
+    pub apps: Arc<Apps>,
     /// Whether streams make the RTP form of their frames (an RTSP listener is on).
     pub rtp: bool,
 }
@@ -62,6 +64,8 @@ pub struct Stream {
     pub rtp: Option<Mutex<RtpSource>>,
     /// The stream's line to the recording thread, when it is recorded.
     pub record: Option<Tap>,
+    /// The merge window of its players (per app, see `config::StreamSettings`).
+    pub merge: Duration,
 }
 
 #[derive(Debug)]
@@ -95,7 +99,7 @@ impl Hub {
         }
     }
 
-    /// Records the streams that `recorder`'s patterns match.
+    /// Records the streams that `recorder`'s patterns (or their app entries) say.
     pub fn with_recorder(mut self, recorder: Option<Recorder>) -> Self {
         self.recorder = recorder;
         self
@@ -126,8 +130,12 @@ impl Hub {
                 stream.clone()
             } else {
                 let id = self.next_id();
-                let record = self.recorder.as_ref().and_then(|r| r.tap(key, id));
-                let stream = Arc::new(Stream::new(key, id, &self.config, record));
+                let settings = self.config.apps.for_stream(key);
+                let record = self
+                    .recorder
+                    .as_ref()
+                    .and_then(|r| r.tap(key, id, settings.record));
+                let stream = Arc::new(Stream::new(key, id, &self.config, &settings, record));
                 stream.lock().publisher = Some(publisher);
                 streams.insert(key.to_string(), stream.clone());
                 stream
@@ -203,13 +211,15 @@ impl StreamState {
 
 impl Stream {
     /// A stream outside the registry, with one session's media (a file played on
-    /// demand): no publisher to wait for, no HLS, no recording.
+    /// demand): no publisher to wait for, no HLS, no recording; the merge window its
+    /// key's app entry gives.
     pub fn private(key: &str, id: u64, config: &HubConfig) -> Arc<Stream> {
-        let config = HubConfig {
+        let settings = StreamSettings {
             hls: None,
-            ..*config
+            record: Some(false),
+            ..config.apps.for_stream(key)
         };
-        Arc::new(Stream::new(key, id, &config, None))
+        Arc::new(Stream::new(key, id, config, &settings, None))
     }
 
     /// Ends a private stream: its players get what is left and finish.
@@ -217,10 +227,16 @@ impl Stream {
         self.lock().close();
     }
 
-    fn new(key: &str, id: u64, config: &HubConfig, record: Option<Tap>) -> Self {
+    fn new(
+        key: &str,
+        id: u64,
+        config: &HubConfig,
+        settings: &StreamSettings,
+        record: Option<Tap>,
+    ) -> Self {
         let limits = config.ring;
         Stream {
-            hls: HlsStream::new(key, id, config.hls),
+            hls: HlsStream::new(key, id, settings.hls),
             key: key.to_string(),
             id,
             state: Mutex::new(StreamState {
@@ -241,6 +257,7 @@ impl Stream {
             skips: AtomicU64::new(0),
             rtp: config.rtp.then(|| Mutex::new(RtpSource::new())),
             record,
+            merge: settings.merge,
         }
     }
 

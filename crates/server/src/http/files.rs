@@ -9,7 +9,7 @@
 //! # Invariants
 //! - No file data is buffered per connection: a slow client holds an open file (and,
 //!   under TLS, a reference to the shared mapping), never a copy of the bytes.
-//! - A client that takes nothing for `idle_timeout_ms` while its body is due is
+//! - A client that takes nothing for `limits.idle_timeout_ms` while its body is due is
 //!   closed; one that keeps reading, however slowly, is served to the end.
 //! - A body is exactly `Content-Length` bytes or the connection is closed (a file cut
 //!   short while it is sent ends the connection, never a keep-alive with a short body).

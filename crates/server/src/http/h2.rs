@@ -221,7 +221,7 @@ async fn flv(ctx: &Rc<Worker>, key: &str) -> http::Response<H2Body> {
             H2Body::Parts(body),
         );
     };
-    let pipe = Pipe::new(ctx.config.player_send_buffer);
+    let pipe = Pipe::new(ctx.config.players.send_buffer);
     let player = Player::new(
         id,
         Rc::new(Sock::new(pipe.clone())),

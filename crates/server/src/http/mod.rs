@@ -131,7 +131,7 @@ async fn serve_tls(ctx: Rc<Worker>, acceptor: TlsAcceptor, sock: TcpStream, peer
     let id = ctx.hub.next_id();
     let span = tracing::info_span!("https", id, %peer);
     async move {
-        let idle = Duration::from_millis(ctx.config.idle_timeout_ms);
+        let idle = Duration::from_millis(ctx.config.limits.idle_timeout_ms);
         let tls = match tokio::time::timeout(idle, acceptor.accept(SharedTcp(Rc::new(sock)))).await
         {
             Ok(Ok(mut tls)) => {
@@ -160,7 +160,7 @@ async fn serve_tls(ctx: Rc<Worker>, acceptor: TlsAcceptor, sock: TcpStream, peer
 
 /// One HTTP/1.1 connection, plain or TLS, on the common driver.
 async fn connection(ctx: &Rc<Worker>, id: u64, sock: Sock) -> Result<(), Error> {
-    let idle = Duration::from_millis(ctx.config.idle_timeout_ms);
+    let idle = Duration::from_millis(ctx.config.limits.idle_timeout_ms);
     let session = ServerSession::new(
         ServerConfig {
             head_timeout: idle,

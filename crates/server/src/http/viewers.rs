@@ -127,7 +127,7 @@ mod tests {
                 max_bytes: 1 << 20,
             },
             publish_grace: Duration::from_secs(1),
-            hls: None,
+            apps: Arc::new(crate::config::Config::default().apps()),
             rtp: false,
         })
     }

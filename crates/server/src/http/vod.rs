@@ -26,7 +26,7 @@ pub(crate) async fn reply(ctx: &Rc<Worker>, path: &str, what: HlsPath<'_>) -> Re
     };
     let hls = file
         .hls
-        .get_or_init(|| VodHls::new(VodPlan::new(&file.movie, ctx.config.hls_segment_ms)));
+        .get_or_init(|| VodHls::new(VodPlan::new(&file.movie, ctx.config.hls.segment_ms)));
     let tag = format!("{:x}", file.tag);
     let same = |t: &str| t == tag;
     let made = match what {

@@ -395,7 +395,7 @@ fn once<T>(f: impl FnOnce(&mut Context<'_>) -> Poll<io::Result<T>>) -> io::Resul
     }
 }
 
-/// Caps a socket's kernel send buffer (see `player_send_buffer`).
+/// Caps a socket's kernel send buffer (see `players.send_buffer`).
 pub fn cap_send_buffer(sock: Option<&TcpStream>, bytes: usize) {
     let Some(sock) = sock else { return };
     if bytes > 0 {

@@ -1,7 +1,7 @@
 //! TLS settings for the HTTPS listener: a PEM certificate and key, or a self-signed
 //! certificate generated at start for development. rustls with the aws-lc-rs provider.
 
-use crate::config::Config;
+use crate::config::HttpSettings;
 use rustls::pki_types::pem::PemObject;
 use rustls::pki_types::{CertificateDer, PrivateKeyDer, PrivatePkcs8KeyDer};
 use std::sync::Arc;
@@ -23,7 +23,7 @@ pub enum TlsError {
 
 /// The server's TLS configuration, or `None` when HTTPS is off (no certificate given
 /// and none to generate).
-pub fn server_config(config: &Config) -> Result<Option<Arc<rustls::ServerConfig>>, TlsError> {
+pub fn server_config(config: &HttpSettings) -> Result<Option<Arc<rustls::ServerConfig>>, TlsError> {
     let (certs, key) = if config.tls_self_signed {
         let cert = rcgen::generate_simple_self_signed(vec![
             "localhost".to_string(),

@@ -1,6 +1,7 @@
 //! Recording live streams to files in the media root: fragmented MP4 (or MPEG-TS), per
-//! stream or per app as the `record` patterns say, rotated by duration, so that VOD
-//! plays them and a file cut at any moment plays up to its last complete fragment.
+//! stream or per app as the `record.streams` patterns and `[[apps]]` entries say,
+//! rotated by duration, so that VOD plays them and a file cut at any moment plays up to
+//! its last complete fragment.
 //!
 //! Why a writer thread: the disk can stall for seconds, and an event loop that waits
 //! for it stalls every connection it serves. Publishers' workers only send commands
@@ -14,7 +15,7 @@
 //!
 //! # Invariants
 //! - A worker never blocks on the recorder: commands go over an unbounded channel,
-//!   and the frames in it are bounded by bytes (`record_queue_bytes`). When the queue is
+//!   and the frames in it are bounded by bytes (`record.queue_bytes`). When the queue is
 //!   full, the frames of that recording are dropped until its next start point
 //!   (counted, and logged once each time it starts dropping). Control commands are a
 //!   handful per publish and are never dropped.
@@ -113,9 +114,10 @@ pub struct Recorder {
 }
 
 impl Recorder {
-    /// The tap of a new stream `key` (hub id `id`), if a pattern matches it.
-    pub fn tap(&self, key: &str, id: u64) -> Option<Tap> {
-        if !self.patterns.iter().any(|p| p.matches(key)) {
+    /// The tap of a new stream `key` (hub id `id`), if it is to be recorded: as `force`
+    /// says (an app entry's `record`), or else if a pattern matches it.
+    pub fn tap(&self, key: &str, id: u64, force: Option<bool>) -> Option<Tap> {
+        if !force.unwrap_or_else(|| self.patterns.iter().any(|p| p.matches(key))) {
             return None;
         }
         let dropped = Arc::new(AtomicU64::new(0));
@@ -286,8 +288,13 @@ mod tests {
     #[test]
     fn only_matching_streams_get_a_tap() {
         let (recorder, rx) = stalled(1 << 20);
-        assert!(recorder.tap("other/cam", 1).is_none());
-        let tap = recorder.tap("live/cam", 2).unwrap();
+        assert!(recorder.tap("other/cam", 1, None).is_none());
+        assert!(recorder.tap("live/cam", 3, Some(false)).is_none());
+        let forced = recorder.tap("other/cam", 4, Some(true)).unwrap();
+        assert!(matches!(rx.try_recv(), Ok(Command::Open { id: 4, .. })));
+        drop(forced);
+        assert!(matches!(rx.try_recv(), Ok(Command::Close { id: 4 })));
+        let tap = recorder.tap("live/cam", 2, None).unwrap();
         assert!(matches!(rx.try_recv(), Ok(Command::Open { id: 2, .. })));
         drop(tap);
         assert!(matches!(rx.try_recv(), Ok(Command::Close { id: 2 })));
@@ -297,7 +304,7 @@ mod tests {
     #[test]
     fn a_full_queue_drops_frames_until_the_next_keyframe() {
         let (recorder, rx) = stalled(3 * (1000 + FRAME_COST));
-        let tap = recorder.tap("live/cam", 1).unwrap();
+        let tap = recorder.tap("live/cam", 1, None).unwrap();
         let sent = |keyframe| {
             tap.frame(&frame(keyframe, 1000), keyframe);
             std::iter::from_fn(|| rx.try_recv().ok())

@@ -1,4 +1,5 @@
-//! Which streams are recorded: `record` patterns matched against stream keys.
+//! Which streams are recorded: `record.streams` patterns matched against stream keys
+//! (and which streams an `[[apps]]` entry applies to: see `config::app_pattern`).
 //!
 //! A key is `app/stream`; the app is everything before the last `/` (RTSP paths may
 //! nest), the stream name what follows it. A pattern is `*` (every stream), or

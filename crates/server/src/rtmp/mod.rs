@@ -37,8 +37,8 @@ async fn serve(ctx: Rc<Ctx>, sock: TcpStream, peer: SocketAddr) {
     async move {
         tracing::debug!("connected");
         let session = ServerSession::new(ServerConfig {
-            out_chunk_size: ctx.config.rtmp_chunk_size,
-            max_message_len: ctx.config.rtmp_max_message_len,
+            out_chunk_size: ctx.config.rtmp.chunk_size,
+            max_message_len: ctx.config.rtmp.max_message_len,
             ..ServerConfig::default()
         });
         let mut conn = Conn::new(ctx, id, Rc::new(Sock::tcp_stream(sock)), session);

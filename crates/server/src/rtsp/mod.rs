@@ -107,7 +107,7 @@ async fn serve(worker: Rc<Worker>, sock: TcpStream, peer: SocketAddr) {
         tracing::debug!("connected");
         let now = Instant::now();
         let session = ServerSession::new(worker.config.rtsp_session(), rand::random(), now);
-        let sock = Rc::new(if worker.config.rtsp_batch {
+        let sock = Rc::new(if worker.config.rtsp.batch {
             Sock::tcp_stream(sock)
         } else {
             Sock::new(per_packet::PerPacket(sock))
@@ -490,7 +490,7 @@ impl Rtsp {
         if let Some(path) = key.strip_prefix("vod/") {
             return self.describe_file(conn, path).await;
         }
-        let wait = Duration::from_millis(self.worker.config.play_wait_ms);
+        let wait = Duration::from_millis(self.worker.config.players.wait_ms);
         let deadline = tokio::time::Instant::now() + wait;
         let Some(stream) = self.worker.hub.find_or_wait(&key, wait).await else {
             tracing::info!(stream = %key, "describe: not live");
@@ -678,7 +678,7 @@ impl Rtsp {
         }
         dest.iter()
             .any(Option::is_some)
-            .then(|| UdpOut::new(conn.sock.clone(), udp, dest, self.worker.config.rtsp_batch))
+            .then(|| UdpOut::new(conn.sock.clone(), udp, dest, self.worker.config.rtsp.batch))
     }
 
     /// Claims the stream of an ANNOUNCE and reads its SDP.

@@ -1,6 +1,6 @@
 //! An RTSP/TCP player written one interleaved RTP packet per send call, as servers
 //! without frame batching do. Only to measure what batching saves
-//! (`rtsp_batch = false`); players are written with one vectored write otherwise.
+//! (`[rtsp] batch = false`); players are written with one vectored write otherwise.
 
 use crate::io::sock::{Ready, Transport};
 use std::io::{self, IoSlice};

@@ -283,7 +283,7 @@ pub struct UdpOut {
     control_partial: Cell<bool>,
     /// The last write stopped on the TCP connection rather than on UDP.
     blocked_on_control: Cell<bool>,
-    /// Packets per `sendmmsg` (1 without batching, see `rtsp_batch`).
+    /// Packets per `sendmmsg` (1 without batching, see `rtsp.batch`).
     batch: usize,
 }
 
