@@ -9,6 +9,7 @@ use crate::core::hub::{Hub, Stream};
 use crate::io::filemap::FileMaps;
 use crate::vod::{VodError, VodPlay, Vods};
 use sluice_media::Timestamp;
+use std::cell::RefCell;
 use std::path::Path;
 use std::rc::Rc;
 use std::sync::Arc;
@@ -28,6 +29,9 @@ pub struct Ctx {
     pub files: Arc<FileMaps>,
     /// Files played on demand, shared by every worker.
     pub vods: Arc<Vods>,
+    /// Where this worker's connections read into, one at a time (never held across an
+    /// await): see `driver::READ_CHUNK`.
+    pub read_buf: RefCell<Box<[u8]>>,
 }
 
 impl Ctx {

@@ -34,9 +34,9 @@ use std::rc::Rc;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-/// Bytes read from the socket per wake-up. On the stack and not held across an await,
-/// so an idle connection (a player) costs no read buffer.
-const READ_CHUNK: usize = 16 << 10;
+/// Bytes read from the socket per wake-up, into the worker's scratch buffer
+/// (`Ctx::read_buf`), so an idle connection (a player) costs no read buffer.
+pub const READ_CHUNK: usize = 16 << 10;
 
 /// How long a closing connection may take to write what it still owes.
 pub const DRAIN_TIMEOUT: Duration = Duration::from_secs(2);
@@ -286,6 +286,15 @@ where
 {
     let idle_after = |idle: Option<Duration>| idle.map(|d| tokio::time::Instant::now() + d);
     let mut idle_deadline = idle_after(conn.idle);
+    // Timers are armed lazily: a deadline that moves later (every request or read
+    // pushes the idle and head deadlines on) keeps the earlier timer, which then wakes
+    // a session that finds nothing due and is re-armed. So a busy connection touches
+    // the timer wheel about once per timeout, not once per request.
+    let far = || tokio::time::Instant::now() + Duration::from_secs(86_400 * 365);
+    let mut timer = std::pin::pin!(tokio::time::sleep_until(far()));
+    let mut timer_armed: Option<tokio::time::Instant> = None;
+    let mut idle = std::pin::pin!(tokio::time::sleep_until(far()));
+    let mut idle_armed: Option<tokio::time::Instant> = None;
     loop {
         while let Some(event) = conn.next_event() {
             match adapter.on_event(conn, event).await {
@@ -298,16 +307,19 @@ where
         if conn.session.is_closed() {
             return Ok(());
         }
-        let timer = conn
+        let wanted = conn
             .session
             .poll_timeout()
             .map(tokio::time::Instant::from_std);
+        arm(timer.as_mut(), &mut timer_armed, wanted);
+        let idle_wanted = idle_deadline.filter(|_| conn.playing.is_none());
+        arm(idle.as_mut(), &mut idle_armed, idle_wanted);
         let woke = {
             let wait = adapter.wait();
             tokio::select! {
                 r = conn.sock.readable() => Woke::Readable(r),
-                () = sleep_until(timer) => Woke::Timer,
-                () = sleep_until(idle_deadline), if conn.playing.is_none() => Woke::Idle,
+                () = &mut timer, if timer_armed.is_some() => Woke::Timer,
+                () = &mut idle, if idle_armed.is_some() => Woke::Idle,
                 end = player_end(conn.playing.as_ref()) => Woke::Player(end),
                 w = wait => Woke::Adapter(w),
             }
@@ -315,7 +327,10 @@ where
         match woke {
             Woke::Readable(r) => {
                 r?;
-                let mut buf = [0u8; READ_CHUNK];
+                // The worker's scratch buffer: no read buffer per connection, and no
+                // zeroing per read.
+                let ctx = conn.ctx.clone();
+                let mut buf = ctx.read_buf.borrow_mut();
                 match conn.sock.try_read(&mut buf) {
                     Ok(0) => return Ok(()),
                     Ok(n) => {
@@ -329,8 +344,17 @@ where
                     Err(e) => return Err(e.into()),
                 }
             }
-            Woke::Timer => conn.session.handle_timeout(Instant::now()),
-            Woke::Idle => return Err(DriveError::Idle(conn.idle.unwrap_or_default())),
+            Woke::Timer => {
+                timer_armed = None;
+                conn.session.handle_timeout(Instant::now());
+            }
+            Woke::Idle => {
+                idle_armed = None;
+                let due = idle_deadline.is_some_and(|d| tokio::time::Instant::now() >= d);
+                if due && conn.playing.is_none() {
+                    return Err(DriveError::Idle(conn.idle.unwrap_or_default()));
+                }
+            }
             Woke::Player(PlayEnd::Closed(reason)) => {
                 if adapter.on_play_end(conn, reason).await? == Next::Close {
                     return Ok(());
@@ -347,10 +371,18 @@ where
     }
 }
 
-async fn sleep_until(deadline: Option<tokio::time::Instant>) {
-    match deadline {
-        Some(d) => tokio::time::sleep_until(d).await,
-        None => std::future::pending().await,
+/// Arms `timer` for `wanted` unless it is armed for an earlier time already (see
+/// `drive`); an armed timer nothing wants any more just fires for nothing.
+fn arm(
+    timer: std::pin::Pin<&mut tokio::time::Sleep>,
+    armed: &mut Option<tokio::time::Instant>,
+    wanted: Option<tokio::time::Instant>,
+) {
+    if let Some(w) = wanted {
+        if armed.is_none_or(|a| a > w) {
+            timer.reset(w);
+            *armed = Some(w);
+        }
     }
 }
 

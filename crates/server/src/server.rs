@@ -13,6 +13,7 @@ use crate::core::packet::Shape;
 use crate::core::ring::RingLimits;
 use crate::ctx::{Accept, Ctx};
 use socket2::{Domain, Protocol, Socket, Type};
+use std::cell::RefCell;
 use std::io;
 use std::net::{SocketAddr, TcpListener as StdListener};
 use std::rc::Rc;
@@ -237,6 +238,7 @@ fn run_worker(parts: WorkerParts, starts: Vec<Start>, mut stop: watch::Receiver<
             worker,
             files: parts.files,
             vods: parts.vods,
+            read_buf: RefCell::new(vec![0; crate::driver::READ_CHUNK].into_boxed_slice()),
         });
         if worker == 0 {
             tokio::task::spawn_local({

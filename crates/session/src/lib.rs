@@ -122,7 +122,9 @@ pub trait Session {
     /// Feeds what arrived at `now`.
     fn handle_input(&mut self, now: Instant, input: Input<'_>) -> Result<(), Self::Error>;
 
-    /// The time [`Session::poll_timeout`] named has come.
+    /// Time has passed: the time [`Session::poll_timeout`] named has come, or a driver
+    /// that arms its timers lazily wakes the session early (it must check the time and
+    /// do nothing before its deadline).
     fn handle_timeout(&mut self, now: Instant) {
         let _ = now;
     }
