@@ -22,7 +22,7 @@
 
 use crate::core::fanout::{CloseReason, Player};
 use crate::core::hub::Stream;
-use crate::core::play::{PlayEnd, Playing};
+use crate::core::play::{PlayEnd, Playing, DRAIN_TIMEOUT};
 use crate::ctx::Ctx;
 use crate::io::sock::{write_all, Sock};
 use bytes::Bytes;
@@ -37,9 +37,6 @@ use std::time::{Duration, Instant};
 /// Bytes read from the socket per wake-up, into the worker's scratch buffer
 /// (`Ctx::read_buf`), so an idle connection (a player) costs no read buffer.
 pub const READ_CHUNK: usize = 16 << 10;
-
-/// How long a closing connection may take to write what it still owes.
-pub const DRAIN_TIMEOUT: Duration = Duration::from_secs(2);
 
 /// What an adapter asks of the driver after an event.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -361,7 +358,6 @@ where
                 }
             }
             Woke::Player(PlayEnd::Io(e)) => return Err(e.into()),
-            Woke::Player(PlayEnd::PeerClosed | PlayEnd::Stopped) => return Ok(()),
             Woke::Adapter(w) => {
                 if adapter.on_wake(conn, w)? == Next::Close {
                     return Ok(());

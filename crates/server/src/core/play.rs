@@ -1,6 +1,6 @@
-//! The task of one player: it sleeps until its socket has input or the fan-out says
-//! the socket is full or the player must go. Media itself is written by the worker's
-//! pump (see `fanout`), not here.
+//! A player's side of the fan-out: it waits until the fan-out says its socket is full
+//! or it must go. Media itself is written by the worker's pump (see `fanout`), not
+//! here; the connection's input is the driver's.
 //!
 //! Every protocol plays through a [`Playing`], the fan-out's handle: attaching,
 //! detaching, counting and the closing log line exist once, here.
@@ -12,24 +12,16 @@ use std::rc::Rc;
 use std::sync::Arc;
 use std::time::Duration;
 
-/// Bytes read from a player per wake-up. On the stack and not held across an await,
-/// so an idle player costs no read buffer.
-const READ_CHUNK: usize = 4096;
-
-/// How long a closing player may take to drain what it is owed (an end-of-stream
+/// How long a closing connection may take to write what it is owed (an end-of-stream
 /// status, a WebSocket close) before the socket is dropped.
-const DRAIN_TIMEOUT: Duration = Duration::from_secs(2);
+pub const DRAIN_TIMEOUT: Duration = Duration::from_secs(2);
 
 /// What ended a player.
 #[derive(Debug)]
 pub enum PlayEnd {
-    /// The peer closed its side.
-    PeerClosed,
-    /// The input handler asked to stop (the protocol's own stop or close).
-    Stopped,
     /// The fan-out closed it.
     Closed(CloseReason),
-    /// A read failed.
+    /// Waiting for the socket failed.
     Io(io::Error),
 }
 
@@ -57,14 +49,6 @@ impl Playing {
 
     pub fn player(&self) -> &Rc<Player> {
         &self.player
-    }
-
-    /// Runs the player until it ends; see [`run`].
-    pub async fn run<E>(
-        &self,
-        on_input: impl FnMut(&[u8]) -> Result<bool, E>,
-    ) -> Result<PlayEnd, E> {
-        run(&self.local, &self.player, on_input).await
     }
 
     /// Writes what the player is owed now (queued bytes, new media), as far as its
@@ -105,47 +89,6 @@ impl Drop for Playing {
             skips = self.player.skips(),
             "stop playing"
         );
-    }
-}
-
-/// Runs `player` until it ends. `on_input` gets every chunk of bytes the peer sends
-/// and returns `Ok(false)` to stop; its error ends the player too.
-async fn run<E>(
-    local: &LocalStream,
-    player: &Player,
-    mut on_input: impl FnMut(&[u8]) -> Result<bool, E>,
-) -> Result<PlayEnd, E> {
-    loop {
-        let wait = player.wait();
-        if let PlayerWait::Close(reason) = wait {
-            return Ok(PlayEnd::Closed(reason));
-        }
-        tokio::select! {
-            r = player.sock.readable() => {
-                if let Err(e) = r {
-                    return Ok(PlayEnd::Io(e));
-                }
-                let mut buf = [0u8; READ_CHUNK];
-                match player.sock.try_read(&mut buf) {
-                    Ok(0) => return Ok(PlayEnd::PeerClosed),
-                    Ok(n) => {
-                        if !on_input(&buf[..n])? {
-                            return Ok(PlayEnd::Stopped);
-                        }
-                        local.flush(player);
-                    }
-                    Err(e) if e.kind() == io::ErrorKind::WouldBlock => {}
-                    Err(e) => return Ok(PlayEnd::Io(e)),
-                }
-            }
-            r = player.sock.writable(), if wait == PlayerWait::Writable => {
-                if let Err(e) = r {
-                    return Ok(PlayEnd::Io(e));
-                }
-                local.on_writable(player);
-            }
-            _ = player.wake.notified(), if wait == PlayerWait::Idle => {}
-        }
     }
 }
 

@@ -231,7 +231,9 @@ async fn flv(ctx: &Rc<Worker>, key: &str) -> http::Response<H2Body> {
     tracing::info!(stream = %stream.key, "play (h2)");
     tokio::task::spawn_local(async move {
         let _vod = vod;
-        let _ = playing.run(|_| Ok::<bool, Infallible>(true)).await;
+        // The body's pipe has no input: the player lives until the fan-out ends it
+        // (a reset stream closes the pipe, and the next write fails).
+        let _ = playing.wait_end().await;
     });
     response(
         200,
