@@ -23,7 +23,7 @@
 
 use std::collections::HashMap;
 
-use bytes::{BufMut, Bytes, BytesMut};
+use bytes::{Buf, BufMut, Bytes, BytesMut};
 
 use crate::error::RtmpError;
 
@@ -103,8 +103,24 @@ struct ReaderStream {
     /// Whether the last header on this stream used an extended timestamp; then every
     /// type-3 chunk after it carries the 4 bytes again.
     extended: bool,
-    /// The message in progress, if any.
-    partial: Option<BytesMut>,
+    /// The message in progress, if any. Grown to exactly the message's length at the
+    /// end, so a finished message holds no slack (the ring counts what it pins).
+    partial: Option<Vec<u8>>,
+}
+
+/// Makes room for `more` bytes in a partial message of `len` bytes: doubling, as bytes
+/// arrive (never what the peer only announced), but never past `len`, so the last
+/// step lands on exactly the message's size.
+fn grow(partial: &mut Vec<u8>, more: usize, len: usize) {
+    let need = partial.len() + more;
+    if need > partial.capacity() {
+        let target = partial
+            .capacity()
+            .saturating_mul(2)
+            .max(need)
+            .min(len.max(need));
+        partial.reserve_exact(target - partial.len());
+    }
 }
 
 /// Reassembles messages from the chunk stream.
@@ -228,7 +244,7 @@ impl ChunkReader {
                 return Ok(None);
             };
             let prev = self.streams.get(&h.csid);
-            let in_progress = prev.and_then(|p| p.partial.as_ref()).map(BytesMut::len);
+            let in_progress = prev.and_then(|p| p.partial.as_ref()).map(Vec::len);
             if h.fmt != 3 && in_progress.is_some() {
                 return Err(RtmpError::Malformed {
                     what: "new message header while a message is in progress",
@@ -282,7 +298,7 @@ impl ChunkReader {
             }
 
             // The whole chunk is here and within limits: commit.
-            let _ = buf.split_to(h.len);
+            buf.advance(h.len);
             let stream = self.streams.entry(h.csid).or_default();
             if in_progress.is_none() {
                 match h.fmt {
@@ -303,18 +319,28 @@ impl ChunkReader {
                 stream.stream_id = h.stream_id;
             }
             stream.extended = h.extended;
+            let chunk = &buf[..take];
             let payload = match stream.partial.take() {
-                None if completes => buf.split_to(take).freeze(),
+                // Copied out, not split off: a split would keep the whole input buffer
+                // alive for as long as the message lives (seconds, in a stream's ring).
+                None if completes => {
+                    let payload = Bytes::copy_from_slice(chunk);
+                    buf.advance(take);
+                    payload
+                }
                 None => {
-                    let mut partial = BytesMut::with_capacity(take.saturating_mul(2).min(msg_len));
-                    partial.extend_from_slice(&buf.split_to(take));
+                    let mut partial = Vec::with_capacity(take.saturating_mul(2).min(msg_len));
+                    partial.extend_from_slice(chunk);
+                    buf.advance(take);
                     stream.partial = Some(partial);
                     self.partial_count += 1;
                     self.buffered += take;
                     continue;
                 }
                 Some(mut partial) => {
-                    partial.extend_from_slice(&buf.split_to(take));
+                    grow(&mut partial, take, msg_len);
+                    partial.extend_from_slice(chunk);
+                    buf.advance(take);
                     if !completes {
                         stream.partial = Some(partial);
                         self.buffered += take;
@@ -322,7 +348,7 @@ impl ChunkReader {
                     }
                     self.partial_count -= 1;
                     self.buffered -= have;
-                    partial.freeze()
+                    Bytes::from(partial)
                 }
             };
             let msg = RawMessage {

@@ -281,6 +281,8 @@ pub struct ServerSession {
     config: ServerConfig,
     state: State,
     input: BytesMut,
+    /// Bytes left in `input` after the last call (a chunk not complete yet).
+    unprocessed: usize,
     reader: ChunkReader,
     out: Outgoing,
     queue: VecDeque<ServerOutput>,
@@ -307,6 +309,7 @@ impl ServerSession {
             config,
             state: State::ExpectC0C1C2(Box::new(ServerHandshake::new(random))),
             input: BytesMut::new(),
+            unprocessed: 0,
             queue: VecDeque::new(),
             bytes_received: 0,
             app: String::new(),
@@ -326,8 +329,13 @@ impl ServerSession {
         if let State::Closed = self.state {
             return Err(RtmpError::Closed);
         }
-        self.bytes_received += bytes.len() as u64;
         self.input.extend_from_slice(bytes);
+        self.take_input(bytes.len())
+    }
+
+    /// Processes `n` new bytes at the end of the input buffer.
+    fn take_input(&mut self, n: usize) -> Result<(), RtmpError> {
+        self.bytes_received += n as u64;
         let result = self.process();
         if result.is_err() {
             self.state = State::Closed;
@@ -335,11 +343,28 @@ impl ServerSession {
         } else if !matches!(self.state, State::ExpectC0C1C2(_)) {
             self.out.maybe_ack(self.bytes_received);
         }
-        if self.input.is_empty() {
+        if self.input.is_empty() && !matches!(self.state, State::Publishing) {
             // An idle session (a player) holds no buffer: the handshake's would stay.
+            // A publisher keeps its own, which the socket reads into.
             self.input = BytesMut::new();
         }
+        self.unprocessed = self.input.len();
         result
+    }
+
+    /// While publishing, the buffer the connection may read into directly (see
+    /// [`sluice_session::Session::input_buffer`]); then call [`Self::handle_buffered`].
+    pub fn input_buffer(&mut self) -> Option<&mut BytesMut> {
+        matches!(self.state, State::Publishing).then_some(&mut self.input)
+    }
+
+    /// Processes what was read into [`Self::input_buffer`] since the last call.
+    pub fn handle_buffered(&mut self) -> Result<(), RtmpError> {
+        if let State::Closed = self.state {
+            return Err(RtmpError::Closed);
+        }
+        let n = self.input.len().saturating_sub(self.unprocessed);
+        self.take_input(n)
     }
 
     /// The next output; drain to `None` after every call into the session.
@@ -746,6 +771,14 @@ fn request_label(req: &Request) -> &'static str {
 impl Session for ServerSession {
     type Event = ServerEvent;
     type Error = RtmpError;
+
+    fn input_buffer(&mut self) -> Option<&mut BytesMut> {
+        ServerSession::input_buffer(self)
+    }
+
+    fn handle_buffered(&mut self, _now: std::time::Instant) -> Result<(), RtmpError> {
+        ServerSession::handle_buffered(self)
+    }
 
     fn handle_input(
         &mut self,

@@ -410,9 +410,28 @@ impl ServerSession {
         if self.state == State::Closed {
             return Err(RtspError::Closed);
         }
+        self.input.extend_from_slice(bytes);
+        self.take_input(now)
+    }
+
+    /// While recording (a publisher, whose RTP comes interleaved on this
+    /// connection), the buffer the connection may read into directly; then call
+    /// [`Self::handle_buffered`].
+    pub fn input_buffer(&mut self) -> Option<&mut BytesMut> {
+        (self.state == State::Recording).then_some(&mut self.input)
+    }
+
+    /// Processes what was read into [`Self::input_buffer`].
+    pub fn handle_buffered(&mut self, now: Instant) -> Result<(), RtspError> {
+        if self.state == State::Closed {
+            return Err(RtspError::Closed);
+        }
+        self.take_input(now)
+    }
+
+    fn take_input(&mut self, now: Instant) -> Result<(), RtspError> {
         self.now = now;
         self.last_activity = now;
-        self.input.extend_from_slice(bytes);
         let result = self.process();
         if result.is_err() {
             self.close();
@@ -710,8 +729,9 @@ impl ServerSession {
                     limit,
                 });
             }
-        } else if self.input.is_empty() {
-            // An idle connection holds no buffer.
+        } else if self.input.is_empty() && self.state != State::Recording {
+            // An idle connection holds no buffer; a publisher keeps the one its
+            // connection reads into.
             self.input = BytesMut::new();
         }
         Ok(())
@@ -1094,6 +1114,14 @@ impl sluice_session::Session for ServerSession {
                 what: "a datagram on the RTSP connection",
             }),
         }
+    }
+
+    fn input_buffer(&mut self) -> Option<&mut BytesMut> {
+        ServerSession::input_buffer(self)
+    }
+
+    fn handle_buffered(&mut self, now: Instant) -> Result<(), RtspError> {
+        ServerSession::handle_buffered(self, now)
     }
 
     fn handle_timeout(&mut self, now: Instant) {

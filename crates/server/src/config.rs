@@ -396,6 +396,16 @@ settings! {
         part_ms: u32 = 300;
         /// Segments listed in a live playlist; three more are kept for slow clients.
         window: usize = 6;
+        /// Segment every stream from its first frame, asked for or not (a CDN origin). Off, a
+        /// stream is segmented from its first HLS request, starting with the GOPs its ring
+        /// keeps (so the first playlist lists them at once), until idle_s after the last one.
+        /// [[apps]] entries may set hls_always.
+        #[flag("hls-always", "BOOL")]
+        always: bool = false;
+        /// Segmenting of a stream stops, and its segments are dropped, this many seconds
+        /// after its last HLS request (unless always).
+        #[flag("hls-idle-s", "S")]
+        idle_s: u64 = 60;
     }
 
     /// Recording live streams to files below the media root.
@@ -476,6 +486,8 @@ pub struct AppConfig {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub hls: Option<bool>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub hls_always: Option<bool>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub record: Option<bool>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub merge_ms: Option<u64>,
@@ -494,6 +506,11 @@ const APP_KEYS: &[(&str, &str)] = &[
         "hls",
         "true or false: HLS for these streams, whatever hls.enabled says (the [hls] \
          segment settings apply).",
+    ),
+    (
+        "hls_always",
+        "true or false: segment these streams for HLS from their first frame, asked for \
+         or not (a CDN origin), whatever hls.always says.",
     ),
     (
         "record",
@@ -572,6 +589,10 @@ impl clap::Args for SettingFlags {
 pub struct StreamSettings {
     /// HLS segmenting, or `None` when HLS is off for this stream.
     pub hls: Option<sluice_hls::HlsConfig>,
+    /// Segment from the first frame, asked for or not.
+    pub hls_always: bool,
+    /// Stop segmenting this long after the last HLS request (unless always).
+    pub hls_idle: Duration,
     /// Recording forced on (`Some(true)`) or off (`Some(false)`) by an app entry; `None`
     /// leaves it to the `record.streams` patterns.
     pub record: Option<bool>,
@@ -586,6 +607,8 @@ pub struct Apps {
     entries: Vec<(record::Pattern, AppConfig)>,
     hls: sluice_hls::HlsConfig,
     hls_enabled: bool,
+    hls_always: bool,
+    hls_idle: Duration,
     merge: Duration,
 }
 
@@ -601,6 +624,8 @@ impl Apps {
         let hls_on = app.and_then(|a| a.hls).unwrap_or(self.hls_enabled);
         StreamSettings {
             hls: hls_on.then_some(self.hls),
+            hls_always: app.and_then(|a| a.hls_always).unwrap_or(self.hls_always),
+            hls_idle: self.hls_idle,
             record: app.and_then(|a| a.record),
             merge: app
                 .and_then(|a| a.merge_ms)
@@ -805,6 +830,8 @@ impl Config {
                 .collect(),
             hls: self.hls.segmenting(),
             hls_enabled: self.hls.enabled,
+            hls_always: self.hls.always,
+            hls_idle: Duration::from_secs(self.hls.idle_s),
             merge: Duration::from_millis(self.players.merge_ms),
         }
     }
@@ -1129,6 +1156,7 @@ mod tests {
         let full = AppConfig {
             name: "x".into(),
             hls: Some(true),
+            hls_always: Some(true),
             record: Some(true),
             merge_ms: Some(1),
         };

@@ -324,8 +324,24 @@ where
         match woke {
             Woke::Readable(r) => {
                 r?;
-                // The worker's scratch buffer: no read buffer per connection, and no
-                // zeroing per read.
+                // A publisher's session reads straight into its own buffer.
+                if let Some(buf) = conn.session.input_buffer() {
+                    buf.reserve(READ_CHUNK);
+                    match conn.sock.try_read_buf(buf) {
+                        Ok(0) => return Ok(()),
+                        Ok(_) => {
+                            idle_deadline = idle_after(conn.idle);
+                            if let Err(e) = conn.session.handle_buffered(Instant::now()) {
+                                return Err(DriveError::Session(e));
+                            }
+                        }
+                        Err(e) if e.kind() == io::ErrorKind::WouldBlock => {}
+                        Err(e) => return Err(e.into()),
+                    }
+                    continue;
+                }
+                // Others use the worker's scratch buffer: no read buffer per
+                // connection, and no zeroing per read.
                 let ctx = conn.ctx.clone();
                 let mut buf = ctx.read_buf.borrow_mut();
                 match conn.sock.try_read(&mut buf) {

@@ -121,6 +121,9 @@ impl Server {
             publish_grace: Duration::from_millis(config.limits.publish_grace_ms),
             apps: Arc::new(config.apps()),
             rtp: Config::listener(&config.rtsp.listen).is_some(),
+            shape: Shape {
+                rtmp_chunk_size: config.rtmp.chunk_size as usize,
+            },
         });
         let hub = Arc::new(hub.with_recorder(recorder));
         let (rtmp, mut rtmp_listeners) = listeners("RTMP", &config.rtmp.listen, workers)?;
@@ -226,9 +229,7 @@ fn run_worker(parts: WorkerParts, starts: Vec<Start>, mut stop: watch::Receiver<
         let fanout = Fanout::new(Policy {
             max_lag_ms: i64::try_from(config.players.max_lag_ms).unwrap_or(i64::MAX),
             max_skips: config.players.max_skips,
-            shape: Shape {
-                rtmp_chunk_size: config.rtmp.chunk_size as usize,
-            },
+            shape: parts.hub.config.shape,
             send_buffer: config.players.send_buffer,
         });
         let ctx = Rc::new(Ctx {

@@ -30,7 +30,7 @@
 #![forbid(unsafe_code)]
 #![warn(missing_docs, unreachable_pub, clippy::unwrap_used)]
 
-use bytes::Bytes;
+use bytes::{Bytes, BytesMut};
 use std::net::SocketAddr;
 use std::time::Instant;
 
@@ -121,6 +121,20 @@ pub trait Session {
 
     /// Feeds what arrived at `now`.
     fn handle_input(&mut self, now: Instant, input: Input<'_>) -> Result<(), Self::Error>;
+
+    /// A buffer a stream transport may read the next input into directly, for a
+    /// session that takes a lot of it (a publisher): it saves copying every byte out
+    /// of a shared scratch buffer. `None` (the default, and right for a player, which
+    /// should hold no buffer while idle) has the driver call `handle_input`.
+    fn input_buffer(&mut self) -> Option<&mut BytesMut> {
+        None
+    }
+
+    /// Bytes were appended to [`Session::input_buffer`] at `now`: take them.
+    fn handle_buffered(&mut self, now: Instant) -> Result<(), Self::Error> {
+        let _ = now;
+        Ok(())
+    }
 
     /// Time has passed: the time [`Session::poll_timeout`] named has come, or a driver
     /// that arms its timers lazily wakes the session early (it must check the time and

@@ -1,15 +1,26 @@
 //! The stream hub: one live stream per `app/name`, found by publishers and players.
 //!
-//! Why a plain mutex: the registry is touched when a session publishes, plays or
-//! leaves, never per frame. Per-frame state lives in each [`Stream`], whose lock is
-//! taken once per frame by the publisher and once per merge window by each worker.
+//! Why a snapshot map: every play and HLS request looks a stream up, so lookups read an
+//! immutable map through `ArcSwap` without a lock shared by all workers (a shared
+//! mutex there is what capped other servers' HLS viewers). Publishing and expiry, far
+//! rarer, copy the map under a writers' mutex. Per-frame state lives in each
+//! [`Stream`], whose lock is taken once per frame by the publisher and once per merge
+//! window by each worker.
+//!
+//! What a stream makes for its consumers, it makes only while they are there: the RTP
+//! form while RTSP players play ([`Stream::want_rtp`]), HLS segments while HLS is asked
+//! for ([`Stream::want_hls`]), the FLV family's forms while they have players. A
+//! consumer that arrives starts its output from the packets already in the ring.
 
 use crate::config::{Apps, StreamSettings};
-use crate::core::packet::{Packet, RtpSource};
+use crate::core::format::{self, FormatId};
+use crate::core::packet::{Packet, Payload, RtpSource, Shape};
 use crate::core::ring::{Ring, RingLimits};
-use crate::hls::HlsStream;
+use crate::hls::{HlsStream, Replay};
 use crate::record::{Recorder, Tap};
-use std::collections::HashMap;
+use arc_swap::ArcSwap;
+use sluice_media::Track;
+use std::collections::{HashMap, VecDeque};
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::Duration;
@@ -22,8 +33,10 @@ pub struct HubConfig {
     pub publish_grace: Duration,
     /// What each new stream gets (HLS, recording, merge window), by its key.
     pub apps: Arc<Apps>,
-    /// Whether streams make the RTP form of their frames (an RTSP listener is on).
+    /// Whether streams can make the RTP form of their frames (an RTSP listener is on).
     pub rtp: bool,
+    /// The shape of the shared bytes (the RTMP chunk size).
+    pub shape: Shape,
 }
 
 /// Why a publisher was refused.
@@ -33,10 +46,14 @@ pub enum PublishError {
     InUse(String),
 }
 
+type Directory = HashMap<Arc<str>, Arc<Stream>>;
+
 /// All live streams.
 #[derive(Debug)]
 pub struct Hub {
-    streams: Mutex<HashMap<String, Arc<Stream>>>,
+    /// Read without a lock; replaced whole under `writers`.
+    streams: ArcSwap<Directory>,
+    writers: Mutex<()>,
     /// Woken whenever a stream gets a publisher, for players waiting for one.
     published: Notify,
     next_id: AtomicU64,
@@ -59,13 +76,28 @@ pub struct Stream {
     pub skips: AtomicU64,
     /// The stream's HLS segments and playlists.
     pub hls: HlsStream,
-    /// The stream's RTP packetizers, when RTSP is on. Only its publisher takes this
-    /// lock (once per frame, before the state lock, never both at once).
-    pub rtp: Option<Mutex<RtpSource>>,
+    /// What the publisher feeds in stream order for consumers that come and go (RTP,
+    /// HLS): taken by the publisher once per packet, and by a consumer that arrives,
+    /// which starts its output from the ring. Taken before the state lock or the HLS
+    /// segmenters' lock, never after.
+    taps: Mutex<Taps>,
+    /// Players per output format, across all workers: which forms the publisher
+    /// builds in advance.
+    consumers: [AtomicUsize; format::COUNT],
+    shape: Shape,
     /// The stream's line to the recording thread, when it is recorded.
     pub record: Option<Tap>,
     /// The merge window of its players (per app, see `config::StreamSettings`).
     pub merge: Duration,
+}
+
+/// See [`Stream::taps`].
+#[derive(Debug)]
+pub struct Taps {
+    /// The stream's RTP packetizers, when RTSP is on.
+    rtp: Option<RtpSource>,
+    /// RTSP players now: the RTP form is made while there are any.
+    rtp_users: usize,
 }
 
 #[derive(Debug)]
@@ -83,6 +115,9 @@ pub struct StreamState {
     /// timeline when a publisher comes back.
     pub last_ts_ms: Option<i64>,
     pub last_delta_ms: i64,
+    /// Ring positions where a returning publisher's media begins (newest last), so
+    /// that HLS started later still marks those discontinuities.
+    pub restarts: VecDeque<u64>,
     pub closed: bool,
     /// One per worker that has players of this stream; notified once per packet.
     subscribers: Vec<Arc<Notify>>,
@@ -91,7 +126,8 @@ pub struct StreamState {
 impl Hub {
     pub fn new(config: HubConfig) -> Self {
         Hub {
-            streams: Mutex::new(HashMap::new()),
+            streams: ArcSwap::from_pointee(HashMap::new()),
+            writers: Mutex::new(()),
             published: Notify::new(),
             next_id: AtomicU64::new(1),
             config,
@@ -105,8 +141,14 @@ impl Hub {
         self
     }
 
-    fn streams(&self) -> MutexGuard<'_, HashMap<String, Arc<Stream>>> {
-        self.streams.lock().unwrap_or_else(|e| e.into_inner())
+    /// Changes the directory: `change` edits a copy, which then replaces it. Writers
+    /// take turns; readers keep the map they loaded.
+    fn change<R>(&self, change: impl FnOnce(&mut Directory) -> R) -> R {
+        let _turn = self.writers.lock().unwrap_or_else(|e| e.into_inner());
+        let mut map = Directory::clone(&self.streams.load());
+        let result = change(&mut map);
+        self.streams.store(Arc::new(map));
+        result
     }
 
     /// A fresh session id.
@@ -117,30 +159,31 @@ impl Hub {
     /// Makes `publisher` the publisher of `key`: a new stream, or one whose publisher
     /// dropped within the grace window (its players continue).
     pub fn publish(&self, key: &str, publisher: u64) -> Result<Arc<Stream>, PublishError> {
-        let stream = {
-            let mut streams = self.streams();
-            if let Some(stream) = streams.get(key) {
-                let mut state = stream.lock();
-                if state.publisher.is_some() || state.closed {
-                    return Err(PublishError::InUse(key.to_string()));
-                }
-                state.publisher = Some(publisher);
-                state.generation += 1;
-                drop(state);
-                stream.clone()
-            } else {
-                let id = self.next_id();
-                let settings = self.config.apps.for_stream(key);
-                let record = self
-                    .recorder
-                    .as_ref()
-                    .and_then(|r| r.tap(key, id, settings.record));
-                let stream = Arc::new(Stream::new(key, id, &self.config, &settings, record));
-                stream.lock().publisher = Some(publisher);
-                streams.insert(key.to_string(), stream.clone());
-                stream
+        let turn = self.writers.lock().unwrap_or_else(|e| e.into_inner());
+        let stream = if let Some(stream) = self.streams.load().get(key) {
+            let mut state = stream.lock();
+            if state.publisher.is_some() || state.closed {
+                return Err(PublishError::InUse(key.to_string()));
             }
+            state.publisher = Some(publisher);
+            state.generation += 1;
+            drop(state);
+            stream.clone()
+        } else {
+            let id = self.next_id();
+            let settings = self.config.apps.for_stream(key);
+            let record = self
+                .recorder
+                .as_ref()
+                .and_then(|r| r.tap(key, id, settings.record));
+            let stream = Arc::new(Stream::new(key, id, &self.config, &settings, record));
+            stream.lock().publisher = Some(publisher);
+            let mut map = Directory::clone(&self.streams.load());
+            map.insert(Arc::from(key), stream.clone());
+            self.streams.store(Arc::new(map));
+            stream
         };
+        drop(turn);
         self.published.notify_waiters();
         Ok(stream)
     }
@@ -158,30 +201,34 @@ impl Hub {
 
     /// Ends the stream if no publisher came back since `generation`.
     pub fn expire(&self, stream: &Arc<Stream>, generation: u64) -> bool {
-        let mut streams = self.streams();
-        {
-            let mut state = stream.lock();
-            if state.publisher.is_some() || state.generation != generation || state.closed {
-                return false;
+        let ended = self.change(|streams| {
+            {
+                let mut state = stream.lock();
+                if state.publisher.is_some() || state.generation != generation || state.closed {
+                    return false;
+                }
+                state.close();
             }
-            state.close();
+            if streams
+                .get(stream.key.as_str())
+                .is_some_and(|s| Arc::ptr_eq(s, stream))
+            {
+                streams.remove(stream.key.as_str());
+            }
+            true
+        });
+        if ended {
+            stream.hls.end(&stream.key);
+            if let Some(tap) = &stream.record {
+                tap.close();
+            }
         }
-        stream.hls.end(&stream.key);
-        if let Some(tap) = &stream.record {
-            tap.close();
-        }
-        if streams
-            .get(&stream.key)
-            .is_some_and(|s| Arc::ptr_eq(s, stream))
-        {
-            streams.remove(&stream.key);
-        }
-        true
+        ended
     }
 
     /// The stream of `key` if it is live or waiting for its publisher to return.
     pub fn find(&self, key: &str) -> Option<Arc<Stream>> {
-        self.streams().get(key).cloned()
+        self.streams.load().get(key).cloned()
     }
 
     /// Like [`Hub::find`], but waits up to `wait` for a publisher to appear.
@@ -196,6 +243,17 @@ impl Hub {
                 return None;
             }
         }
+    }
+}
+
+/// An RTSP player's claim on its stream's RTP form (see [`Stream::want_rtp`]).
+#[derive(Debug)]
+pub struct RtpUse(Arc<Stream>);
+
+impl Drop for RtpUse {
+    fn drop(&mut self) {
+        let mut taps = self.0.taps();
+        taps.rtp_users = taps.rtp_users.saturating_sub(1);
     }
 }
 
@@ -236,7 +294,13 @@ impl Stream {
     ) -> Self {
         let limits = config.ring;
         Stream {
-            hls: HlsStream::new(key, id, settings.hls),
+            hls: HlsStream::new(
+                key,
+                id,
+                settings.hls,
+                settings.hls_always,
+                settings.hls_idle,
+            ),
             key: key.to_string(),
             id,
             state: Mutex::new(StreamState {
@@ -249,16 +313,119 @@ impl Stream {
                 generation: 0,
                 last_ts_ms: None,
                 last_delta_ms: 0,
+                restarts: VecDeque::new(),
                 closed: false,
                 subscribers: Vec::new(),
             }),
             players: AtomicUsize::new(0),
             hls_viewers: AtomicUsize::new(0),
             skips: AtomicU64::new(0),
-            rtp: config.rtp.then(|| Mutex::new(RtpSource::new())),
+            taps: Mutex::new(Taps {
+                rtp: config.rtp.then(RtpSource::new),
+                rtp_users: 0,
+            }),
+            consumers: std::array::from_fn(|_| AtomicUsize::new(0)),
+            shape: config.shape,
             record,
             merge: settings.merge,
         }
+    }
+
+    /// See [`Stream::taps`]: the publisher holds it from a packet's taps to its push.
+    pub fn taps(&self) -> MutexGuard<'_, Taps> {
+        self.taps.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// A player of `format` came (`true`) or went.
+    pub fn count_consumer(&self, format: FormatId, came: bool) {
+        let n = &self.consumers[format.index()];
+        if came {
+            n.fetch_add(1, Ordering::Relaxed);
+        } else {
+            n.fetch_sub(1, Ordering::Relaxed);
+        }
+    }
+
+    /// Builds the forms of `packet` that players wait for, before it is pushed: the
+    /// publisher's thread does it once, workers only read. A form derived from another
+    /// (RTMP and WebSocket-FLV from FLV) builds that one on the way.
+    pub fn prepare(&self, packet: &Packet) {
+        packet.prepare(
+            FormatId::all().filter(|f| self.consumers[f.index()].load(Ordering::Relaxed) > 0),
+            &self.shape,
+        );
+    }
+
+    /// An RTSP player needs the RTP form until the returned guard is dropped (`None`:
+    /// RTSP is off). The first one starts the form at the start keyframe: packets
+    /// from there on that lack it get it now, in stream order, and the publisher makes
+    /// it for every packet after them.
+    pub fn want_rtp(self: &Arc<Self>) -> Option<RtpUse> {
+        let mut taps = self.taps();
+        let Taps { rtp, rtp_users } = &mut *taps;
+        let source = rtp.as_mut()?;
+        *rtp_users += 1;
+        if *rtp_users == 1 {
+            let packets: Vec<Arc<Packet>> = {
+                let state = self.lock();
+                let ring = &state.ring;
+                (ring.start().unwrap_or(ring.next())..ring.next())
+                    .filter_map(|pos| ring.get(pos).cloned())
+                    .collect()
+            };
+            for packet in packets.iter().filter(|p| p.rtp().is_none()) {
+                if let Payload::Media { frame, .. } = &packet.payload {
+                    if let Some(form) = source.packetize(frame) {
+                        packet.set_rtp(form);
+                    }
+                }
+            }
+        }
+        Some(RtpUse(self.clone()))
+    }
+
+    /// Someone asked for this stream's HLS: the segmenters run (again) if they were
+    /// idle, starting from the oldest keyframe the ring keeps so that the first
+    /// playlist already lists what the ring holds.
+    pub fn want_hls(&self) {
+        self.hls.requested();
+        if self.hls.segmenting() || !self.hls.enabled() {
+            return;
+        }
+        let _taps = self.taps();
+        if self.hls.segmenting() {
+            return;
+        }
+        let (packets, tracks, restarts) = {
+            let state = self.lock();
+            let ring = &state.ring;
+            let from = ring.oldest_key().unwrap_or(ring.next());
+            let packets: Vec<(u64, Arc<Packet>)> = (from..ring.next())
+                .filter_map(|pos| Some((pos, ring.get(pos)?.clone())))
+                .collect();
+            let track = |p: &Option<Arc<Packet>>| match p.as_deref().map(|p| &p.payload) {
+                Some(Payload::Config(t)) => Some(t.clone()),
+                _ => None,
+            };
+            (
+                packets,
+                [track(&state.video_config), track(&state.audio_config)],
+                state.restarts.clone(),
+            )
+        };
+        let newest = packets.last().map_or(0, |(_, p)| p.ts_ms);
+        let replay = packets.iter().flat_map(|(pos, p)| {
+            let restart = restarts.contains(pos).then_some(Replay::Discontinuity);
+            let item = match &p.payload {
+                Payload::Config(track) => Some(Replay::Track(track)),
+                Payload::Media { frame, track } => {
+                    Some(Replay::Frame(frame, track, newest - p.ts_ms))
+                }
+                Payload::Metadata(_) => None,
+            };
+            restart.into_iter().chain(item)
+        });
+        self.hls.start(&self.key, replay, &tracks);
     }
 
     /// Never held across I/O or an await.
@@ -286,6 +453,47 @@ impl Stream {
         }
     }
 
+    /// Feeds a new media packet to the taps, builds the forms players wait for, and
+    /// pushes it: the publisher's path for every frame. HLS gets the frame (while it
+    /// segments), RTP gets made (while RTSP players play).
+    pub fn publish_media(&self, packet: Arc<Packet>) {
+        let mut taps = self.taps();
+        if let Payload::Media { frame, .. } = &packet.payload {
+            self.hls.push(&self.key, frame);
+            if taps.rtp_users > 0 {
+                if let Some(form) = taps.rtp.as_mut().and_then(|r| r.packetize(frame)) {
+                    packet.set_rtp(form);
+                }
+            }
+        }
+        self.prepare(&packet);
+        self.push(packet);
+        drop(taps);
+    }
+
+    /// A new decoder configuration: the taps get it, then the packet is pushed.
+    pub fn publish_track(&self, track: &Arc<Track>, packet: Arc<Packet>) {
+        let mut taps = self.taps();
+        self.hls.set_track(track);
+        if let Some(rtp) = &mut taps.rtp {
+            rtp.set_track(track);
+        }
+        {
+            let mut state = self.lock();
+            match track.kind() {
+                sluice_media::MediaKind::Video => {
+                    state.has_video = true;
+                    state.video_config = Some(packet.clone());
+                    state.ring.reset_start();
+                }
+                sluice_media::MediaKind::Audio => state.audio_config = Some(packet.clone()),
+            }
+        }
+        self.prepare(&packet);
+        self.push(packet);
+        drop(taps);
+    }
+
     /// Registers a worker's notifier.
     pub fn subscribe(&self, notify: Arc<Notify>) {
         self.lock().subscribers.push(notify);
@@ -293,5 +501,153 @@ impl Stream {
 
     pub fn unsubscribe(&self, notify: &Arc<Notify>) {
         self.lock().subscribers.retain(|n| !Arc::ptr_eq(n, notify));
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::core::ingest::Ingest;
+    use bytes::Bytes;
+    use sluice_media::codec::AvcConfig;
+    use sluice_media::{Frame, MediaKind, TrackConfig};
+
+    fn hub() -> Hub {
+        Hub::new(HubConfig {
+            ring: RingLimits {
+                max_ms: 10_000,
+                max_bytes: 64 << 20,
+            },
+            publish_grace: Duration::from_secs(1),
+            apps: Arc::new(crate::config::Config::default().apps()),
+            rtp: true,
+            shape: Shape {
+                rtmp_chunk_size: 4096,
+            },
+        })
+    }
+
+    fn avc() -> Track {
+        let sps = Bytes::from_static(&[0x67, 0x42, 0xc0, 0x1e, 0xd9, 0x00, 0xa0, 0x47]);
+        let pps = Bytes::from_static(&[0x68, 0xce, 0x3c, 0x80]);
+        Track::new(TrackConfig::H264(
+            AvcConfig::from_parameter_sets(&[sps], &[pps]).expect("avcC"),
+        ))
+    }
+
+    /// Video frames `from..to` at 25 fps, a keyframe each second.
+    fn push(ingest: &mut Ingest, from: i64, to: i64) {
+        for n in from..to {
+            let t = n * 3600;
+            ingest.frame(Frame {
+                kind: MediaKind::Video,
+                dts: t,
+                pts: t,
+                keyframe: n % 25 == 0,
+                payload: Bytes::from(vec![
+                    0,
+                    0,
+                    0,
+                    2,
+                    if n % 25 == 0 { 0x65 } else { 0x41 },
+                    n as u8,
+                ]),
+            });
+        }
+    }
+
+    fn packets(stream: &Stream) -> Vec<Arc<Packet>> {
+        let state = stream.lock();
+        (state.ring.first()..state.ring.next())
+            .filter_map(|p| state.ring.get(p).cloned())
+            .collect()
+    }
+
+    #[test]
+    fn the_rtp_form_is_made_only_while_rtsp_players_play() {
+        let hub = hub();
+        let stream = hub.publish("live/a", 1).unwrap();
+        let mut ingest = Ingest::new(stream.clone());
+        ingest.set_track(0, avc());
+        push(&mut ingest, 0, 60);
+        assert!(packets(&stream).iter().all(|p| p.rtp().is_none()));
+
+        // The first player: from the start keyframe on, every frame gets its form, in
+        // order, with consecutive sequence numbers; older ones are left alone.
+        let start = stream.lock().ring.start().unwrap();
+        let first = stream.want_rtp().expect("RTSP is on");
+        push(&mut ingest, 60, 70);
+        let seqs: Vec<u16> = {
+            let state = stream.lock();
+            assert!(state.ring.get(start - 1).unwrap().rtp().is_none());
+            (start..state.ring.next())
+                .map(|p| {
+                    state
+                        .ring
+                        .get(p)
+                        .unwrap()
+                        .rtp()
+                        .expect("an RTP form")
+                        .first_seq
+                })
+                .collect()
+        };
+        assert_eq!(seqs.len(), 20);
+        // One packet per frame, a keyframe perhaps with its parameter sets before it.
+        for w in seqs.windows(2) {
+            assert!((1..=3).contains(&w[1].wrapping_sub(w[0])), "{seqs:?}");
+        }
+
+        // A second player changes nothing; when the last one goes, the forms stop.
+        let second = stream.want_rtp().unwrap();
+        drop(first);
+        push(&mut ingest, 70, 71);
+        assert!(packets(&stream).last().unwrap().rtp().is_some());
+        drop(second);
+        push(&mut ingest, 71, 72);
+        assert!(packets(&stream).last().unwrap().rtp().is_none());
+    }
+
+    #[test]
+    fn hls_starts_at_the_first_request_with_what_the_ring_kept() {
+        let hub = hub();
+        let stream = hub.publish("live/b", 1).unwrap();
+        let mut ingest = Ingest::new(stream.clone());
+        ingest.set_track(0, avc());
+        push(&mut ingest, 0, 250);
+        assert!(!stream.hls.segmenting(), "nobody asked");
+        assert!(stream.hls.view().ts.is_none());
+
+        stream.want_hls();
+        assert!(stream.hls.segmenting());
+        let view = stream.hls.view();
+        let ts = view
+            .ts
+            .as_ref()
+            .expect("a TS playlist at the first request");
+        assert!(ts.segments.len() >= 3, "{:?}", ts.timeline);
+        // And it goes on with the publisher's frames.
+        let before = ts.timeline.revision();
+        push(&mut ingest, 250, 300);
+        let after = stream.hls.view().ts.as_ref().unwrap().timeline.revision();
+        assert_ne!(before, after);
+    }
+
+    #[test]
+    fn forms_with_players_are_built_before_the_push() {
+        let hub = hub();
+        let stream = hub.publish("live/c", 1).unwrap();
+        let mut ingest = Ingest::new(stream.clone());
+        ingest.set_track(0, avc());
+        push(&mut ingest, 0, 1);
+        assert!(!packets(&stream)[1].built(FormatId::FLV));
+        stream.count_consumer(FormatId::RTMP, true);
+        push(&mut ingest, 1, 2);
+        let last = packets(&stream).pop().unwrap();
+        assert!(last.built(FormatId::RTMP) && last.built(FormatId::FLV));
+        assert!(!last.built(FormatId::WS_FLV));
+        stream.count_consumer(FormatId::RTMP, false);
+        push(&mut ingest, 2, 3);
+        assert!(!packets(&stream).pop().unwrap().built(FormatId::FLV));
     }
 }

@@ -1,7 +1,8 @@
 //! From a publisher's media to packets in the hub, for every ingest protocol: FLV tag
 //! bodies (RTMP; HTTP-FLV pull for relays later) and ready tracks and frames (RTSP,
 //! from RTP). Both paths end in [`Ingest::set_track`] and [`Ingest::frame`], which make
-//! the packets, feed HLS, and make the RTP form of each frame when RTSP is on.
+//! the packets and hand them to the stream (`Stream::publish_media`), which feeds the
+//! outputs that are being consumed.
 //!
 //! A session publishes through a [`Publisher`], the hub's handle that unregisters it
 //! when dropped.
@@ -32,8 +33,20 @@ pub struct Ingest {
 
 impl Ingest {
     pub fn new(stream: Arc<Stream>) -> Self {
-        if stream.lock().generation > 0 {
-            stream.hls.discontinuity();
+        {
+            let mut state = stream.lock();
+            if state.generation > 0 {
+                // A returning publisher: HLS marks a discontinuity where its media
+                // begins, now or when it starts later from the ring.
+                let (first, next) = (state.ring.first(), state.ring.next());
+                state.restarts.retain(|&p| p >= first);
+                if state.restarts.len() >= 8 {
+                    state.restarts.pop_front();
+                }
+                state.restarts.push_back(next);
+                drop(state);
+                stream.hls.discontinuity();
+            }
         }
         Ingest {
             stream,
@@ -146,29 +159,12 @@ impl Ingest {
             MediaKind::Video => self.video = Some(track.clone()),
             MediaKind::Audio => self.audio = Some(track.clone()),
         }
-        self.stream.hls.set_track(&track);
         if let Some(tap) = &self.stream.record {
             tap.tracks(self.video.as_ref(), self.audio.as_ref());
         }
-        if let Some(rtp) = &self.stream.rtp {
-            rtp.lock()
-                .unwrap_or_else(|e| e.into_inner())
-                .set_track(&track);
-        }
         let ts = Frame::ms_from_ticks(self.rebase(ticks));
-        let packet = Packet::new(Payload::Config(track), ts, false);
-        {
-            let mut state = self.stream.lock();
-            match kind {
-                MediaKind::Video => {
-                    state.has_video = true;
-                    state.video_config = Some(packet.clone());
-                    state.ring.reset_start();
-                }
-                MediaKind::Audio => state.audio_config = Some(packet.clone()),
-            }
-        }
-        self.stream.push(packet);
+        let packet = Packet::new(Payload::Config(track.clone()), ts, false);
+        self.stream.publish_track(&track, packet);
     }
 
     /// A coded frame with timestamps on the publisher's clock (90 kHz); dropped (and
@@ -187,28 +183,19 @@ impl Ingest {
             MediaKind::Audio => self.video.is_none(),
         };
         self.frames += 1;
-        self.stream.hls.push(&self.stream.key, &frame);
         if let Some(tap) = &self.stream.record {
             tap.frame(&frame, key);
         }
-        let rtp = self.stream.rtp.as_ref().and_then(|rtp| {
-            rtp.lock()
-                .unwrap_or_else(|e| e.into_inner())
-                .packetize(&frame)
-        });
         let ts = Frame::ms_from_ticks(dts);
-        self.stream.push(Packet::with_rtp(
-            Payload::Media { frame, track },
-            ts,
-            key,
-            rtp,
-        ));
+        self.stream
+            .publish_media(Packet::new(Payload::Media { frame, track }, ts, key));
     }
 
     /// A script data body (`onMetaData` and its object).
     pub fn metadata(&mut self, body: Bytes) {
         let ts = self.stream.lock().last_ts_ms.unwrap_or(0);
         let packet = Packet::new(Payload::Metadata(body), ts, false);
+        self.stream.prepare(&packet);
         self.stream.lock().metadata = Some(packet.clone());
         self.stream.push(packet);
     }

@@ -1,17 +1,18 @@
 //! A packet: one frame, sequence header or metadata message of a stream, with each
 //! output format's bytes made at most once and shared by every player.
 //!
-//! Why lazily: a format nobody plays costs nothing, and the first worker that needs a
-//! format builds it for all the others (`OnceLock`), so the bytes exist once per
-//! stream whatever the number of players or workers. Formats are registered in
-//! `format`; a packet holds one slot per registered format.
+//! Why on demand: a format nobody plays costs nothing. While a format has players, the
+//! publisher builds each new packet's form before pushing it ([`Packet::prepare`]), so
+//! workers only read; a packet that came before the first player (the GOP cache) is
+//! built by the first worker that needs it. Nobody waits for another thread to build a
+//! form: two workers racing build it twice and one copy is kept. Formats are
+//! registered in `format`; a packet holds one slot per registered format.
 //!
 //! The exception is RTP: a packetizer numbers packets on from frame to frame, so the
-//! RTP form of a frame is made once, in stream order, by the publisher as it pushes
-//! the frame ([`RtpSource`], only while an RTSP listener is on), and shared by every
-//! RTSP player like the lazy forms.
+//! RTP form of a frame is made in stream order, by the stream's [`RtpSource`] while an
+//! RTSP player needs it (see `hub::Stream::want_rtp`), and shared like the other forms.
 
-use crate::core::format::{self, Format};
+use crate::core::format::{self, Format, FormatId};
 use bytes::Bytes;
 use sluice_media::rtp::{self, RtpStart};
 use sluice_media::{Frame, MediaKind, Track};
@@ -48,9 +49,11 @@ pub struct Packet {
     pub key: bool,
     /// This packet in each registered output format, built on first use.
     forms: [OnceLock<Bytes>; format::COUNT],
-    /// The frame's RTP packets, made by the stream's [`RtpSource`] when the packet was
-    /// pushed (not lazily: sequence numbers must follow stream order).
-    pub rtp: Option<RtpForm>,
+    /// The frame's RTP packets, made by the stream's [`RtpSource`] in stream order (not
+    /// lazily by a player: sequence numbers must follow stream order).
+    rtp: OnceLock<RtpForm>,
+    /// The payload's bytes, fixed at birth: what the ring counts it for.
+    size: usize,
 }
 
 /// The stream's RTP source ([`rtp::RtpSource`]) with what it takes from the world:
@@ -100,28 +103,42 @@ impl Default for RtpSource {
 
 impl Packet {
     pub fn new(payload: Payload, ts_ms: i64, key: bool) -> Arc<Packet> {
-        Self::with_rtp(payload, ts_ms, key, None)
-    }
-
-    /// A packet with its RTP form made in advance (see [`RtpSource`]).
-    pub fn with_rtp(payload: Payload, ts_ms: i64, key: bool, rtp: Option<RtpForm>) -> Arc<Packet> {
+        let size = match &payload {
+            Payload::Media { frame, .. } => frame.payload.len(),
+            Payload::Config(_) => 64,
+            Payload::Metadata(b) => b.len(),
+        };
         Arc::new(Packet {
             payload,
             ts_ms,
             key,
             forms: std::array::from_fn(|_| OnceLock::new()),
-            rtp,
+            rtp: OnceLock::new(),
+            size,
         })
     }
 
-    /// Bytes in the ring's accounting: the payload and its RTP form (made eagerly),
-    /// whatever lazy formats get built.
+    /// Bytes in the ring's accounting: the payload's. Forms are built on demand and
+    /// not counted, so the figure never changes while the ring holds the packet.
     pub fn size(&self) -> usize {
-        let rtp = self.rtp.as_ref().map_or(0, |r| r.data.len());
-        rtp + match &self.payload {
-            Payload::Media { frame, .. } => frame.payload.len(),
-            Payload::Config(_) => 64,
-            Payload::Metadata(b) => b.len(),
+        self.size
+    }
+
+    /// The frame's RTP packets, once its stream's RTP source made them.
+    pub fn rtp(&self) -> Option<&RtpForm> {
+        self.rtp.get()
+    }
+
+    /// Gives the packet its RTP form; only the stream's RTP source does, in order, once.
+    pub(crate) fn set_rtp(&self, form: RtpForm) {
+        let _ = self.rtp.set(form);
+    }
+
+    /// Builds the forms of `formats` now (on the publisher's thread, before the packet
+    /// is pushed), so that workers only read them.
+    pub fn prepare(&self, formats: impl Iterator<Item = FormatId>, shape: &Shape) {
+        for id in formats {
+            self.bytes(Format::all(id), shape);
         }
     }
 
@@ -149,7 +166,23 @@ impl Packet {
         if !format.wants(self.kind()) {
             return &EMPTY;
         }
-        self.forms[format.id.index()].get_or_init(|| format.id.build(self, shape))
+        if let Some(held) = format.id.held(self) {
+            return held;
+        }
+        let slot = &self.forms[format.id.index()];
+        if let Some(bytes) = slot.get() {
+            return bytes;
+        }
+        // Built outside the cell: a worker racing another builds its own copy rather
+        // than wait for it; the first one stored is the one everybody shares.
+        let _ = slot.set(format.id.build(self, shape));
+        slot.get().unwrap_or(&EMPTY)
+    }
+
+    /// Whether the form of `id` was built (for tests of who builds what).
+    #[cfg(test)]
+    pub fn built(&self, id: FormatId) -> bool {
+        self.forms[id.index()].get().is_some()
     }
 
     /// Length of this packet in `format`.

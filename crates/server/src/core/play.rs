@@ -39,6 +39,7 @@ impl Playing {
     /// once (the GOP cache). Its socket's kernel send buffer is capped first.
     pub fn start(fanout: &Rc<Fanout>, stream: &Arc<Stream>, player: Rc<Player>) -> Playing {
         crate::io::sock::cap_send_buffer(player.sock.tcp(), fanout.policy.send_buffer);
+        stream.count_consumer(player.format.id, true);
         let local = fanout.attach(stream, player.clone());
         Playing {
             fanout: fanout.clone(),
@@ -83,6 +84,9 @@ impl Playing {
 impl Drop for Playing {
     fn drop(&mut self) {
         self.fanout.detach(&self.local, &self.player);
+        self.local
+            .stream
+            .count_consumer(self.player.format.id, false);
         tracing::info!(
             stream = %self.local.stream.key,
             bytes = self.player.bytes(),

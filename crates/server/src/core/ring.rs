@@ -63,6 +63,12 @@ impl Ring {
         self.start
     }
 
+    /// The oldest key packet kept: where a consumer that wants all the ring holds
+    /// starts.
+    pub fn oldest_key(&self) -> Option<u64> {
+        self.keys.front().copied()
+    }
+
     pub fn bytes(&self) -> usize {
         self.bytes
     }

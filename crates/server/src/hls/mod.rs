@@ -14,8 +14,14 @@
 //! [`FILES_IDLE`]): a stream nobody watches over HLS keeps its segments on the heap
 //! and spares its publisher the copy into page-cache pages.
 //!
-//! Segment URIs carry the stream instance's tag, so a republished stream never
-//! reuses a URI and segments can be cached as immutable by any HTTP cache.
+//! Segmenting itself runs on demand: from the first HLS request (the hub replays the
+//! GOPs its ring keeps, so the first playlist lists them at once) until `idle` after
+//! the last one, when the segments are dropped. An app can keep it on always (a CDN
+//! origin, whose edges must find segments that began before they asked).
+//!
+//! Segment URIs carry a tag unique to the stream instance and to each run of its
+//! segmenters, so a URI is never reused and segments can be cached as immutable by
+//! any HTTP cache.
 
 use crate::io::memfile::MemFile;
 use arc_swap::ArcSwap;
@@ -23,7 +29,7 @@ use bytes::Bytes;
 use sluice_hls::{Fmp4Segmenter, HlsConfig, SegmentNames, Timeline, TsSegmenter};
 use sluice_media::{Frame, Track};
 use std::collections::BTreeMap;
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 use tokio::sync::watch;
@@ -44,12 +50,37 @@ pub struct VariantView {
 /// What requests see of a stream's HLS output.
 #[derive(Debug)]
 pub struct HlsView {
+    /// The tag in this run's segment URIs (empty while not segmenting).
+    pub tag: String,
     pub ts: Option<VariantView>,
     pub fmp4: Option<VariantView>,
 }
 
+impl HlsView {
+    fn empty() -> HlsView {
+        HlsView {
+            tag: String::new(),
+            ts: None,
+            fmp4: None,
+        }
+    }
+}
+
+/// A packet the ring kept, replayed into segmenters that start late.
+#[derive(Debug, Clone, Copy)]
+pub enum Replay<'a> {
+    /// A decoder configuration.
+    Track(&'a Arc<Track>),
+    /// A frame, with the configuration it was coded with and how many ms older it is
+    /// than the newest one.
+    Frame(&'a Frame, &'a Arc<Track>, i64),
+    /// A publisher came back here.
+    Discontinuity,
+}
+
 #[derive(Debug)]
 struct Segmenters {
+    tag: String,
     ts: TsSegmenter,
     fmp4: Fmp4Segmenter,
     video: Option<Arc<Track>>,
@@ -61,6 +92,63 @@ struct Segmenters {
 }
 
 impl Segmenters {
+    fn new(config: HlsConfig, tag: String) -> Result<Segmenters, sluice_hls::HlsError> {
+        Ok(Segmenters {
+            tag,
+            ts: TsSegmenter::new(config)?,
+            fmp4: Fmp4Segmenter::new(config)?,
+            video: None,
+            audio: None,
+            ts_files: BTreeMap::new(),
+            fmp4_files: BTreeMap::new(),
+            no_files: false,
+        })
+    }
+
+    /// New decoder configuration for one kind of track.
+    fn set_track(&mut self, track: &Arc<Track>) {
+        match track.kind() {
+            sluice_media::MediaKind::Video => self.video = Some(track.clone()),
+            sluice_media::MediaKind::Audio => self.audio = Some(track.clone()),
+        }
+        self.ts
+            .set_tracks(self.video.as_deref(), self.audio.as_deref());
+        self.fmp4
+            .set_tracks(self.video.as_deref(), self.audio.as_deref());
+    }
+
+    /// Whether `track` is the configuration in use for its kind.
+    fn uses(&self, track: &Arc<Track>) -> bool {
+        let now = match track.kind() {
+            sluice_media::MediaKind::Video => &self.video,
+            sluice_media::MediaKind::Audio => &self.audio,
+        };
+        now.as_ref().is_some_and(|t| Arc::ptr_eq(t, track))
+    }
+
+    /// Adds one frame; returns whether a playlist changed.
+    fn push(&mut self, key: &str, frame: &Frame, wall_clock_ms: i64) -> bool {
+        // Changed by revision, not by the result: a segment can complete and still
+        // report a frame it dropped.
+        let before = (
+            self.ts.timeline().revision(),
+            self.fmp4.timeline().revision(),
+        );
+        if let Err(e) = self.ts.push(frame, wall_clock_ms) {
+            tracing::debug!(stream = %key, "TS segmenter dropped media: {e}");
+        }
+        if let Err(e) = self.fmp4.push(frame, wall_clock_ms) {
+            tracing::debug!(stream = %key, "fMP4 segmenter dropped media: {e}");
+        }
+        let ts = self.ts.timeline().revision() != before.0;
+        let fmp4 = self.fmp4.timeline().revision() != before.1;
+        if ts {
+            // A TS segment boundary (every ~2 s): say what this stream holds.
+            tracing::debug!(stream = %key, hls_bytes = self.memory(), "HLS segment");
+        }
+        ts || fmp4
+    }
+
     /// Moves each newly completed segment into a sealed in-memory file when `wanted`
     /// (the heap copy is freed once its readers are done) and forgets the files of
     /// released ones.
@@ -137,9 +225,16 @@ pub const FILES_IDLE: Duration = Duration::from_secs(30);
 /// The HLS output of one stream.
 #[derive(Debug)]
 pub struct HlsStream {
-    /// Unique per stream instance; part of every segment URI.
-    pub tag: String,
-    segmenters: Option<Mutex<Segmenters>>,
+    id: u64,
+    /// `None`: HLS is off for this stream.
+    config: Option<HlsConfig>,
+    /// Segment from the first frame on, asked for or not.
+    always: bool,
+    /// How long after the last request segmenting stops.
+    idle: Duration,
+    /// Whether `segmenters` is running: read per frame and per request without the lock.
+    segmenting: AtomicBool,
+    segmenters: Mutex<Option<Segmenters>>,
     born: Instant,
     /// When an HLS request last came, in whole seconds after `born` plus one (0:
     /// never). Written by the workers at most once a second, read by the publisher.
@@ -186,38 +281,50 @@ impl SegmentNames for Fmp4Names<'_> {
 }
 
 impl HlsStream {
-    /// `key` is `app/name`; `config` `None` turns HLS off for this stream.
-    pub fn new(key: &str, id: u64, config: Option<HlsConfig>) -> Self {
-        let segmenters = config.and_then(|c| {
-            let ts = TsSegmenter::new(c);
-            let fmp4 = Fmp4Segmenter::new(c);
-            match (ts, fmp4) {
-                (Ok(ts), Ok(fmp4)) => Some(Mutex::new(Segmenters {
-                    ts,
-                    fmp4,
-                    video: None,
-                    audio: None,
-                    ts_files: BTreeMap::new(),
-                    fmp4_files: BTreeMap::new(),
-                    no_files: false,
-                })),
-                (Err(e), _) | (_, Err(e)) => {
-                    tracing::warn!(stream = %key, "HLS off: {e}");
-                    None
-                }
+    /// `key` is `app/name`; `config` `None` turns HLS off for this stream. With
+    /// `always`, segmenting starts now and never stops; otherwise it runs from the
+    /// first request ([`HlsStream::start`]) until `idle` after the last.
+    pub fn new(
+        key: &str,
+        id: u64,
+        config: Option<HlsConfig>,
+        always: bool,
+        idle: Duration,
+    ) -> Self {
+        // A bad configuration is said once, here, and turns HLS off.
+        let config = config.filter(|&c| match Segmenters::new(c, String::new()) {
+            Ok(_) => true,
+            Err(e) => {
+                tracing::warn!(stream = %key, "HLS off: {e}");
+                false
             }
         });
-        HlsStream {
-            tag: format!("{:x}{:x}", wall_clock_ms(), id),
-            segmenters,
+        let hls = HlsStream {
+            id,
+            config,
+            always,
+            idle,
+            segmenting: AtomicBool::new(false),
+            segmenters: Mutex::new(None),
             born: Instant::now(),
             requested: AtomicU64::new(0),
-            view: ArcSwap::from_pointee(HlsView {
-                ts: None,
-                fmp4: None,
-            }),
+            view: ArcSwap::from_pointee(HlsView::empty()),
             changed: watch::channel(0).0,
+        };
+        if always {
+            hls.start(key, std::iter::empty(), &[]);
         }
+        hls
+    }
+
+    /// Whether HLS is on for this stream at all.
+    pub fn enabled(&self) -> bool {
+        self.config.is_some()
+    }
+
+    /// Whether the segmenters run now.
+    pub fn segmenting(&self) -> bool {
+        self.segmenting.load(Ordering::Acquire)
     }
 
     /// Someone asked for this stream's HLS (a playlist, segment or part).
@@ -229,28 +336,109 @@ impl HlsStream {
         }
     }
 
+    /// Whole seconds since the last request (`None`: never asked).
+    fn since_requested(&self) -> Option<u64> {
+        let at = self.requested.load(Ordering::Relaxed);
+        (at != 0).then(|| (self.born.elapsed().as_secs() + 1).saturating_sub(at))
+    }
+
     /// Whether complete segments should move to memfds: HLS was asked for lately.
     fn files_wanted(&self) -> bool {
-        let at = self.requested.load(Ordering::Relaxed);
-        at != 0 && (self.born.elapsed().as_secs() + 1).saturating_sub(at) < FILES_IDLE.as_secs()
+        self.since_requested()
+            .is_some_and(|s| s < FILES_IDLE.as_secs())
     }
 
     fn with<R>(&self, f: impl FnOnce(&mut Segmenters) -> R) -> Option<R> {
-        let lock = self.segmenters.as_ref()?;
-        let mut s = lock.lock().unwrap_or_else(|e| e.into_inner());
-        Some(f(&mut s))
+        let mut s = self.segmenters.lock().unwrap_or_else(|e| e.into_inner());
+        s.as_mut().map(f)
     }
 
-    /// New decoder configuration for one kind of track.
-    pub fn set_track(&self, track: &Arc<Track>) {
-        self.with(|s| {
-            match track.kind() {
-                sluice_media::MediaKind::Video => s.video = Some(track.clone()),
-                sluice_media::MediaKind::Audio => s.audio = Some(track.clone()),
+    /// Starts segmenting (when HLS is on and it is not running yet), first replaying
+    /// what the ring kept, oldest first from a keyframe, then taking the `current`
+    /// configurations the replay did not end with. The caller holds the stream's taps,
+    /// so no frame of the publisher falls between the replay and the next push.
+    pub fn start<'a>(
+        &self,
+        key: &str,
+        replay: impl Iterator<Item = Replay<'a>>,
+        current: &[Option<Arc<Track>>],
+    ) {
+        let Some(config) = self.config else {
+            return;
+        };
+        let mut guard = self.segmenters.lock().unwrap_or_else(|e| e.into_inner());
+        if guard.is_some() {
+            return;
+        }
+        let tag = format!("{:x}{:x}", wall_clock_ms(), self.id);
+        let Ok(mut s) = Segmenters::new(config, tag) else {
+            return;
+        };
+        // Both kinds' tracks before the first frame, as a live publisher gives them: a
+        // track set after a segment began joins only at the next one. Each kind starts
+        // with the track of its first frame replayed, else the current one.
+        let replay: Vec<Replay<'a>> = replay.collect();
+        for kind in [
+            sluice_media::MediaKind::Video,
+            sluice_media::MediaKind::Audio,
+        ] {
+            let first = replay.iter().find_map(|item| match item {
+                Replay::Frame(frame, track, _) if frame.kind == kind => Some(*track),
+                _ => None,
+            });
+            let current = current.iter().flatten().find(|t| t.kind() == kind);
+            if let Some(track) = first.or(current) {
+                s.set_track(track);
             }
-            s.ts.set_tracks(s.video.as_deref(), s.audio.as_deref());
-            s.fmp4.set_tracks(s.video.as_deref(), s.audio.as_deref());
-        });
+        }
+        let now = wall_clock_ms();
+        let mut frames = 0usize;
+        for item in replay {
+            match item {
+                Replay::Track(track) => s.set_track(track),
+                Replay::Frame(frame, track, age_ms) => {
+                    if !s.uses(track) {
+                        s.set_track(track);
+                    }
+                    s.push(key, frame, now - age_ms);
+                    frames += 1;
+                }
+                Replay::Discontinuity => {
+                    s.ts.discontinuity();
+                    s.fmp4.discontinuity();
+                }
+            }
+        }
+        for track in current.iter().flatten() {
+            if !s.uses(track) {
+                s.set_track(track);
+            }
+        }
+        s.sync_files(key, self.files_wanted());
+        let view = self.snapshot(key, &s);
+        *guard = Some(s);
+        self.segmenting.store(true, Ordering::Release);
+        drop(guard);
+        self.publish(view);
+        if !self.always {
+            tracing::info!(stream = %key, frames, "HLS: segmenting, from what the ring kept");
+        }
+    }
+
+    /// Stops segmenting and drops the segments: nobody asked for `idle`.
+    fn stop(&self, key: &str) {
+        let mut guard = self.segmenters.lock().unwrap_or_else(|e| e.into_inner());
+        *guard = None;
+        self.segmenting.store(false, Ordering::Release);
+        drop(guard);
+        self.publish(HlsView::empty());
+        tracing::info!(stream = %key, idle_s = self.idle.as_secs(), "HLS: idle, segmenting stopped");
+    }
+
+    /// New decoder configuration for one kind of track (ignored while not segmenting:
+    /// a start takes the current ones from the hub).
+    pub fn set_track(&self, track: &Arc<Track>) {
+        self.with(|s| s.set_track(track));
     }
 
     /// A publisher came back: the next segment is marked as a discontinuity.
@@ -261,26 +449,21 @@ impl HlsStream {
         });
     }
 
-    /// One frame from the publisher.
+    /// One frame from the publisher, while segmenting; segmenting stops here once
+    /// nobody asked for `idle`.
     pub fn push(&self, key: &str, frame: &Frame) {
+        if !self.segmenting() {
+            return;
+        }
+        let idle = !self.always
+            && self
+                .since_requested()
+                .is_none_or(|s| s >= self.idle.as_secs());
+        if idle {
+            return self.stop(key);
+        }
         let changed = self.with(|s| {
-            let now = wall_clock_ms();
-            // Changed by revision, not by the result: a segment can complete and still
-            // report a frame it dropped.
-            let before = (s.ts.timeline().revision(), s.fmp4.timeline().revision());
-            if let Err(e) = s.ts.push(frame, now) {
-                tracing::debug!(stream = %key, "TS segmenter dropped media: {e}");
-            }
-            if let Err(e) = s.fmp4.push(frame, now) {
-                tracing::debug!(stream = %key, "fMP4 segmenter dropped media: {e}");
-            }
-            let ts = s.ts.timeline().revision() != before.0;
-            let fmp4 = s.fmp4.timeline().revision() != before.1;
-            if ts {
-                // A TS segment boundary (every ~2 s): say what this stream holds.
-                tracing::debug!(stream = %key, hls_bytes = s.memory(), "HLS segment");
-            }
-            if ts || fmp4 {
+            if s.push(key, frame, wall_clock_ms()) {
                 s.sync_files(key, self.files_wanted());
                 Some(self.snapshot(key, s))
             } else {
@@ -315,7 +498,7 @@ impl HlsStream {
             s.ts.timeline().render(
                 &TsNames {
                     dir: name,
-                    tag: &self.tag,
+                    tag: &s.tag,
                 },
                 &mut text,
             );
@@ -338,7 +521,7 @@ impl HlsStream {
                 let mut text = String::new();
                 s.fmp4
                     .timeline()
-                    .render(&Fmp4Names { tag: &self.tag }, &mut text);
+                    .render(&Fmp4Names { tag: &s.tag }, &mut text);
                 VariantView {
                     timeline: s.fmp4.timeline().clone(),
                     playlist: Bytes::from(text),
@@ -348,7 +531,11 @@ impl HlsStream {
                     files: s.fmp4_files.clone(),
                 }
             });
-        HlsView { ts, fmp4 }
+        HlsView {
+            tag: s.tag.clone(),
+            ts,
+            fmp4,
+        }
     }
 
     fn publish(&self, view: HlsView) {
@@ -417,7 +604,7 @@ mod tests {
             low_latency: true,
             ..HlsConfig::default()
         };
-        let hls = HlsStream::new("live/x", 1, Some(config));
+        let hls = HlsStream::new("live/x", 1, Some(config), true, Duration::from_secs(60));
         hls.set_track(&avc());
         // Nobody asked: complete segments stay on the heap.
         push(&hls, 0, 100);
@@ -438,5 +625,57 @@ mod tests {
             );
             assert!(ts_files >= 4 && fmp4_files >= 4, "{ts_files} {fmp4_files}");
         }
+    }
+
+    fn frame(n: i64) -> Frame {
+        let t = n * 3600;
+        Frame {
+            kind: MediaKind::Video,
+            dts: t,
+            pts: t,
+            keyframe: n % 25 == 0,
+            payload: Bytes::from(vec![0, 0, 0, 2, 0x65, n as u8]),
+        }
+    }
+
+    #[test]
+    fn on_demand_segmenting_starts_from_the_replay_and_stops_when_idle() {
+        let config = HlsConfig {
+            target_duration_ms: 1000,
+            ..HlsConfig::default()
+        };
+        // Asked for long ago: an idle time of zero stops it at the next frame.
+        let hls = HlsStream::new("live/x", 1, Some(config), false, Duration::ZERO);
+        assert!(!hls.segmenting());
+        push(&hls, 0, 10);
+        assert!(hls.view().ts.is_none(), "nobody asked: nothing segmented");
+
+        // What a ring of five seconds would replay: the first playlist lists them all.
+        let track = avc();
+        let frames: Vec<Frame> = (0..125).map(frame).collect();
+        let newest = frames.last().map_or(0, |f| f.dts) / 90;
+        hls.requested();
+        hls.start(
+            "live/x",
+            frames
+                .iter()
+                .map(|f| Replay::Frame(f, &track, newest - f.dts / 90)),
+            &[Some(track.clone())],
+        );
+        assert!(hls.segmenting());
+        let view = hls.view();
+        let ts = view.ts.as_ref().expect("a TS playlist at once");
+        assert!(ts.segments.len() >= 3, "{:?}", ts.timeline);
+        let text = std::str::from_utf8(&ts.playlist).unwrap();
+        assert!(text.contains(&view.tag), "{text}");
+
+        // A second start while running changes nothing.
+        hls.start("live/x", std::iter::empty(), &[]);
+        assert!(Arc::ptr_eq(&view, &hls.view()));
+
+        // Idle: the next frame stops it and the segments go.
+        push(&hls, 125, 126);
+        assert!(!hls.segmenting());
+        assert!(hls.view().ts.is_none());
     }
 }

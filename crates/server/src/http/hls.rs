@@ -103,7 +103,7 @@ pub(crate) async fn reply(ctx: &Rc<Worker>, req: &Request, key: &str, what: HlsP
     let Some(stream) = ctx.hub.find(key) else {
         return Reply::text(404, "not found\n");
     };
-    stream.hls.requested();
+    stream.want_hls();
     // Count the viewer: an id from the request, or a new one with the playlist.
     let playlist = matches!(what, HlsPath::TsPlaylist | HlsPath::Fmp4Playlist);
     let mut new_id = None;
@@ -262,7 +262,7 @@ async fn answer(hls: &HlsStream, req: &Request, what: HlsPath<'_>) -> Answer {
     | HlsPath::Segment(tag, _)
     | HlsPath::Part(tag, _, _) = what
     {
-        if tag != hls.tag {
+        if tag != hls.view().tag {
             return Answer::NotFound;
         }
     }
@@ -307,7 +307,7 @@ async fn answer(hls: &HlsStream, req: &Request, what: HlsPath<'_>) -> Answer {
             let etag = match what {
                 HlsPath::Ts(t, n) | HlsPath::Segment(t, n) => format!("\"{t}-{n}\""),
                 HlsPath::Part(t, n, p) => format!("\"{t}-{n}.{p}\""),
-                _ => format!("\"{}-init\"", hls.tag),
+                _ => format!("\"{}-init\"", hls.view().tag),
             };
             let wait = limit(&hls.view(), fmp4);
             let mut gone = false;
@@ -334,6 +334,10 @@ async fn wait_for<T>(
     limit: Duration,
     mut check: impl FnMut(&HlsView) -> Option<T>,
 ) -> Option<T> {
+    // Most requests are answered at once: only one that waits subscribes.
+    if let Some(answer) = check(&hls.view()) {
+        return Some(answer);
+    }
     let deadline = tokio::time::Instant::now() + limit;
     let mut changes = hls.subscribe();
     loop {

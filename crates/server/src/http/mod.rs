@@ -62,6 +62,8 @@ pub(crate) const CORS: &str = "Access-Control-Allow-Origin: *\r\nAccess-Control-
 pub struct Worker {
     ctx: Rc<Ctx>,
     viewers: RefCell<Viewers>,
+    /// Files of `/vod/` HLS this worker knows.
+    vod_files: crate::vod::WorkerFiles,
 }
 
 impl std::ops::Deref for Worker {
@@ -81,6 +83,7 @@ pub fn start(
     let worker = Rc::new(Worker {
         ctx: ctx.clone(),
         viewers: RefCell::default(),
+        vod_files: crate::vod::WorkerFiles::default(),
     });
     tokio::task::spawn_local({
         let worker = worker.clone();
@@ -88,10 +91,9 @@ pub fn start(
             let mut tick = tokio::time::interval(viewers::PUBLISH_EVERY);
             loop {
                 tick.tick().await;
-                worker
-                    .viewers
-                    .borrow_mut()
-                    .publish(std::time::Instant::now());
+                let now = std::time::Instant::now();
+                worker.viewers.borrow_mut().publish(now);
+                worker.vod_files.sweep(now);
             }
         }
     });

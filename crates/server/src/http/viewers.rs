@@ -129,6 +129,9 @@ mod tests {
             publish_grace: Duration::from_secs(1),
             apps: Arc::new(crate::config::Config::default().apps()),
             rtp: false,
+            shape: crate::core::packet::Shape {
+                rtmp_chunk_size: 4096,
+            },
         })
     }
 

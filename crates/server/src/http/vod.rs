@@ -2,21 +2,25 @@
 //! (MPEG-TS), with segments below `/vod/<path>/`.
 //!
 //! Segments are made from the shared file when first asked for and kept in a small
-//! per-file cache, so a file watched by many HLS viewers is muxed about once.
+//! per-file cache, so a file watched by many HLS viewers is muxed about once. A
+//! request for a file the worker knows takes no syscall and no shared lock (see
+//! `vod::WorkerFiles`); muxing a segment, and the page faults of reading the file's
+//! mapping for it, run on the blocking pool, off the event loop.
 
 use super::hls::{HlsPath, Reply};
 use super::Worker;
 use crate::vod::hls::{Key, VodHls};
 use crate::vod::VodFile;
 use bytes::Bytes;
-use sluice_hls::vod::{VodPlan, VodVariant};
+use sluice_hls::vod::{VodError, VodPlan, VodVariant};
 use std::path::Path;
 use std::rc::Rc;
+use std::sync::Arc;
 
 /// Answers an HLS request for the file `path` below the media root.
 pub(crate) async fn reply(ctx: &Rc<Worker>, path: &str, what: HlsPath<'_>) -> Reply {
     let root = Path::new(&ctx.config.media_root);
-    let file = match ctx.vods.open(&ctx.files, root, path).await {
+    let file = match ctx.vod_files.open(&ctx.vods, &ctx.files, root, path).await {
         Ok(f) => f,
         Err(e) => {
             tracing::info!(file = %path, "vod hls: {e}");
@@ -29,7 +33,7 @@ pub(crate) async fn reply(ctx: &Rc<Worker>, path: &str, what: HlsPath<'_>) -> Re
         .get_or_init(|| VodHls::new(VodPlan::new(&file.movie, ctx.config.hls.segment_ms)));
     let tag = format!("{:x}", file.tag);
     let same = |t: &str| t == tag;
-    let made = match what {
+    let object = match what {
         HlsPath::TsPlaylist => {
             let name = path.rsplit('/').next().unwrap_or(path);
             return playlist(
@@ -38,18 +42,28 @@ pub(crate) async fn reply(ctx: &Rc<Worker>, path: &str, what: HlsPath<'_>) -> Re
             );
         }
         HlsPath::Fmp4Playlist => return playlist(hls.plan().playlist(VodVariant::Fmp4, "", &tag)),
-        HlsPath::Init(t) if same(t) => hls
-            .get_or_make(Key::Init, |p| p.init(&file.movie))
+        HlsPath::Init(t) if same(t) => made(&file, Key::Init, |plan, f| plan.init(&f.movie))
+            .await
             .map(|b| ("video/mp4", b)),
         HlsPath::Ts(t, n) if same(t) => {
-            segment(&file, hls, Key::Ts, n, VodPlan::ts_segment).map(|b| ("video/mp2t", b))
+            let n = index(n);
+            made(&file, Key::Ts(n), move |plan, f| {
+                plan.ts_segment(&f.movie, &f.bytes, n)
+            })
+            .await
+            .map(|b| ("video/mp2t", b))
         }
         HlsPath::Segment(t, n) if same(t) => {
-            segment(&file, hls, Key::Fmp4, n, VodPlan::fmp4_segment).map(|b| ("video/mp4", b))
+            let n = index(n);
+            made(&file, Key::Fmp4(n), move |plan, f| {
+                plan.fmp4_segment(&f.movie, &f.bytes, n)
+            })
+            .await
+            .map(|b| ("video/mp4", b))
         }
         _ => return Reply::text(404, "not found\n"),
     };
-    match made {
+    match object {
         Ok((kind, body)) => Reply {
             file: None,
             status: 200,
@@ -60,7 +74,7 @@ pub(crate) async fn reply(ctx: &Rc<Worker>, path: &str, what: HlsPath<'_>) -> Re
             ],
             body: vec![body],
         },
-        Err(sluice_hls::vod::VodError::NoSegment(_)) => Reply::text(404, "not found\n"),
+        Err(MakeError::Vod(VodError::NoSegment(_))) => Reply::text(404, "not found\n"),
         Err(e) => {
             tracing::warn!(file = %path, "vod hls: {e}");
             Reply::text(500, "cannot read this file\n")
@@ -68,22 +82,42 @@ pub(crate) async fn reply(ctx: &Rc<Worker>, path: &str, what: HlsPath<'_>) -> Re
     }
 }
 
-type MakeSegment = fn(
-    &VodPlan,
-    &sluice_media::mp4::Movie,
-    &Bytes,
-    usize,
-) -> Result<Bytes, sluice_hls::vod::VodError>;
+fn index(n: u64) -> usize {
+    usize::try_from(n).unwrap_or(usize::MAX)
+}
 
-fn segment(
-    file: &VodFile,
-    hls: &VodHls,
-    key: fn(usize) -> Key,
-    n: u64,
-    make: MakeSegment,
-) -> Result<Bytes, sluice_hls::vod::VodError> {
-    let n = usize::try_from(n).unwrap_or(usize::MAX);
-    hls.get_or_make(key(n), |plan| make(plan, &file.movie, &file.bytes, n))
+/// The object `key` of `file`: from the cache, or made on the blocking pool and kept.
+async fn made(
+    file: &Arc<VodFile>,
+    key: Key,
+    make: impl FnOnce(&VodPlan, &VodFile) -> Result<Bytes, VodError> + Send + 'static,
+) -> Result<Bytes, MakeError> {
+    let Some(hls) = file.hls.get() else {
+        return Err(MakeError::Vod(VodError::NoSegment(0)));
+    };
+    if let Some(bytes) = hls.get(key) {
+        return Ok(bytes);
+    }
+    let shared = file.clone();
+    let bytes = tokio::task::spawn_blocking(move || match shared.hls.get() {
+        Some(hls) => make(hls.plan(), &shared),
+        None => Err(VodError::NoSegment(0)),
+    })
+    .await
+    .map_err(MakeError::Lost)?
+    .map_err(MakeError::Vod)?;
+    hls.put(key, bytes.clone());
+    Ok(bytes)
+}
+
+/// Why an object of a file could not be made.
+#[derive(Debug, thiserror::Error)]
+enum MakeError {
+    #[error("{0}")]
+    Vod(VodError),
+    /// The muxing task did not finish.
+    #[error("muxing stopped: {0}")]
+    Lost(tokio::task::JoinError),
 }
 
 fn playlist(body: String) -> Reply {

@@ -37,6 +37,17 @@ pub trait Transport: fmt::Debug {
     /// Reads what the peer sent; `WouldBlock` when nothing is there.
     fn try_read(&self, buf: &mut [u8]) -> io::Result<usize>;
 
+    /// Reads what the peer sent onto the end of `buf` (into its spare capacity, which
+    /// the caller reserved); `WouldBlock` when nothing is there. The default zeroes the
+    /// spare room first; plain TCP reads into it as it is.
+    fn try_read_buf(&self, buf: &mut BytesMut) -> io::Result<usize> {
+        let len = buf.len();
+        buf.resize(buf.capacity().min(len + (64 << 10)), 0);
+        let result = self.try_read(&mut buf[len..]);
+        buf.truncate(len + *result.as_ref().unwrap_or(&0));
+        result
+    }
+
     /// Writes a prefix of `bufs` without blocking.
     fn try_write_vectored(&self, bufs: &[IoSlice<'_>]) -> io::Result<usize>;
 
@@ -103,6 +114,10 @@ impl Sock {
         self.0.try_read(buf)
     }
 
+    pub fn try_read_buf(&self, buf: &mut BytesMut) -> io::Result<usize> {
+        self.0.try_read_buf(buf)
+    }
+
     pub fn try_write_vectored(&self, bufs: &[IoSlice<'_>]) -> io::Result<usize> {
         self.0.try_write_vectored(bufs)
     }
@@ -123,6 +138,10 @@ pub struct Tcp(pub TcpStream);
 impl Transport for Tcp {
     fn try_read(&self, buf: &mut [u8]) -> io::Result<usize> {
         self.0.try_read(buf)
+    }
+
+    fn try_read_buf(&self, buf: &mut BytesMut) -> io::Result<usize> {
+        self.0.try_read_buf(buf)
     }
 
     fn try_write_vectored(&self, bufs: &[IoSlice<'_>]) -> io::Result<usize> {

@@ -21,7 +21,7 @@ pub mod udp;
 
 use crate::core::fanout::{CloseReason, Player};
 use crate::core::format::{Format, FormatId};
-use crate::core::hub::Stream;
+use crate::core::hub::{RtpUse, Stream};
 use crate::core::ingest::Publisher;
 use crate::core::packet::{rtp_channel, Payload};
 use crate::ctx::{Accept, Ctx};
@@ -122,6 +122,7 @@ async fn serve(worker: Rc<Worker>, sock: TcpStream, peer: SocketAddr) {
             publishing: None,
             heard: Vec::new(),
             last_input: now,
+            rtp_use: None,
         };
         let result = driver::run(&mut conn, &mut rtsp).await;
         rtsp.publishing = None;
@@ -144,6 +145,8 @@ struct Rtsp {
     heard: Vec<HeardGuard>,
     /// When the connection last brought a request.
     last_input: Instant,
+    /// While playing: the stream makes its RTP form for us.
+    rtp_use: Option<RtpUse>,
 }
 
 /// What a player DESCRIBEd.
@@ -642,6 +645,8 @@ impl Rtsp {
             video: setup.iter().any(|(_, k)| *k == MediaKind::Video),
             audio: setup.iter().any(|(_, k)| *k == MediaKind::Audio),
         };
+        // The stream makes RTP from its start keyframe on, for as long as we play.
+        self.rtp_use = stream.want_rtp();
         // Every track set up gets its RTP-Info (clients such as retina insist): right
         // after a keyframe the other track may have no packet yet, so wait for one,
         // briefly.
@@ -824,7 +829,7 @@ fn first_packets(stream: &Stream, setup: &[(usize, MediaKind)]) -> (Vec<TrackSta
     for &(track, kind) in setup {
         let first = (start.unwrap_or(ring.next())..ring.next())
             .filter_map(|pos| ring.get(pos))
-            .find_map(|p| p.rtp.as_ref().filter(|_| p.kind() == Some(kind)));
+            .find_map(|p| p.rtp().filter(|_| p.kind() == Some(kind)));
         if let Some(rtp) = first {
             starts.push(TrackStart {
                 track,

@@ -1,11 +1,15 @@
 //! The HLS state of one file on demand: its segment plan, and the segments made
 //! recently, so that a file watched by many HLS viewers is muxed about once. Served by
 //! `http::vod`.
+//!
+//! Why a snapshot: every segment request of every worker looks here, so the cache is
+//! an immutable list read through `ArcSwap`, without a lock; a new segment replaces the
+//! list under a writers' mutex (once per segment made, not per request).
 
+use arc_swap::ArcSwap;
 use bytes::Bytes;
 use sluice_hls::vod::VodPlan;
-use std::collections::VecDeque;
-use std::sync::Mutex;
+use std::sync::{Arc, Mutex};
 
 /// Segment bytes kept per file.
 const CACHE_BYTES: usize = 32 << 20;
@@ -14,13 +18,8 @@ const CACHE_BYTES: usize = 32 << 20;
 #[derive(Debug)]
 pub struct VodHls {
     plan: VodPlan,
-    cache: Mutex<Cache>,
-}
-
-#[derive(Debug, Default)]
-struct Cache {
-    entries: VecDeque<(Key, Bytes)>,
-    bytes: usize,
+    cache: ArcSwap<Vec<(Key, Bytes)>>,
+    writers: Mutex<()>,
 }
 
 /// One object made from the file: its init segment, or segment n of a variant.
@@ -35,7 +34,8 @@ impl VodHls {
     pub fn new(plan: VodPlan) -> VodHls {
         VodHls {
             plan,
-            cache: Mutex::new(Cache::default()),
+            cache: ArcSwap::from_pointee(Vec::new()),
+            writers: Mutex::new(()),
         }
     }
 
@@ -43,27 +43,60 @@ impl VodHls {
         &self.plan
     }
 
-    pub fn get_or_make(
-        &self,
-        key: Key,
-        make: impl FnOnce(&VodPlan) -> Result<Bytes, sluice_hls::vod::VodError>,
-    ) -> Result<Bytes, sluice_hls::vod::VodError> {
-        {
-            let cache = self.cache.lock().unwrap_or_else(|e| e.into_inner());
-            if let Some((_, b)) = cache.entries.iter().find(|(k, _)| *k == key) {
-                return Ok(b.clone());
-            }
+    /// The object `key`, if it was made recently.
+    pub fn get(&self, key: Key) -> Option<Bytes> {
+        self.cache
+            .load()
+            .iter()
+            .find(|(k, _)| *k == key)
+            .map(|(_, b)| b.clone())
+    }
+
+    /// Keeps `bytes` as `key`, forgetting the oldest objects past the cache's bound.
+    pub fn put(&self, key: Key, bytes: Bytes) {
+        let _turn = self.writers.lock().unwrap_or_else(|e| e.into_inner());
+        let old = self.cache.load();
+        if old.iter().any(|(k, _)| *k == key) {
+            return;
         }
-        let bytes = make(&self.plan)?;
-        let mut cache = self.cache.lock().unwrap_or_else(|e| e.into_inner());
-        cache.bytes += bytes.len();
-        cache.entries.push_back((key, bytes.clone()));
-        while cache.bytes > CACHE_BYTES {
-            let Some((_, old)) = cache.entries.pop_front() else {
+        let mut list: Vec<(Key, Bytes)> = Vec::with_capacity(old.len() + 1);
+        let mut total = bytes.len();
+        // Newest first: keep from the newest back while within the bound.
+        list.push((key, bytes));
+        for (k, b) in old.iter() {
+            total += b.len();
+            if total > CACHE_BYTES {
                 break;
-            };
-            cache.bytes -= old.len();
+            }
+            list.push((*k, b.clone()));
         }
-        Ok(bytes)
+        self.cache.store(Arc::new(list));
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_cache_keeps_the_newest_within_its_bound() {
+        let movie = sluice_media::mp4::Movie {
+            tracks: Vec::new(),
+            duration: 0,
+            fragmented: false,
+            skipped: Vec::new(),
+        };
+        let plan = VodPlan::new(&movie, 2000);
+        let hls = VodHls::new(plan);
+        let big = Bytes::from(vec![0u8; CACHE_BYTES / 3 + 1]);
+        for n in 0..4 {
+            hls.put(Key::Ts(n), big.clone());
+        }
+        assert!(hls.get(Key::Ts(0)).is_none());
+        assert!(hls.get(Key::Ts(1)).is_none());
+        assert!(hls.get(Key::Ts(2)).is_some());
+        assert!(hls.get(Key::Ts(3)).is_some());
+        hls.put(Key::Init, Bytes::from_static(b"init"));
+        assert_eq!(hls.get(Key::Init).as_deref(), Some(&b"init"[..]));
     }
 }

@@ -15,7 +15,7 @@ use crate::io::filemap::{open_beneath, FileKey, FileMaps};
 use bytes::Bytes;
 use sluice_media::mp4::{parse_movie, Movie, Position};
 use sluice_media::{Frame, Timestamp, CLOCK_HZ};
-use std::cell::Cell;
+use std::cell::{Cell, RefCell};
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 use std::rc::Rc;
@@ -34,6 +34,11 @@ const LINGER: Duration = Duration::from_secs(30);
 const END_SLACK: Duration = Duration::from_millis(500);
 /// Longest relative path accepted.
 const MAX_PATH_LEN: usize = 1024;
+/// How long a worker trusts what it knows of a file before it looks again (open and
+/// stat, on the blocking pool): a replaced file is seen within this.
+const REVALIDATE: Duration = Duration::from_secs(2);
+/// Files one worker remembers.
+const WORKER_FILES: usize = 256;
 
 /// Why a file cannot be played.
 #[derive(Debug, thiserror::Error)]
@@ -159,6 +164,49 @@ impl Vods {
             .values()
             .filter(|f| f.strong_count() > 0)
             .count()
+    }
+}
+
+/// One worker's recently used files: a request for a file it looked at less than
+/// [`REVALIDATE`] ago takes no syscall, no shared lock and no trip to the blocking
+/// pool. Older, it is looked at again through [`Vods::open`], which keeps the same
+/// [`VodFile`] while the file's identity (device, inode, size, mtime) holds.
+#[derive(Debug, Default)]
+pub struct WorkerFiles {
+    files: RefCell<HashMap<String, (Arc<VodFile>, Instant)>>,
+}
+
+impl WorkerFiles {
+    pub async fn open(
+        &self,
+        vods: &Arc<Vods>,
+        maps: &Arc<FileMaps>,
+        root: &Path,
+        rel: &str,
+    ) -> Result<Arc<VodFile>, VodError> {
+        if let Some((file, checked)) = self.files.borrow().get(rel) {
+            if checked.elapsed() < REVALIDATE {
+                return Ok(file.clone());
+            }
+        }
+        let file = vods.open(maps, root, rel).await?;
+        let mut files = self.files.borrow_mut();
+        if files.len() >= WORKER_FILES && !files.contains_key(rel) {
+            let now = Instant::now();
+            files.retain(|_, (_, checked)| now.duration_since(*checked) < REVALIDATE);
+            if files.len() >= WORKER_FILES {
+                files.clear();
+            }
+        }
+        files.insert(rel.to_string(), (file.clone(), Instant::now()));
+        Ok(file)
+    }
+
+    /// Forgets files not looked at for [`LINGER`], so that they can be unmapped.
+    pub fn sweep(&self, now: Instant) {
+        self.files
+            .borrow_mut()
+            .retain(|_, (_, checked)| now.duration_since(*checked) < LINGER);
     }
 }
 

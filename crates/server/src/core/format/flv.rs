@@ -1,48 +1,75 @@
-//! FLV tags, as HTTP-FLV sends them, and the same tags framed for WebSocket-FLV.
+//! FLV tags, as HTTP-FLV sends them, and the same tags framed for WebSocket-FLV. The
+//! FLV tag is the base form of the RTMP family: RTMP chunks and WebSocket frames are
+//! derived from its bytes, never rebuilt from the frame.
 
 use super::{FormatId, OutputFormat};
 use crate::core::packet::{Packet, Payload, Shape};
-use bytes::{Bytes, BytesMut};
+use bytes::{BufMut, Bytes, BytesMut};
 use sluice_media::{flv, MediaKind};
 
-/// The FLV/RTMP tag type and body of a packet, or `None` when it has no FLV form (an
-/// audio codec whose sequence header FLV does not carry). RTMP sends the same bodies.
-pub(super) fn tag_body(packet: &Packet) -> Option<(u8, Bytes)> {
-    let mut body = BytesMut::new();
+/// Where the body starts in a tag, and how many bytes follow it.
+const HEAD: usize = flv::TAG_HEADER_LEN;
+const TRAIL: usize = 4;
+
+/// The whole FLV tag of a packet (header, body, `PreviousTagSize`), with the frame's
+/// payload copied once, or `None` when it has no FLV form (an audio codec whose
+/// sequence header FLV does not carry).
+fn tag(packet: &Packet) -> Option<Bytes> {
+    let payload_len = match &packet.payload {
+        Payload::Media { frame, .. } => frame.payload.len(),
+        Payload::Metadata(amf) => amf.len(),
+        Payload::Config(_) => 0,
+    };
+    let mut out = BytesMut::with_capacity(HEAD + 16 + payload_len + TRAIL);
+    // The header's size field is known once the body is written.
+    out.put_bytes(0, HEAD);
     let tag_type = match &packet.payload {
         Payload::Media { frame, track } => {
             let tag_type = match frame.kind {
                 MediaKind::Video => {
                     let cts = i32::try_from(frame.cts_ms()).unwrap_or(0);
-                    flv::video_frame_header(&mut body, track, frame.keyframe, cts).ok()?;
+                    flv::video_frame_header(&mut out, track, frame.keyframe, cts).ok()?;
                     flv::TAG_VIDEO
                 }
                 MediaKind::Audio => {
-                    flv::audio_frame_header(&mut body, track).ok()?;
+                    flv::audio_frame_header(&mut out, track).ok()?;
                     flv::TAG_AUDIO
                 }
             };
-            body.extend_from_slice(&frame.payload);
+            out.extend_from_slice(&frame.payload);
             tag_type
         }
         Payload::Config(track) => match track.kind() {
             MediaKind::Video => {
-                flv::write_video_config(&mut body, track).ok()?;
+                flv::write_video_config(&mut out, track).ok()?;
                 flv::TAG_VIDEO
             }
             MediaKind::Audio => {
-                if !flv::write_audio_config(&mut body, track).ok()? {
+                if !flv::write_audio_config(&mut out, track).ok()? {
                     return None;
                 }
                 flv::TAG_AUDIO
             }
         },
         Payload::Metadata(amf) => {
-            body.extend_from_slice(amf);
+            out.extend_from_slice(amf);
             flv::TAG_SCRIPT
         }
     };
-    Some((tag_type, body.freeze()))
+    let body_len = out.len() - HEAD;
+    let mut head = BytesMut::with_capacity(HEAD);
+    flv::write_tag_header(&mut head, tag_type, ts32(packet), body_len).ok()?;
+    out[..HEAD].copy_from_slice(&head);
+    flv::write_tag_trailer(&mut out, body_len);
+    Some(out.freeze())
+}
+
+/// The tag type and body of an FLV tag made by [`Flv`] (what RTMP sends as a message).
+pub(super) fn tag_parts(tag: &Bytes) -> Option<(u8, Bytes)> {
+    if tag.len() < HEAD + TRAIL {
+        return None;
+    }
+    Some((tag[0], tag.slice(HEAD..tag.len() - TRAIL)))
 }
 
 /// RTMP and FLV carry 32-bit millisecond timestamps that wrap.
@@ -59,14 +86,7 @@ impl OutputFormat for Flv {
     }
 
     fn build(&self, packet: &Packet, _: &Shape) -> Bytes {
-        let Some((tag_type, body)) = tag_body(packet) else {
-            return Bytes::new();
-        };
-        let mut out = BytesMut::with_capacity(body.len() + 15);
-        if flv::write_tag(&mut out, tag_type, ts32(packet), &body).is_err() {
-            return Bytes::new();
-        }
-        out.freeze()
+        tag(packet).unwrap_or_default()
     }
 
     fn preamble(&self, has_video: bool) -> Vec<Bytes> {

@@ -23,6 +23,13 @@ pub trait OutputFormat: Sync {
     /// shared; empty when the format does not carry this packet.
     fn build(&self, packet: &Packet, shape: &Shape) -> Bytes;
 
+    /// A form the packet holds already, made elsewhere (RTP, by the stream's packetizer
+    /// in stream order): returned as is, never built or cached by a player.
+    fn held<'a>(&self, packet: &'a Packet) -> Option<&'a Bytes> {
+        let _ = packet;
+        None
+    }
+
     /// What a new player gets before the stream's decoder configurations (a file
     /// header, say).
     fn preamble(&self, has_video: bool) -> Vec<Bytes> {
@@ -76,6 +83,15 @@ impl FormatId {
 
     pub fn build(self, packet: &Packet, shape: &Shape) -> Bytes {
         self.format().build(packet, shape)
+    }
+
+    pub fn held(self, packet: &Packet) -> Option<&Bytes> {
+        self.format().held(packet)
+    }
+
+    /// Every registered format.
+    pub fn all() -> impl Iterator<Item = FormatId> {
+        (0..COUNT as u8).map(FormatId)
     }
 
     pub fn preamble(self, has_video: bool) -> Vec<Bytes> {

@@ -1,8 +1,10 @@
 //! RTMP chunks on message stream 1: every message with a full (type 0) chunk header and
 //! one fixed outgoing chunk size, so the chunked bytes are the same for every player.
+//! The message body is the packet's FLV tag body: chunked from the FLV form, not
+//! rebuilt from the frame.
 
-use super::flv::{tag_body, ts32};
-use super::OutputFormat;
+use super::flv::{tag_parts, ts32};
+use super::{Format, FormatId, OutputFormat};
 use crate::core::packet::{Packet, Shape};
 use bytes::{Bytes, BytesMut};
 use sluice_media::flv;
@@ -15,7 +17,8 @@ impl OutputFormat for Rtmp {
     }
 
     fn build(&self, packet: &Packet, shape: &Shape) -> Bytes {
-        let Some((tag_type, body)) = tag_body(packet) else {
+        let tag = packet.bytes(Format::all(FormatId::FLV), shape);
+        let Some((tag_type, body)) = tag_parts(tag) else {
             return Bytes::new();
         };
         let csid = match tag_type {
@@ -23,7 +26,8 @@ impl OutputFormat for Rtmp {
             flv::TAG_AUDIO => sluice_rtmp::CSID_AUDIO,
             _ => sluice_rtmp::CSID_DATA,
         };
-        let mut out = BytesMut::with_capacity(body.len() + body.len() / 128 + 32);
+        let chunk = shape.rtmp_chunk_size.max(1);
+        let mut out = BytesMut::with_capacity(body.len() + body.len() / chunk + 32);
         sluice_rtmp::write_message_chunks(
             &mut out,
             csid,
