@@ -166,12 +166,13 @@ impl Packet {
         if !format.wants(self.kind()) {
             return &EMPTY;
         }
-        if let Some(held) = format.id.held(self) {
-            return held;
-        }
+        // The fast path first: a built form (per player per packet on every flush).
         let slot = &self.forms[format.id.index()];
         if let Some(bytes) = slot.get() {
             return bytes;
+        }
+        if let Some(held) = format.id.held(self) {
+            return held;
         }
         // Built outside the cell: a worker racing another builds its own copy rather
         // than wait for it; the first one stored is the one everybody shares.
