@@ -14,6 +14,8 @@
 //!   short by the kernel goes to `pending` whole, so a message is never interleaved
 //!   with another and skipping never cuts one.
 //! - No lock is held while writing: the mirror is worker-local.
+//! - The pump yields every [`FLUSH_BUDGET`] players, so a stream with thousands of
+//!   them does not hold the worker; a player detached meanwhile is not written again.
 //! - A player behind the mirror, or too far behind its newest frame, skips to the
 //!   newest start keyframe; past `max_skips` it is closed.
 //! - Before any keyframe a player is moved to, it has the stream's metadata and decoder
@@ -39,6 +41,13 @@ const MAX_IOV: usize = 64;
 
 /// Most bytes offered to one `writev`: more than any capped send buffer takes.
 const MAX_WRITE: usize = 1 << 20;
+
+/// Players the pump writes before it yields to the worker's other tasks. Counted in
+/// players, not bytes: a player's write is one system call whose size its capped send
+/// buffer bounds, so a count bounds the time (64 writes of a keyframe each take a
+/// millisecond or two), where a byte budget would let thousands of small writes (an
+/// audio-only stream) hold the worker.
+const FLUSH_BUDGET: usize = 64;
 
 /// How players of this worker are treated (the merge window is the stream's:
 /// `Stream::merge`).
@@ -114,6 +123,8 @@ pub struct Player {
     /// Where to start instead of the newest start keyframe, if still kept (RTSP
     /// announces the first packet's sequence number before the player is attached).
     start_at: Cell<Option<u64>>,
+    /// Detached from its stream: the pump, which may hold it across a yield, skips it.
+    detached: Cell<bool>,
 }
 
 #[derive(Debug, Default)]
@@ -163,6 +174,7 @@ impl Player {
             io: RefCell::new(PlayerIo::default()),
             wake: Notify::new(),
             start_at: Cell::new(None),
+            detached: Cell::new(false),
         })
     }
 
@@ -244,6 +256,7 @@ impl Fanout {
 
     /// Removes a player; the last one out of a stream stops this worker's mirror of it.
     pub fn detach(&self, local: &Rc<LocalStream>, player: &Rc<Player>) {
+        player.detached.set(true);
         let mut players = local.players.borrow_mut();
         let before = players.len();
         players.retain(|p| !Rc::ptr_eq(p, player));
@@ -301,7 +314,18 @@ impl LocalStream {
             self.sync();
             let players: Vec<Rc<Player>> = self.players.borrow().clone();
             let closed = self.mirror.borrow().closed;
-            for player in &players {
+            for (i, player) in players.iter().enumerate() {
+                if i > 0 && i % FLUSH_BUDGET == 0 {
+                    // Players attached meanwhile were written at attach; the mirror
+                    // may move on (an attach syncs it), which `place` handles.
+                    tokio::task::yield_now().await;
+                    if self.done.get() {
+                        return;
+                    }
+                }
+                if player.detached.get() {
+                    continue;
+                }
                 self.flush(player);
                 if closed {
                     player.close(CloseReason::StreamEnded);
@@ -616,10 +640,12 @@ mod tests {
         Frame { ts: u32, key: bool },
     }
 
-    /// One stream, a worker's fan-out of it (100 ms lag bound) and one HTTP-FLV player.
+    /// One stream, a worker's fan-out of it (100 ms lag bound, no merge window) and one
+    /// HTTP-FLV player.
     struct Fixture {
         ingest: Ingest,
-        _fanout: Rc<Fanout>,
+        stream: Arc<Stream>,
+        fanout: Rc<Fanout>,
         local: Rc<LocalStream>,
         player: Rc<Player>,
         wire: Rc<Wire>,
@@ -628,13 +654,15 @@ mod tests {
     impl Fixture {
         /// Publishes configuration `level` and a keyframe at 0, then attaches the player.
         fn new(level: u8) -> Fixture {
+            let mut settings = crate::config::Config::default();
+            settings.players.merge_ms = 0;
             let config = HubConfig {
                 ring: RingLimits {
                     max_ms: 60_000,
                     max_bytes: 1 << 30,
                 },
                 publish_grace: Duration::ZERO,
-                apps: Arc::new(crate::config::Config::default().apps()),
+                apps: Arc::new(settings.apps()),
                 rtp: false,
             };
             let stream = Stream::private("live/test", 1, &config);
@@ -649,17 +677,12 @@ mod tests {
                 },
                 send_buffer: 0,
             });
-            let wire = Rc::new(Wire::default());
-            wire.room.set(usize::MAX);
-            let player = Player::new(
-                1,
-                Rc::new(Sock::new(wire.clone())),
-                Format::all(FormatId::FLV),
-            );
-            let local = fanout.attach(&stream, player.clone());
+            let (player, wire) = attach(&fanout, &stream);
+            let local = fanout.streams.borrow()[&stream.id].clone();
             Fixture {
                 ingest,
-                _fanout: fanout,
+                stream,
+                fanout,
                 local,
                 player,
                 wire,
@@ -698,6 +721,16 @@ mod tests {
         }
     }
 
+    /// Attaches one more HTTP-FLV player, its socket taking everything.
+    fn attach(fanout: &Rc<Fanout>, stream: &Arc<Stream>) -> (Rc<Player>, Rc<Wire>) {
+        let wire = Rc::new(Wire::default());
+        wire.room.set(usize::MAX);
+        let sock = Rc::new(Sock::new(wire.clone()));
+        let player = Player::new(1, sock, Format::all(FormatId::FLV));
+        fanout.attach(stream, player.clone());
+        (player, wire)
+    }
+
     fn frame(ms: i64) -> Frame {
         let t = Frame::ticks_from_ms(ms);
         Frame {
@@ -710,17 +743,17 @@ mod tests {
     }
 
     /// Runs `f` as a worker does: a current-thread runtime and a local task set.
-    fn on_worker(f: impl FnOnce()) {
+    fn on_worker(f: impl std::future::Future<Output = ()>) {
         let rt = tokio::runtime::Builder::new_current_thread()
             .enable_all()
             .build()
             .unwrap();
-        tokio::task::LocalSet::new().block_on(&rt, async { f() });
+        tokio::task::LocalSet::new().block_on(&rt, f);
     }
 
     #[test]
     fn a_player_skipped_past_a_new_configuration_gets_it_before_the_keyframe() {
-        on_worker(|| {
+        on_worker(async {
             let mut f = Fixture::new(0x1e);
             f.frames(40, 960);
             // The socket fills up while the stream goes on and changes configuration.
@@ -761,7 +794,7 @@ mod tests {
 
     #[test]
     fn a_skip_sends_no_configuration_the_player_has() {
-        on_worker(|| {
+        on_worker(async {
             let mut f = Fixture::new(0x1e);
             f.frames(40, 960);
             f.wire.room.set(0);
@@ -775,6 +808,39 @@ mod tests {
                 .filter(|g| matches!(g, Got::Config(_)))
                 .count();
             assert_eq!(configs, 1, "only the first one");
+        });
+    }
+
+    #[test]
+    fn the_pump_yields_within_a_round_and_skips_players_detached_meanwhile() {
+        on_worker(async {
+            let mut f = Fixture::new(0x1e);
+            let mut players = vec![(f.player.clone(), f.wire.clone())];
+            for _ in 1..3 * FLUSH_BUDGET {
+                players.push(attach(&f.fanout, &f.stream));
+            }
+            let len = |w: &Rc<Wire>| w.out.borrow().len();
+            let before: Vec<usize> = players.iter().map(|(_, w)| len(w)).collect();
+            let grew = |i: usize| len(&players[i].1) > before[i];
+            let last = players.len() - 1;
+            // The pump writes this frame, not us.
+            f.ingest.frame(frame(40));
+            let until = |i: usize| {
+                tokio::time::timeout(Duration::from_secs(10), async move {
+                    while !grew(i) {
+                        tokio::task::yield_now().await;
+                    }
+                })
+            };
+            until(0).await.expect("the pump wrote the first player");
+            assert!(
+                !grew(last),
+                "the pump let others run before its last player"
+            );
+            f.fanout.detach(&f.local, &players[last].0);
+            until(last - 1).await.expect("the pump went on");
+            assert!((0..last).all(grew), "every attached player written");
+            assert!(!grew(last), "not the one detached meanwhile");
         });
     }
 }
