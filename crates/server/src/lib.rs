@@ -26,6 +26,8 @@ mod record;
 mod rtmp;
 mod rtsp;
 mod server;
+#[cfg(test)]
+mod test_alloc;
 mod vod;
 
 pub use config::{Cli, Config};
