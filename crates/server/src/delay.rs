@@ -61,7 +61,11 @@ impl DelayProbe {
             let due = Instant::now() + TICK;
             tokio::time::sleep_until(due).await;
             let now = Instant::now();
-            self.note(now.saturating_duration_since(due));
+            let lateness = now.saturating_duration_since(due);
+            self.note(lateness);
+            if lateness >= LATE {
+                tracing::debug!(worker, late_ms = lateness.as_secs_f64() * 1e3, "late tick");
+            }
             if now >= report {
                 let recent = self.recent.take();
                 if recent.late > 0 {
