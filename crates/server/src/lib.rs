@@ -9,13 +9,15 @@
 //! - protocols: `rtmp`, `rtsp`, `http` (HTTP/1.1, WebSocket, HTTP/2, HLS routes).
 //! - features: `hls` (live segmenting), `vod` (files on demand), `record`.
 //! - `driver`: the one connection driver every protocol's session runs in.
-//! - `server` starts the workers; `ctx` is what a connection of a worker can reach.
+//! - `server` starts the workers; `ctx` is what a connection of a worker can reach;
+//!   `delay` measures how late each worker runs its tasks.
 #![warn(clippy::unwrap_used)]
 #![cfg_attr(test, allow(clippy::unwrap_used))]
 
 pub mod config;
 mod core;
 mod ctx;
+mod delay;
 mod driver;
 mod hls;
 mod http;
@@ -24,6 +26,8 @@ mod record;
 mod rtmp;
 mod rtsp;
 mod server;
+#[cfg(test)]
+mod test_alloc;
 mod vod;
 
 pub use config::{Cli, Config};

@@ -225,6 +225,7 @@ fn run_worker(parts: WorkerParts, starts: Vec<Start>, mut stop: watch::Receiver<
     };
     let local = tokio::task::LocalSet::new();
     local.block_on(&runtime, async move {
+        let delay = crate::delay::DelayProbe::start(worker);
         let config = parts.config;
         let fanout = Fanout::new(Policy {
             max_lag_ms: i64::try_from(config.players.max_lag_ms).unwrap_or(i64::MAX),
@@ -264,6 +265,7 @@ fn run_worker(parts: WorkerParts, starts: Vec<Start>, mut stop: watch::Receiver<
             }
         }
         let _ = stop.wait_for(|s| *s).await;
+        delay.log_total(worker);
     });
 }
 

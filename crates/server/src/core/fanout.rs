@@ -14,14 +14,20 @@
 //!   short by the kernel goes to `pending` whole, so a message is never interleaved
 //!   with another and skipping never cuts one.
 //! - No lock is held while writing: the mirror is worker-local.
+//! - The pump yields every [`FLUSH_BUDGET`] players, so a stream with thousands of
+//!   them does not hold the worker; a player detached meanwhile is not written again.
 //! - A player behind the mirror, or too far behind its newest frame, skips to the
 //!   newest start keyframe; past `max_skips` it is closed.
+//! - Before any keyframe a player is moved to, it has the stream's metadata and decoder
+//!   configurations: a skip can jump past a new sequence header, so each player notes
+//!   the last of each it was sent and a skip queues those that changed since.
 
 use crate::core::format::Format;
 use crate::core::hub::Stream;
-use crate::core::packet::{Packet, Shape};
+use crate::core::packet::{Packet, Payload, Shape};
 use crate::io::sock::Sock;
 use bytes::{Buf, Bytes};
+use sluice_media::MediaKind;
 use std::cell::{Cell, RefCell};
 use std::collections::{HashMap, VecDeque};
 use std::io::{self, IoSlice};
@@ -35,6 +41,13 @@ const MAX_IOV: usize = 64;
 
 /// Most bytes offered to one `writev`: more than any capped send buffer takes.
 const MAX_WRITE: usize = 1 << 20;
+
+/// Players the pump writes before it yields to the worker's other tasks. Counted in
+/// players, not bytes: a player's write is one system call whose size its capped send
+/// buffer bounds, so a count bounds the time (64 writes of a 2 Mbit/s stream's merge
+/// window took about 4 ms on a 2-core VM), where a byte budget would let thousands of
+/// small writes (an audio-only stream) hold the worker.
+const FLUSH_BUDGET: usize = 64;
 
 /// How players of this worker are treated (the merge window is the stream's:
 /// `Stream::merge`).
@@ -110,6 +123,8 @@ pub struct Player {
     /// Where to start instead of the newest start keyframe, if still kept (RTSP
     /// announces the first packet's sequence number before the player is attached).
     start_at: Cell<Option<u64>>,
+    /// Detached from its stream: the pump, which may hold it across a yield, skips it.
+    detached: Cell<bool>,
 }
 
 #[derive(Debug, Default)]
@@ -121,6 +136,22 @@ struct PlayerIo {
     closing: Option<CloseReason>,
     skips: u32,
     bytes: u64,
+    /// The metadata and decoder configurations last sent (queued or written), by
+    /// [`config_slot`]: what a skip need not send again.
+    configs: [Option<Arc<Packet>>; 3],
+}
+
+/// Which of a player's configurations `packet` replaces: metadata, video or audio
+/// configuration; `None` for media.
+fn config_slot(packet: &Packet) -> Option<usize> {
+    match &packet.payload {
+        Payload::Media { .. } => None,
+        Payload::Metadata(_) => Some(0),
+        Payload::Config(track) => match track.kind() {
+            MediaKind::Video => Some(1),
+            MediaKind::Audio => Some(2),
+        },
+    }
 }
 
 /// What a player's task should do next.
@@ -143,6 +174,7 @@ impl Player {
             io: RefCell::new(PlayerIo::default()),
             wake: Notify::new(),
             start_at: Cell::new(None),
+            detached: Cell::new(false),
         })
     }
 
@@ -224,6 +256,7 @@ impl Fanout {
 
     /// Removes a player; the last one out of a stream stops this worker's mirror of it.
     pub fn detach(&self, local: &Rc<LocalStream>, player: &Rc<Player>) {
+        player.detached.set(true);
         let mut players = local.players.borrow_mut();
         let before = players.len();
         players.retain(|p| !Rc::ptr_eq(p, player));
@@ -281,7 +314,18 @@ impl LocalStream {
             self.sync();
             let players: Vec<Rc<Player>> = self.players.borrow().clone();
             let closed = self.mirror.borrow().closed;
-            for player in &players {
+            for (i, player) in players.iter().enumerate() {
+                if i > 0 && i % FLUSH_BUDGET == 0 {
+                    // Players attached meanwhile were written at attach; the mirror
+                    // may move on (an attach syncs it), which `place` handles.
+                    tokio::task::yield_now().await;
+                    if self.done.get() {
+                        return;
+                    }
+                }
+                if player.detached.get() {
+                    continue;
+                }
                 self.flush(player);
                 if closed {
                     player.close(CloseReason::StreamEnded);
@@ -431,21 +475,20 @@ impl LocalStream {
         self.flush(player);
     }
 
-    /// Starts a new player at the newest keyframe, and moves a lagging one there.
-    /// Returns `false` when the player has skipped too often.
+    /// Starts a new player at the newest keyframe, and moves a lagging one there, each
+    /// with the configurations it lacks. Returns `false` when the player has skipped
+    /// too often.
     fn place(&self, m: &Mirror, player: &Player, io: &mut PlayerIo) -> bool {
         let Some(start) = m.start else {
             return true;
         };
+        let shape = &self.policy.shape;
         match io.cursor {
             None => {
                 let has_video = m.init.iter().any(|p| p.is_video());
                 io.pending.extend(player.format.id.preamble(has_video));
                 for p in &m.init {
-                    let bytes = p.bytes(player.format, &self.policy.shape);
-                    if !bytes.is_empty() {
-                        io.pending.push_back(bytes.clone());
-                    }
+                    Self::queue_config(io, p, player.format, shape);
                 }
                 let hint = player
                     .start_at
@@ -459,6 +502,11 @@ impl LocalStream {
                     None => cursor < m.first,
                 };
                 if behind && cursor < start {
+                    // `start` follows the current video configuration (the ring resets
+                    // it on a new one), which the skipped span may have held.
+                    for p in &m.init {
+                        Self::queue_config(io, p, player.format, shape);
+                    }
                     io.cursor = Some(start);
                     io.skips += 1;
                     self.stream.skips.fetch_add(1, Ordering::Relaxed);
@@ -476,6 +524,25 @@ impl LocalStream {
         true
     }
 
+    /// Queues `config` (metadata or a decoder configuration) unless it is the one of
+    /// its kind the player was last sent.
+    fn queue_config(io: &mut PlayerIo, config: &Arc<Packet>, format: Format, shape: &Shape) {
+        let Some(slot) = config_slot(config) else {
+            return;
+        };
+        if io.configs[slot]
+            .as_ref()
+            .is_some_and(|sent| Arc::ptr_eq(sent, config))
+        {
+            return;
+        }
+        let bytes = config.bytes(format, shape);
+        if !bytes.is_empty() {
+            io.pending.push_back(bytes.clone());
+        }
+        io.configs[slot] = Some(config.clone());
+    }
+
     /// Advances past `written` bytes: pending first, then packets from the cursor; a
     /// packet written in part leaves its rest in `pending`.
     fn consume(m: &Mirror, format: Format, shape: &Shape, io: &mut PlayerIo, written: usize) {
@@ -489,6 +556,9 @@ impl LocalStream {
             };
             let len = p.len(format, shape);
             pos += 1;
+            if let Some(slot) = config_slot(p) {
+                io.configs[slot] = Some(p.clone());
+            }
             if written >= len {
                 written -= len;
                 continue;
@@ -499,5 +569,278 @@ impl LocalStream {
             written = 0;
         }
         io.cursor = Some(pos);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::core::format::FormatId;
+    use crate::core::hub::HubConfig;
+    use crate::core::ingest::Ingest;
+    use crate::core::ring::RingLimits;
+    use crate::io::sock::{Ready, Transport};
+    use bytes::BytesMut;
+    use sluice_media::codec::AvcConfig;
+    use sluice_media::flv::{self, TagReader, VideoTag, TAG_VIDEO};
+    use sluice_media::{Frame, Track, TrackConfig};
+    use std::time::Duration;
+
+    /// A socket that takes at most `room` more bytes.
+    #[derive(Debug, Default)]
+    struct Wire {
+        out: RefCell<Vec<u8>>,
+        room: Cell<usize>,
+    }
+
+    impl Transport for Rc<Wire> {
+        fn try_read(&self, _: &mut [u8]) -> io::Result<usize> {
+            Err(io::ErrorKind::WouldBlock.into())
+        }
+
+        fn try_write_vectored(&self, bufs: &[IoSlice<'_>]) -> io::Result<usize> {
+            let mut n = 0;
+            for b in bufs {
+                let take = b.len().min(self.room.get());
+                self.out.borrow_mut().extend_from_slice(&b[..take]);
+                self.room.set(self.room.get() - take);
+                n += take;
+                if take < b.len() {
+                    break;
+                }
+            }
+            if n == 0 {
+                return Err(io::ErrorKind::WouldBlock.into());
+            }
+            Ok(n)
+        }
+
+        fn readable(&self) -> Ready<'_> {
+            Box::pin(std::future::pending())
+        }
+
+        fn writable(&self) -> Ready<'_> {
+            Box::pin(std::future::pending())
+        }
+    }
+
+    /// An H.264 configuration; `level` tells two apart.
+    fn avc(level: u8) -> Track {
+        let sps = Bytes::from(vec![0x67, 0x42, 0xc0, level, 0xd9, 0x00, 0xa0, 0x47]);
+        let pps = Bytes::from_static(&[0x68, 0xce, 0x3c, 0x80]);
+        Track::new(TrackConfig::H264(
+            AvcConfig::from_parameter_sets(&[sps], &[pps]).unwrap(),
+        ))
+    }
+
+    /// What a player got of the video: configurations and frames.
+    #[derive(Debug, PartialEq)]
+    enum Got {
+        Config(Track),
+        Frame { ts: u32, key: bool },
+    }
+
+    /// One stream, a worker's fan-out of it (100 ms lag bound, no merge window) and one
+    /// HTTP-FLV player.
+    struct Fixture {
+        ingest: Ingest,
+        stream: Arc<Stream>,
+        fanout: Rc<Fanout>,
+        local: Rc<LocalStream>,
+        player: Rc<Player>,
+        wire: Rc<Wire>,
+    }
+
+    impl Fixture {
+        /// Publishes configuration `level` and a keyframe at 0, then attaches the player.
+        fn new(level: u8) -> Fixture {
+            let mut settings = crate::config::Config::default();
+            settings.players.merge_ms = 0;
+            let config = HubConfig {
+                ring: RingLimits {
+                    max_ms: 60_000,
+                    max_bytes: 1 << 30,
+                },
+                publish_grace: Duration::ZERO,
+                apps: Arc::new(settings.apps()),
+                rtp: false,
+            };
+            let stream = Stream::private("live/test", 1, &config);
+            let mut ingest = Ingest::new(stream.clone());
+            ingest.set_track(0, avc(level));
+            ingest.frame(frame(0));
+            let fanout = Fanout::new(Policy {
+                max_lag_ms: 100,
+                max_skips: 100,
+                shape: Shape {
+                    rtmp_chunk_size: 4096,
+                },
+                send_buffer: 0,
+            });
+            let (player, wire) = attach(&fanout, &stream);
+            let local = fanout.streams.borrow()[&stream.id].clone();
+            Fixture {
+                ingest,
+                stream,
+                fanout,
+                local,
+                player,
+                wire,
+            }
+        }
+
+        /// Publishes 25 fps video from `from` to `to` ms (a keyframe each second), with
+        /// a pump round after each frame.
+        fn frames(&mut self, from: i64, to: i64) {
+            for ms in (from..=to).step_by(40) {
+                self.ingest.frame(frame(ms));
+                self.local.sync();
+                self.local.flush(&self.player);
+            }
+        }
+
+        /// The video tags the player got.
+        fn got(&self) -> Vec<Got> {
+            let mut buf = BytesMut::from(&self.wire.out.borrow()[..]);
+            let mut reader = TagReader::new();
+            let mut got = Vec::new();
+            while let Some(tag) = reader.read(&mut buf).unwrap() {
+                if tag.tag_type != TAG_VIDEO {
+                    continue;
+                }
+                got.push(match flv::parse_video(&tag.body).unwrap() {
+                    VideoTag::Config(track) => Got::Config(track),
+                    VideoTag::Frame { keyframe, .. } => Got::Frame {
+                        ts: tag.timestamp_ms,
+                        key: keyframe,
+                    },
+                    other => panic!("{other:?}"),
+                });
+            }
+            got
+        }
+    }
+
+    /// Attaches one more HTTP-FLV player, its socket taking everything.
+    fn attach(fanout: &Rc<Fanout>, stream: &Arc<Stream>) -> (Rc<Player>, Rc<Wire>) {
+        let wire = Rc::new(Wire::default());
+        wire.room.set(usize::MAX);
+        let sock = Rc::new(Sock::new(wire.clone()));
+        let player = Player::new(1, sock, Format::all(FormatId::FLV));
+        fanout.attach(stream, player.clone());
+        (player, wire)
+    }
+
+    fn frame(ms: i64) -> Frame {
+        let t = Frame::ticks_from_ms(ms);
+        Frame {
+            kind: MediaKind::Video,
+            dts: t,
+            pts: t,
+            keyframe: ms % 1000 == 0,
+            payload: Bytes::from_static(&[0, 0, 0, 2, 0x65, 0x88]),
+        }
+    }
+
+    /// Runs `f` as a worker does: a current-thread runtime and a local task set.
+    fn on_worker(f: impl std::future::Future<Output = ()>) {
+        let rt = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .unwrap();
+        tokio::task::LocalSet::new().block_on(&rt, f);
+    }
+
+    #[test]
+    fn a_player_skipped_past_a_new_configuration_gets_it_before_the_keyframe() {
+        on_worker(async {
+            let mut f = Fixture::new(0x1e);
+            f.frames(40, 960);
+            // The socket fills up while the stream goes on and changes configuration.
+            f.wire.room.set(0);
+            f.frames(1000, 1960);
+            f.ingest.set_track(Frame::ticks_from_ms(2000), avc(0x1f));
+            f.frames(2000, 2400);
+            f.wire.room.set(usize::MAX);
+            f.local.on_writable(&f.player);
+            assert!(f.player.skips() >= 1, "skipped");
+            let got = f.got();
+            let first_new = got
+                .iter()
+                .position(|g| matches!(g, Got::Frame { ts, .. } if *ts >= 2000))
+                .unwrap();
+            assert_eq!(
+                got[first_new],
+                Got::Frame {
+                    ts: 2000,
+                    key: true
+                }
+            );
+            assert_eq!(
+                got[first_new - 1],
+                Got::Config(avc(0x1f)),
+                "the new configuration comes right before the keyframe: {got:?}"
+            );
+            assert_eq!(
+                got[first_new - 2],
+                Got::Frame {
+                    ts: 960,
+                    key: false
+                },
+                "the player skipped over the change"
+            );
+        });
+    }
+
+    #[test]
+    fn a_skip_sends_no_configuration_the_player_has() {
+        on_worker(async {
+            let mut f = Fixture::new(0x1e);
+            f.frames(40, 960);
+            f.wire.room.set(0);
+            f.frames(1000, 2960);
+            f.wire.room.set(usize::MAX);
+            f.local.on_writable(&f.player);
+            assert_eq!(f.player.skips(), 1);
+            let configs = f
+                .got()
+                .iter()
+                .filter(|g| matches!(g, Got::Config(_)))
+                .count();
+            assert_eq!(configs, 1, "only the first one");
+        });
+    }
+
+    #[test]
+    fn the_pump_yields_within_a_round_and_skips_players_detached_meanwhile() {
+        on_worker(async {
+            let mut f = Fixture::new(0x1e);
+            let mut players = vec![(f.player.clone(), f.wire.clone())];
+            for _ in 1..3 * FLUSH_BUDGET {
+                players.push(attach(&f.fanout, &f.stream));
+            }
+            let len = |w: &Rc<Wire>| w.out.borrow().len();
+            let before: Vec<usize> = players.iter().map(|(_, w)| len(w)).collect();
+            let grew = |i: usize| len(&players[i].1) > before[i];
+            let last = players.len() - 1;
+            // The pump writes this frame, not us.
+            f.ingest.frame(frame(40));
+            let until = |i: usize| {
+                tokio::time::timeout(Duration::from_secs(10), async move {
+                    while !grew(i) {
+                        tokio::task::yield_now().await;
+                    }
+                })
+            };
+            until(0).await.expect("the pump wrote the first player");
+            assert!(
+                !grew(last),
+                "the pump let others run before its last player"
+            );
+            f.fanout.detach(&f.local, &players[last].0);
+            until(last - 1).await.expect("the pump went on");
+            assert!((0..last).all(grew), "every attached player written");
+            assert!(!grew(last), "not the one detached meanwhile");
+        });
     }
 }

@@ -7,7 +7,9 @@
 //! buffer, and are only cut into datagrams below it — most of the per-datagram cost of
 //! the send path is paid once per frame instead of once per packet.
 
-use std::io::{self, IoSlice};
+use std::fmt;
+use std::io;
+use std::marker::PhantomData;
 use std::mem::{size_of, zeroed};
 use std::net::SocketAddr;
 use std::os::fd::{AsRawFd, BorrowedFd};
@@ -19,77 +21,140 @@ pub const MAX_SEGMENTS: usize = 64;
 /// Largest UDP payload of one message, GSO or not.
 pub const MAX_MESSAGE: usize = 65_507;
 
-/// One message: datagrams to one destination.
-pub struct Message<'a> {
-    pub dest: SocketAddr,
-    /// The datagrams' bytes, in order: one datagram, or with `segment` several.
-    pub iov: &'a [IoSlice<'a>],
-    /// With GSO: the size of every datagram but the last (which may be shorter).
-    pub segment: Option<u16>,
-}
-
 /// Room for one `cmsghdr` with a `u16`, 8-byte aligned.
 #[repr(C, align(8))]
 #[derive(Clone, Copy)]
 struct Control([u8; 32]);
 
-/// Sends `msgs` with one `sendmmsg` (non-blocking); returns how many went.
-pub fn send(fd: BorrowedFd<'_>, msgs: &[Message<'_>]) -> io::Result<usize> {
-    if msgs.is_empty() {
-        return Ok(0);
+/// What `sendmmsg` calls are built in, kept between calls (one per worker's socket):
+/// it grows to the largest batch its user sends and is reused, so a send allocates
+/// nothing. It holds no bytes to send, only their addresses, and only while a
+/// [`Messages`] borrows it.
+#[derive(Default)]
+pub struct Scratch {
+    /// Per message: its first slice in `iovs`, how many, and its GSO segment size.
+    msgs: Vec<(usize, usize, Option<u16>)>,
+    iovs: Vec<libc::iovec>,
+    names: Vec<libc::sockaddr_storage>,
+    name_lens: Vec<libc::socklen_t>,
+    controls: Vec<Control>,
+    hdrs: Vec<libc::mmsghdr>,
+}
+
+impl fmt::Debug for Scratch {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Scratch")
+            .field("messages", &self.hdrs.capacity())
+            .field("slices", &self.iovs.capacity())
+            .finish()
     }
-    let mut names: Vec<libc::sockaddr_storage> = Vec::with_capacity(msgs.len());
-    let mut lens: Vec<libc::socklen_t> = Vec::with_capacity(msgs.len());
-    for m in msgs {
-        let (name, len) = sockaddr(m.dest);
-        names.push(name);
-        lens.push(len);
-    }
-    let mut controls = vec![Control([0; 32]); msgs.len()];
-    let mut hdrs: Vec<libc::mmsghdr> = Vec::with_capacity(msgs.len());
-    for (i, m) in msgs.iter().enumerate() {
-        // SAFETY: all-zero is a valid mmsghdr (null pointers, zero lengths).
-        let mut h: libc::mmsghdr = unsafe { zeroed() };
-        // Pointers from the vectors' base, not from `&mut v[i]`: later indexing must not
-        // invalidate earlier ones.
-        // SAFETY: i < len of both vectors, which are not resized below.
-        h.msg_hdr.msg_name = unsafe { names.as_mut_ptr().add(i) }.cast();
-        h.msg_hdr.msg_namelen = lens[i];
-        // IoSlice is ABI-compatible with iovec on Unix.
-        h.msg_hdr.msg_iov = m.iov.as_ptr() as *mut libc::iovec;
-        h.msg_hdr.msg_iovlen = m.iov.len() as _;
-        if let Some(segment) = m.segment {
-            // SAFETY: as for the name.
-            let control = unsafe { controls.as_mut_ptr().add(i) };
-            h.msg_hdr.msg_control = control.cast();
-            // SAFETY: CMSG_SPACE only computes a size.
-            h.msg_hdr.msg_controllen = unsafe { libc::CMSG_SPACE(size_of::<u16>() as u32) } as _;
-            // SAFETY: msg_control points to 32 aligned bytes, more than CMSG_SPACE(2);
-            // CMSG_FIRSTHDR is non-null because msg_controllen covers one header.
-            unsafe {
-                let cmsg = libc::CMSG_FIRSTHDR(&h.msg_hdr);
-                (*cmsg).cmsg_level = libc::SOL_UDP;
-                (*cmsg).cmsg_type = UDP_SEGMENT;
-                (*cmsg).cmsg_len = libc::CMSG_LEN(size_of::<u16>() as u32) as _;
-                std::ptr::write_unaligned(libc::CMSG_DATA(cmsg).cast::<u16>(), segment);
-            }
+}
+
+impl Scratch {
+    /// Starts gathering messages whose bytes live for `'a`.
+    pub fn messages<'a>(&mut self) -> Messages<'_, 'a> {
+        self.msgs.clear();
+        self.iovs.clear();
+        self.names.clear();
+        self.name_lens.clear();
+        Messages {
+            scratch: self,
+            bytes: PhantomData,
         }
-        hdrs.push(h);
     }
-    // SAFETY: every header points into `names`, `controls` and the callers' slices,
-    // all alive and unmoved until the call returns.
-    let sent = unsafe {
-        libc::sendmmsg(
-            fd.as_raw_fd(),
-            hdrs.as_mut_ptr(),
-            hdrs.len() as libc::c_uint,
-            libc::MSG_DONTWAIT,
-        )
-    };
-    if sent < 0 {
-        return Err(io::Error::last_os_error());
+}
+
+/// Messages gathered for one `sendmmsg`: each datagrams to one destination. The
+/// bytes they point to are borrowed for `'a`, which outlives this.
+pub struct Messages<'s, 'a> {
+    scratch: &'s mut Scratch,
+    bytes: PhantomData<&'a [u8]>,
+}
+
+impl<'a> Messages<'_, 'a> {
+    /// Adds a message to `dest`: `slices` as one datagram, or with `segment` (UDP
+    /// GSO) as datagrams of `segment` bytes, the last possibly shorter.
+    pub fn push(
+        &mut self,
+        dest: SocketAddr,
+        slices: impl IntoIterator<Item = &'a [u8]>,
+        segment: Option<u16>,
+    ) {
+        let s = &mut *self.scratch;
+        let first = s.iovs.len();
+        s.iovs.extend(slices.into_iter().map(|b| libc::iovec {
+            iov_base: b.as_ptr().cast_mut().cast(),
+            iov_len: b.len(),
+        }));
+        s.msgs.push((first, s.iovs.len() - first, segment));
+        let (name, len) = sockaddr(dest);
+        s.names.push(name);
+        s.name_lens.push(len);
     }
-    Ok(sent as usize)
+
+    /// Messages gathered.
+    pub fn len(&self) -> usize {
+        self.scratch.msgs.len()
+    }
+
+    /// Sends the messages with one `sendmmsg` (non-blocking); returns how many went.
+    pub fn send(&mut self, fd: BorrowedFd<'_>) -> io::Result<usize> {
+        let s = &mut *self.scratch;
+        if s.msgs.is_empty() {
+            return Ok(0);
+        }
+        s.controls.clear();
+        s.controls.resize(s.msgs.len(), Control([0; 32]));
+        s.hdrs.clear();
+        for (i, &(first, count, segment)) in s.msgs.iter().enumerate() {
+            // SAFETY: all-zero is a valid mmsghdr (null pointers, zero lengths).
+            let mut h: libc::mmsghdr = unsafe { zeroed() };
+            // Pointers from the vectors' base, not from `&mut v[i]`: later indexing must
+            // not invalidate earlier ones.
+            // SAFETY: i < len of `names` and `controls`, first + count <= len of `iovs`
+            // (pushed together); none is resized below.
+            unsafe {
+                h.msg_hdr.msg_name = s.names.as_mut_ptr().add(i).cast();
+                h.msg_hdr.msg_iov = s.iovs.as_mut_ptr().add(first);
+            }
+            h.msg_hdr.msg_namelen = s.name_lens[i];
+            h.msg_hdr.msg_iovlen = count as _;
+            if let Some(segment) = segment {
+                // SAFETY: as for the name.
+                let control = unsafe { s.controls.as_mut_ptr().add(i) };
+                h.msg_hdr.msg_control = control.cast();
+                // SAFETY: CMSG_SPACE only computes a size.
+                h.msg_hdr.msg_controllen =
+                    unsafe { libc::CMSG_SPACE(size_of::<u16>() as u32) } as _;
+                // SAFETY: msg_control points to 32 aligned bytes, more than
+                // CMSG_SPACE(2); CMSG_FIRSTHDR is non-null because msg_controllen
+                // covers one header.
+                unsafe {
+                    let cmsg = libc::CMSG_FIRSTHDR(&h.msg_hdr);
+                    (*cmsg).cmsg_level = libc::SOL_UDP;
+                    (*cmsg).cmsg_type = UDP_SEGMENT;
+                    (*cmsg).cmsg_len = libc::CMSG_LEN(size_of::<u16>() as u32) as _;
+                    std::ptr::write_unaligned(libc::CMSG_DATA(cmsg).cast::<u16>(), segment);
+                }
+            }
+            s.hdrs.push(h);
+        }
+        // SAFETY: every header points into `names`, `controls` and `iovs`, unmoved
+        // until the call returns, and the slices' bytes are borrowed for `'a`, which
+        // outlives `self`.
+        let sent = unsafe {
+            libc::sendmmsg(
+                fd.as_raw_fd(),
+                s.hdrs.as_mut_ptr(),
+                s.hdrs.len() as libc::c_uint,
+                libc::MSG_DONTWAIT,
+            )
+        };
+        if sent < 0 {
+            return Err(io::Error::last_os_error());
+        }
+        Ok(sent as usize)
+    }
 }
 
 fn sockaddr(addr: SocketAddr) -> (libc::sockaddr_storage, libc::socklen_t) {
@@ -138,21 +203,11 @@ mod tests {
         let tx = std::net::UdpSocket::bind("127.0.0.1:0").unwrap();
         let dest = rx.local_addr().unwrap();
         let (a, b, c, d) = ([1u8; 100], [2u8; 100], [3u8; 40], [9u8; 7]);
-        let train = [IoSlice::new(&a), IoSlice::new(&b), IoSlice::new(&c)];
-        let single = [IoSlice::new(&d)];
-        let msgs = [
-            Message {
-                dest,
-                iov: &train,
-                segment: Some(100),
-            },
-            Message {
-                dest,
-                iov: &single,
-                segment: None,
-            },
-        ];
-        let sent = match send(tx.as_fd(), &msgs) {
+        let mut scratch = Scratch::default();
+        let mut msgs = scratch.messages();
+        msgs.push(dest, [&a[..], &b[..], &c[..]], Some(100));
+        msgs.push(dest, [&d[..]], None);
+        let sent = match msgs.send(tx.as_fd()) {
             Ok(n) => n,
             // A kernel without UDP GSO (before 4.18): nothing to test here.
             Err(e) if e.raw_os_error() == Some(libc::EINVAL) => return,

@@ -10,10 +10,12 @@
 //!
 //! A player's media arrives here as the same interleaved bytes an RTSP/TCP player
 //! gets (`$`, channel, length, packet): the packets are sent from inside that shared
-//! buffer, the 4-byte headers skipped, so nothing is copied per player.
+//! buffer, the 4-byte headers skipped, so nothing is copied per player. Nor is
+//! anything allocated per player: a write gathers its packets and `sendmmsg` headers
+//! in the worker's [`Scratch`], reused by every write.
 
 use crate::io::sock::{Ready, Sock, Transport};
-use crate::io::udp_send::{self, Message};
+use crate::io::udp_send;
 use bytes::Bytes;
 use sluice_rtsp::PortPair;
 use std::cell::{Cell, RefCell};
@@ -62,6 +64,16 @@ pub struct RtpUdp {
     pub unknown: Cell<u64>,
     /// Datagrams dropped because their session's queue was full.
     pub overflow: Cell<u64>,
+    /// What every write of the worker's UDP players gathers its packets in.
+    scratch: RefCell<Scratch>,
+}
+
+/// A write's packets and its `sendmmsg` buffers, kept between writes: bounded by
+/// [`MAX_BATCH`] packets, as a batch is sent when full.
+#[derive(Debug, Default)]
+struct Scratch {
+    batch: Batch,
+    mmsg: udp_send::Scratch,
 }
 
 #[derive(Debug)]
@@ -185,6 +197,7 @@ impl RtpUdp {
             gso: Cell::new(true),
             unknown: Cell::new(0),
             overflow: Cell::new(0),
+            scratch: RefCell::new(Scratch::default()),
         });
         tokio::task::spawn_local(udp.clone().receive_rtp());
         tokio::task::spawn_local(udp.clone().receive_rtcp());
@@ -317,8 +330,11 @@ impl UdpOut {
     /// packets inside interleaved buffers as datagrams; returns the bytes of whole
     /// answers-or-packets consumed, in order.
     fn write_vectored(&self, bufs: &[IoSlice<'_>]) -> io::Result<usize> {
+        // Writes do not nest: a write never waits, and sends nothing through another player.
+        let mut scratch = self.udp.scratch.borrow_mut();
+        let Scratch { batch, mmsg } = &mut *scratch;
+        batch.clear();
         let mut total = 0usize;
-        let mut batch = Batch::default();
         for (i, buf) in bufs.iter().enumerate() {
             if buf.is_empty() {
                 continue;
@@ -326,7 +342,7 @@ impl UdpOut {
             let answer = (i == 0 && self.control_partial.get()) || buf[0] != b'$';
             if answer {
                 // Everything before it goes first.
-                let (sent, done) = self.flush(&mut batch)?;
+                let (sent, done) = self.flush(bufs, batch, mmsg)?;
                 total += sent;
                 if !done {
                     return finish(total);
@@ -348,18 +364,18 @@ impl UdpOut {
                 }
                 continue;
             }
-            let mut rest: &[u8] = buf;
-            while let Some((channel, packet, len)) = next_interleaved(rest) {
-                let (chunk, tail) = rest.split_at(len);
-                rest = tail;
+            let mut at = 0;
+            while let Some((channel, packet, len)) = buf.get(at..).and_then(next_interleaved) {
+                let packet_at = at + 4..at + 4 + packet.len();
+                at += len;
                 let Some(dest) = self.dest.get(usize::from(channel)).copied().flatten() else {
                     // A channel this player did not set up: nothing to send.
-                    batch.skip(chunk.len());
+                    batch.skip(len);
                     continue;
                 };
                 if channel % 2 == 1 {
                     // RTCP (a sender report every few seconds) leaves from the RTCP port.
-                    let (sent, done) = self.flush(&mut batch)?;
+                    let (sent, done) = self.flush(bufs, batch, mmsg)?;
                     total += sent;
                     if !done {
                         return finish(total);
@@ -368,89 +384,101 @@ impl UdpOut {
                     // next comes in seconds, and waiting here could only wait on the
                     // wrong socket.
                     let _ = self.udp.rtcp.try_send_to(packet, dest);
-                    total += chunk.len();
+                    total += len;
                     continue;
                 }
-                if batch.len() >= self.batch {
-                    let (sent, done) = self.flush(&mut batch)?;
+                if batch.packets.len() >= self.batch {
+                    let (sent, done) = self.flush(bufs, batch, mmsg)?;
                     total += sent;
                     if !done {
                         return finish(total);
                     }
                 }
-                batch.push(packet, chunk.len(), dest);
+                batch.packets.push(Queued {
+                    buf: i,
+                    at: packet_at,
+                    len,
+                    dest,
+                });
             }
             // A malformed tail (never made by our packetizer) is dropped, not retried.
-            batch.skip(rest.len());
+            batch.skip(buf.len().saturating_sub(at));
         }
-        let (sent, _) = self.flush(&mut batch)?;
+        let (sent, _) = self.flush(bufs, batch, mmsg)?;
         finish(total + sent)
     }
 
-    /// Sends the batch; returns the bytes consumed and whether all of it went.
+    /// Sends the batch (packets of `bufs`); returns the bytes consumed and whether all
+    /// of it went.
     ///
     /// Consecutive packets to one player, all full-sized but the last (the packets of
     /// one video frame), go as one GSO message when the kernel takes them.
-    fn flush(&self, batch: &mut Batch<'_>) -> io::Result<(usize, bool)> {
+    fn flush(
+        &self,
+        bufs: &[IoSlice<'_>],
+        batch: &mut Batch,
+        mmsg: &mut udp_send::Scratch,
+    ) -> io::Result<(usize, bool)> {
         let skipped = std::mem::take(&mut batch.skipped);
         if batch.packets.is_empty() {
             return Ok((skipped, true));
         }
         self.blocked_on_control.set(false);
-        let iovs: Vec<IoSlice<'_>> = batch.packets.iter().map(|p| IoSlice::new(p)).collect();
-        let groups = group(
-            &batch.packets,
-            &batch.dests,
-            self.udp.gso.get() && self.batch > 1,
-        );
-        let msgs: Vec<Message<'_>> = groups
-            .iter()
-            .map(|g| Message {
-                dest: batch.dests[g.start],
-                iov: &iovs[g.clone()],
-                segment: (g.len() > 1).then(|| batch.packets[g.start].len() as u16),
-            })
-            .collect();
-        let sent = match self.send(&msgs) {
-            Err(e) if is_gso_refused(&e) && msgs.iter().any(|m| m.segment.is_some()) => {
+        let mut gso = self.udp.gso.get() && self.batch > 1;
+        let sent = match self.send(bufs, &batch.packets, gso, mmsg) {
+            Err(e)
+                if gso
+                    && is_gso_refused(&e)
+                    && groups(&batch.packets, true).any(|g| g.len() > 1) =>
+            {
                 tracing::info!("RTP over UDP: the kernel refuses UDP GSO ({e}); sending without");
                 self.udp.gso.set(false);
-                let ungrouped = group(&batch.packets, &batch.dests, false);
-                let msgs: Vec<Message<'_>> = ungrouped
-                    .iter()
-                    .map(|g| Message {
-                        dest: batch.dests[g.start],
-                        iov: &iovs[g.clone()],
-                        segment: None,
-                    })
-                    .collect();
-                let sent = match self.send(&msgs) {
+                gso = false;
+                match self.send(bufs, &batch.packets, false, mmsg) {
                     Ok(n) => n,
                     Err(e) => {
                         // Not GSO's fault after all (a bad destination): keep it on.
                         self.udp.gso.set(true);
                         return Err(e);
                     }
-                };
-                let bytes: usize = batch.lens[..sent].iter().sum();
-                let done = sent == batch.packets.len();
-                batch.clear();
-                return Ok((bytes + skipped, done));
+                }
             }
             other => other?,
         };
-        let packets: usize = groups[..sent].iter().map(|g| g.len()).sum();
-        let bytes: usize = batch.lens[..packets].iter().sum();
+        let packets: usize = groups(&batch.packets, gso)
+            .take(sent)
+            .map(|g| g.len())
+            .sum();
+        let bytes: usize = batch.packets.iter().take(packets).map(|q| q.len).sum();
         let done = packets == batch.packets.len();
-        batch.clear();
+        batch.packets.clear();
         Ok((bytes + skipped, done))
     }
 
-    /// One `sendmmsg`; 0 when the socket is full.
-    fn send(&self, msgs: &[Message<'_>]) -> io::Result<usize> {
-        match self.udp.rtp.try_io(Interest::WRITABLE, || {
-            udp_send::send(self.udp.rtp.as_fd(), msgs)
-        }) {
+    /// One `sendmmsg` of `packets` (of `bufs`), runs of them as GSO messages with
+    /// `gso`; returns the messages sent, 0 when the socket is full.
+    fn send(
+        &self,
+        bufs: &[IoSlice<'_>],
+        packets: &[Queued],
+        gso: bool,
+        mmsg: &mut udp_send::Scratch,
+    ) -> io::Result<usize> {
+        let mut msgs = mmsg.messages();
+        for g in groups(packets, gso) {
+            let Some(first) = packets.get(g.start) else {
+                break;
+            };
+            // A packet fits its interleave header's 16-bit length.
+            let segment = (g.len() > 1).then(|| first.at.len() as u16);
+            let run = packets.get(g).unwrap_or_default();
+            msgs.push(first.dest, run.iter().map(|q| q.bytes(bufs)), segment);
+        }
+        match self
+            .udp
+            .rtp
+            .try_io(Interest::WRITABLE, || msgs.send(self.udp.rtp.as_fd()))
+        {
             Ok(n) => Ok(n),
             Err(e) if e.kind() == io::ErrorKind::WouldBlock => Ok(0),
             // Passing trouble on the path (a firewall's verdict, no route, no kernel
@@ -497,29 +525,33 @@ impl Transport for UdpOut {
 }
 
 /// Runs of packets that can go as one message each: the same destination, every
-/// packet but the run's last as long as the first, within the kernel's limits.
-fn group(packets: &[&[u8]], dests: &[SocketAddr], gso: bool) -> Vec<Range<usize>> {
-    let mut groups = Vec::new();
+/// packet but the run's last as long as the first, within the kernel's limits; one
+/// packet each without `gso`.
+fn groups(packets: &[Queued], gso: bool) -> impl Iterator<Item = Range<usize>> + '_ {
     let mut i = 0;
-    while i < packets.len() {
-        let size = packets[i].len();
+    std::iter::from_fn(move || {
+        let first = packets.get(i)?;
+        let size = first.at.len();
         let mut total = size;
         let mut j = i + 1;
-        while gso
-            && j < packets.len()
-            && j - i < udp_send::MAX_SEGMENTS
-            && dests[j] == dests[i]
-            && packets[j - 1].len() == size
-            && packets[j].len() <= size
-            && total + packets[j].len() <= udp_send::MAX_MESSAGE
-        {
-            total += packets[j].len();
+        while gso && j - i < udp_send::MAX_SEGMENTS {
+            let (Some(prev), Some(next)) = (packets.get(j - 1), packets.get(j)) else {
+                break;
+            };
+            if next.dest != first.dest
+                || prev.at.len() != size
+                || next.at.len() > size
+                || total + next.at.len() > udp_send::MAX_MESSAGE
+            {
+                break;
+            }
+            total += next.at.len();
             j += 1;
         }
-        groups.push(i..j);
+        let run = i..j;
         i = j;
-    }
-    groups
+        Some(run)
+    })
 }
 
 /// Errors of a kernel or route without UDP GSO.
@@ -548,39 +580,46 @@ fn next_interleaved(buf: &[u8]) -> Option<(u8, &[u8], usize)> {
     Some((buf[1], packet, 4 + len))
 }
 
-#[derive(Default)]
-struct Batch<'a> {
-    packets: Vec<&'a [u8]>,
-    lens: Vec<usize>,
-    dests: Vec<SocketAddr>,
+/// Packets gathered for one `sendmmsg`, by where they lie in the write's buffers.
+#[derive(Debug, Default)]
+struct Batch {
+    packets: Vec<Queued>,
     /// Bytes consumed without sending (channels not set up).
     skipped: usize,
 }
 
-impl<'a> Batch<'a> {
-    fn len(&self) -> usize {
-        self.packets.len()
-    }
+/// One RTP packet of a write.
+#[derive(Debug)]
+struct Queued {
+    /// Its buffer among the write's, and its bytes there (the interleave header left out).
+    buf: usize,
+    at: Range<usize>,
+    /// The bytes sending it consumes: with its interleave header, and any skipped after it.
+    len: usize,
+    dest: SocketAddr,
+}
 
+impl Queued {
+    fn bytes<'a>(&self, bufs: &'a [IoSlice<'_>]) -> &'a [u8] {
+        bufs.get(self.buf)
+            .and_then(|b| b.get(self.at.clone()))
+            .unwrap_or_default()
+    }
+}
+
+impl Batch {
     /// Bytes consumed without sending: they count with the packet before them, so a
     /// partial send never ends inside them.
     fn skip(&mut self, len: usize) {
-        match self.lens.last_mut() {
-            Some(last) => *last += len,
+        match self.packets.last_mut() {
+            Some(last) => last.len += len,
             None => self.skipped += len,
         }
     }
 
-    fn push(&mut self, packet: &'a [u8], len: usize, dest: SocketAddr) {
-        self.packets.push(packet);
-        self.lens.push(len);
-        self.dests.push(dest);
-    }
-
     fn clear(&mut self) {
         self.packets.clear();
-        self.lens.clear();
-        self.dests.clear();
+        self.skipped = 0;
     }
 }
 
@@ -601,23 +640,99 @@ mod tests {
 
     #[test]
     fn frames_group_into_gso_runs() {
-        let a = [0u8; 1200];
-        let b = [0u8; 300];
-        let c = [0u8; 50];
         let x: SocketAddr = "127.0.0.1:1000".parse().unwrap();
         let y: SocketAddr = "127.0.0.1:2000".parse().unwrap();
+        let queued = |packets: &[(usize, SocketAddr)]| -> Vec<Queued> {
+            packets
+                .iter()
+                .map(|&(size, dest)| Queued {
+                    buf: 0,
+                    at: 0..size,
+                    len: size + 4,
+                    dest,
+                })
+                .collect()
+        };
+        let runs = |q: &[Queued], gso| groups(q, gso).collect::<Vec<_>>();
         // A frame of three full packets and a short one to x, then audio to x, then y.
-        let packets: Vec<&[u8]> = vec![&a, &a, &a, &b, &c, &a, &a];
-        let dests = [x, x, x, x, x, y, y];
-        assert_eq!(group(&packets, &dests, true), [0..4, 4..5, 5..7]);
-        assert_eq!(group(&packets, &dests, false).len(), 7);
+        let q = queued(&[
+            (1200, x),
+            (1200, x),
+            (1200, x),
+            (300, x),
+            (50, x),
+            (1200, y),
+            (1200, y),
+        ]);
+        assert_eq!(runs(&q, true), [0..4, 4..5, 5..7]);
+        assert_eq!(runs(&q, false).len(), 7);
         // A short packet ends a run even when more full ones follow.
-        let packets: Vec<&[u8]> = vec![&a, &b, &a];
-        assert_eq!(group(&packets, &[x, x, x], true), [0..2, 2..3]);
+        let q = queued(&[(1200, x), (300, x), (1200, x)]);
+        assert_eq!(runs(&q, true), [0..2, 2..3]);
         // Never more than the kernel's segment limit.
-        let many: Vec<&[u8]> = vec![&c; 100];
-        let groups = group(&many, &[x; 100], true);
-        assert_eq!(groups, [0..64, 64..100]);
+        let q = queued(&[(50, x); 100]);
+        assert_eq!(runs(&q, true), [0..64, 64..100]);
+    }
+
+    /// A control connection that takes nothing: the test sends no answers.
+    #[derive(Debug)]
+    struct NoControl;
+
+    impl Transport for NoControl {
+        fn try_read(&self, _: &mut [u8]) -> io::Result<usize> {
+            Err(io::ErrorKind::WouldBlock.into())
+        }
+
+        fn try_write_vectored(&self, _: &[IoSlice<'_>]) -> io::Result<usize> {
+            Err(io::ErrorKind::WouldBlock.into())
+        }
+
+        fn readable(&self) -> Ready<'_> {
+            Box::pin(std::future::pending())
+        }
+
+        fn writable(&self) -> Ready<'_> {
+            Box::pin(std::future::pending())
+        }
+    }
+
+    #[test]
+    fn a_write_allocates_nothing_once_the_scratch_is_warm() {
+        let rt = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .unwrap();
+        tokio::task::LocalSet::new().block_on(&rt, async {
+            let ip = IpAddr::from([127, 0, 0, 1]);
+            let (rtp, rtcp) = bind_pair(ip, (0, 0)).unwrap();
+            let udp = RtpUdp::new(rtp, rtcp).unwrap();
+            let player = StdUdpSocket::bind((ip, 0)).unwrap();
+            let dest = [Some(player.local_addr().unwrap()), None, None, None];
+            let out = UdpOut::new(Rc::new(Sock::new(NoControl)), udp.clone(), dest, true);
+            // A video frame of three packets, then audio on a channel not set up.
+            let mut frame = Vec::new();
+            for len in [1200u16, 1200, 300] {
+                frame.extend_from_slice(&[b'$', 0]);
+                frame.extend_from_slice(&len.to_be_bytes());
+                frame.resize(frame.len() + usize::from(len), 7);
+            }
+            let audio = [b'$', 2, 0, 2, 1, 2];
+            let bufs = [IoSlice::new(&frame), IoSlice::new(&audio)];
+            let all = frame.len() + audio.len();
+            udp.rtp.writable().await.unwrap();
+            assert_eq!(out.write_vectored(&bufs).unwrap(), all);
+            let before = crate::test_alloc::allocations();
+            let written = out.write_vectored(&bufs);
+            let allocations = crate::test_alloc::allocations() - before;
+            assert_eq!(written.unwrap(), all);
+            assert_eq!(allocations, 0);
+            player
+                .set_read_timeout(Some(std::time::Duration::from_secs(5)))
+                .unwrap();
+            let mut buf = [0u8; 2048];
+            let sizes: Vec<usize> = (0..6).map(|_| player.recv(&mut buf).unwrap()).collect();
+            assert_eq!(sizes, [1200, 1200, 300, 1200, 1200, 300]);
+        });
     }
 
     #[test]
