@@ -664,6 +664,9 @@ mod tests {
                 publish_grace: Duration::ZERO,
                 apps: Arc::new(settings.apps()),
                 rtp: false,
+                shape: Shape {
+                    rtmp_chunk_size: 4096,
+                },
             };
             let stream = Stream::private("live/test", 1, &config);
             let mut ingest = Ingest::new(stream.clone());
