@@ -24,7 +24,7 @@ use std::io::{self, IoSlice};
 use std::pin::Pin;
 use std::rc::Rc;
 use std::task::{ready, Context, Poll, Waker};
-use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
+use tokio::io::{AsyncRead, AsyncWrite, Interest, ReadBuf};
 use tokio::net::TcpStream;
 use tokio::sync::Notify;
 use tokio_rustls::server::TlsStream;
@@ -135,13 +135,43 @@ impl Sock {
 #[derive(Debug)]
 pub struct Tcp(pub TcpStream);
 
+impl Tcp {
+    /// Runs `read`, a non-blocking read of at most `room` bytes, so that a short read
+    /// also clears tokio's readiness, as its own `poll_read` does: the socket is
+    /// drained (epoll is edge-triggered), and the next wait need not learn that from
+    /// one more read returning EAGAIN (one per request on a kept-alive connection).
+    /// `try_io` clears only the readiness it saw before the read, so data that arrives
+    /// meanwhile still wakes the next wait.
+    fn read_draining(
+        &self,
+        room: usize,
+        read: impl FnOnce() -> io::Result<usize>,
+    ) -> io::Result<usize> {
+        let mut got = 0;
+        let result = self.0.try_io(Interest::READABLE, || {
+            got = read()?;
+            if got > 0 && got < room {
+                Err(io::ErrorKind::WouldBlock.into())
+            } else {
+                Ok(got)
+            }
+        });
+        match result {
+            Err(e) if e.kind() == io::ErrorKind::WouldBlock && got > 0 => Ok(got),
+            other => other,
+        }
+    }
+}
+
 impl Transport for Tcp {
     fn try_read(&self, buf: &mut [u8]) -> io::Result<usize> {
-        self.0.try_read(buf)
+        let room = buf.len();
+        self.read_draining(room, || self.0.try_read(buf))
     }
 
     fn try_read_buf(&self, buf: &mut BytesMut) -> io::Result<usize> {
-        self.0.try_read_buf(buf)
+        let room = buf.capacity() - buf.len();
+        self.read_draining(room, || self.0.try_read_buf(buf))
     }
 
     fn try_write_vectored(&self, bufs: &[IoSlice<'_>]) -> io::Result<usize> {
