@@ -381,7 +381,7 @@ settings! {
         tls_self_signed: bool = false;
     }
 
-    /// Live HLS: every stream segmented in memory, MPEG-TS at /app/stream.m3u8, fMP4 with
+    /// Live HLS: streams segmented in memory while asked for, MPEG-TS at /app/stream.m3u8, fMP4 with
     /// Low-Latency HLS at /app/stream/index.m3u8.
     [hls] HlsSettings {
         /// Segment every live stream for HLS ([[apps]] entries may turn it on or off per app).
