@@ -3,7 +3,7 @@
 use clap::Parser;
 use sluice_server::{Cli, Config, Server};
 
-#[cfg(target_os = "linux")]
+#[cfg(all(target_os = "linux", not(feature = "system-alloc")))]
 #[global_allocator]
 static ALLOC: tikv_jemallocator::Jemalloc = tikv_jemallocator::Jemalloc;
 
