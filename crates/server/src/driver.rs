@@ -324,37 +324,10 @@ where
         match woke {
             Woke::Readable(r) => {
                 r?;
-                // A publisher's session reads straight into its own buffer.
-                if let Some(buf) = conn.session.input_buffer() {
-                    buf.reserve(READ_CHUNK);
-                    match conn.sock.try_read_buf(buf) {
-                        Ok(0) => return Ok(()),
-                        Ok(_) => {
-                            idle_deadline = idle_after(conn.idle);
-                            if let Err(e) = conn.session.handle_buffered(Instant::now()) {
-                                return Err(DriveError::Session(e));
-                            }
-                        }
-                        Err(e) if e.kind() == io::ErrorKind::WouldBlock => {}
-                        Err(e) => return Err(e.into()),
-                    }
-                    continue;
-                }
-                // Others use the worker's scratch buffer: no read buffer per
-                // connection, and no zeroing per read.
-                let ctx = conn.ctx.clone();
-                let mut buf = ctx.read_buf.borrow_mut();
-                match conn.sock.try_read(&mut buf) {
-                    Ok(0) => return Ok(()),
-                    Ok(n) => {
-                        idle_deadline = idle_after(conn.idle);
-                        let input = Input::Stream(buf.get(..n).unwrap_or_default());
-                        if let Err(e) = conn.session.handle_input(Instant::now(), input) {
-                            return Err(DriveError::Session(e));
-                        }
-                    }
-                    Err(e) if e.kind() == io::ErrorKind::WouldBlock => {}
-                    Err(e) => return Err(e.into()),
+                match read_input(conn)? {
+                    Some(0) => return Ok(()),
+                    Some(_) => idle_deadline = idle_after(conn.idle),
+                    None => {}
                 }
             }
             Woke::Timer => {
@@ -381,6 +354,39 @@ where
             }
         }
     }
+}
+
+/// Reads what the peer sent and hands it to the session: straight into the session's
+/// own buffer when it offers one (a publisher), otherwise through the worker's scratch
+/// buffer (no read buffer per connection, and no zeroing per read). `None`: nothing
+/// was there after all; `Some(0)`: the peer closed.
+fn read_input<S: Session>(conn: &mut Conn<S>) -> Result<Option<usize>, DriveError<S::Error>> {
+    let would_block = |r: io::Result<usize>| match r {
+        Ok(n) => Ok(Some(n)),
+        Err(e) if e.kind() == io::ErrorKind::WouldBlock => Ok(None),
+        Err(e) => Err(e),
+    };
+    let now = Instant::now();
+    if let Some(buf) = conn.session.input_buffer() {
+        buf.reserve(READ_CHUNK);
+        let read = would_block(conn.sock.try_read_buf(buf))?;
+        if read.is_some_and(|n| n > 0) {
+            conn.session
+                .handle_buffered(now)
+                .map_err(DriveError::Session)?;
+        }
+        return Ok(read);
+    }
+    let ctx = conn.ctx.clone();
+    let mut buf = ctx.read_buf.borrow_mut();
+    let read = would_block(conn.sock.try_read(&mut buf))?;
+    if let Some(n) = read.filter(|&n| n > 0) {
+        let input = Input::Stream(buf.get(..n).unwrap_or_default());
+        conn.session
+            .handle_input(now, input)
+            .map_err(DriveError::Session)?;
+    }
+    Ok(read)
 }
 
 /// Arms `timer` for `wanted` unless it is armed for an earlier time already (see

@@ -258,6 +258,26 @@ impl Drop for RtpUse {
 }
 
 impl StreamState {
+    /// The current decoder configurations, video then audio.
+    pub fn tracks(&self) -> [Option<Arc<Track>>; 2] {
+        [&self.video_config, &self.audio_config].map(|p| match p.as_deref().map(|p| &p.payload) {
+            Some(Payload::Config(track)) => Some(track.clone()),
+            _ => None,
+        })
+    }
+
+    /// A returning publisher's media begins at the next position: HLS marks a
+    /// discontinuity there, now or when it starts later from the ring. The last few
+    /// such positions the ring still holds are kept.
+    pub fn mark_restart(&mut self) {
+        let (first, next) = (self.ring.first(), self.ring.next());
+        self.restarts.retain(|&p| p >= first);
+        if self.restarts.len() >= 8 {
+            self.restarts.pop_front();
+        }
+        self.restarts.push_back(next);
+    }
+
     /// Marks the stream ended and wakes its workers, whose players then finish.
     fn close(&mut self) {
         self.closed = true;
@@ -366,13 +386,12 @@ impl Stream {
         let source = rtp.as_mut()?;
         *rtp_users += 1;
         if *rtp_users == 1 {
-            let packets: Vec<Arc<Packet>> = {
+            let mut packets = VecDeque::new();
+            {
                 let state = self.lock();
                 let ring = &state.ring;
-                (ring.start().unwrap_or(ring.next())..ring.next())
-                    .filter_map(|pos| ring.get(pos).cloned())
-                    .collect()
-            };
+                ring.copy_since(ring.start().unwrap_or(ring.next()), &mut packets);
+            }
             for packet in packets.iter().filter(|p| p.rtp().is_none()) {
                 if let Payload::Media { frame, .. } = &packet.payload {
                     if let Some(form) = source.packetize(frame) {
@@ -396,26 +415,16 @@ impl Stream {
         if self.hls.segmenting() {
             return;
         }
-        let (packets, tracks, restarts) = {
+        let mut packets = VecDeque::new();
+        let (first, tracks, restarts) = {
             let state = self.lock();
             let ring = &state.ring;
-            let from = ring.oldest_key().unwrap_or(ring.next());
-            let packets: Vec<(u64, Arc<Packet>)> = (from..ring.next())
-                .filter_map(|pos| Some((pos, ring.get(pos)?.clone())))
-                .collect();
-            let track = |p: &Option<Arc<Packet>>| match p.as_deref().map(|p| &p.payload) {
-                Some(Payload::Config(t)) => Some(t.clone()),
-                _ => None,
-            };
-            (
-                packets,
-                [track(&state.video_config), track(&state.audio_config)],
-                state.restarts.clone(),
-            )
+            let first = ring.copy_since(ring.oldest_key().unwrap_or(ring.next()), &mut packets);
+            (first, state.tracks(), state.restarts.clone())
         };
-        let newest = packets.last().map_or(0, |(_, p)| p.ts_ms);
-        let replay = packets.iter().flat_map(|(pos, p)| {
-            let restart = restarts.contains(pos).then_some(Replay::Discontinuity);
+        let newest = packets.back().map_or(0, |p| p.ts_ms);
+        let replay = (first..).zip(&packets).flat_map(|(pos, p)| {
+            let restart = restarts.contains(&pos).then_some(Replay::Discontinuity);
             let item = match &p.payload {
                 Payload::Config(track) => Some(Replay::Track(track)),
                 Payload::Media { frame, track } => {

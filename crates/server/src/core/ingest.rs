@@ -33,20 +33,16 @@ pub struct Ingest {
 
 impl Ingest {
     pub fn new(stream: Arc<Stream>) -> Self {
-        {
+        let returning = {
             let mut state = stream.lock();
-            if state.generation > 0 {
-                // A returning publisher: HLS marks a discontinuity where its media
-                // begins, now or when it starts later from the ring.
-                let (first, next) = (state.ring.first(), state.ring.next());
-                state.restarts.retain(|&p| p >= first);
-                if state.restarts.len() >= 8 {
-                    state.restarts.pop_front();
-                }
-                state.restarts.push_back(next);
-                drop(state);
-                stream.hls.discontinuity();
+            let returning = state.generation > 0;
+            if returning {
+                state.mark_restart();
             }
+            returning
+        };
+        if returning {
+            stream.hls.discontinuity();
         }
         Ingest {
             stream,

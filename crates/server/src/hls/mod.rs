@@ -26,7 +26,7 @@
 use crate::io::memfile::MemFile;
 use arc_swap::ArcSwap;
 use bytes::Bytes;
-use sluice_hls::{Fmp4Segmenter, HlsConfig, SegmentNames, Timeline, TsSegmenter};
+use sluice_hls::{Fmp4Segmenter, HlsConfig, SegmentNames, Timeline, TsSegmenter, Variant};
 use sluice_media::{Frame, Track};
 use std::collections::BTreeMap;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
@@ -115,6 +115,12 @@ impl Segmenters {
             .set_tracks(self.video.as_deref(), self.audio.as_deref());
         self.fmp4
             .set_tracks(self.video.as_deref(), self.audio.as_deref());
+    }
+
+    /// The next segment of each variant starts with a discontinuity.
+    fn discontinuity(&mut self) {
+        self.ts.discontinuity();
+        self.fmp4.discontinuity();
     }
 
     /// Whether `track` is the configuration in use for its kind.
@@ -291,9 +297,10 @@ impl HlsStream {
         always: bool,
         idle: Duration,
     ) -> Self {
-        // A bad configuration is said once, here, and turns HLS off.
-        let config = config.filter(|&c| match Segmenters::new(c, String::new()) {
-            Ok(_) => true,
+        // A bad configuration is said once, here, and turns HLS off. The fMP4 variant's
+        // check is the stricter one (TS segments turn low latency off).
+        let config = config.filter(|c| match c.validate(Variant::Fmp4) {
+            Ok(()) => true,
             Err(e) => {
                 tracing::warn!(stream = %key, "HLS off: {e}");
                 false
@@ -403,10 +410,7 @@ impl HlsStream {
                     s.push(key, frame, now - age_ms);
                     frames += 1;
                 }
-                Replay::Discontinuity => {
-                    s.ts.discontinuity();
-                    s.fmp4.discontinuity();
-                }
+                Replay::Discontinuity => s.discontinuity(),
             }
         }
         for track in current.iter().flatten() {
@@ -443,10 +447,7 @@ impl HlsStream {
 
     /// A publisher came back: the next segment is marked as a discontinuity.
     pub fn discontinuity(&self) {
-        self.with(|s| {
-            s.ts.discontinuity();
-            s.fmp4.discontinuity();
-        });
+        self.with(Segmenters::discontinuity);
     }
 
     /// One frame from the publisher, while segmenting; segmenting stops here once

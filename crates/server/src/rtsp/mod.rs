@@ -23,7 +23,7 @@ use crate::core::fanout::{CloseReason, Player};
 use crate::core::format::{Format, FormatId};
 use crate::core::hub::{RtpUse, Stream};
 use crate::core::ingest::Publisher;
-use crate::core::packet::{rtp_channel, Payload};
+use crate::core::packet::rtp_channel;
 use crate::ctx::{Accept, Ctx};
 use crate::driver::{self, Adapter, Conn, DriveError, Next};
 use crate::io::sock::Sock;
@@ -503,13 +503,10 @@ impl Rtsp {
             let tracks = {
                 let state = stream.lock();
                 let ready = state.ring.start().is_some();
-                let tracks: Vec<Arc<Track>> = [&state.video_config, &state.audio_config]
+                let tracks: Vec<Arc<Track>> = state
+                    .tracks()
                     .into_iter()
                     .flatten()
-                    .filter_map(|p| match &p.payload {
-                        Payload::Config(t) => Some(t.clone()),
-                        _ => None,
-                    })
                     .filter(|t| RtpCodec::for_track(t).is_ok())
                     .collect();
                 ready.then_some(tracks)
