@@ -459,6 +459,17 @@ settings! {
         wait_ms: u64 = 3_000;
     }
 
+    /// How publishers (RTMP, RTSP over TCP) are read.
+    [publishers] PublishersSettings {
+        /// Merged reads: a publisher's socket is read at most once per this many ms, taking
+        /// every frame that arrived meanwhile in one wake-up (fewer wake-ups, reads and
+        /// acknowledgements per frame). Adds up to this much latency; never more than the
+        /// stream's merge window (players' merge_ms), so an app with merge_ms = 0 reads at
+        /// once. 0 reads every frame as it arrives.
+        #[flag("publisher-read-merge-ms", "MS")]
+        read_merge_ms: u64 = 40;
+    }
+
     /// What one stream or connection may hold on to: memory and time.
     [limits] LimitsSettings {
         /// How much recent media each stream keeps (the GOP cache and the slack for slow

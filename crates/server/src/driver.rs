@@ -38,6 +38,11 @@ use std::time::{Duration, Instant};
 /// (`Ctx::read_buf`), so an idle connection (a player) costs no read buffer.
 pub const READ_CHUNK: usize = 16 << 10;
 
+/// Reads per wake-up of a publisher whose reads are merged: what a merge window of a
+/// fast stream left in the socket is taken at once, up to this many chunks (the rest
+/// waits for the next wake-up, which comes at once).
+const MERGED_READS: usize = 16;
+
 /// What an adapter asks of the driver after an event.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Next {
@@ -125,6 +130,9 @@ pub struct Conn<S: Session> {
     /// A connection that sends nothing this long while not playing is closed (`None`:
     /// the session keeps its own timeout).
     idle: Option<Duration>,
+    /// While the session takes its input buffered (a publisher), the socket is read at
+    /// most once per this long (see `publishers.read_merge_ms`).
+    read_merge: Option<Duration>,
 }
 
 impl<S: Session> Conn<S> {
@@ -139,7 +147,15 @@ impl<S: Session> Conn<S> {
             held: VecDeque::new(),
             playing: None,
             idle,
+            read_merge: None,
         }
+    }
+
+    /// Merges the reads of a publisher of `stream`: at most one per
+    /// `publishers.read_merge_ms`, and never a longer wait than the stream's merge window.
+    pub fn merge_reads(&mut self, stream: &Stream) {
+        let configured = Duration::from_millis(self.ctx.config.publishers.read_merge_ms);
+        self.read_merge = read_merge(configured, stream.merge);
     }
 
     /// Leaves timing out a silent peer to the session (`poll_timeout`).
@@ -259,6 +275,8 @@ pub fn log_end<E: std::error::Error>(result: &Result<(), DriveError<E>>) {
 /// What woke the driver.
 enum Woke<W> {
     Readable(io::Result<()>),
+    /// A merged publisher may be read again.
+    HoldEnd,
     Timer,
     Idle,
     Player(PlayEnd),
@@ -292,6 +310,9 @@ where
     let mut timer_armed: Option<tokio::time::Instant> = None;
     let mut idle = std::pin::pin!(tokio::time::sleep_until(far()));
     let mut idle_armed: Option<tokio::time::Instant> = None;
+    // A merged publisher's socket is not polled until this passes (see `merge_reads`).
+    let mut hold = std::pin::pin!(tokio::time::sleep_until(far()));
+    let mut holding = false;
     loop {
         while let Some(event) = conn.next_event() {
             match adapter.on_event(conn, event).await {
@@ -314,7 +335,8 @@ where
         let woke = {
             let wait = adapter.wait();
             tokio::select! {
-                r = conn.sock.readable() => Woke::Readable(r),
+                r = conn.sock.readable(), if !holding => Woke::Readable(r),
+                () = &mut hold, if holding => Woke::HoldEnd,
                 () = &mut timer, if timer_armed.is_some() => Woke::Timer,
                 () = &mut idle, if idle_armed.is_some() => Woke::Idle,
                 end = player_end(conn.playing.as_ref()) => Woke::Player(end),
@@ -326,10 +348,19 @@ where
                 r?;
                 match read_input(conn)? {
                     Some(0) => return Ok(()),
-                    Some(_) => idle_deadline = idle_after(conn.idle),
+                    Some(_) => {
+                        idle_deadline = idle_after(conn.idle);
+                        if let Some(merge) = conn.read_merge {
+                            if conn.session.input_buffer().is_some() {
+                                hold.as_mut().reset(tokio::time::Instant::now() + merge);
+                                holding = true;
+                            }
+                        }
+                    }
                     None => {}
                 }
             }
+            Woke::HoldEnd => holding = false,
             Woke::Timer => {
                 timer_armed = None;
                 conn.session.handle_timeout(Instant::now());
@@ -367,15 +398,34 @@ fn read_input<S: Session>(conn: &mut Conn<S>) -> Result<Option<usize>, DriveErro
         Err(e) => Err(e),
     };
     let now = Instant::now();
-    if let Some(buf) = conn.session.input_buffer() {
-        buf.reserve(READ_CHUNK);
-        let read = would_block(conn.sock.try_read_buf(buf))?;
-        if read.is_some_and(|n| n > 0) {
+    if conn.session.input_buffer().is_some() {
+        // A merged publisher drains what its window left; otherwise one chunk a wake-up.
+        let chunks = if conn.read_merge.is_some() {
+            MERGED_READS
+        } else {
+            1
+        };
+        let mut total = None;
+        for _ in 0..chunks {
+            let Some(buf) = conn.session.input_buffer() else {
+                break;
+            };
+            buf.reserve(READ_CHUNK);
+            let spare = buf.capacity() - buf.len();
+            let n = match would_block(conn.sock.try_read_buf(buf))? {
+                None => break,
+                Some(0) => return Ok(Some(0)),
+                Some(n) => n,
+            };
+            total = Some(total.unwrap_or(0) + n);
             conn.session
                 .handle_buffered(now)
                 .map_err(DriveError::Session)?;
+            if n < spare {
+                break;
+            }
         }
-        return Ok(read);
+        return Ok(total);
     }
     let ctx = conn.ctx.clone();
     let mut buf = ctx.read_buf.borrow_mut();
@@ -387,6 +437,12 @@ fn read_input<S: Session>(conn: &mut Conn<S>) -> Result<Option<usize>, DriveErro
             .map_err(DriveError::Session)?;
     }
     Ok(read)
+}
+
+/// A publisher's read interval: the configured one, never longer than its stream's
+/// merge window; `None` reads at once.
+fn read_merge(configured: Duration, stream_merge: Duration) -> Option<Duration> {
+    Some(configured.min(stream_merge)).filter(|d| !d.is_zero())
 }
 
 /// Arms `timer` for `wanted` unless it is armed for an earlier time already (see
@@ -409,5 +465,19 @@ async fn player_end(playing: Option<&Playing>) -> PlayEnd {
     match playing {
         Some(p) => p.wait_end().await,
         None => std::future::pending().await,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn read_merge_is_bounded_by_the_merge_window() {
+        let ms = Duration::from_millis;
+        assert_eq!(read_merge(ms(40), ms(200)), Some(ms(40)));
+        assert_eq!(read_merge(ms(40), ms(10)), Some(ms(10)));
+        assert_eq!(read_merge(ms(40), ms(0)), None);
+        assert_eq!(read_merge(ms(0), ms(200)), None);
     }
 }

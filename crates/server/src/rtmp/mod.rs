@@ -134,6 +134,7 @@ impl Rtmp {
             Ok(publisher) => {
                 tracing::info!(stream = %key, query = %req.query, "publish");
                 conn.session.accept_publish();
+                conn.merge_reads(&publisher.stream);
                 self.publishing = Some(publisher);
                 Next::Continue
             }

@@ -735,6 +735,7 @@ impl Rtsp {
             }
         };
         tracing::info!(stream = %key, tracks = kinds.len(), "publish");
+        conn.merge_reads(&publisher.stream);
         self.publishing = Some(Publish {
             ingest: publisher,
             tracks,
