@@ -36,6 +36,8 @@ pub enum Method {
     Options,
     /// POST.
     Post,
+    /// DELETE.
+    Delete,
     /// Anything else.
     Other,
 }
@@ -128,6 +130,7 @@ pub fn parse_request(buf: &[u8]) -> Result<Option<Request>, HttpError> {
         Some("HEAD") => Method::Head,
         Some("OPTIONS") => Method::Options,
         Some("POST") => Method::Post,
+        Some("DELETE") => Method::Delete,
         Some(_) => Method::Other,
         None => return Err(HttpError::Malformed("no method")),
     };

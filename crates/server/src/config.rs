@@ -487,6 +487,16 @@ settings! {
         /// file download this long, is closed.
         idle_timeout_ms: u64 = 30_000;
     }
+
+    /// The HTTP API (`/api/v1/...`) and Prometheus metrics (`/metrics`), on the HTTP and
+    /// HTTPS listeners.
+    [api] ApiSettings {
+        /// Bearer token the API and `/metrics` require (`Authorization: Bearer TOKEN`), from
+        /// any address. Empty (the default): there is no secret, and they answer only
+        /// clients on a loopback address.
+        #[flag("api-token", "TOKEN")]
+        token: String = "";
+    }
 }
 
 /// One `[[apps]]` entry: settings of the streams its `name` matches (see the module doc).

@@ -29,6 +29,10 @@ pub struct Ctx {
     pub files: Arc<FileMaps>,
     /// Files played on demand, shared by every worker.
     pub vods: Arc<Vods>,
+    /// This worker's connections (for the API and its commands).
+    pub clients: Rc<crate::ops::Clients>,
+    /// The line to every worker, and the server's start.
+    pub ops: Arc<crate::ops::Ops>,
     /// Where this worker's connections read into, one at a time (never held across an
     /// await): see `driver::READ_CHUNK`.
     pub read_buf: RefCell<Box<[u8]>>,

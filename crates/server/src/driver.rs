@@ -25,6 +25,7 @@ use crate::core::hub::Stream;
 use crate::core::play::{PlayEnd, Playing, DRAIN_TIMEOUT};
 use crate::ctx::Ctx;
 use crate::io::sock::{write_all, Sock};
+use crate::ops::Client;
 use bytes::Bytes;
 use sluice_session::{Input, Output, Session};
 use std::collections::VecDeque;
@@ -70,6 +71,8 @@ pub enum DriveError<E: std::error::Error + 'static> {
     Timeout,
     #[error("peer took nothing of its answer for {0:?}")]
     Stalled(Duration),
+    #[error("kicked by the API")]
+    Kicked,
 }
 
 /// A protocol's side of the driver: what its events mean for the hub.
@@ -120,6 +123,8 @@ pub trait Adapter<S: Session> {
 pub struct Conn<S: Session> {
     pub ctx: Rc<Ctx>,
     pub id: u64,
+    /// The connection's entry in its worker's registry (the API's view, kicks).
+    pub client: Client,
     pub sock: Rc<Sock>,
     pub session: S,
     /// Transmits waiting for the socket while not playing.
@@ -136,11 +141,12 @@ pub struct Conn<S: Session> {
 }
 
 impl<S: Session> Conn<S> {
-    pub fn new(ctx: Rc<Ctx>, id: u64, sock: Rc<Sock>, session: S) -> Self {
+    pub fn new(ctx: Rc<Ctx>, client: Client, sock: Rc<Sock>, session: S) -> Self {
         let idle = Some(Duration::from_millis(ctx.config.limits.idle_timeout_ms));
         Conn {
             ctx,
-            id,
+            id: client.id(),
+            client,
             sock,
             session,
             out: VecDeque::new(),
@@ -181,6 +187,7 @@ impl<S: Session> Conn<S> {
                 Output::Event(e) => self.held.push_back(e),
             }
         }
+        self.client.playing(&stream.key, &player);
         self.playing = Some(Playing::start(&self.ctx.fanout, stream, player));
     }
 
@@ -190,6 +197,7 @@ impl<S: Session> Conn<S> {
         if let Some(playing) = self.playing.take() {
             playing.drain().await;
         }
+        self.client.idle();
     }
 
     /// What is owed to the socket now, taken out for the adapter to write itself
@@ -268,6 +276,7 @@ pub fn log_end<E: std::error::Error>(result: &Result<(), DriveError<E>>) {
     match result {
         Ok(()) => tracing::info!("closed"),
         Err(DriveError::Io(e)) => tracing::info!("closed: {e}"),
+        Err(DriveError::Kicked) => tracing::info!("closed: kicked by the API"),
         Err(e) => tracing::warn!("closed: {e}"),
     }
 }
@@ -277,6 +286,8 @@ enum Woke<W> {
     Readable(io::Result<()>),
     /// A merged publisher may be read again.
     HoldEnd,
+    /// The API ended the connection.
+    Kicked,
     Timer,
     Idle,
     Player(PlayEnd),
@@ -341,6 +352,7 @@ where
                 () = &mut idle, if idle_armed.is_some() => Woke::Idle,
                 end = player_end(conn.playing.as_ref()) => Woke::Player(end),
                 w = wait => Woke::Adapter(w),
+                () = conn.client.kicked() => Woke::Kicked,
             }
         };
         match woke {
@@ -361,6 +373,7 @@ where
                 }
             }
             Woke::HoldEnd => holding = false,
+            Woke::Kicked => return Err(DriveError::Kicked),
             Woke::Timer => {
                 timer_armed = None;
                 conn.session.handle_timeout(Instant::now());
@@ -418,6 +431,7 @@ fn read_input<S: Session>(conn: &mut Conn<S>) -> Result<Option<usize>, DriveErro
                 Some(n) => n,
             };
             total = Some(total.unwrap_or(0) + n);
+            conn.client.count_in(n);
             conn.session
                 .handle_buffered(now)
                 .map_err(DriveError::Session)?;
@@ -431,6 +445,7 @@ fn read_input<S: Session>(conn: &mut Conn<S>) -> Result<Option<usize>, DriveErro
     let mut buf = ctx.read_buf.borrow_mut();
     let read = would_block(conn.sock.try_read(&mut buf))?;
     if let Some(n) = read.filter(|&n| n > 0) {
+        conn.client.count_in(n);
         let input = Input::Stream(buf.get(..n).unwrap_or_default());
         conn.session
             .handle_input(now, input)

@@ -22,6 +22,7 @@ mod driver;
 mod hls;
 mod http;
 mod io;
+mod ops;
 mod record;
 mod rtmp;
 mod rtsp;

@@ -140,6 +140,7 @@ impl Server {
         let files = Arc::new(crate::io::filemap::FileMaps::default());
         let vods = Arc::new(crate::vod::Vods::default());
         let (shutdown, _) = watch::channel(false);
+        let (ops, mut commands) = crate::ops::Ops::new(workers);
         let mut threads = Vec::with_capacity(workers);
         for worker in 0..workers {
             let mut starts: Vec<Start> = Vec::new();
@@ -163,6 +164,8 @@ impl Server {
                 hub: hub.clone(),
                 files: files.clone(),
                 vods: vods.clone(),
+                ops: ops.clone(),
+                commands: commands.remove(0),
             };
             let stop = shutdown.subscribe();
             threads.push(
@@ -209,6 +212,8 @@ struct WorkerParts {
     hub: Arc<Hub>,
     files: Arc<crate::io::filemap::FileMaps>,
     vods: Arc<crate::vod::Vods>,
+    ops: Arc<crate::ops::Ops>,
+    commands: tokio::sync::mpsc::UnboundedReceiver<crate::ops::Command>,
 }
 
 fn run_worker(parts: WorkerParts, starts: Vec<Start>, mut stop: watch::Receiver<bool>) {
@@ -226,6 +231,15 @@ fn run_worker(parts: WorkerParts, starts: Vec<Start>, mut stop: watch::Receiver<
     let local = tokio::task::LocalSet::new();
     local.block_on(&runtime, async move {
         let delay = crate::delay::DelayProbe::start(worker);
+        let load = crate::ops::Load::start();
+        let clients = Rc::new(crate::ops::Clients::default());
+        tokio::task::spawn_local(crate::ops::serve_commands(
+            parts.commands,
+            worker,
+            clients.clone(),
+            load,
+            delay.clone(),
+        ));
         let config = parts.config;
         let fanout = Fanout::new(Policy {
             max_lag_ms: i64::try_from(config.players.max_lag_ms).unwrap_or(i64::MAX),
@@ -240,6 +254,8 @@ fn run_worker(parts: WorkerParts, starts: Vec<Start>, mut stop: watch::Receiver<
             worker,
             files: parts.files,
             vods: parts.vods,
+            clients,
+            ops: parts.ops,
             read_buf: RefCell::new(vec![0; crate::driver::READ_CHUNK].into_boxed_slice()),
         });
         if worker == 0 {

@@ -125,6 +125,8 @@ pub struct Player {
     start_at: Cell<Option<u64>>,
     /// Detached from its stream: the pump, which may hold it across a yield, skips it.
     detached: Cell<bool>,
+    /// How far its cursor was behind the newest frame at its last write, in ms.
+    lag_ms: Cell<Option<i64>>,
 }
 
 #[derive(Debug, Default)]
@@ -175,6 +177,7 @@ impl Player {
             wake: Notify::new(),
             start_at: Cell::new(None),
             detached: Cell::new(false),
+            lag_ms: Cell::new(None),
         })
     }
 
@@ -208,6 +211,12 @@ impl Player {
 
     pub fn skips(&self) -> u32 {
         self.io.borrow().skips
+    }
+
+    /// How far behind the newest frame it was when last written (`None` before its
+    /// first keyframe).
+    pub fn lag_ms(&self) -> Option<i64> {
+        self.lag_ms.get()
     }
 
     /// Whether nothing is left to write (the stream's end, say, was delivered).
@@ -437,6 +446,9 @@ impl LocalStream {
                 }
             };
             io.bytes += written as u64;
+            self.stream
+                .bytes_out
+                .fetch_add(written as u64, Ordering::Relaxed);
             if written < offered || player.sock.has_pending_output() {
                 io.blocked = true;
             }
@@ -497,8 +509,10 @@ impl LocalStream {
                 io.cursor = Some(hint.unwrap_or(start));
             }
             Some(cursor) => {
+                let lag = m.get(cursor).map_or(0, |p| m.newest_ts - p.ts_ms);
+                player.lag_ms.set(Some(lag));
                 let behind = match m.get(cursor) {
-                    Some(p) => m.newest_ts - p.ts_ms > self.policy.max_lag_ms,
+                    Some(_) => lag > self.policy.max_lag_ms,
                     None => cursor < m.first,
                 };
                 if behind && cursor < start {

@@ -74,6 +74,11 @@ pub struct Stream {
     pub hls_viewers: AtomicUsize,
     /// Players moved to a newer keyframe because they fell behind.
     pub skips: AtomicU64,
+    /// Media bytes and frames received from publishers (for the API and `/metrics`).
+    pub bytes_in: AtomicU64,
+    pub frames_in: AtomicU64,
+    /// Bytes written to players by the fan-out, across all workers.
+    pub bytes_out: AtomicU64,
     /// The stream's HLS segments and playlists.
     pub hls: HlsStream,
     /// What the publisher feeds in stream order for consumers that come and go (RTP,
@@ -226,6 +231,24 @@ impl Hub {
         ended
     }
 
+    /// Every stream, live or in its grace window, by key.
+    pub fn streams(&self) -> Vec<Arc<Stream>> {
+        let mut all: Vec<_> = self.streams.load().values().cloned().collect();
+        all.sort_by(|a, b| a.key.cmp(&b.key));
+        all
+    }
+
+    /// Ends `stream` now, publisher or not (the API closed it): its players get what
+    /// is left and finish. `false` when it had ended already.
+    pub fn end(&self, stream: &Arc<Stream>) -> bool {
+        let generation = {
+            let mut state = stream.lock();
+            state.publisher = None;
+            state.generation
+        };
+        self.expire(stream, generation)
+    }
+
     /// The stream of `key` if it is live or waiting for its publisher to return.
     pub fn find(&self, key: &str) -> Option<Arc<Stream>> {
         self.streams.load().get(key).cloned()
@@ -340,6 +363,9 @@ impl Stream {
             players: AtomicUsize::new(0),
             hls_viewers: AtomicUsize::new(0),
             skips: AtomicU64::new(0),
+            bytes_in: AtomicU64::new(0),
+            frames_in: AtomicU64::new(0),
+            bytes_out: AtomicU64::new(0),
             taps: Mutex::new(Taps {
                 rtp: config.rtp.then(RtpSource::new),
                 rtp_users: 0,
@@ -354,6 +380,11 @@ impl Stream {
     /// See [`Stream::taps`]: the publisher holds it from a packet's taps to its push.
     pub fn taps(&self) -> MutexGuard<'_, Taps> {
         self.taps.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// Players of `format` now, across all workers.
+    pub fn consumers(&self, format: FormatId) -> usize {
+        self.consumers[format.index()].load(Ordering::Relaxed)
     }
 
     /// A player of `format` came (`true`) or went.

@@ -179,6 +179,14 @@ impl Ingest {
             MediaKind::Audio => self.video.is_none(),
         };
         self.frames += 1;
+        let stream = &self.stream;
+        stream
+            .frames_in
+            .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        stream.bytes_in.fetch_add(
+            frame.payload.len() as u64,
+            std::sync::atomic::Ordering::Relaxed,
+        );
         if let Some(tap) = &self.stream.record {
             tap.frame(&frame, key);
         }

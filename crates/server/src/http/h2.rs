@@ -96,24 +96,33 @@ impl Body for H2Body {
 }
 
 /// Serves one HTTP/2 connection until it closes.
-pub(crate) async fn serve<IO>(ctx: Rc<Worker>, io: IO) -> Result<(), hyper::Error>
+pub(crate) async fn serve<IO>(
+    ctx: Rc<Worker>,
+    peer: std::net::SocketAddr,
+    io: IO,
+) -> Result<(), hyper::Error>
 where
     IO: tokio::io::AsyncRead + tokio::io::AsyncWrite + Unpin + 'static,
 {
     let service = hyper::service::service_fn(move |req: http::Request<Incoming>| {
         let ctx = ctx.clone();
-        async move { Ok::<_, Infallible>(handle(&ctx, req).await) }
+        async move { Ok::<_, Infallible>(handle(&ctx, peer, req).await) }
     });
     hyper::server::conn::http2::Builder::new(LocalExec)
         .serve_connection(hyper_util::rt::TokioIo::new(io), service)
         .await
 }
 
-async fn handle(ctx: &Rc<Worker>, req: http::Request<Incoming>) -> http::Response<H2Body> {
+async fn handle(
+    ctx: &Rc<Worker>,
+    peer: std::net::SocketAddr,
+    req: http::Request<Incoming>,
+) -> http::Response<H2Body> {
     let method = match *req.method() {
         http::Method::GET => Method::Get,
         http::Method::HEAD => Method::Head,
         http::Method::OPTIONS => Method::Options,
+        http::Method::DELETE => Method::Delete,
         _ => Method::Other,
     };
     let request = Request {
@@ -130,6 +139,12 @@ async fn handle(ctx: &Rc<Worker>, req: http::Request<Incoming>) -> http::Respons
     };
     tracing::debug!(path = %request.path, method = ?method, "request (h2)");
     let reply = match (method, route(&request.path)) {
+        (Method::Get | Method::Head | Method::Delete, _)
+            if super::api::route(&request.path).is_some() =>
+        {
+            let what = super::api::route(&request.path).unwrap_or(super::api::ApiPath::Unknown);
+            super::api::reply(ctx, &request, peer, what).await
+        }
         (Method::Options, _) => Reply {
             file: None,
             status: 204,

@@ -8,6 +8,7 @@
 //! connection when the stream does. Bodies the kernel can send from a file (a memfd
 //! segment, a media-root file) go out with `sendfile` on plain HTTP.
 
+mod api;
 mod files;
 mod h2;
 mod hls;
@@ -50,11 +51,11 @@ const MAX_KEY_LEN: usize = 256;
 /// The CORS headers of every response, for HTTP/2 (name, value).
 pub(crate) const CORS_HEADERS: [(&str, &str); 3] = [
     ("access-control-allow-origin", "*"),
-    ("access-control-allow-methods", "GET, HEAD, OPTIONS"),
+    ("access-control-allow-methods", "GET, HEAD, OPTIONS, DELETE"),
     ("access-control-allow-headers", "*"),
 ];
 
-pub(crate) const CORS: &str = "Access-Control-Allow-Origin: *\r\nAccess-Control-Allow-Methods: GET, HEAD, OPTIONS\r\nAccess-Control-Allow-Headers: *\r\n";
+pub(crate) const CORS: &str = "Access-Control-Allow-Origin: *\r\nAccess-Control-Allow-Methods: GET, HEAD, OPTIONS, DELETE\r\nAccess-Control-Allow-Headers: *\r\n";
 
 /// One worker's HTTP and HTTPS: the worker's [`Ctx`] and its HLS viewer sessions (no
 /// lock: only this thread touches them).
@@ -119,7 +120,7 @@ async fn serve(ctx: Rc<Worker>, sock: TcpStream, peer: SocketAddr) {
     let id = ctx.hub.next_id();
     let span = tracing::info_span!("http", id, %peer);
     async move {
-        match connection(&ctx, id, sock.into_sock()).await {
+        match connection(&ctx, id, peer, "http", sock.into_sock()).await {
             Ok(()) => tracing::debug!("closed"),
             Err(e) => tracing::info!("closed: {e}"),
         }
@@ -146,12 +147,12 @@ async fn serve_tls(ctx: Rc<Worker>, acceptor: TlsAcceptor, sock: TcpStream, peer
             Err(_) => return tracing::info!("TLS handshake timed out"),
         };
         if tls.get_ref().1.alpn_protocol() == Some(b"h2") {
-            return match h2::serve(ctx, tls).await {
+            return match h2::serve(ctx, peer, tls).await {
                 Ok(()) => tracing::debug!("closed"),
                 Err(e) => tracing::info!("closed: {e}"),
             };
         }
-        match connection(&ctx, id, tls.into_sock()).await {
+        match connection(&ctx, id, peer, "https", tls.into_sock()).await {
             Ok(()) => tracing::debug!("closed"),
             Err(e) => tracing::info!("closed: {e}"),
         }
@@ -161,7 +162,13 @@ async fn serve_tls(ctx: Rc<Worker>, acceptor: TlsAcceptor, sock: TcpStream, peer
 }
 
 /// One HTTP/1.1 connection, plain or TLS, on the common driver.
-async fn connection(ctx: &Rc<Worker>, id: u64, sock: Sock) -> Result<(), Error> {
+async fn connection(
+    ctx: &Rc<Worker>,
+    id: u64,
+    peer: SocketAddr,
+    protocol: &'static str,
+    sock: Sock,
+) -> Result<(), Error> {
     let idle = Duration::from_millis(ctx.config.limits.idle_timeout_ms);
     let session = ServerSession::new(
         ServerConfig {
@@ -172,9 +179,12 @@ async fn connection(ctx: &Rc<Worker>, id: u64, sock: Sock) -> Result<(), Error> 
         Instant::now(),
     );
     // The session times out slow heads and silent kept-alive connections itself.
-    let mut conn = Conn::new(ctx.ctx.clone(), id, Rc::new(sock), session).without_idle_timeout();
+    let client = ctx.clients.add(id, protocol, peer);
+    let mut conn =
+        Conn::new(ctx.ctx.clone(), client, Rc::new(sock), session).without_idle_timeout();
     let mut http = Http {
         worker: ctx.clone(),
+        peer,
         idle,
         vod: None,
     };
@@ -184,6 +194,7 @@ async fn connection(ctx: &Rc<Worker>, id: u64, sock: Sock) -> Result<(), Error> 
 /// The HTTP adapter: routes each request; keeps a played file going.
 struct Http {
     worker: Rc<Worker>,
+    peer: SocketAddr,
     /// How long a peer may take nothing of an answer.
     idle: Duration,
     /// Feeds the private stream of a file on demand while it is played.
@@ -214,6 +225,16 @@ impl Http {
     async fn request(&mut self, conn: &mut Conn<ServerSession>, req: Request) -> Result<(), Error> {
         let ctx = self.worker.clone();
         tracing::debug!(path = %req.path, method = ?req.method, "request");
+        if let (Some(what), false) = (api::route(&req.path), req.method == Method::Options) {
+            let reply = api::reply(&ctx, &req, self.peer, what).await;
+            let headers: Vec<(&str, &str)> = reply
+                .headers
+                .iter()
+                .map(|(n, v)| (*n, v.as_str()))
+                .collect();
+            conn.session.respond(reply.status, &headers, reply.body);
+            return Ok(());
+        }
         let text =
             |status: u16, body: &'static str| (status, vec![Bytes::from_static(body.as_bytes())]);
         let (status, body) = match (req.method, route(&req.path)) {

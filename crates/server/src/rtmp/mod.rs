@@ -41,7 +41,8 @@ async fn serve(ctx: Rc<Ctx>, sock: TcpStream, peer: SocketAddr) {
             max_message_len: ctx.config.rtmp.max_message_len,
             ..ServerConfig::default()
         });
-        let mut conn = Conn::new(ctx, id, Rc::new(Sock::tcp_stream(sock)), session);
+        let client = ctx.clients.add(id, "rtmp", peer);
+        let mut conn = Conn::new(ctx, client, Rc::new(Sock::tcp_stream(sock)), session);
         let mut rtmp = Rtmp {
             publishing: None,
             vod: None,
@@ -135,6 +136,7 @@ impl Rtmp {
                 tracing::info!(stream = %key, query = %req.query, "publish");
                 conn.session.accept_publish();
                 conn.merge_reads(&publisher.stream);
+                conn.client.publishing(&key);
                 self.publishing = Some(publisher);
                 Next::Continue
             }

@@ -113,7 +113,8 @@ async fn serve(worker: Rc<Worker>, sock: TcpStream, peer: SocketAddr) {
             Sock::new(per_packet::PerPacket(sock))
         });
         // The session times out a silent peer itself.
-        let mut conn = Conn::new(worker.ctx.clone(), id, sock, session).without_idle_timeout();
+        let client = worker.clients.add(id, "rtsp", peer);
+        let mut conn = Conn::new(worker.ctx.clone(), client, sock, session).without_idle_timeout();
         let mut rtsp = Rtsp {
             worker,
             peer,
@@ -736,6 +737,7 @@ impl Rtsp {
         };
         tracing::info!(stream = %key, tracks = kinds.len(), "publish");
         conn.merge_reads(&publisher.stream);
+        conn.client.publishing(&key);
         self.publishing = Some(Publish {
             ingest: publisher,
             tracks,

@@ -72,7 +72,7 @@ register! {
 pub struct FormatId(u8);
 
 impl FormatId {
-    fn format(self) -> &'static dyn OutputFormat {
+    pub fn format(self) -> &'static dyn OutputFormat {
         FORMATS[usize::from(self.0)]
     }
 

@@ -1,0 +1,398 @@
+//! The HTTP API (`/api/v1/...`, JSON) and `/metrics` (Prometheus text).
+//!
+//! Access: with `api.token` set, a request must carry `Authorization: Bearer TOKEN`,
+//! from any address; without one there is no secret at all, and only loopback clients
+//! are answered. There is never a default token.
+//!
+//! Per-connection figures come from each worker through its command channel
+//! (`crate::ops`); per-stream figures from the hub's lock-free directory and the
+//! streams' atomics. A request takes each stream's lock once, briefly, for its ring.
+
+use super::hls::Reply;
+use super::Worker;
+use crate::core::format::FormatId;
+use crate::core::hub::Stream;
+use crate::ops::{ClientInfo, Role};
+use bytes::Bytes;
+use serde::Serialize;
+use serde_json::{json, Value};
+use sluice_http::{Method, Request};
+use sluice_media::{MediaKind, TrackConfig};
+use std::net::SocketAddr;
+use std::sync::atomic::Ordering;
+
+/// What an API path names.
+#[derive(Debug, PartialEq, Eq)]
+pub(crate) enum ApiPath<'a> {
+    Server,
+    Streams,
+    Stream(&'a str),
+    Clients,
+    Client(u64),
+    Workers,
+    Config,
+    Metrics,
+    Unknown,
+}
+
+/// Whether `path` is the API's, and which resource.
+pub(crate) fn route(path: &str) -> Option<ApiPath<'_>> {
+    if path == "/metrics" {
+        return Some(ApiPath::Metrics);
+    }
+    let rest = path
+        .strip_prefix("/api/v1")
+        .filter(|r| r.is_empty() || r.starts_with('/'))?;
+    let rest = rest.trim_end_matches('/');
+    Some(match rest {
+        "/server" => ApiPath::Server,
+        "/streams" => ApiPath::Streams,
+        "/clients" => ApiPath::Clients,
+        "/workers" => ApiPath::Workers,
+        "/config" => ApiPath::Config,
+        _ => {
+            if let Some(key) = rest.strip_prefix("/streams/") {
+                if super::stream_key(key).is_some() {
+                    return Some(ApiPath::Stream(key));
+                }
+            } else if let Some(id) = rest.strip_prefix("/clients/") {
+                if let Some(id) = id
+                    .parse()
+                    .ok()
+                    .filter(|_| id.bytes().all(|b| b.is_ascii_digit()))
+                {
+                    return Some(ApiPath::Client(id));
+                }
+            }
+            ApiPath::Unknown
+        }
+    })
+}
+
+/// Whether the request may use the API: the bearer token when one is set, else a
+/// loopback peer.
+fn allowed(token: &str, req: &Request, peer: SocketAddr) -> Result<(), (u16, &'static str)> {
+    if token.is_empty() {
+        return if peer.ip().is_loopback() {
+            Ok(())
+        } else {
+            Err((
+                403,
+                "the API answers loopback clients only until api.token is set",
+            ))
+        };
+    }
+    let given = req
+        .header("authorization")
+        .and_then(|h| {
+            h.strip_prefix("Bearer ")
+                .or_else(|| h.strip_prefix("bearer "))
+        })
+        .map(str::trim);
+    match given {
+        Some(t) if same(t.as_bytes(), token.as_bytes()) => Ok(()),
+        Some(_) => Err((403, "wrong token")),
+        None => Err((401, "a bearer token is required")),
+    }
+}
+
+/// Compares in time independent of where the inputs differ.
+fn same(a: &[u8], b: &[u8]) -> bool {
+    a.len() == b.len() && a.iter().zip(b).fold(0u8, |acc, (x, y)| acc | (x ^ y)) == 0
+}
+
+fn json_reply(status: u16, value: &impl Serialize) -> Reply {
+    let body = serde_json::to_vec_pretty(value).unwrap_or_default();
+    Reply {
+        status,
+        headers: vec![
+            ("Content-Type", "application/json".into()),
+            ("Cache-Control", "no-store".into()),
+        ],
+        body: vec![Bytes::from(body)],
+        file: None,
+    }
+}
+
+fn error(status: u16, message: &str) -> Reply {
+    let mut r = json_reply(status, &json!({ "error": message }));
+    if status == 401 {
+        r.headers
+            .push(("WWW-Authenticate", "Bearer realm=\"sluice\"".into()));
+    }
+    r
+}
+
+/// Answers an API or metrics request.
+pub(crate) async fn reply(
+    ctx: &Worker,
+    req: &Request,
+    peer: SocketAddr,
+    what: ApiPath<'_>,
+) -> Reply {
+    if let Err((status, why)) = allowed(&ctx.config.api.token, req, peer) {
+        tracing::info!(%peer, path = %req.path, "API request denied: {why}");
+        return error(status, why);
+    }
+    let get = matches!(req.method, Method::Get | Method::Head);
+    match (what, get, req.method) {
+        (ApiPath::Metrics, true, _) => {
+            let workers = ctx.ops.snapshots().await;
+            let text = crate::ops::metrics::render(
+                &ctx.hub,
+                &workers,
+                ctx.ops.started_at.elapsed().as_secs_f64(),
+            );
+            Reply {
+                status: 200,
+                headers: vec![(
+                    "Content-Type",
+                    "application/openmetrics-text; version=1.0.0; charset=utf-8".into(),
+                )],
+                body: vec![Bytes::from(text)],
+                file: None,
+            }
+        }
+        (ApiPath::Server, true, _) => json_reply(200, &server(ctx)),
+        (ApiPath::Streams, true, _) => {
+            let clients = clients(ctx).await;
+            let list: Vec<Value> = ctx
+                .hub
+                .streams()
+                .iter()
+                .map(|s| stream(s, &clients))
+                .collect();
+            json_reply(200, &json!({ "streams": list }))
+        }
+        (ApiPath::Stream(key), true, _) => match ctx.hub.find(key) {
+            Some(s) => json_reply(200, &stream(&s, &clients(ctx).await)),
+            None => error(404, "no such stream"),
+        },
+        (ApiPath::Stream(key), false, Method::Delete) => match ctx.hub.find(key) {
+            Some(s) => {
+                let publishers = ctx.ops.kick_publishers(key).await;
+                let ended = ctx.hub.end(&s);
+                tracing::info!(stream = %key, publishers, "stream closed by the API");
+                json_reply(
+                    200,
+                    &json!({ "closed": ended, "publishers_kicked": publishers }),
+                )
+            }
+            None => error(404, "no such stream"),
+        },
+        (ApiPath::Clients, true, _) => json_reply(200, &json!({ "clients": clients(ctx).await })),
+        (ApiPath::Client(id), true, _) => {
+            match clients(ctx).await.into_iter().find(|c| c.id == id) {
+                Some(c) => json_reply(200, &c),
+                None => error(404, "no such client"),
+            }
+        }
+        (ApiPath::Client(id), false, Method::Delete) => {
+            if ctx.ops.kick(id).await {
+                tracing::info!(client = id, "client kicked by the API");
+                json_reply(200, &json!({ "kicked": id }))
+            } else {
+                error(404, "no such client")
+            }
+        }
+        (ApiPath::Workers, true, _) => {
+            let workers: Vec<_> = ctx
+                .ops
+                .snapshots()
+                .await
+                .into_iter()
+                .map(|s| s.worker)
+                .collect();
+            json_reply(200, &json!({ "workers": workers }))
+        }
+        (ApiPath::Config, true, _) => {
+            let mut config = (*ctx.config).clone();
+            if !config.api.token.is_empty() {
+                config.api.token = "(set)".into();
+            }
+            json_reply(200, &config)
+        }
+        (ApiPath::Unknown, _, _) => error(404, "no such API route"),
+        _ => error(405, "method not allowed"),
+    }
+}
+
+fn server(ctx: &Worker) -> Value {
+    json!({
+        "name": "sluice",
+        "version": env!("CARGO_PKG_VERSION"),
+        "started_unix_ms": crate::ops::unix_ms(ctx.ops.started),
+        "uptime_s": ctx.ops.started_at.elapsed().as_secs_f64(),
+        "workers": ctx.ops.workers(),
+        "streams": ctx.hub.streams().len(),
+    })
+}
+
+/// Every worker's connections.
+async fn clients(ctx: &Worker) -> Vec<ClientInfo> {
+    let mut all: Vec<ClientInfo> = ctx
+        .ops
+        .snapshots()
+        .await
+        .into_iter()
+        .flat_map(|s| s.clients)
+        .collect();
+    all.sort_by_key(|c| c.id);
+    all
+}
+
+fn track(track: &TrackConfig) -> Value {
+    match track {
+        TrackConfig::H264(c) => json!({ "codec": "h264", "width": c.width, "height": c.height }),
+        TrackConfig::H265(c) => json!({ "codec": "h265", "width": c.width, "height": c.height }),
+        TrackConfig::Av1 { .. } => json!({ "codec": "av1" }),
+        TrackConfig::Vp9 { .. } => json!({ "codec": "vp9" }),
+        TrackConfig::Aac(c) => {
+            json!({ "codec": "aac", "sample_rate": c.sample_rate, "channels": c.channels })
+        }
+        TrackConfig::Opus(c) => json!({ "codec": "opus", "channels": c.channels }),
+        TrackConfig::Mp3 {
+            sample_rate,
+            channels,
+        } => json!({ "codec": "mp3", "sample_rate": sample_rate, "channels": channels }),
+        TrackConfig::Pcma { channels } => json!({ "codec": "pcma", "channels": channels }),
+        TrackConfig::Pcmu { channels } => json!({ "codec": "pcmu", "channels": channels }),
+    }
+}
+
+/// One stream as the API shows it; its publisher from `clients`.
+fn stream(s: &Stream, clients: &[ClientInfo]) -> Value {
+    let (tracks, ring_bytes, ring_frames, span_ms, live) = {
+        let state = s.lock();
+        let ring = &state.ring;
+        let first = ring.get(ring.first()).map(|p| p.ts_ms);
+        let last = ring
+            .next()
+            .checked_sub(1)
+            .and_then(|p| ring.get(p))
+            .map(|p| p.ts_ms);
+        let span = first.zip(last).map_or(0, |(a, b)| b - a);
+        (
+            state.tracks(),
+            ring.bytes(),
+            ring.len(),
+            span,
+            state.publisher.is_some(),
+        )
+    };
+    let mut video = Value::Null;
+    let mut audio = Value::Null;
+    for t in tracks.iter().flatten() {
+        match t.kind() {
+            MediaKind::Video => video = track(&t.config),
+            MediaKind::Audio => audio = track(&t.config),
+        }
+    }
+    let mut viewers = serde_json::Map::new();
+    for f in FormatId::all() {
+        let name = if f == FormatId::RTP {
+            "rtsp"
+        } else {
+            f.format().name()
+        };
+        viewers.insert(name.into(), s.consumers(f).into());
+    }
+    viewers.insert("hls".into(), s.hls_viewers.load(Ordering::Relaxed).into());
+    let (app, name) = s.key.rsplit_once('/').unwrap_or(("", &s.key));
+    let publisher = clients
+        .iter()
+        .find(|c| c.role == Role::Publish && c.stream.as_deref() == Some(&s.key))
+        .map(|c| json!({ "client": c.id, "protocol": c.protocol, "peer": c.peer }));
+    let bitrate_in = if span_ms > 0 {
+        ring_bytes as f64 * 8.0 / span_ms as f64
+    } else {
+        0.0
+    };
+    json!({
+        "key": s.key,
+        "app": app,
+        "name": name,
+        "live": live,
+        "publisher": publisher,
+        "video": video,
+        "audio": audio,
+        "bitrate_in_kbps": (bitrate_in * 10.0).round() / 10.0,
+        "bytes_in": s.bytes_in.load(Ordering::Relaxed),
+        "frames_in": s.frames_in.load(Ordering::Relaxed),
+        "bytes_out": s.bytes_out.load(Ordering::Relaxed),
+        "viewers": viewers,
+        "players": s.players.load(Ordering::Relaxed),
+        "skips": s.skips.load(Ordering::Relaxed),
+        "ring": { "bytes": ring_bytes, "frames": ring_frames, "span_ms": span_ms },
+        "hls_bytes": s.hls.memory(),
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn routes() {
+        assert_eq!(route("/metrics"), Some(ApiPath::Metrics));
+        assert_eq!(route("/api/v1/server"), Some(ApiPath::Server));
+        assert_eq!(route("/api/v1/streams/"), Some(ApiPath::Streams));
+        assert_eq!(
+            route("/api/v1/streams/live/cam"),
+            Some(ApiPath::Stream("live/cam"))
+        );
+        assert_eq!(route("/api/v1/clients/42"), Some(ApiPath::Client(42)));
+        assert_eq!(route("/api/v1/clients/+4"), Some(ApiPath::Unknown));
+        assert_eq!(route("/api/v1/streams/../x"), Some(ApiPath::Unknown));
+        assert_eq!(route("/api/v1/nope"), Some(ApiPath::Unknown));
+        assert_eq!(route("/api/v10/server"), None);
+        assert_eq!(route("/live/cam.flv"), None);
+    }
+
+    fn get(headers: &[(&str, &str)]) -> Request {
+        Request {
+            method: Method::Get,
+            path: "/api/v1/server".into(),
+            query: String::new(),
+            http11: true,
+            headers: headers
+                .iter()
+                .map(|(n, v)| (n.to_string(), v.to_string()))
+                .collect(),
+            head_len: 0,
+        }
+    }
+
+    #[test]
+    fn without_a_token_only_loopback_is_answered() {
+        let local: SocketAddr = "127.0.0.1:9".parse().unwrap();
+        let local6: SocketAddr = "[::1]:9".parse().unwrap();
+        let remote: SocketAddr = "192.0.2.7:9".parse().unwrap();
+        assert!(allowed("", &get(&[]), local).is_ok());
+        assert!(allowed("", &get(&[]), local6).is_ok());
+        assert_eq!(allowed("", &get(&[]), remote).unwrap_err().0, 403);
+        // A token is required from everywhere once set, loopback included.
+        assert_eq!(allowed("t", &get(&[]), local).unwrap_err().0, 401);
+        assert_eq!(
+            allowed("t", &get(&[("Authorization", "Bearer x")]), remote)
+                .unwrap_err()
+                .0,
+            403
+        );
+        assert_eq!(
+            allowed("t", &get(&[("Authorization", "Basic dDp0")]), remote)
+                .unwrap_err()
+                .0,
+            401
+        );
+        assert!(allowed("t", &get(&[("authorization", "Bearer t")]), remote).is_ok());
+    }
+
+    #[test]
+    fn tokens_compare_whole() {
+        assert!(same(b"abc", b"abc"));
+        assert!(!same(b"abc", b"abd"));
+        assert!(!same(b"abc", b"abcd"));
+        assert!(!same(b"", b"a"));
+    }
+}

@@ -1,0 +1,171 @@
+//! `/metrics` in the Prometheus text format, made at scrape time from the hub's
+//! streams and the workers' snapshots.
+//!
+//! Why at scrape time: the figures live where they are cheapest to keep (atomics on
+//! the stream, per-worker cells); a registry built per scrape has no series left over
+//! from streams that ended, and no hot path pays for a label lookup.
+
+use super::Snapshot;
+use crate::core::format::FormatId;
+use crate::core::hub::Hub;
+use prometheus_client::encoding::text::encode;
+use prometheus_client::metrics::counter::Counter;
+use prometheus_client::metrics::family::Family;
+use prometheus_client::metrics::gauge::Gauge;
+use prometheus_client::registry::Registry;
+use std::sync::atomic::{AtomicU64, Ordering};
+
+type Labels = Vec<(&'static str, String)>;
+
+/// The stream's app (its key up to the last `/`) and name.
+fn stream_labels(key: &str) -> Labels {
+    let (app, name) = key.rsplit_once('/').unwrap_or(("", key));
+    vec![("app", app.to_owned()), ("stream", name.to_owned())]
+}
+
+fn with(mut labels: Labels, name: &'static str, value: impl Into<String>) -> Labels {
+    labels.push((name, value.into()));
+    labels
+}
+
+/// Renders every metric.
+pub fn render(hub: &Hub, workers: &[Snapshot], uptime_s: f64) -> String {
+    let mut reg = Registry::with_prefix("sluice");
+
+    let up: Gauge<f64, AtomicU64> = Gauge::default();
+    up.set(uptime_s);
+    reg.register("uptime_seconds", "Seconds since the server started", up);
+
+    let streams = hub.streams();
+    let count: Gauge = Gauge::default();
+    count.set(streams.len() as i64);
+    reg.register(
+        "streams",
+        "Live streams (including those in their grace window)",
+        count,
+    );
+
+    let viewers = Family::<Labels, Gauge>::default();
+    let bytes_in = Family::<Labels, Counter>::default();
+    let bytes_out = Family::<Labels, Counter>::default();
+    let frames_in = Family::<Labels, Counter>::default();
+    let skips = Family::<Labels, Counter>::default();
+    let ring = Family::<Labels, Gauge>::default();
+    let hls = Family::<Labels, Gauge>::default();
+    for s in &streams {
+        let labels = stream_labels(&s.key);
+        for f in FormatId::all() {
+            let protocol = match f {
+                FormatId::RTP => "rtsp",
+                _ => f.format().name(),
+            };
+            viewers
+                .get_or_create(&with(labels.clone(), "protocol", protocol))
+                .set(s.consumers(f) as i64);
+        }
+        viewers
+            .get_or_create(&with(labels.clone(), "protocol", "hls"))
+            .set(s.hls_viewers.load(Ordering::Relaxed) as i64);
+        bytes_in
+            .get_or_create(&labels)
+            .inc_by(s.bytes_in.load(Ordering::Relaxed));
+        frames_in
+            .get_or_create(&labels)
+            .inc_by(s.frames_in.load(Ordering::Relaxed));
+        bytes_out
+            .get_or_create(&labels)
+            .inc_by(s.bytes_out.load(Ordering::Relaxed));
+        skips
+            .get_or_create(&labels)
+            .inc_by(s.skips.load(Ordering::Relaxed));
+        ring.get_or_create(&labels)
+            .set(s.lock().ring.bytes() as i64);
+        hls.get_or_create(&labels).set(s.hls.memory() as i64);
+    }
+    reg.register(
+        "stream_viewers",
+        "Players of a stream, by protocol",
+        viewers,
+    );
+    reg.register(
+        "stream_received_bytes",
+        "Media bytes received from the publisher",
+        bytes_in,
+    );
+    reg.register(
+        "stream_received_frames",
+        "Frames received from the publisher",
+        frames_in,
+    );
+    reg.register(
+        "stream_sent_bytes",
+        "Bytes written to the stream's players (HTTP-FLV, WS-FLV, RTMP, RTSP)",
+        bytes_out,
+    );
+    reg.register(
+        "stream_skips",
+        "Players moved to a newer keyframe because they fell behind",
+        skips,
+    );
+    reg.register(
+        "stream_ring_bytes",
+        "Bytes held by the stream's ring (GOP cache)",
+        ring,
+    );
+    reg.register(
+        "stream_hls_bytes",
+        "Bytes held by the stream's HLS segments",
+        hls,
+    );
+
+    let busy = Family::<Labels, Gauge<f64, AtomicU64>>::default();
+    let cpu = Family::<Labels, Counter<f64, AtomicU64>>::default();
+    let conns = Family::<Labels, Gauge>::default();
+    let delay = Family::<Labels, Gauge<f64, AtomicU64>>::default();
+    for w in workers {
+        let labels = vec![("worker", w.worker.worker.to_string())];
+        busy.get_or_create(&labels).set(w.worker.busy);
+        cpu.get_or_create(&labels).inc_by(w.worker.cpu_seconds);
+        conns
+            .get_or_create(&labels)
+            .set(w.worker.connections as i64);
+        delay
+            .get_or_create(&labels)
+            .set(w.worker.worst_delay_ms / 1e3);
+    }
+    reg.register(
+        "worker_busy_ratio",
+        "CPU time of the worker's thread over the last second",
+        busy,
+    );
+    reg.register(
+        "worker_cpu_seconds",
+        "CPU seconds of the worker's thread",
+        cpu,
+    );
+    reg.register("worker_connections", "Connections the worker holds", conns);
+    reg.register(
+        "worker_scheduling_delay_worst_seconds",
+        "Latest wake-up of the worker's delay probe since start",
+        delay,
+    );
+
+    let mut out = String::new();
+    // Writing to a String cannot fail.
+    let _ = encode(&mut out, &reg);
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn labels_split_the_key_at_its_last_slash() {
+        assert_eq!(
+            stream_labels("live/cam"),
+            vec![("app", "live".to_owned()), ("stream", "cam".to_owned())]
+        );
+        assert_eq!(stream_labels("a/b/c")[0].1, "a/b");
+    }
+}

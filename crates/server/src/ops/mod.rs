@@ -1,0 +1,432 @@
+//! What operators see and control: each worker's connections ([`Clients`]), the
+//! commands that reach a worker through its own channel ([`Command`]), and the
+//! snapshots the HTTP API and `/metrics` are made of.
+//!
+//! Why a channel per worker: a connection belongs to the worker that accepted it, and
+//! its state is that thread's alone (`Rc`, `RefCell`). The API asks each worker for its
+//! part and joins the answers; no lock is shared by the workers' request paths.
+//!
+//! # Invariants
+//! - A connection is in its worker's [`Clients`] from its start until its [`Client`]
+//!   guard drops, whatever ends it.
+//! - A kicked connection ends at its driver's next turn (`Conn::kicked`).
+
+pub mod metrics;
+
+use crate::core::fanout::Player;
+use serde::Serialize;
+use std::cell::{Cell, RefCell};
+use std::collections::HashMap;
+use std::net::SocketAddr;
+use std::rc::{Rc, Weak};
+use std::sync::Arc;
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+use tokio::sync::{mpsc, oneshot, Notify};
+
+/// What a connection does now.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Role {
+    /// Connected; no stream yet (a request, a handshake).
+    Idle,
+    Publish,
+    Play,
+}
+
+/// One connection of this worker, as its registry entry.
+#[derive(Debug)]
+struct Entry {
+    protocol: &'static str,
+    peer: SocketAddr,
+    since: SystemTime,
+    stream: RefCell<Option<Arc<str>>>,
+    role: Cell<Role>,
+    bytes_in: Cell<u64>,
+    player: RefCell<Weak<Player>>,
+    kick: Notify,
+}
+
+/// This worker's connections.
+#[derive(Debug, Default)]
+pub struct Clients {
+    entries: RefCell<HashMap<u64, Rc<Entry>>>,
+}
+
+/// A connection's entry in its worker's [`Clients`]; dropping it removes the entry.
+#[derive(Debug)]
+pub struct Client {
+    id: u64,
+    entry: Rc<Entry>,
+    clients: Weak<Clients>,
+}
+
+impl Clients {
+    /// Registers connection `id`.
+    pub fn add(self: &Rc<Self>, id: u64, protocol: &'static str, peer: SocketAddr) -> Client {
+        let entry = Rc::new(Entry {
+            protocol,
+            peer,
+            since: SystemTime::now(),
+            stream: RefCell::new(None),
+            role: Cell::new(Role::Idle),
+            bytes_in: Cell::new(0),
+            player: RefCell::new(Weak::new()),
+            kick: Notify::new(),
+        });
+        self.entries.borrow_mut().insert(id, entry.clone());
+        Client {
+            id,
+            entry,
+            clients: Rc::downgrade(self),
+        }
+    }
+
+    /// Asks connection `id` to end; `false` when it is not one of this worker's.
+    pub fn kick(&self, id: u64) -> bool {
+        match self.entries.borrow().get(&id) {
+            Some(e) => {
+                e.kick.notify_one();
+                true
+            }
+            None => false,
+        }
+    }
+
+    /// Kicks every publisher of `key` on this worker; how many.
+    pub fn kick_publishers(&self, key: &str) -> usize {
+        let entries = self.entries.borrow();
+        let mut n = 0;
+        for e in entries.values() {
+            if e.role.get() == Role::Publish && e.stream.borrow().as_deref() == Some(key) {
+                e.kick.notify_one();
+                n += 1;
+            }
+        }
+        n
+    }
+
+    #[allow(clippy::len_without_is_empty)]
+    pub fn len(&self) -> usize {
+        self.entries.borrow().len()
+    }
+
+    /// Every connection of this worker as the API shows it.
+    pub fn snapshot(&self, worker: usize) -> Vec<ClientInfo> {
+        let now = SystemTime::now();
+        self.entries
+            .borrow()
+            .iter()
+            .map(|(&id, e)| {
+                let player = e.player.borrow().upgrade();
+                ClientInfo {
+                    id,
+                    worker,
+                    protocol: e.protocol,
+                    peer: e.peer.to_string(),
+                    role: e.role.get(),
+                    stream: e.stream.borrow().as_deref().map(str::to_owned),
+                    bytes_in: e.bytes_in.get(),
+                    bytes_out: player.as_ref().map_or(0, |p| p.bytes()),
+                    skips: player.as_ref().map_or(0, |p| p.skips()),
+                    lag_ms: player.as_ref().and_then(|p| p.lag_ms()),
+                    since_unix_ms: unix_ms(e.since),
+                    age_s: now
+                        .duration_since(e.since)
+                        .unwrap_or(Duration::ZERO)
+                        .as_secs_f64(),
+                }
+            })
+            .collect()
+    }
+}
+
+impl Client {
+    pub fn id(&self) -> u64 {
+        self.id
+    }
+
+    /// The connection publishes `key`.
+    pub fn publishing(&self, key: &str) {
+        self.entry.role.set(Role::Publish);
+        *self.entry.stream.borrow_mut() = Some(key.into());
+    }
+
+    /// The connection plays `key` as `player`.
+    pub fn playing(&self, key: &str, player: &Rc<Player>) {
+        self.entry.role.set(Role::Play);
+        *self.entry.stream.borrow_mut() = Some(key.into());
+        *self.entry.player.borrow_mut() = Rc::downgrade(player);
+    }
+
+    /// The connection stopped publishing or playing.
+    pub fn idle(&self) {
+        self.entry.role.set(Role::Idle);
+        *self.entry.stream.borrow_mut() = None;
+        *self.entry.player.borrow_mut() = Weak::new();
+    }
+
+    pub fn count_in(&self, n: usize) {
+        self.entry
+            .bytes_in
+            .set(self.entry.bytes_in.get() + n as u64);
+    }
+
+    /// Until the API kicks the connection.
+    pub async fn kicked(&self) {
+        self.entry.kick.notified().await
+    }
+}
+
+impl Drop for Client {
+    fn drop(&mut self) {
+        if let Some(clients) = self.clients.upgrade() {
+            clients.entries.borrow_mut().remove(&self.id);
+        }
+    }
+}
+
+/// A connection, as the API lists it.
+#[derive(Debug, Clone, Serialize)]
+pub struct ClientInfo {
+    pub id: u64,
+    pub worker: usize,
+    pub protocol: &'static str,
+    pub peer: String,
+    pub role: Role,
+    pub stream: Option<String>,
+    pub bytes_in: u64,
+    pub bytes_out: u64,
+    /// Times the player was moved to a newer keyframe because it fell behind.
+    pub skips: u32,
+    /// How far the player is behind the newest frame its worker holds.
+    pub lag_ms: Option<i64>,
+    pub since_unix_ms: u64,
+    pub age_s: f64,
+}
+
+/// One worker's load, as the API shows it.
+#[derive(Debug, Clone, Serialize)]
+pub struct WorkerInfo {
+    pub worker: usize,
+    /// CPU time of the worker's thread over the last [`LOAD_WINDOW`], as a fraction.
+    pub busy: f64,
+    /// CPU seconds of the worker's thread since it started.
+    pub cpu_seconds: f64,
+    /// The latest wake-up of the scheduling-delay probe since the worker started, ms.
+    pub worst_delay_ms: f64,
+    /// Probe wake-ups later than 10 ms since the worker started.
+    pub late_ticks: u64,
+    pub connections: usize,
+}
+
+/// What a worker answers.
+#[derive(Debug)]
+pub struct Snapshot {
+    pub worker: WorkerInfo,
+    pub clients: Vec<ClientInfo>,
+}
+
+/// A request to one worker.
+#[derive(Debug)]
+pub enum Command {
+    /// Its load and connections.
+    Snapshot(oneshot::Sender<Snapshot>),
+    /// End connection `id` if it is this worker's.
+    Kick(u64, oneshot::Sender<bool>),
+    /// End every publisher of the stream; answers how many there were.
+    KickPublishers(Arc<str>, oneshot::Sender<usize>),
+}
+
+/// The line to every worker, and what the whole server knows of itself.
+#[derive(Debug)]
+pub struct Ops {
+    workers: Vec<mpsc::UnboundedSender<Command>>,
+    pub started: SystemTime,
+    pub started_at: Instant,
+}
+
+impl Ops {
+    /// The line to `n` workers, and each worker's end of it.
+    pub fn new(n: usize) -> (Arc<Ops>, Vec<mpsc::UnboundedReceiver<Command>>) {
+        let (tx, rx): (Vec<_>, Vec<_>) = (0..n).map(|_| mpsc::unbounded_channel()).unzip();
+        let ops = Ops {
+            workers: tx,
+            started: SystemTime::now(),
+            started_at: Instant::now(),
+        };
+        (Arc::new(ops), rx)
+    }
+
+    pub fn workers(&self) -> usize {
+        self.workers.len()
+    }
+
+    /// Every worker's snapshot, in worker order (a worker that is gone is left out).
+    pub async fn snapshots(&self) -> Vec<Snapshot> {
+        let asks: Vec<_> = self
+            .workers
+            .iter()
+            .filter_map(|w| {
+                let (tx, rx) = oneshot::channel();
+                w.send(Command::Snapshot(tx)).ok().map(|()| rx)
+            })
+            .collect();
+        let mut out = Vec::with_capacity(asks.len());
+        for rx in asks {
+            if let Ok(s) = rx.await {
+                out.push(s);
+            }
+        }
+        out
+    }
+
+    /// Kicks connection `id`; whether a worker had it.
+    pub async fn kick(&self, id: u64) -> bool {
+        let asks: Vec<_> = self
+            .workers
+            .iter()
+            .filter_map(|w| {
+                let (tx, rx) = oneshot::channel();
+                w.send(Command::Kick(id, tx)).ok().map(|()| rx)
+            })
+            .collect();
+        let mut found = false;
+        for rx in asks {
+            found |= rx.await.unwrap_or(false);
+        }
+        found
+    }
+
+    /// Kicks every publisher of `key`; how many there were.
+    pub async fn kick_publishers(&self, key: &str) -> usize {
+        let key: Arc<str> = key.into();
+        let asks: Vec<_> = self
+            .workers
+            .iter()
+            .filter_map(|w| {
+                let (tx, rx) = oneshot::channel();
+                w.send(Command::KickPublishers(key.clone(), tx))
+                    .ok()
+                    .map(|()| rx)
+            })
+            .collect();
+        let mut n = 0;
+        for rx in asks {
+            n += rx.await.unwrap_or(0);
+        }
+        n
+    }
+}
+
+/// How far back a worker's `busy` fraction looks.
+pub const LOAD_WINDOW: Duration = Duration::from_secs(1);
+
+/// A worker's CPU use, sampled once per [`LOAD_WINDOW`] by its own task.
+#[derive(Debug, Default)]
+pub struct Load {
+    busy: Cell<f64>,
+}
+
+impl Load {
+    /// Samples the current thread's CPU time every [`LOAD_WINDOW`] (a local task).
+    pub fn start() -> Rc<Load> {
+        let load = Rc::new(Load::default());
+        tokio::task::spawn_local({
+            let load = load.clone();
+            async move {
+                let mut tick = tokio::time::interval(LOAD_WINDOW);
+                let mut last = (Instant::now(), thread_cpu());
+                loop {
+                    tick.tick().await;
+                    let now = (Instant::now(), thread_cpu());
+                    let wall = now.0.duration_since(last.0).as_secs_f64();
+                    if wall > 0.0 {
+                        load.busy.set(((now.1 - last.1) / wall).clamp(0.0, 1.0));
+                    }
+                    last = now;
+                }
+            }
+        });
+        load
+    }
+
+    pub fn busy(&self) -> f64 {
+        self.busy.get()
+    }
+}
+
+/// CPU seconds the calling thread has run.
+pub fn thread_cpu() -> f64 {
+    let t = rustix::time::clock_gettime(rustix::time::ClockId::ThreadCPUTime);
+    t.tv_sec as f64 + t.tv_nsec as f64 / 1e9
+}
+
+/// Milliseconds since the Unix epoch.
+pub fn unix_ms(t: SystemTime) -> u64 {
+    t.duration_since(UNIX_EPOCH)
+        .map_or(0, |d| u64::try_from(d.as_millis()).unwrap_or(u64::MAX))
+}
+
+/// Answers the commands sent to this worker until the server stops.
+pub async fn serve_commands(
+    mut rx: mpsc::UnboundedReceiver<Command>,
+    worker: usize,
+    clients: Rc<Clients>,
+    load: Rc<Load>,
+    delay: Rc<crate::delay::DelayProbe>,
+) {
+    while let Some(cmd) = rx.recv().await {
+        match cmd {
+            Command::Snapshot(reply) => {
+                let delay = delay.total();
+                let _ = reply.send(Snapshot {
+                    worker: WorkerInfo {
+                        worker,
+                        busy: load.busy(),
+                        cpu_seconds: thread_cpu(),
+                        worst_delay_ms: delay.worst.as_secs_f64() * 1e3,
+                        late_ticks: delay.late,
+                        connections: clients.len(),
+                    },
+                    clients: clients.snapshot(worker),
+                });
+            }
+            Command::Kick(id, reply) => {
+                let _ = reply.send(clients.kick(id));
+            }
+            Command::KickPublishers(key, reply) => {
+                let _ = reply.send(clients.kick_publishers(&key));
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_client_is_listed_until_its_guard_drops() {
+        let clients = Rc::new(Clients::default());
+        let peer: SocketAddr = "127.0.0.1:5000".parse().unwrap();
+        let a = clients.add(1, "rtmp", peer);
+        let b = clients.add(2, "http", peer);
+        a.publishing("live/x");
+        a.count_in(10);
+        let list = clients.snapshot(0);
+        assert_eq!(list.len(), 2);
+        let one = list.iter().find(|c| c.id == 1).unwrap();
+        assert_eq!(
+            (one.role, one.stream.as_deref(), one.bytes_in),
+            (Role::Publish, Some("live/x"), 10)
+        );
+        assert!(clients.kick(2));
+        assert!(!clients.kick(3));
+        assert_eq!(clients.kick_publishers("live/x"), 1);
+        assert_eq!(clients.kick_publishers("live/y"), 0);
+        drop(b);
+        assert_eq!(clients.len(), 1);
+        drop(a);
+        assert_eq!(clients.len(), 0);
+    }
+}

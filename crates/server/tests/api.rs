@@ -1,0 +1,247 @@
+//! The HTTP API and `/metrics` end to end: ffmpeg publishes over RTMP, a raw HTTP-FLV
+//! player plays; the API lists both, kicks the player (its socket really closes),
+//! closes the stream (ffmpeg's connection ends); `/metrics` is checked line by line
+//! against the text format; the bearer token is enforced when set.
+
+mod common;
+
+use common::{have_ffmpeg, publish_test_pattern, TestServer};
+use serde_json::Value;
+use std::io::{Read, Write};
+use std::net::{SocketAddr, TcpStream};
+use std::time::{Duration, Instant};
+
+/// A request with extra header lines; returns (status code, headers, body).
+fn request(addr: SocketAddr, method: &str, path: &str, extra: &str) -> (u16, String, Vec<u8>) {
+    let mut sock = TcpStream::connect(addr).expect("connect");
+    sock.set_read_timeout(Some(Duration::from_secs(20)))
+        .expect("timeout");
+    write!(
+        sock,
+        "{method} {path} HTTP/1.1\r\nHost: x\r\n{extra}Connection: close\r\n\r\n"
+    )
+    .expect("send");
+    let mut raw = Vec::new();
+    sock.read_to_end(&mut raw).expect("read");
+    let end = raw.windows(4).position(|w| w == b"\r\n\r\n").expect("head") + 4;
+    let head = String::from_utf8_lossy(&raw[..end]).into_owned();
+    let status = head
+        .split_whitespace()
+        .nth(1)
+        .and_then(|s| s.parse().ok())
+        .expect("status code");
+    (status, head, raw[end..].to_vec())
+}
+
+fn json(addr: SocketAddr, method: &str, path: &str) -> (u16, Value) {
+    let (status, head, body) = request(addr, method, path, "");
+    assert!(
+        head.to_ascii_lowercase()
+            .contains("content-type: application/json"),
+        "{path}: {head}"
+    );
+    (status, serde_json::from_slice(&body).expect("JSON body"))
+}
+
+/// Polls `path` until `ok` holds for its JSON (10 s at most).
+fn wait_json(addr: SocketAddr, path: &str, ok: impl Fn(&Value) -> bool) -> Value {
+    let deadline = Instant::now() + Duration::from_secs(10);
+    loop {
+        let (status, v) = json(addr, "GET", path);
+        if status == 200 && ok(&v) {
+            return v;
+        }
+        assert!(Instant::now() < deadline, "{path} never matched: {v}");
+        std::thread::sleep(Duration::from_millis(200));
+    }
+}
+
+/// Checks the Prometheus text exposition format (OpenMetrics flavor) line by line:
+/// `# HELP`/`# TYPE`/`# UNIT` comments, samples `name{label="value",...} number`, and
+/// `# EOF` last. Returns the samples.
+fn parse_metrics(text: &str) -> Vec<(String, f64)> {
+    let lines: Vec<&str> = text.lines().collect();
+    assert_eq!(lines.last(), Some(&"# EOF"), "ends with # EOF");
+    let name_ok = |n: &str| {
+        !n.is_empty()
+            && n.bytes()
+                .all(|b| b.is_ascii_alphanumeric() || b == b'_' || b == b':')
+            && !n.as_bytes()[0].is_ascii_digit()
+    };
+    let mut samples = Vec::new();
+    for line in &lines[..lines.len() - 1] {
+        if let Some(rest) = line.strip_prefix("# ") {
+            let mut parts = rest.splitn(3, ' ');
+            let kind = parts.next().unwrap_or("");
+            assert!(matches!(kind, "HELP" | "TYPE" | "UNIT"), "comment: {line}");
+            assert!(name_ok(parts.next().unwrap_or("")), "metric name: {line}");
+            continue;
+        }
+        let (series, value) = line.rsplit_once(' ').expect("sample: name value");
+        let value: f64 = value.parse().unwrap_or_else(|_| panic!("value: {line}"));
+        let name = match series.split_once('{') {
+            Some((name, labels)) => {
+                let labels = labels.strip_suffix('}').expect("labels close");
+                for pair in labels.split("\",").filter(|p| !p.is_empty()) {
+                    let (k, v) = pair.split_once("=\"").expect("label=\"value\"");
+                    assert!(name_ok(k), "label name: {line}");
+                    assert!(!v.contains('\n'), "label value: {line}");
+                }
+                name
+            }
+            None => series,
+        };
+        assert!(name_ok(name), "metric name: {line}");
+        samples.push((series.to_string(), value));
+    }
+    samples
+}
+
+#[test]
+#[cfg_attr(not(have_ffmpeg), ignore = "needs ffmpeg")]
+fn api_lists_kicks_and_closes_and_metrics_parse() {
+    if !have_ffmpeg() {
+        return;
+    }
+    let server = TestServer::start(&["--workers", "2"]);
+    let http = server.http;
+
+    let (status, info) = json(http, "GET", "/api/v1/server");
+    assert_eq!(status, 200);
+    assert_eq!(info["name"], "sluice");
+    assert_eq!(info["workers"], 2);
+
+    let url = format!("rtmp://{}/live/cam", server.rtmp);
+    let mut publisher = publish_test_pattern(&url, "flv", "libx264", 60);
+    let stream = wait_json(http, "/api/v1/streams/live/cam", |s| {
+        s["video"]["codec"] == "h264"
+            && s["audio"]["codec"] == "aac"
+            && s["frames_in"].as_u64() > Some(25)
+    });
+    assert_eq!(stream["video"]["width"], 320);
+    assert_eq!(stream["video"]["height"], 240);
+    assert_eq!(stream["live"], true);
+    assert_eq!(stream["publisher"]["protocol"], "rtmp");
+    let (_, list) = json(http, "GET", "/api/v1/streams");
+    assert_eq!(list["streams"][0]["key"], "live/cam");
+
+    // A raw HTTP-FLV player.
+    let mut player = TcpStream::connect(http).expect("connect");
+    write!(player, "GET /live/cam.flv HTTP/1.1\r\nHost: x\r\n\r\n").expect("send");
+    player
+        .set_read_timeout(Some(Duration::from_secs(10)))
+        .expect("timeout");
+    let mut buf = vec![0u8; 64 << 10];
+    let n = player.read(&mut buf).expect("FLV bytes");
+    assert!(n > 0);
+
+    let clients = wait_json(http, "/api/v1/clients", |v| {
+        v["clients"].as_array().is_some_and(|c| {
+            c.iter()
+                .any(|c| c["role"] == "play" && c["stream"] == "live/cam")
+        })
+    });
+    let all = clients["clients"].as_array().expect("clients");
+    let playing = all
+        .iter()
+        .find(|c| c["role"] == "play")
+        .expect("the player");
+    assert_eq!(playing["protocol"], "http");
+    assert!(playing["peer"].as_str().unwrap().starts_with("127.0.0.1:"));
+    assert!(all
+        .iter()
+        .any(|c| c["role"] == "publish" && c["protocol"] == "rtmp" && c["stream"] == "live/cam"));
+    let stream = wait_json(http, "/api/v1/streams/live/cam", |s| {
+        s["viewers"]["flv"] == 1
+    });
+    assert_eq!(stream["players"], 1);
+    let (status, one) = json(http, "GET", &format!("/api/v1/clients/{}", playing["id"]));
+    assert_eq!((status, &one["id"]), (200, &playing["id"]));
+
+    let (status, _, body) = request(http, "GET", "/metrics", "");
+    assert_eq!(status, 200);
+    let text = String::from_utf8(body).expect("utf-8 metrics");
+    let samples = parse_metrics(&text);
+    let sample = |series: &str| {
+        samples
+            .iter()
+            .find(|(s, _)| s == series)
+            .map(|(_, v)| *v)
+            .unwrap_or_else(|| panic!("no {series} in\n{text}"))
+    };
+    assert_eq!(
+        sample("sluice_stream_viewers{app=\"live\",stream=\"cam\",protocol=\"flv\"}"),
+        1.0
+    );
+    assert!(sample("sluice_stream_received_bytes_total{app=\"live\",stream=\"cam\"}") > 0.0);
+    assert!(sample("sluice_stream_sent_bytes_total{app=\"live\",stream=\"cam\"}") > 0.0);
+    assert_eq!(sample("sluice_streams"), 1.0);
+    assert!(samples
+        .iter()
+        .any(|(s, _)| s.starts_with("sluice_worker_busy_ratio{worker=\"1\"}")));
+
+    // Kick the player: its socket closes.
+    let (status, _) = json(
+        http,
+        "DELETE",
+        &format!("/api/v1/clients/{}", playing["id"]),
+    );
+    assert_eq!(status, 200);
+    let deadline = Instant::now() + Duration::from_secs(5);
+    loop {
+        match player.read(&mut buf) {
+            Ok(0) | Err(_) => break,
+            Ok(_) => assert!(Instant::now() < deadline, "kicked player still fed"),
+        }
+    }
+    wait_json(http, "/api/v1/streams/live/cam", |s| s["players"] == 0);
+
+    // Unknown routes, methods and clients.
+    assert_eq!(json(http, "GET", "/api/v1/nope").0, 404);
+    assert_eq!(json(http, "DELETE", "/api/v1/clients/99999999").0, 404);
+    assert_eq!(json(http, "DELETE", "/api/v1/server").0, 405);
+    assert_eq!(json(http, "GET", "/api/v1/streams/live/none").0, 404);
+    let (status, config) = json(http, "GET", "/api/v1/config");
+    assert_eq!(status, 200);
+    assert_eq!(config["players"]["merge_ms"], 200);
+
+    // Close the stream: it is gone, and the publisher's connection ends.
+    let (status, closed) = json(http, "DELETE", "/api/v1/streams/live/cam");
+    assert_eq!(status, 200, "{closed}");
+    assert_eq!(closed["publishers_kicked"], 1);
+    assert_eq!(json(http, "GET", "/api/v1/streams/live/cam").0, 404);
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while publisher.0.try_wait().expect("ffmpeg status").is_none() {
+        assert!(
+            Instant::now() < deadline,
+            "ffmpeg still publishing after the close"
+        );
+        std::thread::sleep(Duration::from_millis(100));
+    }
+}
+
+#[test]
+fn api_and_metrics_need_the_token_when_one_is_set() {
+    let server = TestServer::start(&["--api-token", "s3cret"]);
+    for path in ["/api/v1/server", "/metrics"] {
+        let (status, head, _) = request(server.http, "GET", path, "");
+        assert_eq!(status, 401, "{path} without a token");
+        assert!(head.contains("WWW-Authenticate: Bearer"), "{head}");
+        let (status, _, _) = request(server.http, "GET", path, "Authorization: Bearer nope\r\n");
+        assert_eq!(status, 403, "{path} with a wrong token");
+        let (status, _, _) = request(server.http, "GET", path, "Authorization: Bearer s3cret\r\n");
+        assert_eq!(status, 200, "{path} with the token");
+    }
+    // The token is never shown.
+    let (_, _, body) = request(
+        server.http,
+        "GET",
+        "/api/v1/config",
+        "Authorization: Bearer s3cret\r\n",
+    );
+    let config: Value = serde_json::from_slice(&body).expect("JSON");
+    assert_eq!(config["api"]["token"], "(set)");
+    // Media routes are not behind the API's token.
+    let (status, _, _) = request(server.http, "GET", "/", "");
+    assert_eq!(status, 200);
+}
