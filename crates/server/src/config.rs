@@ -315,6 +315,10 @@ settings! {
         /// "sluice=debug".
         #[flag("log", "LEVEL")]
         log: String = "info";
+        /// Log lines as "text" (for people) or "json" (one object per line, for log
+        /// shippers).
+        #[flag("log-format", "FORMAT")]
+        log_format: String = "text";
         /// Directory of files served on demand (/files/ downloads, /vod/ playback) and where
         /// recordings are written.
         #[flag("media-root", "DIR")]
@@ -715,6 +719,12 @@ impl Config {
     }
 
     fn validate(&self) -> Result<(), ConfigError> {
+        if !matches!(self.log_format.as_str(), "text" | "json") {
+            return Err(ConfigError::Invalid {
+                key: "log_format",
+                why: format!("{:?}: use \"text\" or \"json\"", self.log_format),
+            });
+        }
         for (key, value) in [
             ("rtmp.listen", &self.rtmp.listen),
             ("rtsp.listen", &self.rtsp.listen),

@@ -27,11 +27,15 @@ fn main() -> std::process::ExitCode {
     let filter = tracing_subscriber::EnvFilter::try_new(&config.log)
         .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info"));
     // Colours only for a person at a terminal: a log file or journal gets plain text.
-    tracing_subscriber::fmt()
+    let logs = tracing_subscriber::fmt()
         .with_env_filter(filter)
-        .with_writer(std::io::stderr)
-        .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()))
-        .init();
+        .with_writer(std::io::stderr);
+    if config.log_format == "json" {
+        logs.json().init();
+    } else {
+        logs.with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()))
+            .init();
+    }
     let workers = config.worker_count();
     // Caught from before the listening line: a script that reads it and stops the
     // server at once gets a graceful stop (recordings completed), not the default kill.

@@ -180,6 +180,30 @@ fn api_lists_kicks_and_closes_and_metrics_parse() {
         .iter()
         .any(|(s, _)| s.starts_with("sluice_worker_busy_ratio{worker=\"1\"}")));
 
+    // Every GET of the OpenAPI document answers with a status it documents.
+    let (status, doc) = json(http, "GET", "/api/v1/openapi.json");
+    assert_eq!(status, 200);
+    for (template, item) in doc["paths"].as_object().expect("paths") {
+        let Some(get) = item.get("get") else { continue };
+        let path = template
+            .replace("{app}/{name}", "live/cam")
+            .replace("{id}", &playing["id"].to_string());
+        let (status, head, _) = request(http, "GET", &path, "");
+        assert!(
+            get["responses"].get(status.to_string()).is_some(),
+            "GET {path}: {status} is not documented"
+        );
+        let documented = get["responses"]["200"]["content"]
+            .as_object()
+            .and_then(|c| c.keys().next().cloned())
+            .expect("a 200 content type");
+        assert!(
+            head.to_ascii_lowercase()
+                .contains(&format!("content-type: {documented}")),
+            "GET {path}: {head}"
+        );
+    }
+
     // Kick the player: its socket closes.
     let (status, _) = json(
         http,

@@ -177,3 +177,61 @@ fn log_lines_on_a_pipe_have_no_colour_codes() {
     assert!(status.success(), "a graceful stop: {status:?}");
     assert!(!log.contains('\x1b'), "colour codes in {log:?}");
 }
+
+#[test]
+fn json_logs_are_one_object_per_line() {
+    let mut child = Command::new(env!("CARGO_BIN_EXE_sluice"))
+        .args(["--rtmp", "127.0.0.1:0", "--http", "127.0.0.1:0"])
+        .args(["--rtsp", "off", "--log", "info", "--log-format", "json"])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("start sluice");
+    let mut line = String::new();
+    BufReader::new(child.stdout.take().expect("stdout"))
+        .read_line(&mut line)
+        .expect("listening line");
+    let rtmp: SocketAddr = line
+        .split_whitespace()
+        .find_map(|w| w.strip_prefix("rtmp="))
+        .and_then(|a| a.parse().ok())
+        .unwrap_or_else(|| panic!("no rtmp address in {line:?}"));
+    // A bad handshake is a warning inside the connection's span.
+    let mut sock = TcpStream::connect(rtmp).expect("connect");
+    sock.write_all(&[9; 1537]).expect("send");
+    let mut log = BufReader::new(child.stderr.take().expect("stderr"));
+    let mut first = String::new();
+    log.read_line(&mut first).expect("a log line");
+    Command::new("kill")
+        .args(["-TERM", &child.id().to_string()])
+        .status()
+        .expect("kill -TERM");
+    let mut rest = String::new();
+    log.read_to_string(&mut rest).expect("stderr");
+    assert!(child.wait().expect("exit").success());
+    let lines: Vec<serde_json::Value> = (first + &rest)
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap_or_else(|e| panic!("not JSON: {l:?}: {e}")))
+        .collect();
+    let warning = lines
+        .iter()
+        .find(|l| l["level"] == "WARN")
+        .expect("the handshake warning");
+    assert!(warning["fields"]["message"]
+        .as_str()
+        .is_some_and(|m| m.contains("handshake")));
+    assert_eq!(warning["span"]["name"], "rtmp", "{warning}");
+    assert!(lines
+        .iter()
+        .any(|l| l["fields"]["message"] == "shutting down"));
+}
+
+#[test]
+fn an_unknown_log_format_is_refused() {
+    let out = Command::new(env!("CARGO_BIN_EXE_sluice"))
+        .args(["--log-format", "xml"])
+        .output()
+        .expect("run sluice");
+    assert_eq!(out.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("log_format"));
+}

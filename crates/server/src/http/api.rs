@@ -31,9 +31,14 @@ pub(crate) enum ApiPath<'a> {
     Client(u64),
     Workers,
     Config,
+    OpenApi,
     Metrics,
     Unknown,
 }
+
+/// The API's OpenAPI document, served at `/api/v1/openapi.json`; tests hold it against
+/// [`route`] and the live server.
+pub(crate) const OPENAPI: &str = include_str!("openapi.json");
 
 /// Whether `path` is the API's, and which resource.
 pub(crate) fn route(path: &str) -> Option<ApiPath<'_>> {
@@ -50,6 +55,7 @@ pub(crate) fn route(path: &str) -> Option<ApiPath<'_>> {
         "/clients" => ApiPath::Clients,
         "/workers" => ApiPath::Workers,
         "/config" => ApiPath::Config,
+        "/openapi.json" => ApiPath::OpenApi,
         _ => {
             if let Some(key) = rest.strip_prefix("/streams/") {
                 if super::stream_key(key).is_some() {
@@ -154,6 +160,12 @@ pub(crate) async fn reply(
             }
         }
         (ApiPath::Server, true, _) => json_reply(200, &server(ctx)),
+        (ApiPath::OpenApi, true, _) => Reply {
+            status: 200,
+            headers: vec![("Content-Type", "application/json".into())],
+            body: vec![Bytes::from_static(OPENAPI.as_bytes())],
+            file: None,
+        },
         (ApiPath::Streams, true, _) => {
             let clients = clients(ctx).await;
             let list: Vec<Value> = ctx
@@ -386,6 +398,46 @@ mod tests {
             401
         );
         assert!(allowed("t", &get(&[("authorization", "Bearer t")]), remote).is_ok());
+    }
+
+    /// Every path of the OpenAPI document is a route, with only the methods the API
+    /// answers; every route is in the document.
+    #[test]
+    fn the_openapi_document_matches_the_routes() {
+        let doc: Value = serde_json::from_str(OPENAPI).expect("OpenAPI JSON");
+        let paths = doc["paths"].as_object().expect("paths");
+        let mut seen = Vec::new();
+        for (template, item) in paths {
+            let path = template
+                .replace("{app}", "live")
+                .replace("{name}", "cam")
+                .replace("{id}", "7");
+            let what = route(&path).unwrap_or_else(|| panic!("{template}: not an API path"));
+            assert_ne!(what, ApiPath::Unknown, "{template}");
+            for method in item.as_object().unwrap().keys() {
+                assert!(
+                    matches!(method.as_str(), "get" | "delete" | "parameters"),
+                    "{template}: {method}"
+                );
+            }
+            seen.push(format!("{what:?}").split('(').next().unwrap().to_owned());
+        }
+        for what in [
+            ApiPath::Server,
+            ApiPath::Streams,
+            ApiPath::Stream("a/b"),
+            ApiPath::Clients,
+            ApiPath::Client(1),
+            ApiPath::Workers,
+            ApiPath::Config,
+            ApiPath::OpenApi,
+            ApiPath::Metrics,
+        ] {
+            assert!(
+                seen.contains(&format!("{what:?}").split('(').next().unwrap().to_owned()),
+                "{what:?} is not in the OpenAPI document"
+            );
+        }
     }
 
     #[test]
