@@ -472,6 +472,14 @@ settings! {
         /// once. 0 reads every frame as it arrives.
         #[flag("publisher-read-merge-ms", "MS")]
         read_merge_ms: u64 = 40;
+        /// When a second publisher arrives for a stream that has one: "reject" it, or let
+        /// it "takeover" (the first is disconnected; players continue with the new one).
+        #[flag("second-publisher", "POLICY")]
+        second: String = "reject";
+        /// Disconnect a publisher whose stream has had no viewers (players or HLS) for this
+        /// many seconds; 0 never does.
+        #[flag("publisher-no-viewers-s", "SECONDS")]
+        no_viewers_s: u64 = 0;
     }
 
     /// What one stream or connection may hold on to: memory and time.
@@ -516,6 +524,10 @@ pub struct AppConfig {
     pub record: Option<bool>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub merge_ms: Option<u64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub second_publisher: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub no_viewers_s: Option<u64>,
 }
 
 /// The keys of an `[[apps]]` entry and what they do, for the doc (a test checks them
@@ -545,6 +557,16 @@ const APP_KEYS: &[(&str, &str)] = &[
     (
         "merge_ms",
         "The merge window of these streams' players, instead of players.merge_ms.",
+    ),
+    (
+        "second_publisher",
+        "\"reject\" or \"takeover\": what a second publisher of these streams gets, instead \
+         of publishers.second.",
+    ),
+    (
+        "no_viewers_s",
+        "Disconnect these streams' publishers after this many seconds without viewers, \
+         instead of publishers.no_viewers_s (0: never).",
     ),
 ];
 
@@ -623,6 +645,10 @@ pub struct StreamSettings {
     pub record: Option<bool>,
     /// The merge window of the stream's players.
     pub merge: Duration,
+    /// A second publisher takes the stream over instead of being refused.
+    pub takeover: bool,
+    /// Disconnect the publisher after this long without viewers.
+    pub no_viewers: Option<Duration>,
 }
 
 /// The `[[apps]]` entries, compiled, with the global settings they override: what the
@@ -635,6 +661,8 @@ pub struct Apps {
     hls_always: bool,
     hls_idle: Duration,
     merge: Duration,
+    takeover: bool,
+    no_viewers_s: u64,
 }
 
 impl Apps {
@@ -655,6 +683,14 @@ impl Apps {
             merge: app
                 .and_then(|a| a.merge_ms)
                 .map_or(self.merge, Duration::from_millis),
+            takeover: app
+                .and_then(|a| a.second_publisher.as_deref())
+                .map_or(self.takeover, |p| p == "takeover"),
+            no_viewers: Some(Duration::from_secs(
+                app.and_then(|a| a.no_viewers_s)
+                    .unwrap_or(self.no_viewers_s),
+            ))
+            .filter(|d| !d.is_zero()),
         }
     }
 }
@@ -719,6 +755,19 @@ impl Config {
     }
 
     fn validate(&self) -> Result<(), ConfigError> {
+        let policies = std::iter::once(self.publishers.second.as_str()).chain(
+            self.apps
+                .iter()
+                .filter_map(|a| a.second_publisher.as_deref()),
+        );
+        for policy in policies {
+            if !matches!(policy, "reject" | "takeover") {
+                return Err(ConfigError::Invalid {
+                    key: "publishers.second",
+                    why: format!("{policy:?}: use \"reject\" or \"takeover\""),
+                });
+            }
+        }
         if !matches!(self.log_format.as_str(), "text" | "json") {
             return Err(ConfigError::Invalid {
                 key: "log_format",
@@ -864,6 +913,8 @@ impl Config {
             hls_always: self.hls.always,
             hls_idle: Duration::from_secs(self.hls.idle_s),
             merge: Duration::from_millis(self.players.merge_ms),
+            takeover: self.publishers.second == "takeover",
+            no_viewers_s: self.publishers.no_viewers_s,
         }
     }
 
@@ -1183,6 +1234,24 @@ mod tests {
     }
 
     #[test]
+    fn publisher_policies_per_app() {
+        let c = Config::from_toml(
+            "[publishers]\nno_viewers_s = 30\n[[apps]]\nname = \"studio\"\nsecond_publisher = \"takeover\"\nno_viewers_s = 0\n",
+        )
+        .unwrap();
+        assert!(c.validate().is_ok());
+        let studio = c.for_stream("studio/a");
+        assert!(studio.takeover);
+        assert_eq!(studio.no_viewers, None);
+        let live = c.for_stream("live/a");
+        assert!(!live.takeover);
+        assert_eq!(live.no_viewers, Some(Duration::from_secs(30)));
+        let bad =
+            Config::from_toml("[[apps]]\nname = \"x\"\nsecond_publisher = \"both\"\n").unwrap();
+        assert!(bad.validate().is_err());
+    }
+
+    #[test]
     fn app_keys_are_documented() {
         let full = AppConfig {
             name: "x".into(),
@@ -1190,6 +1259,8 @@ mod tests {
             hls_always: Some(true),
             record: Some(true),
             merge_ms: Some(1),
+            second_publisher: Some("takeover".into()),
+            no_viewers_s: Some(1),
         };
         let table = toml::Table::try_from(full).unwrap();
         let keys: Vec<&str> = table.keys().map(String::as_str).collect();

@@ -72,7 +72,7 @@ impl Adapter<ServerSession> for Rtmp {
         event: ServerEvent,
     ) -> Result<Next, Error> {
         match event {
-            Event::Publish(req) => return Ok(self.publish(conn, &req)),
+            Event::Publish(req) => return Ok(self.publish(conn, &req).await),
             Event::Play(req) => {
                 tracing::debug!(query = %req.query, "play request");
                 self.play(conn, req.key()).await?;
@@ -129,9 +129,10 @@ impl Adapter<ServerSession> for Rtmp {
 }
 
 impl Rtmp {
-    fn publish(&mut self, conn: &mut Conn<ServerSession>, req: &StreamRequest) -> Next {
+    async fn publish(&mut self, conn: &mut Conn<ServerSession>, req: &StreamRequest) -> Next {
         let key = req.key();
-        match Publisher::new(&conn.ctx.hub, &key, conn.id) {
+        let ctx = conn.ctx.clone();
+        match Publisher::start(&ctx, &key, conn.id).await {
             Ok(publisher) => {
                 tracing::info!(stream = %key, query = %req.query, "publish");
                 conn.session.accept_publish();

@@ -200,7 +200,7 @@ impl Adapter<ServerSession> for Rtsp {
         match event {
             ServerEvent::Describe { path, .. } => self.describe(conn, stream_key(&path)).await?,
             ServerEvent::Announce { path, sdp, .. } => {
-                self.announce(conn, stream_key(&path), &sdp)?
+                self.announce(conn, stream_key(&path), &sdp).await?
             }
             ServerEvent::Setup {
                 track, transport, ..
@@ -685,7 +685,7 @@ impl Rtsp {
     }
 
     /// Claims the stream of an ANNOUNCE and reads its SDP.
-    fn announce(
+    async fn announce(
         &mut self,
         conn: &mut Conn<ServerSession>,
         key: String,
@@ -728,7 +728,8 @@ impl Rtsp {
             tracing::info!(stream = %key, "announce: no media we can take");
             return Ok(conn.session.reject(415)?);
         }
-        let publisher = match Publisher::new(&self.worker.hub, &key, conn.id) {
+        let ctx = conn.ctx.clone();
+        let publisher = match Publisher::start(&ctx, &key, conn.id).await {
             Ok(p) => p,
             Err(e) => {
                 tracing::warn!(stream = %key, "publish refused: {e}");
