@@ -56,7 +56,7 @@ fn main() -> std::process::ExitCode {
         addr(server.http),
         addr(server.https),
     );
-    signals.wait();
+    signals.wait(|| server.reload());
     tracing::info!("shutting down");
     server.stop();
     std::process::ExitCode::SUCCESS
@@ -67,6 +67,7 @@ struct Signals {
     rt: tokio::runtime::Runtime,
     term: tokio::signal::unix::Signal,
     int: tokio::signal::unix::Signal,
+    hup: tokio::signal::unix::Signal,
 }
 
 impl Signals {
@@ -79,16 +80,21 @@ impl Signals {
         let guard = rt.enter();
         let term = signal(SignalKind::terminate()).expect("SIGTERM handler");
         let int = signal(SignalKind::interrupt()).expect("SIGINT handler");
+        let hup = signal(SignalKind::hangup()).expect("SIGHUP handler");
         drop(guard);
-        Signals { rt, term, int }
+        Signals { rt, term, int, hup }
     }
 
-    /// Returns when either arrives (or arrived since [`Signals::catch`]).
-    fn wait(mut self) {
+    /// Returns when SIGTERM or SIGINT arrives (or arrived since [`Signals::catch`]);
+    /// each SIGHUP meanwhile calls `reload`.
+    fn wait(mut self, reload: impl Fn()) {
         self.rt.block_on(async {
-            tokio::select! {
-                _ = self.term.recv() => {}
-                _ = self.int.recv() => {}
+            loop {
+                tokio::select! {
+                    _ = self.term.recv() => return,
+                    _ = self.int.recv() => return,
+                    _ = self.hup.recv() => reload(),
+                }
             }
         });
     }

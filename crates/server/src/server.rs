@@ -26,6 +26,8 @@ use tokio::sync::watch;
 /// A running server.
 #[derive(Debug)]
 pub struct Server {
+    ops: Arc<crate::ops::Ops>,
+    config: Arc<Config>,
     /// Where RTMP listens, if on.
     pub rtmp: Option<SocketAddr>,
     /// Where RTSP listens, if on.
@@ -130,6 +132,7 @@ impl Server {
         let (rtsp, mut rtsp_listeners) = listeners("RTSP", &config.rtsp.listen, workers)?;
         let (http, mut http_listeners) = listeners("HTTP", &config.http.listen, workers)?;
         let tls = crate::io::tls::server_config(&config.http).map_err(io::Error::other)?;
+        let (tls, certificate) = tls.unzip();
         let https_addr = if tls.is_some() {
             config.http.https.as_str()
         } else {
@@ -140,7 +143,7 @@ impl Server {
         let files = Arc::new(crate::io::filemap::FileMaps::default());
         let vods = Arc::new(crate::vod::Vods::default());
         let (shutdown, _) = watch::channel(false);
-        let (ops, mut commands) = crate::ops::Ops::new(workers);
+        let (ops, mut commands) = crate::ops::Ops::new(workers, certificate);
         let mut threads = Vec::with_capacity(workers);
         for worker in 0..workers {
             let mut starts: Vec<Start> = Vec::new();
@@ -175,6 +178,8 @@ impl Server {
             );
         }
         Ok(Server {
+            ops,
+            config,
             rtmp,
             rtsp,
             http,
@@ -184,6 +189,15 @@ impl Server {
             threads,
             recorder: record_writer,
         })
+    }
+
+    /// Reloads what can change while sessions go on (the HTTPS certificate), as
+    /// SIGHUP and the API's reload do.
+    pub fn reload(&self) {
+        match self.ops.reload(&self.config) {
+            Ok(done) => tracing::info!(?done, "reloaded"),
+            Err(e) => tracing::warn!("reload failed, nothing changed: {e}"),
+        }
     }
 
     /// Stops accepting, ends every connection, joins the workers, then completes

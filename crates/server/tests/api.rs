@@ -269,3 +269,112 @@ fn api_and_metrics_need_the_token_when_one_is_set() {
     let (status, _, _) = request(server.http, "GET", "/", "");
     assert_eq!(status, 200);
 }
+
+/// A self-signed certificate for `localhost`, as (certificate PEM, key PEM).
+fn certificate() -> (String, String) {
+    let cert = rcgen::generate_simple_self_signed(vec!["localhost".to_string()]).expect("rcgen");
+    (cert.cert.pem(), cert.signing_key.serialize_pem())
+}
+
+/// Whether curl, trusting only `ca`, accepts the certificate HTTPS presents now.
+fn presents(https: SocketAddr, ca: &std::path::Path) -> bool {
+    std::process::Command::new("curl")
+        .args(["-s", "-o", "/dev/null", "--max-time", "5", "--cacert"])
+        .arg(ca)
+        .arg("--resolve")
+        .arg(format!("localhost:{}:127.0.0.1", https.port()))
+        .arg(format!("https://localhost:{}/", https.port()))
+        .status()
+        .expect("run curl")
+        .success()
+}
+
+#[test]
+#[cfg_attr(not(all(have_ffmpeg, have_curl)), ignore = "needs ffmpeg and curl")]
+fn a_certificate_reload_keeps_https_players_playing() {
+    if !have_ffmpeg() || !common::have("curl") {
+        return;
+    }
+    let dir = common::scratch("api-reload");
+    let (cert_path, key_path) = (dir.join("cert.pem"), dir.join("key.pem"));
+    let (a, b) = (certificate(), certificate());
+    let (ca_a, ca_b) = (dir.join("a.pem"), dir.join("b.pem"));
+    std::fs::write(&ca_a, &a.0).unwrap();
+    std::fs::write(&ca_b, &b.0).unwrap();
+    std::fs::write(&cert_path, &a.0).unwrap();
+    std::fs::write(&key_path, &a.1).unwrap();
+    let mut server = TestServer::start(&[
+        "--https",
+        "127.0.0.1:0",
+        "--tls-cert",
+        cert_path.to_str().unwrap(),
+        "--tls-key",
+        key_path.to_str().unwrap(),
+    ]);
+    let https = server.https.expect("https");
+    assert!(presents(https, &ca_a) && !presents(https, &ca_b));
+
+    let url = format!("rtmp://{}/live/cam", server.rtmp);
+    let _publisher = publish_test_pattern(&url, "flv", "libx264", 40);
+    wait_json(server.http, "/api/v1/streams/live/cam", |s| {
+        s["frames_in"].as_u64() > Some(10)
+    });
+    // An HTTPS player that plays through both reloads.
+    let out = dir.join("played.flv");
+    let mut player = common::Kill(
+        std::process::Command::new("curl")
+            .args(["-sk", "-o"])
+            .arg(&out)
+            .arg(format!("https://{https}/live/cam.flv"))
+            .spawn()
+            .expect("curl"),
+    );
+    let size = || std::fs::metadata(&out).map_or(0, |m| m.len());
+    let grows = || {
+        let before = size();
+        let deadline = Instant::now() + Duration::from_secs(5);
+        while size() <= before {
+            assert!(
+                Instant::now() < deadline,
+                "the HTTPS player stopped getting media"
+            );
+            std::thread::sleep(Duration::from_millis(100));
+        }
+    };
+    grows();
+
+    // The API's reload: the new certificate from the next handshake on.
+    std::fs::write(&cert_path, &b.0).unwrap();
+    std::fs::write(&key_path, &b.1).unwrap();
+    let (status, done) = json(server.http, "POST", "/api/v1/reload");
+    assert_eq!(status, 200, "{done}");
+    assert_eq!(done["reloaded"][0], "tls_certificate");
+    assert!(presents(https, &ca_b) && !presents(https, &ca_a));
+    grows();
+
+    // SIGHUP does the same; a broken file changes nothing.
+    std::fs::write(&cert_path, &a.0).unwrap();
+    std::fs::write(&key_path, &a.1).unwrap();
+    let hup = |pid: u32| {
+        std::process::Command::new("kill")
+            .args(["-HUP", &pid.to_string()])
+            .status()
+            .expect("kill -HUP")
+    };
+    hup(server.pid());
+    let deadline = Instant::now() + Duration::from_secs(5);
+    while !presents(https, &ca_a) {
+        assert!(Instant::now() < deadline, "SIGHUP did not reload");
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    std::fs::write(&key_path, "not a key").unwrap();
+    let (status, _) = json(server.http, "POST", "/api/v1/reload");
+    assert_eq!(status, 500);
+    assert!(presents(https, &ca_a));
+    grows();
+    assert!(server.alive());
+    assert!(
+        player.0.try_wait().unwrap().is_none(),
+        "the player is still connected"
+    );
+}

@@ -31,6 +31,7 @@ pub(crate) enum ApiPath<'a> {
     Client(u64),
     Workers,
     Config,
+    Reload,
     OpenApi,
     Metrics,
     Unknown,
@@ -56,6 +57,7 @@ pub(crate) fn route(path: &str) -> Option<ApiPath<'_>> {
         "/workers" => ApiPath::Workers,
         "/config" => ApiPath::Config,
         "/openapi.json" => ApiPath::OpenApi,
+        "/reload" => ApiPath::Reload,
         _ => {
             if let Some(key) = rest.strip_prefix("/streams/") {
                 if super::stream_key(key).is_some() {
@@ -224,6 +226,10 @@ pub(crate) async fn reply(
             }
             json_reply(200, &config)
         }
+        (ApiPath::Reload, false, Method::Post) => match ctx.ops.reload(&ctx.config) {
+            Ok(done) => json_reply(200, &json!({ "reloaded": done })),
+            Err(e) => error(500, &format!("reload failed, nothing changed: {e}")),
+        },
         (ApiPath::Unknown, _, _) => error(404, "no such API route"),
         _ => error(405, "method not allowed"),
     }
@@ -416,7 +422,7 @@ mod tests {
             assert_ne!(what, ApiPath::Unknown, "{template}");
             for method in item.as_object().unwrap().keys() {
                 assert!(
-                    matches!(method.as_str(), "get" | "delete" | "parameters"),
+                    matches!(method.as_str(), "get" | "delete" | "post" | "parameters"),
                     "{template}: {method}"
                 );
             }
@@ -431,6 +437,7 @@ mod tests {
             ApiPath::Workers,
             ApiPath::Config,
             ApiPath::OpenApi,
+            ApiPath::Reload,
             ApiPath::Metrics,
         ] {
             assert!(

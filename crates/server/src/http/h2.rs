@@ -123,6 +123,7 @@ async fn handle(
         http::Method::HEAD => Method::Head,
         http::Method::OPTIONS => Method::Options,
         http::Method::DELETE => Method::Delete,
+        http::Method::POST => Method::Post,
         _ => Method::Other,
     };
     let request = Request {
@@ -139,7 +140,7 @@ async fn handle(
     };
     tracing::debug!(path = %request.path, method = ?method, "request (h2)");
     let reply = match (method, route(&request.path)) {
-        (Method::Get | Method::Head | Method::Delete, _)
+        (Method::Get | Method::Head | Method::Delete | Method::Post, _)
             if super::api::route(&request.path).is_some() =>
         {
             let what = super::api::route(&request.path).unwrap_or(super::api::ApiPath::Unknown);

@@ -51,11 +51,14 @@ const MAX_KEY_LEN: usize = 256;
 /// The CORS headers of every response, for HTTP/2 (name, value).
 pub(crate) const CORS_HEADERS: [(&str, &str); 3] = [
     ("access-control-allow-origin", "*"),
-    ("access-control-allow-methods", "GET, HEAD, OPTIONS, DELETE"),
+    (
+        "access-control-allow-methods",
+        "GET, HEAD, OPTIONS, POST, DELETE",
+    ),
     ("access-control-allow-headers", "*"),
 ];
 
-pub(crate) const CORS: &str = "Access-Control-Allow-Origin: *\r\nAccess-Control-Allow-Methods: GET, HEAD, OPTIONS, DELETE\r\nAccess-Control-Allow-Headers: *\r\n";
+pub(crate) const CORS: &str = "Access-Control-Allow-Origin: *\r\nAccess-Control-Allow-Methods: GET, HEAD, OPTIONS, POST, DELETE\r\nAccess-Control-Allow-Headers: *\r\n";
 
 /// One worker's HTTP and HTTPS: the worker's [`Ctx`] and its HLS viewer sessions (no
 /// lock: only this thread touches them).

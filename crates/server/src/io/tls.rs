@@ -21,40 +21,90 @@ pub enum TlsError {
     Incomplete,
 }
 
-/// The server's TLS configuration, or `None` when HTTPS is off (no certificate given
-/// and none to generate).
-pub fn server_config(config: &HttpSettings) -> Result<Option<Arc<rustls::ServerConfig>>, TlsError> {
-    let (certs, key) = if config.tls_self_signed {
+/// The certificate HTTPS presents, replaceable while the server runs (`reload`):
+/// handshakes after a reload get the new one, connections already up keep theirs.
+#[derive(Debug)]
+pub struct Certificate {
+    key: arc_swap::ArcSwap<rustls::sign::CertifiedKey>,
+    provider: Arc<rustls::crypto::CryptoProvider>,
+}
+
+impl rustls::server::ResolvesServerCert for Certificate {
+    fn resolve(
+        &self,
+        _hello: rustls::server::ClientHello<'_>,
+    ) -> Option<Arc<rustls::sign::CertifiedKey>> {
+        Some(self.key.load_full())
+    }
+}
+
+impl Certificate {
+    /// Reads the certificate and key files again and presents them from the next
+    /// handshake on; a self-signed certificate stays as it is. On error the current
+    /// one stays.
+    pub fn reload(&self, config: &HttpSettings) -> Result<(), TlsError> {
+        if config.tls_self_signed {
+            return Ok(());
+        }
+        let Some((certs, key)) = load(config)? else {
+            return Err(TlsError::Incomplete);
+        };
+        let key = rustls::sign::CertifiedKey::from_der(certs, key, &self.provider)?;
+        self.key.store(Arc::new(key));
+        Ok(())
+    }
+}
+
+/// The certificate chain and key the settings name (generated when self-signed);
+/// `None` when there are none.
+#[allow(clippy::type_complexity)]
+fn load(
+    config: &HttpSettings,
+) -> Result<Option<(Vec<CertificateDer<'static>>, PrivateKeyDer<'static>)>, TlsError> {
+    if config.tls_self_signed {
         let cert = rcgen::generate_simple_self_signed(vec![
             "localhost".to_string(),
             "127.0.0.1".to_string(),
         ])?;
         let key = PrivateKeyDer::Pkcs8(PrivatePkcs8KeyDer::from(cert.signing_key.serialize_der()));
-        (vec![cert.cert.der().clone()], key)
-    } else {
-        match (config.tls_cert.is_empty(), config.tls_key.is_empty()) {
-            (true, true) => return Ok(None),
-            (false, false) => {}
-            _ => return Err(TlsError::Incomplete),
-        }
-        let pem = |path: &str, source| TlsError::Pem {
-            path: path.to_string(),
-            source,
-        };
-        let certs = CertificateDer::pem_file_iter(&config.tls_cert)
-            .map_err(|e| pem(&config.tls_cert, e))?
-            .collect::<Result<Vec<_>, _>>()
-            .map_err(|e| pem(&config.tls_cert, e))?;
-        let key =
-            PrivateKeyDer::from_pem_file(&config.tls_key).map_err(|e| pem(&config.tls_key, e))?;
-        (certs, key)
+        return Ok(Some((vec![cert.cert.der().clone()], key)));
+    }
+    match (config.tls_cert.is_empty(), config.tls_key.is_empty()) {
+        (true, true) => return Ok(None),
+        (false, false) => {}
+        _ => return Err(TlsError::Incomplete),
+    }
+    let pem = |path: &str, source| TlsError::Pem {
+        path: path.to_string(),
+        source,
+    };
+    let certs = CertificateDer::pem_file_iter(&config.tls_cert)
+        .map_err(|e| pem(&config.tls_cert, e))?
+        .collect::<Result<Vec<_>, _>>()
+        .map_err(|e| pem(&config.tls_cert, e))?;
+    let key = PrivateKeyDer::from_pem_file(&config.tls_key).map_err(|e| pem(&config.tls_key, e))?;
+    Ok(Some((certs, key)))
+}
+
+/// The server's TLS configuration and its replaceable certificate, or `None` when
+/// HTTPS is off (no certificate given and none to generate).
+pub fn server_config(
+    config: &HttpSettings,
+) -> Result<Option<(Arc<rustls::ServerConfig>, Arc<Certificate>)>, TlsError> {
+    let Some((certs, key)) = load(config)? else {
+        return Ok(None);
     };
     let provider = Arc::new(rustls::crypto::aws_lc_rs::default_provider());
+    let key = rustls::sign::CertifiedKey::from_der(certs, key, &provider)?;
+    let certificate = Arc::new(Certificate {
+        key: arc_swap::ArcSwap::from_pointee(key),
+        provider: provider.clone(),
+    });
     let mut tls = rustls::ServerConfig::builder_with_provider(provider)
         .with_safe_default_protocol_versions()?
         .with_no_client_auth()
-        .with_single_cert(certs, key)?;
+        .with_cert_resolver(certificate.clone());
     // h2 for HLS (many parallel requests per viewer); HTTP-FLV stays on HTTP/1.1.
     tls.alpn_protocols = vec![b"h2".to_vec(), b"http/1.1".to_vec()];
-    Ok(Some(Arc::new(tls)))
+    Ok(Some((Arc::new(tls), certificate)))
 }

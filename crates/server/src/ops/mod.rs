@@ -241,16 +241,22 @@ pub enum Command {
 #[derive(Debug)]
 pub struct Ops {
     workers: Vec<mpsc::UnboundedSender<Command>>,
+    /// The HTTPS certificate, when HTTPS is on.
+    certificate: Option<Arc<crate::io::tls::Certificate>>,
     pub started: SystemTime,
     pub started_at: Instant,
 }
 
 impl Ops {
     /// The line to `n` workers, and each worker's end of it.
-    pub fn new(n: usize) -> (Arc<Ops>, Vec<mpsc::UnboundedReceiver<Command>>) {
+    pub fn new(
+        n: usize,
+        certificate: Option<Arc<crate::io::tls::Certificate>>,
+    ) -> (Arc<Ops>, Vec<mpsc::UnboundedReceiver<Command>>) {
         let (tx, rx): (Vec<_>, Vec<_>) = (0..n).map(|_| mpsc::unbounded_channel()).unzip();
         let ops = Ops {
             workers: tx,
+            certificate,
             started: SystemTime::now(),
             started_at: Instant::now(),
         };
@@ -259,6 +265,17 @@ impl Ops {
 
     pub fn workers(&self) -> usize {
         self.workers.len()
+    }
+
+    /// Reloads the HTTPS certificate from its files (connections keep theirs; new
+    /// handshakes get the new one). Returns what was reloaded.
+    pub fn reload(&self, config: &crate::config::Config) -> Result<Vec<&'static str>, String> {
+        let mut done = Vec::new();
+        if let Some(c) = &self.certificate {
+            c.reload(&config.http).map_err(|e| e.to_string())?;
+            done.push("tls_certificate");
+        }
+        Ok(done)
     }
 
     /// Every worker's snapshot, in worker order (a worker that is gone is left out).
