@@ -55,12 +55,15 @@ impl Certificate {
     }
 }
 
+/// A certificate chain and its private key.
+type Pair = (Vec<CertificateDer<'static>>, PrivateKeyDer<'static>);
+
+/// The HTTPS listener's configuration and its replaceable certificate.
+pub type ServerTls = (Arc<rustls::ServerConfig>, Arc<Certificate>);
+
 /// The certificate chain and key the settings name (generated when self-signed);
 /// `None` when there are none.
-#[allow(clippy::type_complexity)]
-fn load(
-    config: &HttpSettings,
-) -> Result<Option<(Vec<CertificateDer<'static>>, PrivateKeyDer<'static>)>, TlsError> {
+fn load(config: &HttpSettings) -> Result<Option<Pair>, TlsError> {
     if config.tls_self_signed {
         let cert = rcgen::generate_simple_self_signed(vec![
             "localhost".to_string(),
@@ -88,9 +91,7 @@ fn load(
 
 /// The server's TLS configuration and its replaceable certificate, or `None` when
 /// HTTPS is off (no certificate given and none to generate).
-pub fn server_config(
-    config: &HttpSettings,
-) -> Result<Option<(Arc<rustls::ServerConfig>, Arc<Certificate>)>, TlsError> {
+pub fn server_config(config: &HttpSettings) -> Result<Option<ServerTls>, TlsError> {
     let Some((certs, key)) = load(config)? else {
         return Ok(None);
     };
