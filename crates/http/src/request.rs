@@ -6,6 +6,10 @@ use thiserror::Error;
 /// for long cookies and tokens while a peer cannot make us buffer more.
 pub const MAX_HEAD_LEN: usize = 16 << 10;
 
+/// Largest request body accepted (API commands, WebDAV PROPFIND bodies): a server of
+/// media takes no uploads.
+pub const MAX_BODY: usize = 16 << 10;
+
 /// Most header lines accepted in one request.
 pub const MAX_HEADERS: usize = 64;
 
@@ -57,6 +61,8 @@ pub struct Request {
     pub headers: Vec<(String, String)>,
     /// Length of the head in bytes, including the blank line.
     pub head_len: usize,
+    /// The body (`Content-Length` bytes after the head; at most [`MAX_BODY`]).
+    pub body: bytes::Bytes,
 }
 
 impl Request {
@@ -153,6 +159,10 @@ pub fn parse_request(buf: &[u8]) -> Result<Option<Request>, HttpError> {
             Ok((h.name.to_string(), value.trim().to_string()))
         })
         .collect::<Result<Vec<_>, HttpError>>()?;
+    let body_len = body_len(&headers)?;
+    let Some(body) = buf.get(head_len..head_len + body_len) else {
+        return Ok(None);
+    };
     Ok(Some(Request {
         method,
         path: path.to_string(),
@@ -160,13 +170,78 @@ pub fn parse_request(buf: &[u8]) -> Result<Option<Request>, HttpError> {
         http11: req.version == Some(1),
         headers,
         head_len,
+        body: bytes::Bytes::copy_from_slice(body),
     }))
+}
+
+/// The length of a request's body: its `Content-Length` (every copy the same), at most
+/// [`MAX_BODY`]; a chunked (or otherwise transfer-coded) request body is refused.
+fn body_len(headers: &[(String, String)]) -> Result<usize, HttpError> {
+    if headers
+        .iter()
+        .any(|(n, _)| n.eq_ignore_ascii_case("transfer-encoding"))
+    {
+        return Err(HttpError::Malformed(
+            "a request body with Transfer-Encoding",
+        ));
+    }
+    let mut len = None;
+    for (_, v) in headers
+        .iter()
+        .filter(|(n, _)| n.eq_ignore_ascii_case("content-length"))
+    {
+        if v.is_empty() || v.len() > 19 || !v.bytes().all(|b| b.is_ascii_digit()) {
+            return Err(HttpError::Malformed("bad Content-Length"));
+        }
+        let n: u64 = v
+            .parse()
+            .map_err(|_| HttpError::Malformed("bad Content-Length"))?;
+        if len.is_some_and(|l| l != n) {
+            return Err(HttpError::Malformed("conflicting Content-Length"));
+        }
+        len = Some(n);
+    }
+    match len {
+        Some(n) if n > MAX_BODY as u64 => Err(HttpError::TooLarge {
+            what: "body bytes",
+            limit: MAX_BODY,
+        }),
+        Some(n) => Ok(n as usize),
+        None => Ok(0),
+    }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
     use proptest::prelude::*;
+
+    #[test]
+    fn a_body_is_taken_whole_and_bounded() {
+        let raw = b"POST /api/v1/reload HTTP/1.1\r\nContent-Length: 5\r\n\r\nhel";
+        assert_eq!(parse_request(raw), Ok(None), "waits for the whole body");
+        let raw = b"POST /x HTTP/1.1\r\nContent-Length: 5\r\n\r\nhelloGET";
+        let req = parse_request(raw).unwrap().unwrap();
+        assert_eq!(&req.body[..], b"hello");
+        let big = format!(
+            "POST /x HTTP/1.1\r\nContent-Length: {}\r\n\r\n",
+            MAX_BODY + 1
+        );
+        assert!(matches!(
+            parse_request(big.as_bytes()),
+            Err(HttpError::TooLarge { .. })
+        ));
+        for bad in [
+            "POST /x HTTP/1.1\r\nContent-Length: -1\r\n\r\n",
+            "POST /x HTTP/1.1\r\nContent-Length: 1\r\nContent-Length: 2\r\n\r\nab",
+            "POST /x HTTP/1.1\r\nTransfer-Encoding: chunked\r\n\r\n0\r\n\r\n",
+        ] {
+            assert!(
+                matches!(parse_request(bad.as_bytes()), Err(HttpError::Malformed(_))),
+                "{bad}"
+            );
+        }
+    }
 
     #[test]
     fn parses_a_player_request() {

@@ -351,7 +351,9 @@ impl ServerSession {
                 let Some(req) = parse_request(&self.input)? else {
                     return Ok(());
                 };
-                let _ = self.input.split_to(req.head_len.min(self.input.len()));
+                let _ = self
+                    .input
+                    .split_to((req.head_len + req.body.len()).min(self.input.len()));
                 if self.input.is_empty() {
                     // An idle connection holds no buffer.
                     self.input = BytesMut::new();

@@ -378,6 +378,7 @@ mod tests {
                 .map(|(n, v)| (n.to_string(), v.to_string()))
                 .collect(),
             head_len: 0,
+            body: Bytes::new(),
         }
     }
 

@@ -137,6 +137,7 @@ async fn handle(
             .filter_map(|(n, v)| Some((n.as_str().to_string(), v.to_str().ok()?.to_string())))
             .collect(),
         head_len: 0,
+        body: Bytes::new(),
     };
     tracing::debug!(path = %request.path, method = ?method, "request (h2)");
     let reply = match (method, route(&request.path)) {
