@@ -16,7 +16,7 @@ mod request;
 mod session;
 pub mod ws;
 
-pub use request::{parse_request, HttpError, Method, Request, MAX_HEADERS, MAX_HEAD_LEN};
+pub use request::{parse_request, HttpError, Method, Request, MAX_BODY, MAX_HEADERS, MAX_HEAD_LEN};
 pub use session::{
     reason, HttpEvent, ServerConfig, ServerEvent, ServerOutput, ServerSession, SessionError,
     MAX_BUFFERED,
