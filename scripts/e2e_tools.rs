@@ -70,6 +70,13 @@ pub const CURL: Tool = Tool {
     gst_elements: &[],
 };
 
+pub const WEBDAV: Tool = Tool {
+    cfg: "have_webdav",
+    what: "WebDAV clients (rclone, cadaver)",
+    programs: &["rclone", "cadaver"],
+    gst_elements: &[],
+};
+
 pub const WGET: Tool = Tool {
     cfg: "have_wget",
     what: "wget",

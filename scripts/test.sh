@@ -29,6 +29,8 @@ missing_packages() {
   command -v chromium >/dev/null || printf 'chromium\tchromium\n'
   command -v curl >/dev/null || printf 'curl\tcurl\n'
   command -v wget >/dev/null || printf 'wget\twget\n'
+  command -v rclone >/dev/null || printf 'rclone\trclone\n'
+  command -v cadaver >/dev/null || printf 'cadaver\tcadaver\n'
   lost=()
   if command -v gst-inspect-1.0 >/dev/null && command -v gst-launch-1.0 >/dev/null; then
     for e in "${gst_elements[@]}"; do gst-inspect-1.0 "$e" >/dev/null 2>&1 || lost+=("$e"); done

@@ -1,11 +1,11 @@
 //! Tells the end-to-end tests which real clients are installed (`cfg(have_ffmpeg)`,
-//! `have_chromium`, `have_gstreamer`, `have_curl`, `have_wget`), and warns how many
+//! `have_chromium`, `have_gstreamer`, `have_curl`, `have_wget`, `have_webdav`), and warns how many
 //! tests are skipped for those that are not. See `scripts/e2e_tools.rs`.
 
 #[path = "../../scripts/e2e_tools.rs"]
 mod e2e_tools;
 
 fn main() {
-    use e2e_tools::{CHROMIUM, CURL, FFMPEG, GSTREAMER, WGET};
-    e2e_tools::probe(&[FFMPEG, CHROMIUM, GSTREAMER, CURL, WGET]);
+    use e2e_tools::{CHROMIUM, CURL, FFMPEG, GSTREAMER, WEBDAV, WGET};
+    e2e_tools::probe(&[FFMPEG, CHROMIUM, GSTREAMER, CURL, WGET, WEBDAV]);
 }

@@ -11,6 +11,7 @@
 #![warn(missing_docs, unreachable_pub, clippy::unwrap_used)]
 #![cfg_attr(test, allow(clippy::unwrap_used))]
 
+pub mod dav;
 pub mod files;
 mod request;
 mod session;

@@ -42,6 +42,8 @@ pub enum Method {
     Post,
     /// DELETE.
     Delete,
+    /// PROPFIND (WebDAV listings).
+    Propfind,
     /// Anything else.
     Other,
 }
@@ -137,6 +139,7 @@ pub fn parse_request(buf: &[u8]) -> Result<Option<Request>, HttpError> {
         Some("OPTIONS") => Method::Options,
         Some("POST") => Method::Post,
         Some("DELETE") => Method::Delete,
+        Some("PROPFIND") => Method::Propfind,
         Some(_) => Method::Other,
         None => return Err(HttpError::Malformed("no method")),
     };

@@ -177,6 +177,7 @@ fn required_tools_were_found() {
         (cfg!(have_gstreamer), "GStreamer RTSP elements"),
         (cfg!(have_curl), "curl"),
         (cfg!(have_wget), "wget"),
+        (cfg!(have_webdav), "rclone and cadaver"),
     ]);
 }
 

@@ -355,6 +355,64 @@ pub(crate) async fn h2_answer(
     (response.status.code(), headers, body)
 }
 
+/// The headers that say `/files/` is a read-only WebDAV tree (class 1).
+pub(crate) const DAV_HEADERS: [(&str, &str); 3] = [
+    ("DAV", "1"),
+    ("Allow", "OPTIONS, GET, HEAD, PROPFIND"),
+    ("MS-Author-Via", "DAV"),
+];
+
+/// Answers a WebDAV `PROPFIND` on `/files/<rest>`: the file or directory's properties,
+/// and with `Depth: 1` a directory's members. Listing runs on the blocking pool.
+pub(crate) async fn propfind(ctx: &Ctx, req: &Request, rest: &str) -> (u16, &'static str, Bytes) {
+    use sluice_http::dav;
+    let xml = "application/xml; charset=utf-8";
+    let depth = match dav::depth(req.header("depth")) {
+        Ok(d) => d,
+        Err(dav::DepthError::Infinity) => {
+            return (403, xml, Bytes::from_static(dav::FINITE_DEPTH.as_bytes()))
+        }
+        Err(dav::DepthError::Malformed) => {
+            return (400, "text/plain", Bytes::from_static(b"bad Depth\n"))
+        }
+    };
+    let rel = match relative_path(rest) {
+        Ok(rel) => rel,
+        Err(e) => {
+            tracing::info!(path = %req.path, "listing refused: {e}");
+            return (e.status(), "text/plain", Bytes::from_static(b"refused\n"));
+        }
+    };
+    let root = ctx.config.media_root.clone();
+    let members = depth == dav::Depth::One;
+    let path = rel.clone();
+    let listed = tokio::task::spawn_blocking(move || {
+        crate::io::filemap::list_beneath(Path::new(&root), &path, members)
+    })
+    .await
+    .unwrap_or_else(|e| Err(io::Error::other(e)));
+    let listed = match listed {
+        Ok(l) => l,
+        Err(e) => {
+            let (status, text) = open_error(&e);
+            tracing::debug!(path = %rel, "no listing: {e}");
+            return (status, "text/plain", Bytes::from_static(text.as_bytes()));
+        }
+    };
+    let entries: Vec<dav::Entry> = listed
+        .into_iter()
+        .map(|l| dav::Entry {
+            etag: (!l.is_dir)
+                .then(|| FileEntity::new(&l.path, l.len, l.ino, l.mtime, l.mtime_nsec).etag),
+            modified: u64::try_from(l.mtime).unwrap_or(0),
+            path: l.path,
+            is_dir: l.is_dir,
+            len: l.len,
+        })
+        .collect();
+    (207, xml, Bytes::from(dav::multistatus("/files/", &entries)))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

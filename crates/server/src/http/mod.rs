@@ -241,6 +241,18 @@ impl Http {
         let text =
             |status: u16, body: &'static str| (status, vec![Bytes::from_static(body.as_bytes())]);
         let (status, body) = match (req.method, route(&req.path)) {
+            (Method::Options, Route::Files(_)) => {
+                // A WebDAV client's first question; also a CORS preflight.
+                conn.session.respond(200, &files::DAV_HEADERS, Vec::new());
+                return Ok(());
+            }
+            (Method::Propfind, Route::Files(rest)) => {
+                let (status, content_type, body) = files::propfind(&ctx, &req, rest).await;
+                let mut headers = vec![("Content-Type", content_type)];
+                headers.extend(files::DAV_HEADERS);
+                conn.session.respond(status, &headers, vec![body]);
+                return Ok(());
+            }
             (Method::Options, _) => (204, Vec::new()),
             (Method::Get | Method::Head, Route::Root) => {
                 text(200, concat!("Sluice ", env!("CARGO_PKG_VERSION"), "\n"))

@@ -30,15 +30,27 @@ const SWEEP_AT: usize = 256;
 /// is non-blocking, so a FIFO cannot stall the worker; anything but a regular file is
 /// `NotFound`.
 pub fn open_beneath(root: &Path, rel: &Path) -> io::Result<(File, Metadata)> {
+    regular(open_any_beneath(root, rel)?)
+}
+
+/// Opens whatever `rel` names beneath `root` (a file or a directory), as
+/// [`open_beneath`] resolves it; `""` is the root itself.
+fn open_any_beneath(root: &Path, rel: &Path) -> io::Result<File> {
+    let rel = if rel.as_os_str().is_empty() {
+        Path::new(".")
+    } else {
+        rel
+    };
     let dir = rustix::fs::open(
         root,
         OFlags::PATH | OFlags::DIRECTORY | OFlags::CLOEXEC,
         Mode::empty(),
     )?;
+    let flags = OFlags::RDONLY | OFlags::NONBLOCK | OFlags::CLOEXEC | OFlags::NOCTTY;
     let fd = match rustix::fs::openat2(
         &dir,
         rel,
-        OFlags::RDONLY | OFlags::NONBLOCK | OFlags::CLOEXEC | OFlags::NOCTTY,
+        flags,
         Mode::empty(),
         ResolveFlags::BENEATH | ResolveFlags::NO_MAGICLINKS,
     ) {
@@ -49,28 +61,93 @@ pub fn open_beneath(root: &Path, rel: &Path) -> io::Result<(File, Metadata)> {
                 "path leads out of the media root",
             ))
         }
-        Err(rustix::io::Errno::NOSYS) => return open_checked(root, rel),
+        // Before Linux 5.6 (no `openat2`): resolve, then check the result is beneath.
+        Err(rustix::io::Errno::NOSYS) => {
+            let root = root.canonicalize()?;
+            let path = root.join(rel).canonicalize()?;
+            if !path.starts_with(&root) {
+                return Err(io::Error::new(
+                    io::ErrorKind::PermissionDenied,
+                    "path leads out of the media root",
+                ));
+            }
+            rustix::fs::open(&path, flags, Mode::empty())?
+        }
         Err(e) => return Err(e.into()),
     };
-    regular(File::from(fd))
+    Ok(File::from(fd))
 }
 
-/// Before Linux 5.6 (no `openat2`): resolve, then check the result is beneath the root.
-fn open_checked(root: &Path, rel: &Path) -> io::Result<(File, Metadata)> {
-    let root = root.canonicalize()?;
-    let path = root.join(rel).canonicalize()?;
-    if !path.starts_with(&root) {
+/// Most members one directory listing returns (a WebDAV answer stays bounded).
+pub const MAX_LISTED: usize = 10_000;
+
+/// A file or directory found by [`list_beneath`].
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Listed {
+    /// Its path below the root (`""`: the root).
+    pub path: String,
+    pub is_dir: bool,
+    pub len: u64,
+    pub ino: u64,
+    pub mtime: i64,
+    pub mtime_nsec: i64,
+}
+
+/// What `rel` (relative, free of `..`) names beneath `root`, and with `members`, when
+/// it is a directory, its regular files and directories by name (at most
+/// [`MAX_LISTED`]; hidden names, symbolic links and other kinds are left out).
+pub fn list_beneath(root: &Path, rel: &str, members: bool) -> io::Result<Vec<Listed>> {
+    use rustix::fs::{AtFlags, FileType};
+    let dir = open_any_beneath(root, Path::new(rel))?;
+    let listed = |path: String, st: &rustix::fs::Stat| -> Option<Listed> {
+        let kind = FileType::from_raw_mode(st.st_mode);
+        (kind == FileType::RegularFile || kind == FileType::Directory).then(|| Listed {
+            path,
+            is_dir: kind == FileType::Directory,
+            len: u64::try_from(st.st_size).unwrap_or(0),
+            ino: st.st_ino,
+            mtime: st.st_mtime,
+            mtime_nsec: i64::try_from(st.st_mtime_nsec).unwrap_or(0),
+        })
+    };
+    let st = rustix::fs::fstat(&dir)?;
+    let Some(me) = listed(rel.to_string(), &st) else {
         return Err(io::Error::new(
-            io::ErrorKind::PermissionDenied,
-            "path leads out of the media root",
+            io::ErrorKind::NotFound,
+            "not a file or directory",
         ));
+    };
+    let mut out = vec![me.clone()];
+    if !(members && me.is_dir) {
+        return Ok(out);
     }
-    let fd = rustix::fs::open(
-        &path,
-        OFlags::RDONLY | OFlags::NONBLOCK | OFlags::CLOEXEC | OFlags::NOCTTY,
-        Mode::empty(),
-    )?;
-    regular(File::from(fd))
+    let mut names = Vec::new();
+    for entry in rustix::fs::Dir::read_from(&dir)? {
+        let entry = entry?;
+        let name = entry.file_name().to_bytes();
+        if name.first() == Some(&b'.') {
+            continue;
+        }
+        if let Ok(name) = std::str::from_utf8(name) {
+            names.push(name.to_owned());
+        }
+        if names.len() > MAX_LISTED {
+            break;
+        }
+    }
+    names.sort_unstable();
+    for name in names.into_iter().take(MAX_LISTED) {
+        let Ok(st) = rustix::fs::statat(&dir, name.as_str(), AtFlags::SYMLINK_NOFOLLOW) else {
+            continue;
+        };
+        let path = if rel.is_empty() {
+            name
+        } else {
+            format!("{rel}/{name}")
+        };
+        out.extend(listed(path, &st));
+    }
+    Ok(out)
 }
 
 fn regular(file: File) -> io::Result<(File, Metadata)> {
