@@ -302,7 +302,26 @@ where
 {
     let result = drive(conn, adapter).await;
     conn.finish().await;
+    conn.client.ended(end_reason(&result));
     result
+}
+
+/// Why a connection ended, as `/metrics` counts it.
+fn end_reason<E: std::error::Error>(result: &Result<(), DriveError<E>>) -> &'static str {
+    match result {
+        Ok(()) => "closed",
+        Err(DriveError::Session(_)) => "protocol_error",
+        Err(DriveError::Io(_)) => "io_error",
+        Err(DriveError::Idle(_)) => "idle",
+        Err(DriveError::Refused(_)) => "refused",
+        Err(DriveError::Media(_)) => "bad_media",
+        Err(DriveError::Closed(CloseReason::TooSlow)) => "too_slow",
+        Err(DriveError::Closed(CloseReason::WriteError)) => "write_error",
+        Err(DriveError::Closed(CloseReason::StreamEnded)) => "stream_ended",
+        Err(DriveError::Timeout) => "timeout",
+        Err(DriveError::Stalled(_)) => "stalled",
+        Err(DriveError::Kicked) => "kicked",
+    }
 }
 
 async fn drive<S, A>(conn: &mut Conn<S>, adapter: &mut A) -> Result<(), DriveError<S::Error>>

@@ -245,6 +245,17 @@ fn run_worker(parts: WorkerParts, starts: Vec<Start>, mut stop: watch::Receiver<
     let local = tokio::task::LocalSet::new();
     local.block_on(&runtime, async move {
         let delay = crate::delay::DelayProbe::start(worker);
+
+        let config = parts.config;
+        let fanout = Fanout::new(
+            Policy {
+                max_lag_ms: i64::try_from(config.players.max_lag_ms).unwrap_or(i64::MAX),
+                max_skips: config.players.max_skips,
+                shape: parts.hub.config.shape,
+                send_buffer: config.players.send_buffer,
+            },
+            parts.ops.first_frame_of(worker),
+        );
         let load = crate::ops::Load::start();
         let clients = Rc::new(crate::ops::Clients::default());
         tokio::task::spawn_local(crate::ops::serve_commands(
@@ -254,13 +265,6 @@ fn run_worker(parts: WorkerParts, starts: Vec<Start>, mut stop: watch::Receiver<
             load,
             delay.clone(),
         ));
-        let config = parts.config;
-        let fanout = Fanout::new(Policy {
-            max_lag_ms: i64::try_from(config.players.max_lag_ms).unwrap_or(i64::MAX),
-            max_skips: config.players.max_skips,
-            shape: parts.hub.config.shape,
-            send_buffer: config.players.send_buffer,
-        });
         let ctx = Rc::new(Ctx {
             config,
             hub: parts.hub,

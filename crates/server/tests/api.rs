@@ -219,6 +219,25 @@ fn api_lists_kicks_and_closes_and_metrics_parse() {
         }
     }
     wait_json(http, "/api/v1/streams/live/cam", |s| s["players"] == 0);
+    let (_, _, body) = request(http, "GET", "/metrics", "");
+    let text = String::from_utf8(body).expect("utf-8 metrics");
+    let samples = parse_metrics(&text);
+    let total = |prefix: &str| -> f64 {
+        samples
+            .iter()
+            .filter(|(s, _)| s.starts_with(prefix))
+            .map(|(_, v)| v)
+            .sum()
+    };
+    assert_eq!(
+        total("sluice_disconnects_total{protocol=\"http\",reason=\"kicked\"}"),
+        1.0,
+        "{text}"
+    );
+    assert!(
+        total("sluice_time_to_first_frame_seconds_count") >= 1.0,
+        "{text}"
+    );
 
     // Unknown routes, methods and clients.
     assert_eq!(json(http, "GET", "/api/v1/nope").0, 404);

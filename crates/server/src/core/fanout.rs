@@ -27,6 +27,7 @@ use crate::core::hub::Stream;
 use crate::core::packet::{Packet, Payload, Shape};
 use crate::io::sock::Sock;
 use bytes::{Buf, Bytes};
+use prometheus_client::metrics::histogram::Histogram;
 use sluice_media::MediaKind;
 use std::cell::{Cell, RefCell};
 use std::collections::{HashMap, VecDeque};
@@ -76,6 +77,8 @@ pub enum CloseReason {
 pub struct Fanout {
     streams: RefCell<HashMap<u64, Rc<LocalStream>>>,
     pub policy: Policy,
+    /// Seconds from a player's start to its first keyframe (`/metrics`).
+    pub first_frame: Histogram,
 }
 
 /// One stream as seen by one worker.
@@ -87,6 +90,8 @@ pub struct LocalStream {
     players: RefCell<Vec<Rc<Player>>>,
     policy: Policy,
     done: Cell<bool>,
+    /// The worker's [`Fanout::first_frame`].
+    first_frame: Histogram,
 }
 
 #[derive(Debug, Default)]
@@ -127,6 +132,8 @@ pub struct Player {
     detached: Cell<bool>,
     /// How far its cursor was behind the newest frame at its last write, in ms.
     lag_ms: Cell<Option<i64>>,
+    /// When it was made: its time to first frame counts from here.
+    created: std::time::Instant,
 }
 
 #[derive(Debug, Default)]
@@ -178,6 +185,7 @@ impl Player {
             start_at: Cell::new(None),
             detached: Cell::new(false),
             lag_ms: Cell::new(None),
+            created: std::time::Instant::now(),
         })
     }
 
@@ -240,10 +248,11 @@ impl Player {
 }
 
 impl Fanout {
-    pub fn new(policy: Policy) -> Rc<Fanout> {
+    pub fn new(policy: Policy, first_frame: Histogram) -> Rc<Fanout> {
         Rc::new(Fanout {
             streams: RefCell::new(HashMap::new()),
             policy,
+            first_frame,
         })
     }
 
@@ -254,7 +263,9 @@ impl Fanout {
             .streams
             .borrow_mut()
             .entry(stream.id)
-            .or_insert_with(|| LocalStream::start(stream.clone(), self.policy))
+            .or_insert_with(|| {
+                LocalStream::start(stream.clone(), self.policy, self.first_frame.clone())
+            })
             .clone();
         stream.players.fetch_add(1, Ordering::Relaxed);
         local.players.borrow_mut().push(player.clone());
@@ -288,7 +299,7 @@ impl Fanout {
 }
 
 impl LocalStream {
-    fn start(stream: Arc<Stream>, policy: Policy) -> Rc<LocalStream> {
+    fn start(stream: Arc<Stream>, policy: Policy, first_frame: Histogram) -> Rc<LocalStream> {
         let notify = Arc::new(Notify::new());
         stream.subscribe(notify.clone());
         let local = Rc::new(LocalStream {
@@ -298,6 +309,7 @@ impl LocalStream {
             players: RefCell::new(Vec::new()),
             policy,
             done: Cell::new(false),
+            first_frame,
         });
         tokio::task::spawn_local(local.clone().pump());
         local
@@ -507,6 +519,8 @@ impl LocalStream {
                     .take()
                     .filter(|&p| p <= start && m.get(p).is_some());
                 io.cursor = Some(hint.unwrap_or(start));
+                self.first_frame
+                    .observe(player.created.elapsed().as_secs_f64());
             }
             Some(cursor) => {
                 let lag = m.get(cursor).map_or(0, |p| m.newest_ts - p.ts_ms);
@@ -686,14 +700,17 @@ mod tests {
             let mut ingest = Ingest::new(stream.clone());
             ingest.set_track(0, avc(level));
             ingest.frame(frame(0));
-            let fanout = Fanout::new(Policy {
-                max_lag_ms: 100,
-                max_skips: 100,
-                shape: Shape {
-                    rtmp_chunk_size: 4096,
+            let fanout = Fanout::new(
+                Policy {
+                    max_lag_ms: 100,
+                    max_skips: 100,
+                    shape: Shape {
+                        rtmp_chunk_size: 4096,
+                    },
+                    send_buffer: 0,
                 },
-                send_buffer: 0,
-            });
+                Histogram::new([0.1]),
+            );
             let (player, wire) = attach(&fanout, &stream);
             let local = fanout.streams.borrow()[&stream.id].clone();
             Fixture {

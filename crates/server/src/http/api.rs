@@ -148,6 +148,7 @@ pub(crate) async fn reply(
             let workers = ctx.ops.snapshots().await;
             let text = crate::ops::metrics::render(
                 &ctx.hub,
+                &ctx.ops,
                 &workers,
                 ctx.ops.started_at.elapsed().as_secs_f64(),
             );

@@ -29,7 +29,7 @@ fn with(mut labels: Labels, name: &'static str, value: impl Into<String>) -> Lab
 }
 
 /// Renders every metric.
-pub fn render(hub: &Hub, workers: &[Snapshot], uptime_s: f64) -> String {
+pub fn render(hub: &Hub, ops: &super::Ops, workers: &[Snapshot], uptime_s: f64) -> String {
     let mut reg = Registry::with_prefix("sluice");
 
     let up: Gauge<f64, AtomicU64> = Gauge::default();
@@ -148,6 +148,28 @@ pub fn render(hub: &Hub, workers: &[Snapshot], uptime_s: f64) -> String {
         "worker_scheduling_delay_worst_seconds",
         "Latest wake-up of the worker's delay probe since start",
         delay,
+    );
+
+    let ended = Family::<Labels, Counter>::default();
+    for w in workers {
+        for ((protocol, reason), n) in &w.ended {
+            ended
+                .get_or_create(&vec![
+                    ("protocol", (*protocol).to_owned()),
+                    ("reason", (*reason).to_owned()),
+                ])
+                .inc_by(*n);
+        }
+    }
+    reg.register(
+        "disconnects",
+        "Connections ended, by protocol and reason",
+        ended,
+    );
+    reg.register(
+        "time_to_first_frame_seconds",
+        "From a player's start to its first keyframe",
+        ops.first_frame.clone(),
     );
 
     let mut out = String::new();

@@ -14,6 +14,8 @@
 pub mod metrics;
 
 use crate::core::fanout::Player;
+use prometheus_client::metrics::family::Family;
+use prometheus_client::metrics::histogram::Histogram;
 use serde::Serialize;
 use std::cell::{Cell, RefCell};
 use std::collections::HashMap;
@@ -21,6 +23,14 @@ use std::net::SocketAddr;
 use std::rc::{Rc, Weak};
 use std::sync::Arc;
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+
+/// A metric with one series per worker (label `worker`).
+pub type PerWorker<M> = Family<Vec<(&'static str, String)>, M, fn() -> M>;
+
+/// The buckets of the time-to-first-frame histogram, in seconds.
+const FIRST_FRAME_BUCKETS: [f64; 11] = [
+    0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0,
+];
 use tokio::sync::{mpsc, oneshot, Notify};
 
 /// What a connection does now.
@@ -50,6 +60,8 @@ struct Entry {
 #[derive(Debug, Default)]
 pub struct Clients {
     entries: RefCell<HashMap<u64, Rc<Entry>>>,
+    /// Connections ended, by protocol and reason.
+    ended: RefCell<HashMap<(&'static str, &'static str), u64>>,
 }
 
 /// A connection's entry in its worker's [`Clients`]; dropping it removes the entry.
@@ -108,6 +120,11 @@ impl Clients {
     #[allow(clippy::len_without_is_empty)]
     pub fn len(&self) -> usize {
         self.entries.borrow().len()
+    }
+
+    /// Connections ended so far, by (protocol, reason).
+    pub fn ended(&self) -> Vec<((&'static str, &'static str), u64)> {
+        self.ended.borrow().iter().map(|(k, v)| (*k, *v)).collect()
     }
 
     /// Every connection of this worker as the API shows it.
@@ -171,6 +188,17 @@ impl Client {
             .set(self.entry.bytes_in.get() + n as u64);
     }
 
+    /// The connection ended, for `reason` (see `driver::end_reason`).
+    pub fn ended(&self, reason: &'static str) {
+        if let Some(clients) = self.clients.upgrade() {
+            *clients
+                .ended
+                .borrow_mut()
+                .entry((self.entry.protocol, reason))
+                .or_default() += 1;
+        }
+    }
+
     /// Until the API kicks the connection.
     pub async fn kicked(&self) {
         self.entry.kick.notified().await
@@ -224,6 +252,8 @@ pub struct WorkerInfo {
 pub struct Snapshot {
     pub worker: WorkerInfo,
     pub clients: Vec<ClientInfo>,
+    /// Connections ended, by (protocol, reason).
+    pub ended: Vec<((&'static str, &'static str), u64)>,
 }
 
 /// A request to one worker.
@@ -243,6 +273,9 @@ pub struct Ops {
     workers: Vec<mpsc::UnboundedSender<Command>>,
     /// The HTTPS certificate, when HTTPS is on.
     certificate: Option<Arc<crate::io::tls::Certificate>>,
+    /// Seconds from a player's start to its first keyframe, one histogram per worker
+    /// (each observed only by its worker).
+    pub first_frame: PerWorker<Histogram>,
     pub started: SystemTime,
     pub started_at: Instant,
 }
@@ -257,6 +290,7 @@ impl Ops {
         let ops = Ops {
             workers: tx,
             certificate,
+            first_frame: Family::new_with_constructor(|| Histogram::new(FIRST_FRAME_BUCKETS)),
             started: SystemTime::now(),
             started_at: Instant::now(),
         };
@@ -265,6 +299,13 @@ impl Ops {
 
     pub fn workers(&self) -> usize {
         self.workers.len()
+    }
+
+    /// Worker `n`'s time-to-first-frame histogram.
+    pub fn first_frame_of(&self, n: usize) -> Histogram {
+        self.first_frame
+            .get_or_create(&vec![("worker", n.to_string())])
+            .clone()
     }
 
     /// Reloads the HTTPS certificate from its files (connections keep theirs; new
@@ -406,6 +447,7 @@ pub async fn serve_commands(
                         connections: clients.len(),
                     },
                     clients: clients.snapshot(worker),
+                    ended: clients.ended(),
                 });
             }
             Command::Kick(id, reply) => {
