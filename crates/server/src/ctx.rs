@@ -5,7 +5,8 @@
 
 use crate::config::Config;
 use crate::core::fanout::Fanout;
-use crate::core::hub::{Hub, Stream};
+use crate::core::hub::{Hub, PublishError, Stream};
+use crate::core::ingest::Publisher;
 use crate::io::filemap::FileMaps;
 use crate::vod::{VodError, VodPlay, Vods};
 use sluice_media::Timestamp;
@@ -38,7 +39,41 @@ pub struct Ctx {
     pub read_buf: RefCell<Box<[u8]>>,
 }
 
+/// How long a publisher taking a stream over waits for the one it displaces to go.
+const TAKEOVER_WAIT: Duration = Duration::from_secs(3);
+
 impl Ctx {
+    /// Makes connection `id` of this worker the publisher of `key`. A stream that has
+    /// one refuses it, unless its app lets a second publisher take over: then the first
+    /// is disconnected (on whichever worker it is) and this one waits for it to let go.
+    /// When the app says so, the publisher is disconnected after a time without viewers.
+    pub async fn publish(&self, key: &str, id: u64) -> Result<Publisher, PublishError> {
+        let settings = self.hub.config.apps.for_stream(key);
+        let mut publisher = Publisher::new(&self.hub, key, id);
+        if settings.takeover && matches!(publisher, Err(PublishError::InUse(_))) {
+            let kicked = self.ops.kick_publishers(key).await;
+            tracing::info!(stream = %key, kicked, "a second publisher takes the stream over");
+            let deadline = tokio::time::Instant::now() + TAKEOVER_WAIT;
+            while matches!(publisher, Err(PublishError::InUse(_)))
+                && tokio::time::Instant::now() < deadline
+            {
+                tokio::time::sleep(Duration::from_millis(10)).await;
+                publisher = Publisher::new(&self.hub, key, id);
+            }
+        }
+        let mut publisher = publisher?;
+        if let Some(after) = settings.no_viewers {
+            let task = tokio::task::spawn_local(crate::ops::disconnect_without_viewers(
+                publisher.stream.clone(),
+                self.clients.clone(),
+                id,
+                after,
+            ));
+            publisher.watch(task.abort_handle());
+        }
+        Ok(publisher)
+    }
+
     /// Opens `path` below the media root and starts playing it from `from` (90 kHz).
     pub async fn open_play(
         &self,

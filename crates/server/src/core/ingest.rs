@@ -12,13 +12,10 @@
 
 use crate::core::hub::{Hub, PublishError, Stream};
 use crate::core::packet::{Packet, Payload};
-use crate::ctx::Ctx;
 use bytes::Bytes;
 use sluice_media::flv::{self, AudioTag, FlvError, VideoTag};
 use sluice_media::{Frame, MediaKind, Timestamp, Track};
-use std::sync::atomic::Ordering;
 use std::sync::Arc;
-use std::time::Duration;
 
 /// One publisher session's view of its stream.
 #[derive(Debug)]
@@ -220,41 +217,7 @@ pub struct Publisher {
     watch: Option<tokio::task::AbortHandle>,
 }
 
-/// How long a publisher taking a stream over waits for the one it displaces to go.
-const TAKEOVER_WAIT: Duration = Duration::from_secs(3);
-
 impl Publisher {
-    /// Makes connection `id` of this worker the publisher of `key`. A stream that has
-    /// one refuses it, unless its app lets a second publisher take over: then the first
-    /// is disconnected (on whichever worker it is) and this one waits for it to let go.
-    /// When the app says so, the publisher is disconnected after a time without viewers.
-    pub async fn start(ctx: &Ctx, key: &str, id: u64) -> Result<Publisher, PublishError> {
-        let settings = ctx.hub.config.apps.for_stream(key);
-        let mut publisher = Publisher::new(&ctx.hub, key, id);
-        if settings.takeover && matches!(publisher, Err(PublishError::InUse(_))) {
-            let kicked = ctx.ops.kick_publishers(key).await;
-            tracing::info!(stream = %key, kicked, "a second publisher takes the stream over");
-            let deadline = tokio::time::Instant::now() + TAKEOVER_WAIT;
-            while matches!(publisher, Err(PublishError::InUse(_)))
-                && tokio::time::Instant::now() < deadline
-            {
-                tokio::time::sleep(Duration::from_millis(10)).await;
-                publisher = Publisher::new(&ctx.hub, key, id);
-            }
-        }
-        let mut publisher = publisher?;
-        if let Some(after) = settings.no_viewers {
-            let task = tokio::task::spawn_local(disconnect_without_viewers(
-                publisher.ingest.stream.clone(),
-                ctx.clients.clone(),
-                id,
-                after,
-            ));
-            publisher.watch = Some(task.abort_handle());
-        }
-        Ok(publisher)
-    }
-
     /// Makes session `id` the publisher of `key`, or says why not.
     pub fn new(hub: &Arc<Hub>, key: &str, id: u64) -> Result<Publisher, PublishError> {
         let stream = hub.publish(key, id)?;
@@ -265,30 +228,10 @@ impl Publisher {
             watch: None,
         })
     }
-}
 
-/// Kicks connection `id` once `stream` has had no players and no HLS viewers for
-/// `after`.
-async fn disconnect_without_viewers(
-    stream: Arc<Stream>,
-    clients: std::rc::Rc<crate::ops::Clients>,
-    id: u64,
-    after: Duration,
-) {
-    let mut watched = tokio::time::Instant::now();
-    let mut tick = tokio::time::interval(Duration::from_secs(1).min(after));
-    loop {
-        tick.tick().await;
-        let viewers =
-            stream.players.load(Ordering::Relaxed) + stream.hls_viewers.load(Ordering::Relaxed);
-        let now = tokio::time::Instant::now();
-        if viewers > 0 {
-            watched = now;
-        } else if now.duration_since(watched) >= after {
-            tracing::info!(stream = %stream.key, "no viewers for {after:?}: disconnecting the publisher");
-            clients.kick(id);
-            return;
-        }
+    /// A task to abort when the publisher goes (its watch for viewers).
+    pub fn watch(&mut self, task: tokio::task::AbortHandle) {
+        self.watch = Some(task);
     }
 }
 

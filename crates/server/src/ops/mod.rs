@@ -425,6 +425,33 @@ pub fn unix_ms(t: SystemTime) -> u64 {
         .map_or(0, |d| u64::try_from(d.as_millis()).unwrap_or(u64::MAX))
 }
 
+/// Kicks connection `id` once `stream` has had no players and no HLS viewers for
+/// `after`.
+pub async fn disconnect_without_viewers(
+    stream: Arc<crate::core::hub::Stream>,
+    clients: Rc<Clients>,
+    id: u64,
+    after: Duration,
+) {
+    let mut watched = tokio::time::Instant::now();
+    let mut tick = tokio::time::interval(Duration::from_secs(1).min(after));
+    loop {
+        tick.tick().await;
+        let viewers = stream.players.load(std::sync::atomic::Ordering::Relaxed)
+            + stream
+                .hls_viewers
+                .load(std::sync::atomic::Ordering::Relaxed);
+        let now = tokio::time::Instant::now();
+        if viewers > 0 {
+            watched = now;
+        } else if now.duration_since(watched) >= after {
+            tracing::info!(stream = %stream.key, "no viewers for {after:?}: disconnecting the publisher");
+            clients.kick(id);
+            return;
+        }
+    }
+}
+
 /// Answers the commands sent to this worker until the server stops.
 pub async fn serve_commands(
     mut rx: mpsc::UnboundedReceiver<Command>,

@@ -132,7 +132,7 @@ impl Rtmp {
     async fn publish(&mut self, conn: &mut Conn<ServerSession>, req: &StreamRequest) -> Next {
         let key = req.key();
         let ctx = conn.ctx.clone();
-        match Publisher::start(&ctx, &key, conn.id).await {
+        match ctx.publish(&key, conn.id).await {
             Ok(publisher) => {
                 tracing::info!(stream = %key, query = %req.query, "publish");
                 conn.session.accept_publish();

@@ -729,7 +729,7 @@ impl Rtsp {
             return Ok(conn.session.reject(415)?);
         }
         let ctx = conn.ctx.clone();
-        let publisher = match Publisher::start(&ctx, &key, conn.id).await {
+        let publisher = match ctx.publish(&key, conn.id).await {
             Ok(p) => p,
             Err(e) => {
                 tracing::warn!(stream = %key, "publish refused: {e}");
