@@ -265,6 +265,9 @@ macro_rules! settings {
             /// Per-app overrides, the first that matches a stream wins.
             #[serde(skip_serializing_if = "Vec::is_empty")]
             pub apps: Vec<AppConfig>,
+            /// Static users of the authorization (see `[auth]`).
+            #[serde(skip_serializing_if = "Vec::is_empty")]
+            pub users: Vec<UserConfig>,
         }
 
         impl Default for Config {
@@ -273,6 +276,7 @@ macro_rules! settings {
                     $( $tfield: FromDefault::from_default($tdefault), )*
                     $( $section: $Section::default(), )*
                     apps: Vec::new(),
+                    users: Vec::new(),
                 }
             }
         }
@@ -500,6 +504,21 @@ settings! {
         idle_timeout_ms: u64 = 30_000;
     }
 
+    /// Who may publish and play, the same for every protocol (RTMP, HTTP-FLV, WS-FLV,
+    /// HLS, files): a signed URL, or a `[[users]]` entry's name and password (in the
+    /// URL's query as user=NAME&pass=PASSWORD, or HTTP Basic).
+    [auth] AuthSettings {
+        /// Publishing needs authorization.
+        #[flag("auth-publish", "BOOL")]
+        publish: bool = false;
+        /// Playing (and downloading files) needs authorization.
+        #[flag("auth-read", "BOOL")]
+        read: bool = false;
+        /// Key of signed URLs: a query expires=UNIX&sign=HEX, where HEX is
+        /// HMAC-SHA256(key, "ACTION:PATH:UNIX") and ACTION is publish or read. Empty: none.
+        signing_key: String = "";
+    }
+
     /// The HTTP API (`/api/v1/...`) and Prometheus metrics (`/metrics`), on the HTTP and
     /// HTTPS listeners.
     [api] ApiSettings {
@@ -528,6 +547,24 @@ pub struct AppConfig {
     pub second_publisher: Option<String>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub no_viewers_s: Option<u64>,
+}
+
+/// One `[[users]]` entry: a user of the authorization (see `[auth]`).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct UserConfig {
+    pub name: String,
+    /// An argon2 PHC string (`$argon2id$...`) or `sha256:HEX`; never the password.
+    pub password: String,
+    /// Stream patterns the user may publish (`live/*`, `*`).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub publish: Vec<String>,
+    /// Stream patterns (and file paths) the user may play.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub read: Vec<String>,
+    /// Address ranges the user may connect from (`10.0.0.0/8`); empty: any.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub ips: Vec<String>,
 }
 
 /// The keys of an `[[apps]]` entry and what they do, for the doc (a test checks them
@@ -972,6 +1009,10 @@ impl Config {
             let entry = toml::to_string(app).expect("an app entry serializes");
             out.push_str(&format!("\n[[apps]]\n{entry}"));
         }
+        for user in &self.users {
+            let entry = toml::to_string(user).expect("a user entry serializes");
+            out.push_str(&format!("\n[[users]]\n{entry}"));
+        }
         out
     }
 
@@ -1056,6 +1097,18 @@ impl Config {
         out.push_str("\n```toml\n[[apps]]\nname = \"live/*\"\nmerge_ms = 0\n\n");
         out.push_str(APP_EXAMPLE);
         out.push_str("```\n");
+        out.push_str(
+            "\n## `[[users]]`\n\n\
+             Users of the authorization (`[auth]`), none by default. `password` is a hash, never\n\
+             the password: an argon2 PHC string (`$argon2id$...`, as `argon2` or any argon2\n\
+             library writes it) or `sha256:` and the hex SHA-256 of the password\n\
+             (`printf %s PASSWORD | sha256sum`). `publish` and `read` list the stream patterns\n\
+             (as `[[apps]]` names) the user may publish and play; `ips` the address ranges it\n\
+             may connect from (any when empty).\n\n\
+             ```toml\n[auth]\npublish = true\n\n[[users]]\nname = \"studio\"\n\
+             password = \"sha256:9f86d081884c7d659a2feaa0c55ad015a3bf4f1b2b0b822cd15d6c15b0f00a08\"\n\
+             publish = [\"live/*\"]\nread = [\"*\"]\nips = [\"10.0.0.0/8\", \"127.0.0.1\"]\n```\n",
+        );
         out
     }
 }
@@ -1160,6 +1213,7 @@ fn moved_keys(text: &str) -> String {
     let mut hints = Vec::new();
     for key in table.keys() {
         let known = key == "apps"
+            || key == "users"
             || SECTIONS.iter().any(|(name, _)| name == key)
             || SETTINGS
                 .iter()

@@ -3,6 +3,7 @@
 //! per-worker state beside it (`http::Worker`, `rtsp::Worker`), so this holds nothing
 //! of any one protocol.
 
+use crate::auth::{Action, Credentials, Denial, Grant};
 use crate::config::Config;
 use crate::core::fanout::Fanout;
 use crate::core::hub::{Hub, PublishError, Stream};
@@ -34,6 +35,8 @@ pub struct Ctx {
     pub clients: Rc<crate::ops::Clients>,
     /// The line to every worker, and the server's start.
     pub ops: Arc<crate::ops::Ops>,
+    /// Who may publish and play, shared by every worker and protocol.
+    pub auth: Arc<crate::auth::Auth>,
     /// Where this worker's connections read into, one at a time (never held across an
     /// await): see `driver::READ_CHUNK`.
     pub read_buf: RefCell<Box<[u8]>>,
@@ -43,6 +46,36 @@ pub struct Ctx {
 const TAKEOVER_WAIT: Duration = Duration::from_secs(3);
 
 impl Ctx {
+    /// Authorizes `action` on `path` for a connection of `protocol` from `peer`; a
+    /// denial is logged with its reason (and counted by `Auth`).
+    pub fn authorize(
+        &self,
+        action: Action,
+        path: &str,
+        protocol: &'static str,
+        credentials: &Credentials,
+        peer: std::net::IpAddr,
+    ) -> Result<Grant, Denial> {
+        let result = self.auth.authorize(&crate::auth::Request {
+            action,
+            path,
+            credentials,
+            peer,
+        });
+        if let Err(denial) = result {
+            tracing::info!(
+                action = action.name(),
+                %path,
+                protocol,
+                %peer,
+                user = credentials.user.as_deref().unwrap_or(""),
+                reason = denial.reason(),
+                "denied"
+            );
+        }
+        result
+    }
+
     /// Makes connection `id` of this worker the publisher of `key`. A stream that has
     /// one refuses it, unless its app lets a second publisher take over: then the first
     /// is disconnected (on whichever worker it is) and this one waits for it to let go.

@@ -14,6 +14,7 @@
 #![warn(clippy::unwrap_used)]
 #![cfg_attr(test, allow(clippy::unwrap_used))]
 
+mod auth;
 pub mod config;
 mod core;
 mod ctx;

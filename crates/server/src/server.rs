@@ -144,6 +144,7 @@ impl Server {
         let vods = Arc::new(crate::vod::Vods::default());
         let (shutdown, _) = watch::channel(false);
         let (ops, mut commands) = crate::ops::Ops::new(workers, certificate);
+        let auth = Arc::new(crate::auth::Auth::new(&config).map_err(io::Error::other)?);
         let mut threads = Vec::with_capacity(workers);
         for worker in 0..workers {
             let mut starts: Vec<Start> = Vec::new();
@@ -168,6 +169,7 @@ impl Server {
                 files: files.clone(),
                 vods: vods.clone(),
                 ops: ops.clone(),
+                auth: auth.clone(),
                 commands: commands.remove(0),
             };
             let stop = shutdown.subscribe();
@@ -227,6 +229,7 @@ struct WorkerParts {
     files: Arc<crate::io::filemap::FileMaps>,
     vods: Arc<crate::vod::Vods>,
     ops: Arc<crate::ops::Ops>,
+    auth: Arc<crate::auth::Auth>,
     commands: tokio::sync::mpsc::UnboundedReceiver<crate::ops::Command>,
 }
 
@@ -274,6 +277,7 @@ fn run_worker(parts: WorkerParts, starts: Vec<Start>, mut stop: watch::Receiver<
             vods: parts.vods,
             clients,
             ops: parts.ops,
+            auth: parts.auth,
             read_buf: RefCell::new(vec![0; crate::driver::READ_CHUNK].into_boxed_slice()),
         });
         if worker == 0 {

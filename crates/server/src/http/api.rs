@@ -149,6 +149,7 @@ pub(crate) async fn reply(
             let text = crate::ops::metrics::render(
                 &ctx.hub,
                 &ctx.ops,
+                &ctx.auth,
                 &workers,
                 ctx.ops.started_at.elapsed().as_secs_f64(),
             );

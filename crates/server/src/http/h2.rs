@@ -140,6 +140,22 @@ async fn handle(
         body: Bytes::new(),
     };
     tracing::debug!(path = %request.path, method = ?method, "request (h2)");
+    let guarded = match (method, route(&request.path)) {
+        (Method::Get | Method::Head, Route::Flv(key)) => Some(key.to_string()),
+        (Method::Get | Method::Head, Route::Files(rest)) => {
+            Some(sluice_http::files::relative_path(rest).unwrap_or_default())
+        }
+        _ => None,
+    };
+    if let Some(path) = guarded {
+        if let Some(reply) = super::access::read_denied(ctx, &request, &path, "http", peer.ip()) {
+            return response(
+                reply.status,
+                reply.headers,
+                H2Body::Parts(VecDeque::from(reply.body)),
+            );
+        }
+    }
     let reply = match (method, route(&request.path)) {
         (Method::Get | Method::Head | Method::Delete | Method::Post, _)
             if super::api::route(&request.path).is_some() =>
@@ -154,7 +170,7 @@ async fn handle(
             body: Vec::new(),
         },
         (Method::Get | Method::Head, Route::Hls(key, what)) => {
-            hls::reply(ctx, &request, key, what).await
+            hls::reply(ctx, &request, key, what, peer.ip()).await
         }
         (Method::Get, Route::Flv(key)) => return flv(ctx, key).await,
         (Method::Get | Method::Head, Route::Files(rest)) => {

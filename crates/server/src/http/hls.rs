@@ -5,6 +5,7 @@
 //! durations (then 503), a request for the next part or segment waits as long
 //! (then 404); a request too far ahead is refused at once (400).
 
+use super::access;
 use super::viewers::{session_id, IDLE};
 use super::Error;
 use super::Worker;
@@ -96,16 +97,51 @@ impl Reply {
 }
 
 /// Answers an HLS request for the stream `key`.
-pub(crate) async fn reply(ctx: &Rc<Worker>, req: &Request, key: &str, what: HlsPath<'_>) -> Reply {
+pub(crate) async fn reply(
+    ctx: &Rc<Worker>,
+    req: &Request,
+    key: &str,
+    what: HlsPath<'_>,
+    peer: std::net::IpAddr,
+) -> Reply {
+    let playlist = matches!(what, HlsPath::TsPlaylist | HlsPath::Fmp4Playlist);
+    // A viewer is authorized at its playlist and then shows the token it got there.
+    let mut auth_cookie = None;
+    if ctx.auth.required(crate::auth::Action::Read) {
+        let shown = access::viewer_token(req, key).map(|t| ctx.auth.check_viewer_token(key, t));
+        match (shown, playlist) {
+            (Some(Ok(())), _) => {}
+            // No token, or a stale one: the credentials decide, and renew it.
+            (_, true) => {
+                if let Some(reply) = access::read_denied(ctx, req, key, "hls", peer) {
+                    return reply;
+                }
+                auth_cookie = Some(format!(
+                    "{}={}; Path=/; Max-Age={}; HttpOnly; SameSite=Lax",
+                    access::viewer_cookie(key),
+                    ctx.auth.viewer_token(key),
+                    crate::auth::VIEWER_TOKEN_LIFE.as_secs()
+                ));
+            }
+            // A segment or part without a good token: credentials sent with every
+            // request (a player given a header) still do.
+            (_, false) => {
+                if let Some(reply) = access::read_denied(ctx, req, key, "hls", peer) {
+                    return reply;
+                }
+            }
+        }
+    }
     if let Some(path) = key.strip_prefix("vod/") {
-        return super::vod::reply(ctx, path, what).await;
+        let mut reply = super::vod::reply(ctx, path, what).await;
+        reply.headers.extend(auth_cookie.map(|c| ("Set-Cookie", c)));
+        return reply;
     }
     let Some(stream) = ctx.hub.find(key) else {
         return Reply::text(404, "not found\n");
     };
     stream.want_hls();
     // Count the viewer: an id from the request, or a new one with the playlist.
-    let playlist = matches!(what, HlsPath::TsPlaylist | HlsPath::Fmp4Playlist);
     let mut new_id = None;
     let id = session_id(&req.query, req.header("cookie"))
         .or_else(|| playlist.then(|| *new_id.insert(rand::random::<u64>() | 1)));
@@ -120,6 +156,7 @@ pub(crate) async fn reply(ctx: &Rc<Worker>, req: &Request, key: &str, what: HlsP
                 ("Content-Type", "application/vnd.apple.mpegurl".to_string()),
                 ("Cache-Control", "no-cache".to_string()),
             ];
+            headers.extend(auth_cookie.map(|c| ("Set-Cookie", c)));
             if let Some(id) = new_id {
                 headers.push((
                     "Set-Cookie",
@@ -172,9 +209,10 @@ pub(crate) async fn serve(
     req: &Request,
     key: &str,
     what: HlsPath<'_>,
+    peer: std::net::IpAddr,
     idle: Duration,
 ) -> Result<(), Error> {
-    let reply = reply(ctx, req, key, what).await;
+    let reply = reply(ctx, req, key, what, peer).await;
     let headers: Vec<(&str, &str)> = reply
         .headers
         .iter()

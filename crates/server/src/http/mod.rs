@@ -8,6 +8,7 @@
 //! connection when the stream does. Bodies the kernel can send from a file (a memfd
 //! segment, a media-root file) go out with `sendfile` on plain HTTP.
 
+mod access;
 mod api;
 mod files;
 mod h2;
@@ -230,16 +231,24 @@ impl Http {
         tracing::debug!(path = %req.path, method = ?req.method, "request");
         if let (Some(what), false) = (api::route(&req.path), req.method == Method::Options) {
             let reply = api::reply(&ctx, &req, self.peer, what).await;
-            let headers: Vec<(&str, &str)> = reply
-                .headers
-                .iter()
-                .map(|(n, v)| (*n, v.as_str()))
-                .collect();
-            conn.session.respond(reply.status, &headers, reply.body);
+            respond(conn, reply);
             return Ok(());
         }
         let text =
             |status: u16, body: &'static str| (status, vec![Bytes::from_static(body.as_bytes())]);
+        let guarded = match (req.method, route(&req.path)) {
+            (Method::Get | Method::Head, Route::Flv(key)) => Some(key.to_string()),
+            (Method::Get | Method::Head | Method::Propfind, Route::Files(rest)) => {
+                Some(sluice_http::files::relative_path(rest).unwrap_or_default())
+            }
+            _ => None,
+        };
+        if let Some(path) = guarded {
+            if let Some(reply) = access::read_denied(&ctx, &req, &path, "http", self.peer.ip()) {
+                respond(conn, reply);
+                return Ok(());
+            }
+        }
         let (status, body) = match (req.method, route(&req.path)) {
             (Method::Options, Route::Files(_)) => {
                 // A WebDAV client's first question; also a CORS preflight.
@@ -271,7 +280,7 @@ impl Http {
             }
             (Method::Get, Route::Flv(key)) => return self.play(conn, &req, key).await,
             (Method::Get | Method::Head, Route::Hls(key, what)) => {
-                return hls::serve(&ctx, conn, &req, key, what, self.idle).await;
+                return hls::serve(&ctx, conn, &req, key, what, self.peer.ip(), self.idle).await;
             }
             (Method::Get | Method::Head, Route::Files(rest)) => {
                 return files::serve(&ctx, conn, &req, rest, self.idle).await;
@@ -333,6 +342,16 @@ impl Http {
         self.vod = vod;
         Ok(())
     }
+}
+
+/// Answers with a complete [`hls::Reply`] (its body from memory).
+fn respond(conn: &mut Conn<ServerSession>, reply: hls::Reply) {
+    let headers: Vec<(&str, &str)> = reply
+        .headers
+        .iter()
+        .map(|(n, v)| (*n, v.as_str()))
+        .collect();
+    conn.session.respond(reply.status, &headers, reply.body);
 }
 
 /// Writes `out` to `sock`, failing when the peer takes nothing of it for `idle`.

@@ -29,7 +29,13 @@ fn with(mut labels: Labels, name: &'static str, value: impl Into<String>) -> Lab
 }
 
 /// Renders every metric.
-pub fn render(hub: &Hub, ops: &super::Ops, workers: &[Snapshot], uptime_s: f64) -> String {
+pub fn render(
+    hub: &Hub,
+    ops: &super::Ops,
+    auth: &crate::auth::Auth,
+    workers: &[Snapshot],
+    uptime_s: f64,
+) -> String {
     let mut reg = Registry::with_prefix("sluice");
 
     let up: Gauge<f64, AtomicU64> = Gauge::default();
@@ -170,6 +176,18 @@ pub fn render(hub: &Hub, ops: &super::Ops, workers: &[Snapshot], uptime_s: f64) 
         "time_to_first_frame_seconds",
         "From a player's start to its first keyframe",
         ops.first_frame.clone(),
+    );
+
+    let denials = Family::<Labels, Counter>::default();
+    for (reason, n) in auth.denials() {
+        denials
+            .get_or_create(&vec![("reason", reason.to_owned())])
+            .inc_by(n);
+    }
+    reg.register(
+        "auth_denials",
+        "Requests refused by the authorization, by reason",
+        denials,
     );
 
     let mut out = String::new();

@@ -162,6 +162,10 @@ impl Client {
         self.id
     }
 
+    pub fn peer(&self) -> SocketAddr {
+        self.entry.peer
+    }
+
     /// The connection publishes `key`.
     pub fn publishing(&self, key: &str) {
         self.entry.role.set(Role::Publish);

@@ -6,6 +6,7 @@
 //! hands its socket to the worker's fan-out). Protocol rules live in the session, the
 //! I/O in the driver; this file is only the adapter.
 
+use crate::auth::{Action, Credentials};
 use crate::core::fanout::{CloseReason, Player};
 use crate::core::format::{Format, FormatId};
 use crate::core::ingest::Publisher;
@@ -75,7 +76,22 @@ impl Adapter<ServerSession> for Rtmp {
             Event::Publish(req) => return Ok(self.publish(conn, &req).await),
             Event::Play(req) => {
                 tracing::debug!(query = %req.query, "play request");
-                self.play(conn, req.key()).await?;
+                let key = req.key();
+                let creds = Credentials::from_query(&req.query);
+                let path = crate::vod::rtmp_path(&key).unwrap_or_else(|| key.clone());
+                let peer = conn.client.peer().ip();
+                if let Err(denial) = conn
+                    .ctx
+                    .authorize(Action::Read, &path, "rtmp", &creds, peer)
+                {
+                    conn.session
+                        .reject_play("NetStream.Play.Unauthorized", denial.reason());
+                    return Err(DriveError::Refused(format!(
+                        "play {key}: {}",
+                        denial.reason()
+                    )));
+                }
+                self.play(conn, key).await?;
             }
             Event::Media(media) => {
                 if let Some(ingest) = &mut self.publishing {
@@ -132,6 +148,13 @@ impl Rtmp {
     async fn publish(&mut self, conn: &mut Conn<ServerSession>, req: &StreamRequest) -> Next {
         let key = req.key();
         let ctx = conn.ctx.clone();
+        let creds = Credentials::from_query(&req.query);
+        let peer = conn.client.peer().ip();
+        if let Err(denial) = ctx.authorize(Action::Publish, &key, "rtmp", &creds, peer) {
+            conn.session
+                .reject_publish("NetStream.Publish.Unauthorized", denial.reason());
+            return Next::Close;
+        }
         match ctx.publish(&key, conn.id).await {
             Ok(publisher) => {
                 tracing::info!(stream = %key, query = %req.query, "publish");

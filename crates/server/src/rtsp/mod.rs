@@ -19,6 +19,7 @@
 mod per_packet;
 pub mod udp;
 
+use crate::auth::{Action, Credentials};
 use crate::core::fanout::{CloseReason, Player};
 use crate::core::format::{Format, FormatId};
 use crate::core::hub::{RtpUse, Stream};
@@ -198,9 +199,26 @@ impl Adapter<ServerSession> for Rtsp {
             return self.while_playing(conn, event).await;
         }
         match event {
-            ServerEvent::Describe { path, .. } => self.describe(conn, stream_key(&path)).await?,
-            ServerEvent::Announce { path, sdp, .. } => {
-                self.announce(conn, stream_key(&path), &sdp).await?
+            ServerEvent::Describe { path, query, user } => {
+                let key = stream_key(&path);
+                if authorized(conn, Action::Read, &key, &query, user.as_deref()) {
+                    self.describe(conn, key).await?
+                } else {
+                    conn.session.reject(401)?
+                }
+            }
+            ServerEvent::Announce {
+                path,
+                query,
+                user,
+                sdp,
+            } => {
+                let key = stream_key(&path);
+                if authorized(conn, Action::Publish, &key, &query, user.as_deref()) {
+                    self.announce(conn, key, &sdp).await?
+                } else {
+                    conn.session.reject(401)?
+                }
             }
             ServerEvent::Setup {
                 track, transport, ..
@@ -811,6 +829,26 @@ impl Publish {
 }
 
 /// `/live/cam1/` → `live/cam1`.
+/// Whether the server's authorization lets this request go on: a user the RTSP
+/// session authenticated itself (`rtsp.users`, Digest or Basic), or credentials in the
+/// URL's query (a `[[users]]` entry's, or a signed URL).
+fn authorized(
+    conn: &Conn<ServerSession>,
+    action: Action,
+    key: &str,
+    query: &str,
+    user: Option<&str>,
+) -> bool {
+    if user.is_some() {
+        return true;
+    }
+    let creds = Credentials::from_query(query);
+    let peer = conn.client.peer().ip();
+    conn.ctx
+        .authorize(action, key, "rtsp", &creds, peer)
+        .is_ok()
+}
+
 fn stream_key(path: &str) -> String {
     path.trim_matches('/').to_string()
 }

@@ -1,0 +1,105 @@
+//! Authorization of HTTP requests (HTTP-FLV, WS-FLV, files, HLS) through the one
+//! `auth::Auth`: credentials from `Authorization: Basic` or the query; HLS viewers
+//! carry a token from their playlist in a cookie (or `?sluice_auth=`).
+
+use super::hls::Reply;
+use crate::auth::{Action, Credentials, Denial};
+use crate::ctx::Ctx;
+use bytes::Bytes;
+use sha2::{Digest, Sha256};
+use sluice_http::Request;
+use std::net::IpAddr;
+
+/// `None` when `req` may read `path`, else the answer that refuses it.
+pub(crate) fn read_denied(
+    ctx: &Ctx,
+    req: &Request,
+    path: &str,
+    protocol: &'static str,
+    peer: IpAddr,
+) -> Option<Reply> {
+    let creds = Credentials::from_http(req.header("authorization"), &req.query);
+    ctx.authorize(Action::Read, path, protocol, &creds, peer)
+        .err()
+        .map(denied)
+}
+
+/// 401 with a Basic challenge when credentials are missing or wrong, 403 otherwise.
+pub(crate) fn denied(denial: Denial) -> Reply {
+    let mut headers = vec![("Content-Type", "text/plain".to_string())];
+    let status = match denial {
+        Denial::NoCredentials | Denial::BadCredentials => {
+            headers.push(("WWW-Authenticate", "Basic realm=\"sluice\"".into()));
+            401
+        }
+        _ => 403,
+    };
+    Reply {
+        status,
+        headers,
+        body: vec![Bytes::from(format!("{}\n", denial.reason()))],
+        file: None,
+    }
+}
+
+/// The cookie that carries an HLS viewer's token for stream `key` (one per stream, so
+/// a viewer of two streams keeps both).
+pub(crate) fn viewer_cookie(key: &str) -> String {
+    let hash = Sha256::digest(key.as_bytes());
+    format!(
+        "sluice_auth_{:02x}{:02x}{:02x}{:02x}",
+        hash[0], hash[1], hash[2], hash[3]
+    )
+}
+
+/// The viewer token a request shows for `key`: `?sluice_auth=` or its cookie.
+pub(crate) fn viewer_token<'a>(req: &'a Request, key: &str) -> Option<&'a str> {
+    let from_query = req
+        .query
+        .split('&')
+        .find_map(|p| p.strip_prefix("sluice_auth="));
+    if from_query.is_some() {
+        return from_query;
+    }
+    let name = viewer_cookie(key);
+    req.headers
+        .iter()
+        .filter(|(n, _)| n.eq_ignore_ascii_case("cookie"))
+        .flat_map(|(_, v)| v.split(';'))
+        .find_map(|c| {
+            let (n, v) = c.trim().split_once('=')?;
+            (n == name).then_some(v)
+        })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn req(query: &str, cookie: Option<&str>) -> Request {
+        Request {
+            method: sluice_http::Method::Get,
+            path: "/live/cam.m3u8".into(),
+            query: query.into(),
+            http11: true,
+            headers: cookie
+                .map(|c| vec![("Cookie".to_string(), c.to_string())])
+                .unwrap_or_default(),
+            head_len: 0,
+            body: Bytes::new(),
+        }
+    }
+
+    #[test]
+    fn tokens_from_query_or_the_streams_cookie() {
+        let name = viewer_cookie("live/cam");
+        assert_ne!(name, viewer_cookie("live/other"));
+        assert_eq!(
+            viewer_token(&req("a=1&sluice_auth=T", None), "live/cam"),
+            Some("T")
+        );
+        let cookie = format!("x=1; {name}=C; y=2");
+        assert_eq!(viewer_token(&req("", Some(&cookie)), "live/cam"), Some("C"));
+        assert_eq!(viewer_token(&req("", Some(&cookie)), "live/other"), None);
+    }
+}
