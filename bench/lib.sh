@@ -188,7 +188,15 @@ stop() { kill_hard "$@"; }
 
 # url PROTO SERVER: the play URL of stream live/x. PROTO-tls is PROTO over HTTPS
 # (Sluice: its --tls-self-signed listener; play it with --insecure, see play_flags).
+# PLAY_QUERY, when set, is appended to Sluice's URLs (credentials: user=...&pass=...).
 url() {
+  local u
+  u=$(url_of "$@")
+  if [ "$2" = sluice ] && [ -n "${PLAY_QUERY:-}" ] && [ -n "$u" ]; then u="$u?$PLAY_QUERY"; fi
+  echo "$u"
+}
+
+url_of() {
   case $2:$1 in
     sluice:rtmp) echo "rtmp://127.0.0.1:$S_RTMP/live/x" ;;
     sluice:ws-flv) echo "ws://127.0.0.1:$S_HTTP/live/x.flv" ;;

@@ -46,6 +46,8 @@ pub(crate) struct Response {
     pub status: u16,
     /// Whether the connection stays open after this response.
     pub keep_alive: bool,
+    /// Cookies the response set (name, value), for the player to send back.
+    pub set_cookies: Vec<(String, String)>,
 }
 
 impl Response {
@@ -55,6 +57,7 @@ impl Response {
             line: Vec::with_capacity(512),
             status: 0,
             keep_alive: false,
+            set_cookies: Vec::new(),
         }
     }
 
@@ -64,6 +67,7 @@ impl Response {
         self.line.clear();
         self.status = 0;
         self.keep_alive = false;
+        self.set_cookies.clear();
     }
 
     /// Whether the head has been read.
@@ -219,6 +223,12 @@ impl Response {
                     .rsplit(',')
                     .next()
                     .is_some_and(|v| v.trim().eq_ignore_ascii_case("chunked"));
+            } else if name.eq_ignore_ascii_case("set-cookie") {
+                let pair = value.split(';').next().unwrap_or_default();
+                if let Some((n, v)) = pair.split_once('=') {
+                    self.set_cookies
+                        .push((n.trim().to_owned(), v.trim().to_owned()));
+                }
             } else if name.eq_ignore_ascii_case("connection") {
                 for token in value.split(',') {
                     let token = token.trim();

@@ -52,6 +52,8 @@ struct Http<'a> {
     reused: bool,
     resp: Response,
     req: String,
+    /// Cookies the server set, sent with every later request.
+    cookies: Vec<(String, String)>,
     /// Bytes read on this connection (all of them, heads included).
     bytes: u64,
     /// Stamps in the media bodies, as they arrive.
@@ -77,6 +79,7 @@ impl<'a> Http<'a> {
             reused: false,
             resp: Response::new(),
             req: String::with_capacity(256),
+            cookies: Vec::new(),
             bytes: 0,
             stamps: SegmentStamps::default(),
             stamped: Vec::new(),
@@ -114,9 +117,17 @@ impl<'a> Http<'a> {
             target(&mut self.req);
             let _ = write!(
                 self.req,
-                " HTTP/1.1\r\nHost: {}\r\nUser-Agent: sluice-bench\r\nAccept: */*\r\n\r\n",
+                " HTTP/1.1\r\nHost: {}\r\nUser-Agent: sluice-bench\r\nAccept: */*\r\n",
                 self.host
             );
+            for (i, (name, value)) in self.cookies.iter().enumerate() {
+                let sep = if i == 0 { "Cookie: " } else { "; " };
+                let _ = write!(self.req, "{sep}{name}={value}");
+            }
+            if !self.cookies.is_empty() {
+                self.req.push_str("\r\n");
+            }
+            self.req.push_str("\r\n");
             if let Some(b) = body.as_deref_mut() {
                 b.clear();
             }
@@ -131,6 +142,14 @@ impl<'a> Http<'a> {
                     retried = true;
                 }
                 other => {
+                    // Cookies come back with later requests, as a browser's do (the
+                    // server's HLS viewer token, say).
+                    for (name, value) in self.resp.set_cookies.drain(..) {
+                        match self.cookies.iter_mut().find(|(n, _)| *n == name) {
+                            Some(c) => c.1 = value,
+                            None => self.cookies.push((name, value)),
+                        }
+                    }
                     if !matches!(other, Ok(Some(_))) || !self.resp.keep_alive {
                         self.conn = None;
                     } else {
