@@ -18,11 +18,7 @@ done
 have_nginx || servers=${servers//nginx/}
 bound_run "${BENCH_MAX_S:-600}"
 setup "$out"
-small=$out/media/h264_aac_360p_600k.flv
-[ -s "$small" ] || ffmpeg -hide_banner -loglevel error -y \
-  -f lavfi -i testsrc2=size=640x360:rate=25 -f lavfi -i sine=frequency=440:sample_rate=48000 -t 20 \
-  -c:v libx264 -preset veryfast -bf 0 -g 50 -keyint_min 50 -sc_threshold 0 -b:v 500k -maxrate 500k -bufsize 1M \
-  -pix_fmt yuv420p -c:a aac -b:a 64k -ac 2 "$small"
+small=$(small_clip)
 ticks=$(getconf CLK_TCK)
 cpu_ticks() { awk '{print $14 + $15}' "/proc/$1/stat"; }
 

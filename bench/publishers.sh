@@ -22,11 +22,7 @@ done
 have_nginx || servers=${servers//nginx/}
 bound_run "${BENCH_MAX_S:-400}"
 setup "$out"
-small=$out/media/h264_aac_360p_600k.flv
-[ -s "$small" ] || ffmpeg -hide_banner -loglevel error -y \
-  -f lavfi -i testsrc2=size=640x360:rate=25 -f lavfi -i sine=frequency=440:sample_rate=48000 -t 20 \
-  -c:v libx264 -preset veryfast -bf 0 -g 50 -keyint_min 50 -sc_threshold 0 -b:v 500k -maxrate 500k -bufsize 1M \
-  -pix_fmt yuv420p -c:a aac -b:a 64k -ac 2 "$small"
+small=$(small_clip)
 # The clip's bitrate (FLV tag bodies), from its size and duration.
 kbit=$(python3 -c "import sys,os,subprocess as sp; d=float(sp.check_output(['ffprobe','-v','error','-show_entries','format=duration','-of','csv=p=0',sys.argv[1]])); print(round(os.path.getsize(sys.argv[1])*8/d/1000))" "$small")
 

@@ -13,24 +13,7 @@ use std::time::{Duration, Instant};
 
 /// A request with extra header lines; returns (status code, headers, body).
 fn request(addr: SocketAddr, method: &str, path: &str, extra: &str) -> (u16, String, Vec<u8>) {
-    let mut sock = TcpStream::connect(addr).expect("connect");
-    sock.set_read_timeout(Some(Duration::from_secs(20)))
-        .expect("timeout");
-    write!(
-        sock,
-        "{method} {path} HTTP/1.1\r\nHost: x\r\n{extra}Connection: close\r\n\r\n"
-    )
-    .expect("send");
-    let mut raw = Vec::new();
-    sock.read_to_end(&mut raw).expect("read");
-    let end = raw.windows(4).position(|w| w == b"\r\n\r\n").expect("head") + 4;
-    let head = String::from_utf8_lossy(&raw[..end]).into_owned();
-    let status = head
-        .split_whitespace()
-        .nth(1)
-        .and_then(|s| s.parse().ok())
-        .expect("status code");
-    (status, head, raw[end..].to_vec())
+    common::http_request(addr, method, path, extra)
 }
 
 fn json(addr: SocketAddr, method: &str, path: &str) -> (u16, Value) {

@@ -140,11 +140,14 @@ fn printed_configuration_reads_back_unchanged() {
     );
 }
 
-#[test]
-fn log_lines_on_a_pipe_have_no_colour_codes() {
+/// Runs the server with `flags`, makes it log a bad RTMP handshake (a warning in the
+/// connection's span), stops it with SIGTERM ("shutting down"), and returns its exit
+/// status and everything it logged.
+fn log_of_a_bad_handshake(flags: &[&str]) -> (std::process::ExitStatus, String) {
     let mut child = Command::new(env!("CARGO_BIN_EXE_sluice"))
         .args(["--rtmp", "127.0.0.1:0", "--http", "127.0.0.1:0"])
         .args(["--rtsp", "off", "--log", "info"])
+        .args(flags)
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
         .spawn()
@@ -158,7 +161,6 @@ fn log_lines_on_a_pipe_have_no_colour_codes() {
         .find_map(|w| w.strip_prefix("rtmp="))
         .and_then(|a| a.parse().ok())
         .unwrap_or_else(|| panic!("no rtmp address in {line:?}"));
-    // A bad handshake is logged (a warning), then SIGTERM is ("shutting down").
     let mut sock = TcpStream::connect(rtmp).expect("connect");
     sock.write_all(&[9; 1537]).expect("send");
     let mut log = BufReader::new(child.stderr.take().expect("stderr"));
@@ -170,8 +172,12 @@ fn log_lines_on_a_pipe_have_no_colour_codes() {
         .expect("kill -TERM");
     let mut rest = String::new();
     log.read_to_string(&mut rest).expect("stderr");
-    let status = child.wait().expect("exit");
-    let log = first + &rest;
+    (child.wait().expect("exit"), first + &rest)
+}
+
+#[test]
+fn log_lines_on_a_pipe_have_no_colour_codes() {
+    let (status, log) = log_of_a_bad_handshake(&[]);
     assert!(log.contains("handshake"), "{log:?}");
     assert!(log.contains("shutting down"), "{log:?}");
     assert!(status.success(), "a graceful stop: {status:?}");
@@ -180,36 +186,9 @@ fn log_lines_on_a_pipe_have_no_colour_codes() {
 
 #[test]
 fn json_logs_are_one_object_per_line() {
-    let mut child = Command::new(env!("CARGO_BIN_EXE_sluice"))
-        .args(["--rtmp", "127.0.0.1:0", "--http", "127.0.0.1:0"])
-        .args(["--rtsp", "off", "--log", "info", "--log-format", "json"])
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .expect("start sluice");
-    let mut line = String::new();
-    BufReader::new(child.stdout.take().expect("stdout"))
-        .read_line(&mut line)
-        .expect("listening line");
-    let rtmp: SocketAddr = line
-        .split_whitespace()
-        .find_map(|w| w.strip_prefix("rtmp="))
-        .and_then(|a| a.parse().ok())
-        .unwrap_or_else(|| panic!("no rtmp address in {line:?}"));
-    // A bad handshake is a warning inside the connection's span.
-    let mut sock = TcpStream::connect(rtmp).expect("connect");
-    sock.write_all(&[9; 1537]).expect("send");
-    let mut log = BufReader::new(child.stderr.take().expect("stderr"));
-    let mut first = String::new();
-    log.read_line(&mut first).expect("a log line");
-    Command::new("kill")
-        .args(["-TERM", &child.id().to_string()])
-        .status()
-        .expect("kill -TERM");
-    let mut rest = String::new();
-    log.read_to_string(&mut rest).expect("stderr");
-    assert!(child.wait().expect("exit").success());
-    let lines: Vec<serde_json::Value> = (first + &rest)
+    let (status, log) = log_of_a_bad_handshake(&["--log-format", "json"]);
+    assert!(status.success());
+    let lines: Vec<serde_json::Value> = log
         .lines()
         .map(|l| serde_json::from_str(l).unwrap_or_else(|e| panic!("not JSON: {l:?}: {e}")))
         .collect();

@@ -11,26 +11,8 @@ use std::net::{SocketAddr, TcpStream};
 use std::time::{Duration, Instant};
 
 fn get_json(addr: SocketAddr, path: &str) -> (u16, Value) {
-    let mut sock = TcpStream::connect(addr).expect("connect");
-    sock.set_read_timeout(Some(Duration::from_secs(20)))
-        .expect("timeout");
-    write!(
-        sock,
-        "GET {path} HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n"
-    )
-    .expect("send");
-    let mut raw = Vec::new();
-    sock.read_to_end(&mut raw).expect("read");
-    let end = raw.windows(4).position(|w| w == b"\r\n\r\n").expect("head") + 4;
-    let status = String::from_utf8_lossy(&raw[..end])
-        .split_whitespace()
-        .nth(1)
-        .and_then(|s| s.parse().ok())
-        .expect("status");
-    (
-        status,
-        serde_json::from_slice(&raw[end..]).unwrap_or(Value::Null),
-    )
+    let (status, _, body) = common::http_request(addr, "GET", path, "");
+    (status, serde_json::from_slice(&body).unwrap_or(Value::Null))
 }
 
 /// Waits up to `within` for `ok`.

@@ -562,3 +562,32 @@ impl Rtsp {
         false
     }
 }
+
+/// One HTTP/1.1 request with `Connection: close` (`extra`: more header lines, each
+/// ending in CRLF): the status code, the response head and the whole body.
+pub fn http_request(
+    addr: SocketAddr,
+    method: &str,
+    path: &str,
+    extra: &str,
+) -> (u16, String, Vec<u8>) {
+    use std::io::{Read, Write};
+    let mut sock = std::net::TcpStream::connect(addr).expect("connect");
+    sock.set_read_timeout(Some(std::time::Duration::from_secs(20)))
+        .expect("timeout");
+    write!(
+        sock,
+        "{method} {path} HTTP/1.1\r\nHost: x\r\n{extra}Connection: close\r\n\r\n"
+    )
+    .expect("send");
+    let mut raw = Vec::new();
+    sock.read_to_end(&mut raw).expect("read");
+    let end = raw.windows(4).position(|w| w == b"\r\n\r\n").expect("head") + 4;
+    let head = String::from_utf8_lossy(&raw[..end]).into_owned();
+    let status = head
+        .split_whitespace()
+        .nth(1)
+        .and_then(|s| s.parse().ok())
+        .expect("status code");
+    (status, head, raw[end..].to_vec())
+}
