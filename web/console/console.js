@@ -208,7 +208,7 @@
         el('div', { class: 'bar', role: 'meter', 'aria-label': `worker ${w.worker} busy`, 'aria-valuemin': '0', 'aria-valuemax': '100', 'aria-valuenow': String(pct) }, fill),
         el('span', { class: 'num' }, pct + ' %'),
         el('span', { class: 'muted small worker-extra' },
-          `${w.connections} conn · worst delay ${w.worst_delay_ms} ms`));
+          `${w.connections} conn · worst delay ${Number(w.worst_delay_ms).toFixed(1)} ms`));
     });
     $('workers').replaceChildren(...rows);
   }
