@@ -274,11 +274,13 @@
       g.fillText('measuring…', pad.l + 2, h / 2);
       return;
     }
-    // Newest sample at the right edge.
-    const offset = HISTORY - history.length;
+    // Newest sample at the right edge; a lone first sample drawn as a short level
+    // line, since a one-point path draws nothing.
+    const points = history.length === 1 ? [history[0], history[0]] : history;
+    const offset = HISTORY - points.length;
     const line = (key) => {
       g.beginPath();
-      history.forEach((s, i) => {
+      points.forEach((s, i) => {
         const px = x(offset + i);
         const py = y(s[key]);
         if (i === 0) g.moveTo(px, py); else g.lineTo(px, py);
