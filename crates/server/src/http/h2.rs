@@ -163,6 +163,10 @@ async fn handle(
             let what = super::api::route(&request.path).unwrap_or(super::api::ApiPath::Unknown);
             super::api::reply(ctx, &request, peer, what).await
         }
+        (_, _) if super::console::route(&request.path).is_some() => {
+            let asset = super::console::route(&request.path).flatten();
+            super::console::reply(method, asset)
+        }
         (Method::Options, _) => Reply {
             file: None,
             status: 204,

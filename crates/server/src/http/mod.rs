@@ -1,6 +1,7 @@
 //! HTTP/1.1 connections: `sluice_http::ServerSession` run by the common driver, and
-//! the routes: HTTP-FLV and WebSocket-FLV players, HLS, file downloads, CORS, and clear
-//! errors. HTTPS connections that negotiate `h2` go to `h2` (hyper) instead.
+//! the routes: HTTP-FLV and WebSocket-FLV players, HLS, file downloads, the API and
+//! the web console, CORS, and clear errors. HTTPS connections that negotiate `h2` go
+//! to `h2` (hyper) instead.
 //!
 //! Streaming routes take the socket over: after the response head, the socket belongs
 //! to the worker's fan-out like an RTMP player's. Keep-alive holds for the short
@@ -10,6 +11,7 @@
 
 mod access;
 mod api;
+mod console;
 mod files;
 mod h2;
 mod hls;
@@ -232,6 +234,20 @@ impl Http {
         if let (Some(what), false) = (api::route(&req.path), req.method == Method::Options) {
             let reply = api::reply(&ctx, &req, self.peer, what).await;
             respond(conn, reply);
+            return Ok(());
+        }
+        if let Some(asset) = console::route(&req.path) {
+            let reply = console::reply(req.method, asset);
+            if reply.status == 405 {
+                // A body may follow an unknown method; it is not read.
+                conn.session.close_after_answer();
+            }
+            let headers: Vec<(&str, &str)> = reply
+                .headers
+                .iter()
+                .map(|(n, v)| (*n, v.as_str()))
+                .collect();
+            conn.session.respond(reply.status, &headers, reply.body);
             return Ok(());
         }
         let text =

@@ -1,0 +1,216 @@
+//! The web console in headless Chromium: ffmpeg publishes `live/cam`, the console at
+//! `/console` lists it, and its stream page plays it (mpegts.js, HTTP-FLV). A harness
+//! page served from the media root (`/files/`, the console's origin) loads the console
+//! in an iframe, reads its DOM and reports to a listener of the test. Screenshots at
+//! desktop and phone sizes go to the scratch folder `console`.
+
+mod common;
+
+use common::{have, have_ffmpeg, publish_test_pattern, Kill, TestServer};
+use std::io::{BufRead, BufReader, Read, Write};
+use std::net::{SocketAddr, TcpListener, TcpStream};
+use std::process::{Command, Stdio};
+use std::sync::mpsc;
+use std::time::{Duration, Instant};
+
+const HARNESS: &str = r#"<!doctype html>
+<html><body style="margin:0">
+<iframe id="f" src="/console/" allow="autoplay" style="width:1200px;height:800px;border:0"></iframe>
+<script>
+const report = (q) => fetch('REPORT?' + q, { mode: 'no-cors' }).catch(() => {});
+const f = document.getElementById('f');
+const wait = (ms) => new Promise((r) => setTimeout(r, ms));
+async function until(check, ms) {
+  const end = Date.now() + ms;
+  while (Date.now() < end) {
+    try { const v = check(); if (v) return v; } catch (e) {}
+    await wait(100);
+  }
+  return null;
+}
+f.onload = async () => {
+  const doc = () => f.contentDocument;
+  const row = await until(() => [...doc().querySelectorAll('#streams tbody a')]
+    .find((a) => a.textContent === 'live/cam'), 10000);
+  const workers = doc().querySelectorAll('#workers .worker').length;
+  f.contentWindow.location.hash = '#/stream/live/cam';
+  const video = () => doc().getElementById('video');
+  const t0 = await until(() => video().currentTime > 0 && video().currentTime, 15000);
+  await wait(2000);
+  const t1 = video().currentTime;
+  const note = doc().getElementById('player-note').textContent;
+  report('listed=' + !!row + '&workers=' + workers + '&t0=' + t0 + '&t1=' + t1 +
+    '&note=' + encodeURIComponent(note));
+};
+</script></body></html>"#;
+
+/// Receives one `/report?...` request and passes its query to `tx`.
+fn report_listener(tx: mpsc::Sender<String>) -> SocketAddr {
+    let listener = TcpListener::bind("127.0.0.1:0").expect("bind");
+    let addr = listener.local_addr().expect("addr");
+    std::thread::spawn(move || {
+        for conn in listener.incoming() {
+            let Ok(mut conn) = conn else { return };
+            let mut line = String::new();
+            let mut reader = BufReader::new(conn.try_clone().expect("clone"));
+            if reader.read_line(&mut line).is_err() {
+                continue;
+            }
+            let path = line.split_whitespace().nth(1).unwrap_or("/").to_string();
+            if let Some(q) = path.strip_prefix("/report?") {
+                let _ = tx.send(q.to_string());
+            }
+            let _ = conn
+                .write_all(b"HTTP/1.1 200 OK\r\nContent-Length: 0\r\nConnection: close\r\n\r\n");
+        }
+    });
+    addr
+}
+
+/// `METHOD path` over HTTP/1.1: (status, head, body).
+fn request(addr: SocketAddr, method: &str, path: &str) -> (u16, String, Vec<u8>) {
+    let mut sock = TcpStream::connect(addr).expect("connect");
+    sock.set_read_timeout(Some(Duration::from_secs(10)))
+        .expect("timeout");
+    write!(
+        sock,
+        "{method} {path} HTTP/1.1\r\nHost: x\r\nContent-Length: 0\r\nConnection: close\r\n\r\n"
+    )
+    .expect("send");
+    let mut raw = Vec::new();
+    sock.read_to_end(&mut raw).expect("read");
+    let end = raw.windows(4).position(|w| w == b"\r\n\r\n").expect("head") + 4;
+    let head = String::from_utf8_lossy(&raw[..end]).to_ascii_lowercase();
+    let status = head
+        .split_whitespace()
+        .nth(1)
+        .and_then(|s| s.parse().ok())
+        .expect("status");
+    (status, head, raw[end..].to_vec())
+}
+
+fn field<'a>(report: &'a str, name: &str) -> &'a str {
+    report
+        .split('&')
+        .find_map(|kv| kv.strip_prefix(&format!("{name}=")))
+        .unwrap_or("")
+}
+
+fn chromium(profile: &std::path::Path) -> Command {
+    let mut cmd = Command::new("chromium");
+    cmd.args([
+        "--headless",
+        "--no-sandbox",
+        "--disable-gpu",
+        "--no-first-run",
+        "--disable-background-networking",
+        "--disable-component-update",
+        "--disable-sync",
+        "--hide-scrollbars",
+        "--autoplay-policy=no-user-gesture-required",
+    ])
+    .arg(format!("--user-data-dir={}", profile.display()))
+    .stdout(Stdio::null())
+    .stderr(Stdio::null());
+    cmd
+}
+
+#[test]
+#[cfg_attr(
+    not(all(have_ffmpeg, have_chromium)),
+    ignore = "needs ffmpeg and chromium"
+)]
+fn console_lists_and_plays_a_stream() {
+    if !have_ffmpeg() || !have("chromium") {
+        return;
+    }
+    let media = common::scratch("console-media");
+    let out = common::scratch("console");
+    let server = TestServer::start(&["--media-root", media.to_str().expect("utf-8 path")]);
+    let http = server.http;
+
+    // The console's files, as any browser gets them.
+    let (status, head, body) = request(http, "GET", "/console");
+    assert_eq!(status, 200, "{head}");
+    assert!(head.contains("content-type: text/html"), "{head}");
+    assert!(head.contains("cache-control: no-cache"), "{head}");
+    assert!(String::from_utf8_lossy(&body).contains("/console/console.js"));
+    for (path, kind) in [
+        ("/console/console.js", "text/javascript"),
+        ("/console/console.css", "text/css"),
+        ("/console/vendor/mpegts.js", "text/javascript"),
+        ("/console/vendor/hls.light.min.js", "text/javascript"),
+    ] {
+        let (status, head, _) = request(http, "GET", path);
+        assert_eq!(status, 200, "{path}: {head}");
+        assert!(
+            head.contains(&format!("content-type: {kind}")),
+            "{path}: {head}"
+        );
+    }
+    let (status, head, body) = request(http, "HEAD", "/console/");
+    assert_eq!(status, 200, "{head}");
+    assert!(body.is_empty());
+    assert_eq!(request(http, "GET", "/console/nope.js").0, 404);
+    assert_eq!(request(http, "POST", "/console/").0, 405);
+    assert_eq!(request(http, "DELETE", "/console/console.js").0, 405);
+
+    let _publisher = publish_test_pattern(
+        &format!("rtmp://{}/live/cam", server.rtmp),
+        "flv",
+        "libx264",
+        60,
+    );
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while request(http, "GET", "/api/v1/streams/live/cam").0 != 200 {
+        assert!(Instant::now() < deadline, "live/cam never appeared");
+        std::thread::sleep(Duration::from_millis(200));
+    }
+
+    let (tx, rx) = mpsc::channel();
+    let listener = report_listener(tx);
+    std::fs::write(
+        media.join("console-test.html"),
+        HARNESS.replace("REPORT", &format!("http://{listener}/report")),
+    )
+    .expect("write the harness page");
+    let _browser = Kill(
+        chromium(&common::scratch("console-profile-harness"))
+            .arg(format!("http://{http}/files/console-test.html"))
+            .spawn()
+            .expect("start chromium"),
+    );
+    let report = rx
+        .recv_timeout(Duration::from_secs(40))
+        .expect("the harness reported");
+    assert_eq!(field(&report, "listed"), "true", "{report}");
+    assert_ne!(field(&report, "workers"), "0", "{report}");
+    let t0: f64 = field(&report, "t0").parse().unwrap_or(0.0);
+    let t1: f64 = field(&report, "t1").parse().unwrap_or(0.0);
+    assert!(
+        t0 > 0.0 && t1 > t0 + 1.0,
+        "the video did not play: {report}"
+    );
+    assert!(!field(&report, "note").contains("error"), "{report}");
+
+    // Screenshots while the harness still plays (a viewer and a client to show).
+    for (name, size, page) in [
+        ("desktop", "1280,800", ""),
+        ("phone", "390,844", ""),
+        ("desktop-stream", "1280,800", "#/stream/live/cam"),
+        ("phone-stream", "390,844", "#/stream/live/cam"),
+    ] {
+        let file = out.join(format!("console-{name}.png"));
+        let _ = std::fs::remove_file(&file);
+        let status = chromium(&common::scratch(&format!("console-profile-{name}")))
+            .arg(format!("--screenshot={}", file.display()))
+            .arg(format!("--window-size={size}"))
+            .arg("--virtual-time-budget=3000")
+            .arg("--timeout=8000")
+            .arg(format!("http://{http}/console/{page}"))
+            .status()
+            .expect("chromium screenshot");
+        assert!(status.success() && file.exists(), "no screenshot {name}");
+        eprintln!("screenshot: {}", file.display());
+    }
+}
