@@ -305,6 +305,14 @@ fn every_protocol_asks_the_same_authorization() {
     );
     assert_eq!((status, body.as_slice()), (200, &b"recorded"[..]));
 
+    // The API shows no secret.
+    let (_, _, body) = get(http, "/api/v1/config", "Connection: close\r\n");
+    let config = String::from_utf8_lossy(&body);
+    assert!(
+        !config.contains("k3y") && !config.contains(&sha256_hex("watch")),
+        "{config}"
+    );
+
     // Every denial is counted.
     let (_, _, body) = get(http, "/metrics", "Connection: close\r\n");
     let metrics = String::from_utf8_lossy(&body);

@@ -222,9 +222,15 @@ pub(crate) async fn reply(
             json_reply(200, &json!({ "workers": workers }))
         }
         (ApiPath::Config, true, _) => {
+            // Secrets are shown as set or not, never as they are.
             let mut config = (*ctx.config).clone();
-            if !config.api.token.is_empty() {
-                config.api.token = "(set)".into();
+            for secret in [&mut config.api.token, &mut config.auth.signing_key] {
+                if !secret.is_empty() {
+                    *secret = "(set)".into();
+                }
+            }
+            for user in &mut config.users {
+                user.password = "(set)".into();
             }
             json_reply(200, &config)
         }
