@@ -527,6 +527,10 @@ settings! {
         /// clients on a loopback address.
         #[flag("api-token", "TOKEN")]
         token: String = "";
+        /// A listener of its own for the API, `/metrics` and the console (plain HTTP, nothing
+        /// else is served there), or "off": they stay on the HTTP and HTTPS listeners.
+        #[flag("api", "ADDR")]
+        listen: String = "off";
     }
 }
 

@@ -36,6 +36,8 @@ pub struct Server {
     pub http: Option<SocketAddr>,
     /// Where HTTPS listens, if on (it needs a certificate).
     pub https: Option<SocketAddr>,
+    /// Where the API's own listener is, if on.
+    pub api: Option<SocketAddr>,
     pub hub: Arc<Hub>,
     shutdown: watch::Sender<bool>,
     threads: Vec<JoinHandle<()>>,
@@ -139,6 +141,7 @@ impl Server {
             "off"
         };
         let (https, mut https_listeners) = listeners("HTTPS", https_addr, workers)?;
+        let (api, mut api_listeners) = listeners("API", &config.api.listen, workers)?;
         let mut udp_pairs = rtp_pairs(&config.rtsp, rtsp, workers);
         let files = Arc::new(crate::io::filemap::FileMaps::default());
         let vods = Arc::new(crate::vod::Vods::default());
@@ -159,8 +162,11 @@ impl Server {
             }
             let http = http_listeners.pop();
             let https = https_listeners.pop().zip(tls.clone());
-            if http.is_some() || https.is_some() {
-                starts.push(Box::new(move |ctx| crate::http::start(ctx, http, https)));
+            let api = api_listeners.pop();
+            if http.is_some() || https.is_some() || api.is_some() {
+                starts.push(Box::new(move |ctx| {
+                    crate::http::start(ctx, http, https, api)
+                }));
             }
             let ctx = WorkerParts {
                 worker,
@@ -186,6 +192,7 @@ impl Server {
             rtsp,
             http,
             https,
+            api,
             hub,
             shutdown,
             threads,

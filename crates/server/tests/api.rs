@@ -380,3 +380,17 @@ fn a_certificate_reload_keeps_https_players_playing() {
         "the player is still connected"
     );
 }
+
+#[test]
+fn the_api_may_have_a_listener_of_its_own() {
+    let server = TestServer::start(&["--api", "127.0.0.1:0"]);
+    let api = server.api.expect("the API's listener");
+    assert_eq!(json(api, "GET", "/api/v1/server").0, 200);
+    assert_eq!(request(api, "GET", "/metrics", "").0, 200);
+    assert_eq!(request(api, "GET", "/console/", "").0, 200);
+    // Media and files are not served there.
+    assert_eq!(request(api, "GET", "/live/cam.flv", "").0, 404);
+    assert_eq!(request(api, "GET", "/files/x", "").0, 404);
+    // The HTTP listener still answers the API too.
+    assert_eq!(json(server.http, "GET", "/api/v1/server").0, 200);
+}

@@ -86,6 +86,7 @@ pub fn start(
     ctx: &Rc<Ctx>,
     http: Option<StdListener>,
     https: Option<(StdListener, Arc<rustls::ServerConfig>)>,
+    api: Option<StdListener>,
 ) -> Vec<(StdListener, Accept)> {
     let worker = Rc::new(Worker {
         ctx: ctx.clone(),
@@ -105,10 +106,11 @@ pub fn start(
         }
     });
     let mut accepts = Vec::new();
-    if let Some(l) = http {
+    for (l, api_only) in [(http, false), (api, true)] {
+        let Some(l) = l else { continue };
         let worker = worker.clone();
         let accept: Accept = Rc::new(move |sock, peer| {
-            tokio::task::spawn_local(serve(worker.clone(), sock, peer));
+            tokio::task::spawn_local(serve(worker.clone(), sock, peer, api_only));
         });
         accepts.push((l, accept));
     }
@@ -122,11 +124,12 @@ pub fn start(
     accepts
 }
 
-async fn serve(ctx: Rc<Worker>, sock: TcpStream, peer: SocketAddr) {
+async fn serve(ctx: Rc<Worker>, sock: TcpStream, peer: SocketAddr, api_only: bool) {
     let id = ctx.hub.next_id();
+    let protocol = if api_only { "api" } else { "http" };
     let span = tracing::info_span!("http", id, %peer);
     async move {
-        match connection(&ctx, id, peer, "http", sock.into_sock()).await {
+        match connection(&ctx, id, peer, protocol, sock.into_sock()).await {
             Ok(()) => tracing::debug!("closed"),
             Err(e) => tracing::info!("closed: {e}"),
         }
@@ -193,6 +196,7 @@ async fn connection(
         peer,
         idle,
         vod: None,
+        api_only: protocol == "api",
     };
     driver::run(&mut conn, &mut http).await
 }
@@ -205,6 +209,8 @@ struct Http {
     idle: Duration,
     /// Feeds the private stream of a file on demand while it is played.
     vod: Option<VodPlay>,
+    /// The API's own listener: the API, `/metrics` and the console only.
+    api_only: bool,
 }
 
 impl Adapter<ServerSession> for Http {
@@ -242,12 +248,17 @@ impl Http {
                 // A body may follow an unknown method; it is not read.
                 conn.session.close_after_answer();
             }
-            let headers: Vec<(&str, &str)> = reply
-                .headers
-                .iter()
-                .map(|(n, v)| (*n, v.as_str()))
-                .collect();
-            conn.session.respond(reply.status, &headers, reply.body);
+            respond(conn, reply);
+            return Ok(());
+        }
+        if self.api_only {
+            conn.session.respond(
+                404,
+                &[("Content-Type", "text/plain")],
+                vec![Bytes::from_static(
+                    b"the API's listener serves /api/v1, /metrics and /console only\n",
+                )],
+            );
             return Ok(());
         }
         let text =

@@ -20,6 +20,8 @@ pub struct TestServer {
     pub http: SocketAddr,
     /// Set when started with `--https 127.0.0.1:0 --tls-self-signed`.
     pub https: Option<SocketAddr>,
+    /// Set when started with `--api 127.0.0.1:0`.
+    pub api: Option<SocketAddr>,
     /// RTSP, on a kernel-chosen port unless the flags say otherwise.
     pub rtsp: Option<SocketAddr>,
 }
@@ -64,6 +66,7 @@ impl TestServer {
         };
         TestServer {
             https: optional("https"),
+            api: optional("api"),
             rtsp: optional("rtsp"),
             rtmp: field("rtmp"),
             http: field("http"),
