@@ -523,12 +523,14 @@ impl LocalStream {
                     .observe(player.created.elapsed().as_secs_f64());
             }
             Some(cursor) => {
-                let lag = m.get(cursor).map_or(0, |p| m.newest_ts - p.ts_ms);
-                player.lag_ms.set(Some(lag));
-                let behind = match m.get(cursor) {
-                    Some(_) => lag > self.policy.max_lag_ms,
-                    None => cursor < m.first,
+                let (lag, behind) = match m.get(cursor) {
+                    Some(p) => {
+                        let lag = m.newest_ts - p.ts_ms;
+                        (lag, lag > self.policy.max_lag_ms)
+                    }
+                    None => (0, cursor < m.first),
                 };
+                player.lag_ms.set(Some(lag));
                 if behind && cursor < start {
                     // `start` follows the current video configuration (the ring resets
                     // it on a new one), which the skipped span may have held.

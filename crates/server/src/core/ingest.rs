@@ -15,6 +15,7 @@ use crate::core::packet::{Packet, Payload};
 use bytes::Bytes;
 use sluice_media::flv::{self, AudioTag, FlvError, VideoTag};
 use sluice_media::{Frame, MediaKind, Timestamp, Track};
+use std::sync::atomic::Ordering;
 use std::sync::Arc;
 
 /// One publisher session's view of its stream.
@@ -180,14 +181,11 @@ impl Ingest {
         };
         self.frames += 1;
         let stream = &self.stream;
+        stream.frames_in.fetch_add(1, Ordering::Relaxed);
         stream
-            .frames_in
-            .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-        stream.bytes_in.fetch_add(
-            frame.payload.len() as u64,
-            std::sync::atomic::Ordering::Relaxed,
-        );
-        if let Some(tap) = &self.stream.record {
+            .bytes_in
+            .fetch_add(frame.payload.len() as u64, Ordering::Relaxed);
+        if let Some(tap) = &stream.record {
             tap.frame(&frame, key);
         }
         let ts = Frame::ms_from_ticks(dts);

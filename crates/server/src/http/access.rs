@@ -10,6 +10,28 @@ use sha2::{Digest, Sha256};
 use sluice_http::Request;
 use std::net::IpAddr;
 
+/// `None` when `req` may do what `route` asks, else the answer that refuses it:
+/// playing a stream over HTTP-FLV or WS-FLV needs the read permission on its key,
+/// downloading or listing files on their path. HLS checks its own way (its viewers'
+/// tokens, see `hls::reply`); other routes need nothing.
+pub(crate) fn route_denied(
+    ctx: &Ctx,
+    req: &Request,
+    route: &super::Route<'_>,
+    peer: IpAddr,
+) -> Option<Reply> {
+    use super::Route;
+    use sluice_http::Method;
+    let path = match (req.method, route) {
+        (Method::Get | Method::Head, Route::Flv(key)) => key.to_string(),
+        (Method::Get | Method::Head | Method::Propfind, Route::Files(rest)) => {
+            sluice_http::files::relative_path(rest).unwrap_or_default()
+        }
+        _ => return None,
+    };
+    read_denied(ctx, req, &path, "http", peer)
+}
+
 /// `None` when `req` may read `path`, else the answer that refuses it.
 pub(crate) fn read_denied(
     ctx: &Ctx,

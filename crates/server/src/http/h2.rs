@@ -140,78 +140,69 @@ async fn handle(
         body: Bytes::new(),
     };
     tracing::debug!(path = %request.path, method = ?method, "request (h2)");
-    let guarded = match (method, route(&request.path)) {
-        (Method::Get | Method::Head, Route::Flv(key)) => Some(key.to_string()),
-        (Method::Get | Method::Head, Route::Files(rest)) => {
-            Some(sluice_http::files::relative_path(rest).unwrap_or_default())
+    let route = route(&request.path);
+    let api = super::api::route(&request.path).filter(|_| {
+        matches!(
+            method,
+            Method::Get | Method::Head | Method::Delete | Method::Post
+        )
+    });
+    let console = super::console::route(&request.path);
+    let reply = if let Some(denied) = super::access::route_denied(ctx, &request, &route, peer.ip())
+    {
+        denied
+    } else if let Some(what) = api {
+        super::api::reply(ctx, &request, peer, what).await
+    } else if let Some(asset) = console {
+        super::console::reply(method, asset)
+    } else {
+        match (method, route) {
+            (Method::Options, _) => Reply {
+                file: None,
+                status: 204,
+                headers: Vec::new(),
+                body: Vec::new(),
+            },
+            (Method::Get | Method::Head, Route::Hls(key, what)) => {
+                hls::reply(ctx, &request, key, what, peer.ip()).await
+            }
+            (Method::Get, Route::Flv(key)) => return flv(ctx, key).await,
+            (Method::Get | Method::Head, Route::Files(rest)) => {
+                let (status, headers, body) = files::h2_answer(ctx, &request, rest).await;
+                let body = if method == Method::Head {
+                    Bytes::new()
+                } else {
+                    body
+                };
+                return response(status, headers, H2Body::Mapped(body));
+            }
+            (Method::Head, Route::Flv(key)) => Reply {
+                file: None,
+                status: if ctx.exists(key).await { 200 } else { 404 },
+                headers: vec![("Content-Type", "video/x-flv".into())],
+                body: Vec::new(),
+            },
+            (Method::Get | Method::Head, Route::Root) => Reply {
+                file: None,
+                status: 200,
+                headers: vec![("Content-Type", "text/plain".into())],
+                body: vec![Bytes::from_static(
+                    concat!("Sluice ", env!("CARGO_PKG_VERSION"), "\n").as_bytes(),
+                )],
+            },
+            (Method::Get | Method::Head, _) => Reply {
+                file: None,
+                status: 404,
+                headers: vec![("Content-Type", "text/plain".into())],
+                body: vec![Bytes::from_static(b"not found\n")],
+            },
+            _ => Reply {
+                file: None,
+                status: 405,
+                headers: Vec::new(),
+                body: Vec::new(),
+            },
         }
-        _ => None,
-    };
-    if let Some(path) = guarded {
-        if let Some(reply) = super::access::read_denied(ctx, &request, &path, "http", peer.ip()) {
-            return response(
-                reply.status,
-                reply.headers,
-                H2Body::Parts(VecDeque::from(reply.body)),
-            );
-        }
-    }
-    let reply = match (method, route(&request.path)) {
-        (Method::Get | Method::Head | Method::Delete | Method::Post, _)
-            if super::api::route(&request.path).is_some() =>
-        {
-            let what = super::api::route(&request.path).unwrap_or(super::api::ApiPath::Unknown);
-            super::api::reply(ctx, &request, peer, what).await
-        }
-        (_, _) if super::console::route(&request.path).is_some() => {
-            let asset = super::console::route(&request.path).flatten();
-            super::console::reply(method, asset)
-        }
-        (Method::Options, _) => Reply {
-            file: None,
-            status: 204,
-            headers: Vec::new(),
-            body: Vec::new(),
-        },
-        (Method::Get | Method::Head, Route::Hls(key, what)) => {
-            hls::reply(ctx, &request, key, what, peer.ip()).await
-        }
-        (Method::Get, Route::Flv(key)) => return flv(ctx, key).await,
-        (Method::Get | Method::Head, Route::Files(rest)) => {
-            let (status, headers, body) = files::h2_answer(ctx, &request, rest).await;
-            let body = if method == Method::Head {
-                Bytes::new()
-            } else {
-                body
-            };
-            return response(status, headers, H2Body::Mapped(body));
-        }
-        (Method::Head, Route::Flv(key)) => Reply {
-            file: None,
-            status: if ctx.exists(key).await { 200 } else { 404 },
-            headers: vec![("Content-Type", "video/x-flv".into())],
-            body: Vec::new(),
-        },
-        (Method::Get | Method::Head, Route::Root) => Reply {
-            file: None,
-            status: 200,
-            headers: vec![("Content-Type", "text/plain".into())],
-            body: vec![Bytes::from_static(
-                concat!("Sluice ", env!("CARGO_PKG_VERSION"), "\n").as_bytes(),
-            )],
-        },
-        (Method::Get | Method::Head, _) => Reply {
-            file: None,
-            status: 404,
-            headers: vec![("Content-Type", "text/plain".into())],
-            body: vec![Bytes::from_static(b"not found\n")],
-        },
-        _ => Reply {
-            file: None,
-            status: 405,
-            headers: Vec::new(),
-            body: Vec::new(),
-        },
     };
     let body = if method == Method::Head {
         Vec::new()

@@ -96,6 +96,13 @@ impl Reply {
     }
 }
 
+/// A reply's header lines as the HTTP/1.1 session takes them.
+pub(crate) fn header_refs<'a>(
+    headers: &'a [(&'static str, String)],
+) -> Vec<(&'static str, &'a str)> {
+    headers.iter().map(|(n, v)| (*n, v.as_str())).collect()
+}
+
 /// Answers an HLS request for the stream `key`.
 pub(crate) async fn reply(
     ctx: &Rc<Worker>,
@@ -213,11 +220,7 @@ pub(crate) async fn serve(
     idle: Duration,
 ) -> Result<(), Error> {
     let reply = reply(ctx, req, key, what, peer).await;
-    let headers: Vec<(&str, &str)> = reply
-        .headers
-        .iter()
-        .map(|(n, v)| (*n, v.as_str()))
-        .collect();
+    let headers = header_refs(&reply.headers);
     let plain = conn.sock.plain_tcp().is_some();
     if let (Some(file), true, Method::Get) = (&reply.file, plain, req.method) {
         // A whole segment on plain HTTP: the kernel sends it from the memfd's pages.

@@ -263,20 +263,12 @@ impl Http {
         }
         let text =
             |status: u16, body: &'static str| (status, vec![Bytes::from_static(body.as_bytes())]);
-        let guarded = match (req.method, route(&req.path)) {
-            (Method::Get | Method::Head, Route::Flv(key)) => Some(key.to_string()),
-            (Method::Get | Method::Head | Method::Propfind, Route::Files(rest)) => {
-                Some(sluice_http::files::relative_path(rest).unwrap_or_default())
-            }
-            _ => None,
-        };
-        if let Some(path) = guarded {
-            if let Some(reply) = access::read_denied(&ctx, &req, &path, "http", self.peer.ip()) {
-                respond(conn, reply);
-                return Ok(());
-            }
+        let route = route(&req.path);
+        if let Some(reply) = access::route_denied(&ctx, &req, &route, self.peer.ip()) {
+            respond(conn, reply);
+            return Ok(());
         }
-        let (status, body) = match (req.method, route(&req.path)) {
+        let (status, body) = match (req.method, route) {
             (Method::Options, Route::Files(_)) => {
                 // A WebDAV client's first question; also a CORS preflight.
                 conn.session.respond(200, &files::DAV_HEADERS, Vec::new());
@@ -373,11 +365,7 @@ impl Http {
 
 /// Answers with a complete [`hls::Reply`] (its body from memory).
 fn respond(conn: &mut Conn<ServerSession>, reply: hls::Reply) {
-    let headers: Vec<(&str, &str)> = reply
-        .headers
-        .iter()
-        .map(|(n, v)| (*n, v.as_str()))
-        .collect();
+    let headers = hls::header_refs(&reply.headers);
     conn.session.respond(reply.status, &headers, reply.body);
 }
 

@@ -323,60 +323,44 @@ impl Ops {
         Ok(done)
     }
 
-    /// Every worker's snapshot, in worker order (a worker that is gone is left out).
-    pub async fn snapshots(&self) -> Vec<Snapshot> {
+    /// Sends every worker the command `make` builds around its reply channel, all at
+    /// once, then collects the answers in worker order (a worker that is gone is left
+    /// out).
+    async fn ask<T>(&self, make: impl Fn(oneshot::Sender<T>) -> Command) -> Vec<T> {
         let asks: Vec<_> = self
             .workers
             .iter()
             .filter_map(|w| {
                 let (tx, rx) = oneshot::channel();
-                w.send(Command::Snapshot(tx)).ok().map(|()| rx)
+                w.send(make(tx)).ok().map(|()| rx)
             })
             .collect();
         let mut out = Vec::with_capacity(asks.len());
         for rx in asks {
-            if let Ok(s) = rx.await {
-                out.push(s);
+            if let Ok(answer) = rx.await {
+                out.push(answer);
             }
         }
         out
     }
 
+    /// Every worker's snapshot, in worker order.
+    pub async fn snapshots(&self) -> Vec<Snapshot> {
+        self.ask(Command::Snapshot).await
+    }
+
     /// Kicks connection `id`; whether a worker had it.
     pub async fn kick(&self, id: u64) -> bool {
-        let asks: Vec<_> = self
-            .workers
-            .iter()
-            .filter_map(|w| {
-                let (tx, rx) = oneshot::channel();
-                w.send(Command::Kick(id, tx)).ok().map(|()| rx)
-            })
-            .collect();
-        let mut found = false;
-        for rx in asks {
-            found |= rx.await.unwrap_or(false);
-        }
-        found
+        self.ask(|tx| Command::Kick(id, tx)).await.contains(&true)
     }
 
     /// Kicks every publisher of `key`; how many there were.
     pub async fn kick_publishers(&self, key: &str) -> usize {
         let key: Arc<str> = key.into();
-        let asks: Vec<_> = self
-            .workers
+        self.ask(|tx| Command::KickPublishers(key.clone(), tx))
+            .await
             .iter()
-            .filter_map(|w| {
-                let (tx, rx) = oneshot::channel();
-                w.send(Command::KickPublishers(key.clone(), tx))
-                    .ok()
-                    .map(|()| rx)
-            })
-            .collect();
-        let mut n = 0;
-        for rx in asks {
-            n += rx.await.unwrap_or(0);
-        }
-        n
+            .sum()
     }
 }
 
