@@ -6,7 +6,6 @@ mod common;
 use common::{have, have_ffmpeg, publish_test_pattern, Kill, TestServer};
 use std::io::{BufRead, BufReader, Write};
 use std::net::{SocketAddr, TcpListener};
-use std::process::{Command, Stdio};
 use std::sync::mpsc;
 use std::time::Duration;
 
@@ -109,25 +108,14 @@ fn play_in_chromium(script: &str, setup: &str, stream_url: &str, watch_ms: u32) 
     let page = page_server(html, script, tx);
     let profile = common::scratch(&format!("chromium-{}", page.port()));
     let _browser = Kill(
-        Command::new("chromium")
+        common::chromium(&profile)
             .args([
-                "--headless",
-                "--no-sandbox",
-                "--disable-gpu",
                 "--disable-quic",
-                "--no-first-run",
-                "--disable-background-networking",
-                "--disable-component-update",
-                "--disable-sync",
-                "--autoplay-policy=no-user-gesture-required",
                 // Our test server's certificate is self-signed.
                 "--ignore-certificate-errors",
                 "--remote-debugging-port=0",
             ])
-            .arg(format!("--user-data-dir={}", profile.display()))
             .arg(format!("http://{page}/"))
-            .stdout(Stdio::null())
-            .stderr(Stdio::null())
             .spawn()
             .expect("start chromium"),
     );
@@ -135,12 +123,7 @@ fn play_in_chromium(script: &str, setup: &str, stream_url: &str, watch_ms: u32) 
         .expect("the page reported")
 }
 
-fn field<'a>(report: &'a str, name: &str) -> &'a str {
-    report
-        .split('&')
-        .find_map(|kv| kv.strip_prefix(&format!("{name}=")))
-        .unwrap_or("")
-}
+use common::report_field as field;
 
 fn publish(server: &TestServer, name: &str) -> Kill {
     let url = format!("rtmp://{}/live/{name}", server.rtmp);

@@ -7,9 +7,9 @@
 mod common;
 
 use common::{have, have_ffmpeg, publish_test_pattern, Kill, TestServer};
-use std::io::{BufRead, BufReader, Read, Write};
-use std::net::{SocketAddr, TcpListener, TcpStream};
-use std::process::{Command, Stdio};
+use std::io::{BufRead, BufReader, Write};
+use std::net::{SocketAddr, TcpListener};
+use std::process::Command;
 use std::sync::mpsc;
 use std::time::{Duration, Instant};
 
@@ -67,51 +67,18 @@ fn report_listener(tx: mpsc::Sender<String>) -> SocketAddr {
     addr
 }
 
-/// `METHOD path` over HTTP/1.1: (status, head, body).
+/// `METHOD path` over HTTP/1.1: (status, head in lower case, body).
 fn request(addr: SocketAddr, method: &str, path: &str) -> (u16, String, Vec<u8>) {
-    let mut sock = TcpStream::connect(addr).expect("connect");
-    sock.set_read_timeout(Some(Duration::from_secs(10)))
-        .expect("timeout");
-    write!(
-        sock,
-        "{method} {path} HTTP/1.1\r\nHost: x\r\nContent-Length: 0\r\nConnection: close\r\n\r\n"
-    )
-    .expect("send");
-    let mut raw = Vec::new();
-    sock.read_to_end(&mut raw).expect("read");
-    let end = raw.windows(4).position(|w| w == b"\r\n\r\n").expect("head") + 4;
-    let head = String::from_utf8_lossy(&raw[..end]).to_ascii_lowercase();
-    let status = head
-        .split_whitespace()
-        .nth(1)
-        .and_then(|s| s.parse().ok())
-        .expect("status");
-    (status, head, raw[end..].to_vec())
+    let (status, head, body) = common::http_request(addr, method, path, "Content-Length: 0\r\n");
+    (status, head.to_ascii_lowercase(), body)
 }
 
-fn field<'a>(report: &'a str, name: &str) -> &'a str {
-    report
-        .split('&')
-        .find_map(|kv| kv.strip_prefix(&format!("{name}=")))
-        .unwrap_or("")
-}
+use common::report_field as field;
 
+/// Chromium for the console's screenshots and page: scrollbars hidden.
 fn chromium(profile: &std::path::Path) -> Command {
-    let mut cmd = Command::new("chromium");
-    cmd.args([
-        "--headless",
-        "--no-sandbox",
-        "--disable-gpu",
-        "--no-first-run",
-        "--disable-background-networking",
-        "--disable-component-update",
-        "--disable-sync",
-        "--hide-scrollbars",
-        "--autoplay-policy=no-user-gesture-required",
-    ])
-    .arg(format!("--user-data-dir={}", profile.display()))
-    .stdout(Stdio::null())
-    .stderr(Stdio::null());
+    let mut cmd = common::chromium(profile);
+    cmd.arg("--hide-scrollbars");
     cmd
 }
 

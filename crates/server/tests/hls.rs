@@ -4,7 +4,7 @@
 mod common;
 
 use common::{have_ffmpeg, probe_video, publish_test_pattern, Kill, TestServer};
-use std::io::{Read, Write};
+use std::io::Write;
 use std::net::{SocketAddr, TcpStream};
 use std::process::Command;
 use std::time::{Duration, Instant};
@@ -16,20 +16,9 @@ fn publish(server: &TestServer, name: &str, seconds: u32) -> Kill {
 
 /// A GET (or HEAD) with extra header lines; returns (status line, headers, body).
 fn get(addr: SocketAddr, method: &str, path: &str, extra: &str) -> (String, String, Vec<u8>) {
-    let mut sock = TcpStream::connect(addr).expect("connect");
-    sock.set_read_timeout(Some(Duration::from_secs(20)))
-        .expect("timeout");
-    write!(
-        sock,
-        "{method} {path} HTTP/1.1\r\nHost: x\r\n{extra}Connection: close\r\n\r\n"
-    )
-    .expect("send");
-    let mut raw = Vec::new();
-    sock.read_to_end(&mut raw).expect("read");
-    let end = raw.windows(4).position(|w| w == b"\r\n\r\n").expect("head") + 4;
-    let head = String::from_utf8_lossy(&raw[..end]).into_owned();
+    let (_, head, body) = common::http_request(addr, method, path, extra);
     let status = head.lines().next().unwrap_or("").to_string();
-    (status, head, raw[end..].to_vec())
+    (status, head, body)
 }
 
 fn text(addr: SocketAddr, path: &str) -> String {

@@ -594,3 +594,31 @@ pub fn http_request(
         .expect("status code");
     (status, head, raw[end..].to_vec())
 }
+
+/// Headless Chromium with a fresh profile in `profile`: no sandbox, GPU, first-run or
+/// background traffic, and autoplay allowed; callers add their own flags and the page.
+pub fn chromium(profile: &std::path::Path) -> Command {
+    let mut cmd = Command::new("chromium");
+    cmd.args([
+        "--headless",
+        "--no-sandbox",
+        "--disable-gpu",
+        "--no-first-run",
+        "--disable-background-networking",
+        "--disable-component-update",
+        "--disable-sync",
+        "--autoplay-policy=no-user-gesture-required",
+    ])
+    .arg(format!("--user-data-dir={}", profile.display()))
+    .stdout(Stdio::null())
+    .stderr(Stdio::null());
+    cmd
+}
+
+/// The value of `name` in a test page's report (`a=1&b=2`), or `""`.
+pub fn report_field<'a>(report: &'a str, name: &str) -> &'a str {
+    report
+        .split('&')
+        .find_map(|kv| kv.strip_prefix(&format!("{name}=")))
+        .unwrap_or("")
+}
