@@ -177,6 +177,9 @@ pub enum ServerEvent {
         channel: u8,
         /// The track that channel belongs to.
         track: usize,
+        /// RTCP rather than RTP. Decided when the frame was read: a TEARDOWN later in
+        /// the same input clears the set-ups before the application sees this event.
+        rtcp: bool,
         /// The RTP or RTCP packet.
         payload: Bytes,
     },
@@ -742,13 +745,14 @@ impl ServerSession {
             s.transport
                 .interleaved
                 .filter(|c| c.rtp == channel || c.rtcp == channel)
-                .map(|_| s.track)
+                .map(|c| (s.track, c.rtcp == channel))
         });
         match track {
-            Some(track) => {
+            Some((track, rtcp)) => {
                 self.event(ServerEvent::Interleaved {
                     channel,
                     track,
+                    rtcp,
                     payload,
                 });
                 Ok(())

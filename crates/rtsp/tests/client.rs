@@ -410,6 +410,7 @@ fn records_over_tcp_and_frames_reach_the_server() {
                 channel,
                 track,
                 payload,
+                ..
             } => Some((*channel, *track, payload.clone())),
             _ => None,
         })

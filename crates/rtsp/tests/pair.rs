@@ -192,6 +192,7 @@ fn ffmpeg_plays_over_tcp() {
         ServerEvent::Interleaved {
             channel: 1,
             track: 0,
+            rtcp: true,
             ..
         }
     ));
@@ -407,24 +408,57 @@ fn ffmpeg_publishes_over_tcp_and_media_reaches_the_app() {
             ServerEvent::Interleaved {
                 channel: 0,
                 track: 0,
+                rtcp: false,
                 payload: Bytes::copy_from_slice(&rtp)
             },
             ServerEvent::Interleaved {
                 channel: 2,
                 track: 1,
+                rtcp: false,
                 payload: Bytes::copy_from_slice(&rtp)
             },
         ]
     );
     p.events.clear();
 
-    p.send_text(&format!(
-        "PAUSE rtsp://127.0.0.1:8554/live/pub RTSP/1.0\nCSeq: 5\nSession: {id}\n\n"
-    ))
-    .expect("ok");
+    // The last media, a sender report and the TEARDOWN in one read (ffmpeg closing):
+    // the TEARDOWN clears the set-ups before the app sees the frames, so each event
+    // says for itself whether it is RTP or RTCP.
+    let sr = [
+        0x80u8, 200, 0, 6, 0, 0, 0, 1, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0,
+    ];
+    let mut wire = b"$\x00\x00\x0e".to_vec();
+    wire.extend_from_slice(&rtp);
+    wire.extend_from_slice(b"$\x01\x00\x1c");
+    wire.extend_from_slice(&sr);
+    wire.extend_from_slice(
+        format!(
+            "TEARDOWN rtsp://127.0.0.1:8554/live/pub RTSP/1.0\r\nCSeq: 5\r\nSession: {id}\r\n\r\n"
+        )
+        .as_bytes(),
+    );
+    p.send(&wire).expect("ok");
+    p.drain();
     assert_eq!(p.response().status, 200);
-    assert_eq!(p.event(), ServerEvent::Pause);
-    assert_eq!(p.server.state_name(), "Ready");
+    assert!(p.server.setups().is_empty());
+    assert_eq!(
+        p.events,
+        vec![
+            ServerEvent::Interleaved {
+                channel: 0,
+                track: 0,
+                rtcp: false,
+                payload: Bytes::copy_from_slice(&rtp)
+            },
+            ServerEvent::Interleaved {
+                channel: 1,
+                track: 0,
+                rtcp: true,
+                payload: Bytes::copy_from_slice(&sr)
+            },
+            ServerEvent::Teardown,
+        ]
+    );
 }
 
 fn users() -> HashMap<String, String> {

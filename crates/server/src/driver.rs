@@ -446,6 +446,10 @@ fn read_input<S: Session>(conn: &mut Conn<S>) -> Result<Option<usize>, DriveErro
             let spare = buf.capacity() - buf.len();
             let n = match would_block(conn.sock.try_read_buf(buf))? {
                 None => break,
+                // What came before the end is handled first: its events (the
+                // publisher's last frames, a TEARDOWN) are still queued in the
+                // session, and the next wake-up finds the end again.
+                Some(0) if total.is_some() => break,
                 Some(0) => return Ok(Some(0)),
                 Some(n) => n,
             };

@@ -236,27 +236,26 @@ impl Adapter<ServerSession> for Rtsp {
                 }
             }
             ServerEvent::Interleaved {
-                channel,
                 track,
+                rtcp,
                 payload,
+                ..
             } => {
-                let rtp = conn
-                    .session
-                    .setups()
-                    .iter()
-                    .find(|s| s.track == track)
-                    .and_then(|s| s.transport.interleaved)
-                    .is_some_and(|c| c.rtp == channel);
                 // RTCP (receiver reports, a publisher's sender reports) is not used yet.
-                if let (true, Some(p)) = (rtp, &mut self.publishing) {
+                if let (false, Some(p)) = (rtcp, &mut self.publishing) {
                     p.rtp(track, &payload);
                 }
             }
             ServerEvent::Pause | ServerEvent::KeepAlive => {}
             ServerEvent::Teardown => {
-                if self.publishing.is_some() {
+                if let Some(mut p) = self.publishing.take() {
+                    if p.udp.is_some() {
+                        // Lets the worker's UDP task route what reached its socket
+                        // before the TEARDOWN did.
+                        tokio::task::yield_now().await;
+                    }
+                    p.finish();
                     // Leaves the stream to its players for the grace window.
-                    self.publishing = None;
                     return Ok(Next::Close);
                 }
                 self.described = None;
@@ -790,6 +789,22 @@ impl Publish {
                 self.take(track);
             }
         }
+    }
+
+    /// The publisher said it is done: what its UDP route and jitter buffers still hold
+    /// goes to the stream, holes and all, rather than with the session.
+    fn finish(&mut self) {
+        let now = Instant::now();
+        if let Some(rx) = &mut self.udp {
+            let mut queued = Vec::new();
+            while let Ok(inbound) = rx.try_recv() {
+                queued.push(inbound);
+            }
+            for (track, packet) in queued {
+                self.rtp_udp(track, packet, now);
+            }
+        }
+        self.release(now + Duration::from_secs(3600));
     }
 
     /// When the oldest held packet is due for release, if any is held.
