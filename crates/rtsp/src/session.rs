@@ -132,6 +132,10 @@ pub enum ServerEvent {
         query: String,
         /// The authenticated user, if authentication ran.
         user: Option<String>,
+        /// The request's `Authorization` header when the session did not verify it
+        /// itself (no `AuthConfig`, or not needed by its policy): the application's
+        /// own check may use it, and [`ServerSession::reject_unauthorized`] ask for it.
+        authorization: Option<String>,
     },
     /// A publisher announces a stream. Answer: [`ServerSession::accept_announce`] or
     /// [`ServerSession::reject`] (e.g. 403, or 455 when the path is already published).
@@ -144,6 +148,8 @@ pub enum ServerEvent {
         sdp: Bytes,
         /// The authenticated user, if authentication ran.
         user: Option<String>,
+        /// As in `Describe`.
+        authorization: Option<String>,
     },
     /// A client sets up one track. Answer: [`ServerSession::answer_setup`] or
     /// [`ServerSession::reject`] (e.g. 453 when no UDP ports are free, 461).
@@ -662,6 +668,27 @@ impl ServerSession {
         self.resume()
     }
 
+    /// Refuses the pending request with 401 and a Basic challenge for `realm`, so that a
+    /// client with credentials in its URL sends them (the application checks them in
+    /// the retry's `authorization`). Basic sends the password as it is: over a network
+    /// that is not trusted, use RTSPS or signed URLs.
+    pub fn reject_unauthorized(&mut self, realm: &str) -> Result<(), RtspError> {
+        let (cseq, _) = self.take_pending("reject", |_| true)?;
+        let mut resp = Response::new(401);
+        let realm = realm.replace(['"', '\\'], "");
+        resp.headers
+            .append("WWW-Authenticate", format!("Basic realm=\"{realm}\""));
+        self.respond(Some(cseq), resp);
+        self.resume()
+    }
+
+    fn unverified_authorization(&self, req: &Request) -> Option<String> {
+        if self.user.is_some() {
+            return None;
+        }
+        req.header("Authorization").map(str::to_owned)
+    }
+
     /// Refuses the pending request with 404 Not Found (no such stream).
     pub fn not_found(&mut self) -> Result<(), RtspError> {
         self.reject(404)
@@ -911,7 +938,13 @@ impl ServerSession {
             },
         });
         let user = self.user.clone();
-        self.event(ServerEvent::Describe { path, query, user });
+        let authorization = self.unverified_authorization(req);
+        self.event(ServerEvent::Describe {
+            path,
+            query,
+            user,
+            authorization,
+        });
     }
 
     fn on_announce(&mut self, cseq: u32, req: Request, path: String, query: String) {
@@ -936,11 +969,13 @@ impl ServerSession {
             },
         });
         let user = self.user.clone();
+        let authorization = self.unverified_authorization(&req);
         self.event(ServerEvent::Announce {
             path,
             query,
             sdp: req.body,
             user,
+            authorization,
         });
     }
 

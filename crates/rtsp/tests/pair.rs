@@ -50,7 +50,8 @@ fn ffmpeg_plays_over_tcp() {
         ServerEvent::Describe {
             path: "/live/cam1".into(),
             query: String::new(),
-            user: None
+            user: None,
+            authorization: None
         }
     );
     p.no_response();
@@ -246,6 +247,7 @@ fn ffmpeg_publishes_over_udp() {
         query,
         sdp,
         user,
+        ..
     } = p.event()
     else {
         panic!("announce expected")
@@ -535,7 +537,8 @@ fn digest_challenge_and_retry_like_ffmpeg() {
         ServerEvent::Describe {
             path: "/live/cam1".into(),
             query: String::new(),
-            user: Some("admin".into())
+            user: Some("admin".into()),
+            authorization: None
         }
     );
     p.server.not_found().expect("pending");

@@ -504,9 +504,11 @@ settings! {
         idle_timeout_ms: u64 = 30_000;
     }
 
-    /// Who may publish and play, the same for every protocol (RTMP, HTTP-FLV, WS-FLV,
-    /// HLS, files): a signed URL, or a `[[users]]` entry's name and password (in the
-    /// URL's query as user=NAME&pass=PASSWORD, or HTTP Basic).
+    /// Who may publish and play, the same for every protocol (RTMP, RTSP, HTTP-FLV,
+    /// WS-FLV, HLS, files). Backends, in order: a signed URL; a JWT (query token=JWT,
+    /// Authorization: Bearer, or as the password of any user name); a `[[users]]`
+    /// entry's name and password (query user=NAME&pass=PASSWORD, HTTP Basic, RTSP's
+    /// challenge); then the HTTP hook, for what those did not settle.
     [auth] AuthSettings {
         /// Publishing needs authorization.
         #[flag("auth-publish", "BOOL")]
@@ -517,6 +519,42 @@ settings! {
         /// Key of signed URLs: a query expires=UNIX&sign=HEX, where HEX is
         /// HMAC-SHA256(key, "ACTION:PATH:UNIX") and ACTION is publish or read. Empty: none.
         signing_key: String = "";
+        /// JWT key: an HMAC secret (16 bytes or more) or a PEM public key (RSA, EC,
+        /// Ed25519). Empty: none.
+        jwt_key: String = "";
+        /// A JWKS URL whose keys verify JWTs (fetched at start and every 5 minutes).
+        /// Empty: none.
+        jwt_jwks_url: String = "";
+        /// The JWT claim listing what a token permits: [{"action": "publish", "path":
+        /// "live/*"}, {"action": "read"}] (action publish, read or api; no path: any).
+        jwt_claim: String = "sluice";
+        /// HTTP(S) URL POSTed a JSON body (action, path, protocol, ip, id, user, password,
+        /// token, query) for each request the other backends do not settle; a 2xx answer
+        /// allows it. Empty: none.
+        #[flag("auth-hook", "URL")]
+        hook_url: String = "";
+        /// How long the hook may take before the request is refused.
+        hook_timeout_ms: u64 = 3_000;
+        /// How long the hook's answer to the same question (action, path, protocol,
+        /// address, credentials, query) is remembered.
+        hook_cache_ms: u64 = 10_000;
+    }
+
+    /// Notification hooks: URLs POSTed a JSON body when something ended, without waiting
+    /// for or using the answer (a slow or dead receiver delays nothing; events beyond
+    /// a queue of 4096 are dropped and logged).
+    [hooks] HookSettings {
+        /// When a publisher stops (event, id, protocol, ip, path, bytes_in, bytes_out,
+        /// duration_s). Empty: none.
+        on_publish_done: String = "";
+        /// When a player of a connection-based protocol (RTMP, RTSP, HTTP-FLV, WS-FLV)
+        /// stops; HLS has no connection to end. Empty: none.
+        on_play_done: String = "";
+        /// When a recording's file is complete (event, path, file, duration_s, bytes).
+        /// Empty: none.
+        on_record_done: String = "";
+        /// How long one notification may take.
+        timeout_ms: u64 = 5_000;
     }
 
     /// The HTTP API (`/api/v1/...`) and Prometheus metrics (`/metrics`), on the HTTP and
@@ -551,6 +589,12 @@ pub struct AppConfig {
     pub second_publisher: Option<String>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub no_viewers_s: Option<u64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub auth_publish: Option<bool>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub auth_read: Option<bool>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub auth_hook: Option<String>,
 }
 
 /// One `[[users]]` entry: a user of the authorization (see `[auth]`).
@@ -569,6 +613,9 @@ pub struct UserConfig {
     /// Address ranges the user may connect from (`10.0.0.0/8`); empty: any.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub ips: Vec<String>,
+    /// The user may use the HTTP API and `/metrics` (HTTP Basic).
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub api: bool,
 }
 
 /// The keys of an `[[apps]]` entry and what they do, for the doc (a test checks them
@@ -608,6 +655,19 @@ const APP_KEYS: &[(&str, &str)] = &[
         "no_viewers_s",
         "Disconnect these streams' publishers after this many seconds without viewers, \
          instead of publishers.no_viewers_s (0: never).",
+    ),
+    (
+        "auth_publish",
+        "true or false: publishing these streams needs authorization, instead of \
+         auth.publish.",
+    ),
+    (
+        "auth_read",
+        "true or false: playing these streams needs authorization, instead of auth.read.",
+    ),
+    (
+        "auth_hook",
+        "The auth hook URL for these streams, instead of auth.hook_url (\"\": none).",
     ),
 ];
 
@@ -938,6 +998,7 @@ impl Config {
                     .saturating_mul(1000 * ticks_per_ms),
             },
             queue_bytes: record.queue_bytes,
+            notifier: None,
         })
     }
 
@@ -1108,7 +1169,8 @@ impl Config {
              library writes it) or `sha256:` and the hex SHA-256 of the password\n\
              (`printf %s PASSWORD | sha256sum`). `publish` and `read` list the stream patterns\n\
              (as `[[apps]]` names) the user may publish and play; `ips` the address ranges it\n\
-             may connect from (any when empty).\n\n\
+             may connect from (any when empty); `api = true` lets it use the HTTP API and\n\
+             `/metrics` (HTTP Basic), which then answer other addresses than loopback.\n\n\
              ```toml\n[auth]\npublish = true\n\n[[users]]\nname = \"studio\"\n\
              password = \"sha256:9f86d081884c7d659a2feaa0c55ad015a3bf4f1b2b0b822cd15d6c15b0f00a08\"\n\
              publish = [\"live/*\"]\nread = [\"*\"]\nips = [\"10.0.0.0/8\", \"127.0.0.1\"]\n```\n",
@@ -1319,6 +1381,9 @@ mod tests {
             merge_ms: Some(1),
             second_publisher: Some("takeover".into()),
             no_viewers_s: Some(1),
+            auth_publish: Some(true),
+            auth_read: Some(false),
+            auth_hook: Some(String::new()),
         };
         let table = toml::Table::try_from(full).unwrap();
         let keys: Vec<&str> = table.keys().map(String::as_str).collect();

@@ -3,7 +3,7 @@
 //! per-worker state beside it (`http::Worker`, `rtsp::Worker`), so this holds nothing
 //! of any one protocol.
 
-use crate::auth::{Action, Credentials, Denial, Grant};
+use crate::auth::{Denial, Grant, Request};
 use crate::config::Config;
 use crate::core::fanout::Fanout;
 use crate::core::hub::{Hub, PublishError, Stream};
@@ -35,8 +35,8 @@ pub struct Ctx {
     pub clients: Rc<crate::ops::Clients>,
     /// The line to every worker, and the server's start.
     pub ops: Arc<crate::ops::Ops>,
-    /// Who may publish and play, shared by every worker and protocol.
-    pub auth: Arc<crate::auth::Auth>,
+    /// Who may publish and play, shared by every worker and protocol; a reload swaps it.
+    pub auth: Arc<arc_swap::ArcSwap<crate::auth::Auth>>,
     /// Where this worker's connections read into, one at a time (never held across an
     /// await): see `driver::READ_CHUNK`.
     pub read_buf: RefCell<Box<[u8]>>,
@@ -46,22 +46,18 @@ pub struct Ctx {
 const TAKEOVER_WAIT: Duration = Duration::from_secs(3);
 
 impl Ctx {
-    /// Authorizes `action` on `path` for a connection of `protocol` from `peer`; a
-    /// denial is logged with its reason (and counted by `Auth`).
-    pub fn authorize(
-        &self,
-        action: Action,
-        path: &str,
-        protocol: &'static str,
-        credentials: &Credentials,
-        peer: std::net::IpAddr,
-    ) -> Result<Grant, Denial> {
-        let result = self.auth.authorize(&crate::auth::Request {
+    /// Authorizes `req`; a denial is logged with its reason (and counted by `Auth`).
+    pub async fn authorize(&self, req: &Request<'_>) -> Result<Grant, Denial> {
+        let auth = self.auth.load_full();
+        let result = auth.authorize(req).await;
+        let Request {
             action,
             path,
-            credentials,
+            protocol,
             peer,
-        });
+            credentials,
+            ..
+        } = *req;
         if let Err(denial) = result {
             tracing::info!(
                 action = action.name(),

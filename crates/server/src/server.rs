@@ -115,7 +115,12 @@ impl Server {
     pub fn start(config: Config) -> io::Result<Server> {
         let workers = config.worker_count();
         let config = Arc::new(config);
-        let recording = config.record_config().map(crate::record::start);
+        let notifier =
+            crate::ops::notify::Notifier::start(&config.hooks).map_err(io::Error::other)?;
+        let recording = config.record_config().map(|mut c| {
+            c.notifier = notifier.clone();
+            crate::record::start(c)
+        });
         let (recorder, record_writer) = recording.transpose()?.unzip();
         let hub = Hub::new(HubConfig {
             ring: RingLimits {
@@ -146,8 +151,8 @@ impl Server {
         let files = Arc::new(crate::io::filemap::FileMaps::default());
         let vods = Arc::new(crate::vod::Vods::default());
         let (shutdown, _) = watch::channel(false);
-        let (ops, mut commands) = crate::ops::Ops::new(workers, certificate);
-        let auth = Arc::new(crate::auth::Auth::new(&config).map_err(io::Error::other)?);
+        let auth = crate::auth::Auth::new(&config).map_err(io::Error::other)?;
+        let (ops, mut commands) = crate::ops::Ops::new(workers, certificate, auth);
         let mut threads = Vec::with_capacity(workers);
         for worker in 0..workers {
             let mut starts: Vec<Start> = Vec::new();
@@ -175,7 +180,7 @@ impl Server {
                 files: files.clone(),
                 vods: vods.clone(),
                 ops: ops.clone(),
-                auth: auth.clone(),
+                notifier: notifier.clone(),
                 commands: commands.remove(0),
             };
             let stop = shutdown.subscribe();
@@ -200,8 +205,13 @@ impl Server {
         })
     }
 
-    /// Reloads what can change while sessions go on (the HTTPS certificate), as
-    /// SIGHUP and the API's reload do.
+    /// Where reloads read the configuration again (see [`crate::ops::Ops::reload`]).
+    pub fn reload_from(&self, source: crate::ops::ConfigSource) {
+        self.ops.set_source(source);
+    }
+
+    /// Reloads what can change while sessions go on (the HTTPS certificate, the
+    /// authorization settings), as SIGHUP and the API's reload do.
     pub fn reload(&self) {
         match self.ops.reload(&self.config) {
             Ok(done) => tracing::info!(?done, "reloaded"),
@@ -236,7 +246,7 @@ struct WorkerParts {
     files: Arc<crate::io::filemap::FileMaps>,
     vods: Arc<crate::vod::Vods>,
     ops: Arc<crate::ops::Ops>,
-    auth: Arc<crate::auth::Auth>,
+    notifier: Option<Arc<crate::ops::notify::Notifier>>,
     commands: tokio::sync::mpsc::UnboundedReceiver<crate::ops::Command>,
 }
 
@@ -267,7 +277,7 @@ fn run_worker(parts: WorkerParts, starts: Vec<Start>, mut stop: watch::Receiver<
             parts.ops.first_frame_of(worker),
         );
         let load = crate::ops::Load::start();
-        let clients = Rc::new(crate::ops::Clients::default());
+        let clients = Rc::new(crate::ops::Clients::new(parts.notifier));
         tokio::task::spawn_local(crate::ops::serve_commands(
             parts.commands,
             worker,
@@ -283,11 +293,12 @@ fn run_worker(parts: WorkerParts, starts: Vec<Start>, mut stop: watch::Receiver<
             files: parts.files,
             vods: parts.vods,
             clients,
+            auth: parts.ops.auth.clone(),
             ops: parts.ops,
-            auth: parts.auth,
             read_buf: RefCell::new(vec![0; crate::driver::READ_CHUNK].into_boxed_slice()),
         });
         if worker == 0 {
+            tokio::task::spawn_local(refresh_jwks(ctx.auth.clone()));
             tokio::task::spawn_local({
                 let vods = ctx.vods.clone();
                 async move {
@@ -327,5 +338,28 @@ async fn accept_loop(worker: usize, accept: Accept, listener: TcpListener) {
                 tokio::time::sleep(Duration::from_millis(50)).await;
             }
         }
+    }
+}
+
+/// Fetches the JWKS of the authorization in force, at start and every few minutes
+/// (sooner again after a failure); a reload's new settings are picked up on the next
+/// round.
+async fn refresh_jwks(auth: Arc<arc_swap::ArcSwap<crate::auth::Auth>>) {
+    loop {
+        let jwt = auth.load().jwt().filter(|j| j.jwks().is_some()).cloned();
+        let wait = match jwt {
+            None => crate::auth::jwt::JWKS_REFRESH,
+            Some(jwt) => match jwt.refresh().await {
+                Ok(n) => {
+                    tracing::debug!(keys = n, "JWKS fetched");
+                    crate::auth::jwt::JWKS_REFRESH
+                }
+                Err(e) => {
+                    tracing::warn!(url = ?jwt.jwks().map(ToString::to_string), "JWKS: {e}");
+                    Duration::from_secs(10)
+                }
+            },
+        };
+        tokio::time::sleep(wait).await;
     }
 }

@@ -323,6 +323,8 @@ fn a_certificate_reload_keeps_https_players_playing() {
     });
     // An HTTPS player that plays through both reloads.
     let out = dir.join("played.flv");
+    // curl creates the file with its first bytes: one from an earlier run would mislead.
+    let _ = std::fs::remove_file(&out);
     let mut player = common::Kill(
         std::process::Command::new("curl")
             .args(["-sk", "-o"])

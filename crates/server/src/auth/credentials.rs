@@ -1,6 +1,6 @@
 //! Credentials as each protocol carries them: a query string (RTMP stream names and
-//! tcUrls, HTTP URLs: `user` and `pass`, or a signed URL's `expires` and `sign`) and
-//! HTTP's `Authorization: Basic` header.
+//! tcUrls, HTTP URLs: `user` and `pass`, a token (`token` or `jwt`), or a signed URL's
+//! `expires` and `sign`) and HTTP's `Authorization` header (Basic or Bearer).
 //!
 //! Bounded: values longer than [`MAX_VALUE`] are ignored, so a hostile query cannot
 //! make us hash megabytes.
@@ -8,7 +8,7 @@
 use base64::Engine;
 
 /// Longest credential value taken.
-const MAX_VALUE: usize = 1024;
+const MAX_VALUE: usize = 4096;
 
 /// What a request says about who makes it.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
@@ -17,6 +17,8 @@ pub struct Credentials {
     pub password: Option<String>,
     /// A signed URL: its expiry (Unix seconds) and signature (hex).
     pub signed: Option<(u64, String)>,
+    /// A bearer token (a JWT, or the API token).
+    pub token: Option<String>,
 }
 
 impl Credentials {
@@ -33,6 +35,7 @@ impl Credentials {
                 "pass" | "password" => c.password = Some(v),
                 "expires" => expires = v.parse().ok(),
                 "sign" => sign = Some(v),
+                "token" | "jwt" => c.token = Some(v),
                 _ => {}
             }
         }
@@ -40,12 +43,14 @@ impl Credentials {
         c
     }
 
-    /// From HTTP: an `Authorization: Basic` header, else the query.
+    /// From HTTP: an `Authorization` header (Basic or Bearer), else the query.
     pub fn from_http(authorization: Option<&str>, query: &str) -> Credentials {
         let mut c = Credentials::from_query(query);
         if let Some((user, password)) = authorization.and_then(basic) {
             c.user = Some(user);
             c.password = Some(password);
+        } else if let Some(token) = authorization.and_then(bearer) {
+            c.token = Some(token);
         }
         c
     }
@@ -53,8 +58,19 @@ impl Credentials {
     /// Whether anything was given.
     #[cfg(test)]
     pub fn is_empty(&self) -> bool {
-        self.user.is_none() && self.password.is_none() && self.signed.is_none()
+        self.user.is_none()
+            && self.password.is_none()
+            && self.signed.is_none()
+            && self.token.is_none()
     }
+}
+
+/// `Bearer TOKEN`.
+fn bearer(header: &str) -> Option<String> {
+    let (scheme, token) = header.trim().split_once(' ')?;
+    let token = token.trim();
+    (scheme.eq_ignore_ascii_case("bearer") && !token.is_empty() && token.len() <= MAX_VALUE)
+        .then(|| token.to_string())
 }
 
 /// `Basic BASE64(user:password)`.
@@ -117,13 +133,30 @@ mod tests {
     }
 
     #[test]
+    fn tokens_from_the_query_and_bearer() {
+        assert_eq!(
+            Credentials::from_query("jwt=a.b.c").token.as_deref(),
+            Some("a.b.c")
+        );
+        assert_eq!(
+            Credentials::from_query("token=t1&x=2").token.as_deref(),
+            Some("t1")
+        );
+        let c = Credentials::from_http(Some("Bearer  a.b.c "), "token=other");
+        assert_eq!(c.token.as_deref(), Some("a.b.c"));
+        assert_eq!(Credentials::from_http(Some("Bearer "), "").token, None);
+        let long = format!("Bearer {}", "x".repeat(MAX_VALUE + 1));
+        assert_eq!(Credentials::from_http(Some(&long), "").token, None);
+    }
+
+    #[test]
     fn from_basic_authorization() {
         // alice:pa:ss
         let c = Credentials::from_http(Some("Basic YWxpY2U6cGE6c3M="), "user=bob");
         assert_eq!(c.user.as_deref(), Some("alice"));
         assert_eq!(c.password.as_deref(), Some("pa:ss"));
         let c = Credentials::from_http(Some("Bearer x"), "");
-        assert!(c.is_empty());
+        assert_eq!(c.user, None);
         assert!(Credentials::from_http(Some("Basic !!!"), "").is_empty());
     }
 }

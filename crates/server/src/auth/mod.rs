@@ -3,11 +3,12 @@
 //! may go on, whatever protocol carried it.
 //!
 //! Backends, tried in order: a signed URL (`expires` and `sign` in the query, an
-//! HMAC-SHA256 with `auth.signing_key`), then a static user of `[[users]]` (password
-//! as an argon2 PHC string or `sha256:HEX`, permissions per action as stream patterns,
-//! allowed address ranges). What is not required (`auth.publish`, `auth.read`) is
-//! allowed without credentials. Every denial is logged with its reason by the caller
-//! and counted here.
+//! HMAC-SHA256 with `auth.signing_key`); a JWT ([`jwt`]); a static user of `[[users]]`
+//! (password as an argon2 PHC string or `sha256:HEX`, permissions per action as stream
+//! patterns, allowed address ranges); then the HTTP hook ([`hook`]) for what those did
+//! not settle. What is not required (`auth.publish`, `auth.read`, or an `[[apps]]`
+//! entry's `auth_publish`, `auth_read`) is allowed without credentials. Every denial
+//! is logged with its reason by the caller and counted here.
 //!
 //! HLS viewers are authorized once, at the playlist: they get a token
 //! ([`Auth::viewer_token`], an HMAC of the stream and an expiry with a key made at
@@ -15,6 +16,8 @@
 //! one HMAC, on any worker, with no state.
 
 pub mod credentials;
+pub mod hook;
+pub mod jwt;
 
 use crate::config::{Config, UserConfig};
 use crate::record::Pattern;
@@ -23,7 +26,7 @@ use sha2::{Digest, Sha256};
 use std::collections::HashMap;
 use std::net::IpAddr;
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::Mutex;
+use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 pub use credentials::Credentials;
@@ -35,6 +38,8 @@ type HmacSha256 = Hmac<Sha256>;
 pub enum Action {
     Publish,
     Read,
+    /// The HTTP API and `/metrics`.
+    Api,
 }
 
 impl Action {
@@ -42,6 +47,7 @@ impl Action {
         match self {
             Action::Publish => "publish",
             Action::Read => "read",
+            Action::Api => "api",
         }
     }
 }
@@ -59,8 +65,12 @@ pub enum Denial {
     AddressNotAllowed,
     /// A signed URL whose signature does not match.
     BadSignature,
-    /// A signed URL or viewer token past its expiry.
+    /// A signed URL, JWT or viewer token past its expiry.
     Expired,
+    /// The auth hook answered, and not with a 2xx.
+    HookDenied,
+    /// The auth hook did not answer in time (or at all).
+    HookUnavailable,
 }
 
 impl Denial {
@@ -72,16 +82,20 @@ impl Denial {
             Denial::AddressNotAllowed => "address_not_allowed",
             Denial::BadSignature => "bad_signature",
             Denial::Expired => "expired",
+            Denial::HookDenied => "hook_denied",
+            Denial::HookUnavailable => "hook_unavailable",
         }
     }
 
-    const ALL: [Denial; 6] = [
+    const ALL: [Denial; 8] = [
         Denial::NoCredentials,
         Denial::BadCredentials,
         Denial::NotPermitted,
         Denial::AddressNotAllowed,
         Denial::BadSignature,
         Denial::Expired,
+        Denial::HookDenied,
+        Denial::HookUnavailable,
     ];
 }
 
@@ -94,6 +108,10 @@ pub enum Grant {
     Signed,
     /// A user of `[[users]]`.
     User(String),
+    /// A JWT, with its subject.
+    Token(String),
+    /// The auth hook, for the user name given (if any).
+    Hook(String),
 }
 
 /// One request to authorize.
@@ -102,8 +120,14 @@ pub struct Request<'a> {
     pub action: Action,
     /// The stream key (`app/name`) or file path the action is on.
     pub path: &'a str,
+    /// The protocol that carried it (`rtmp`, `rtsp`, `http`, `ws`, `hls`, `api`).
+    pub protocol: &'static str,
+    /// The connection's id (0 for requests outside a connection's life, such as HLS).
+    pub id: u64,
     pub credentials: &'a Credentials,
     pub peer: IpAddr,
+    /// The query the request came with (for the hook), without the `?`.
+    pub query: &'a str,
 }
 
 /// A password as stored.
@@ -120,6 +144,16 @@ struct User {
     publish: Vec<Pattern>,
     read: Vec<Pattern>,
     ips: Vec<ipnet::IpNet>,
+    api: bool,
+}
+
+/// What an `[[apps]]` entry changes of the authorization.
+#[derive(Debug)]
+struct AppAuth {
+    publish: Option<bool>,
+    read: Option<bool>,
+    /// `Some(None)`: no hook for these streams.
+    hook: Option<Option<Arc<hook::Hook>>>,
 }
 
 /// How long a verified argon2 password is remembered (argon2 costs tens of ms by
@@ -136,19 +170,33 @@ pub struct Auth {
     read: bool,
     users: HashMap<String, User>,
     signing_key: Vec<u8>,
+    jwt: Option<Arc<jwt::Jwt>>,
+    hook: Option<Arc<hook::Hook>>,
+    apps: Vec<(Pattern, AppAuth)>,
+    /// `api.token`: a bearer token for the API and `/metrics`.
+    api_token: String,
     /// Key of HLS viewer tokens, made at start (tokens do not outlive the server).
     viewer_key: [u8; 32],
     /// argon2 verifications that passed: sha256(user, password) → when.
     verified: Mutex<HashMap<[u8; 32], Instant>>,
-    denials: [AtomicU64; 6],
+    denials: [AtomicU64; 8],
 }
 
 /// Why the auth settings cannot be used.
 #[derive(Debug, thiserror::Error)]
-#[error("user {user}: {why}")]
+#[error("{what}: {why}")]
 pub struct AuthConfigError {
-    user: String,
+    what: String,
     why: String,
+}
+
+impl AuthConfigError {
+    fn new(what: impl Into<String>, why: impl std::fmt::Display) -> Self {
+        AuthConfigError {
+            what: what.into(),
+            why: why.to_string(),
+        }
+    }
 }
 
 impl Auth {
@@ -158,60 +206,177 @@ impl Auth {
         for u in &config.users {
             users.insert(u.name.clone(), user(u)?);
         }
+        let a = &config.auth;
+        let make_hook = |url: &str| -> Result<Option<Arc<hook::Hook>>, AuthConfigError> {
+            if url.is_empty() {
+                return Ok(None);
+            }
+            hook::Hook::new(
+                url,
+                Duration::from_millis(a.hook_timeout_ms.max(1)),
+                Duration::from_millis(a.hook_cache_ms),
+            )
+            .map(|h| Some(Arc::new(h)))
+            .map_err(|e| AuthConfigError::new("auth hook", e))
+        };
+        let hook = make_hook(&a.hook_url)?;
+        let mut apps = Vec::new();
+        for app in &config.apps {
+            let pattern = crate::config::app_pattern(&app.name)
+                .map_err(|e| AuthConfigError::new(format!("app {}", app.name), e))?;
+            let hook = match app.auth_hook.as_deref() {
+                None => None,
+                Some(url) if url == a.hook_url => Some(hook.clone()),
+                Some(url) => Some(make_hook(url)?),
+            };
+            apps.push((
+                pattern,
+                AppAuth {
+                    publish: app.auth_publish,
+                    read: app.auth_read,
+                    hook,
+                },
+            ));
+        }
+        let jwt = jwt::Jwt::new(&a.jwt_key, &a.jwt_jwks_url, &a.jwt_claim)
+            .map_err(|e| AuthConfigError::new("jwt", e))?
+            .map(Arc::new);
         Ok(Auth {
-            publish: config.auth.publish,
-            read: config.auth.read,
+            publish: a.publish,
+            read: a.read,
             users,
-            signing_key: config.auth.signing_key.as_bytes().to_vec(),
+            signing_key: a.signing_key.as_bytes().to_vec(),
+            jwt,
+            hook,
+            apps,
+            api_token: config.api.token.clone(),
             viewer_key: rand::random(),
             verified: Mutex::new(HashMap::new()),
             denials: Default::default(),
         })
     }
 
-    /// Whether `action` needs authorization.
-    pub fn required(&self, action: Action) -> bool {
+    /// This authorization with `other`'s settings and this one's viewer key and
+    /// counters, so that a reload keeps HLS viewers' tokens valid.
+    pub fn reloaded(&self, mut other: Auth) -> Auth {
+        other.viewer_key = self.viewer_key;
+        for (mine, theirs) in self.denials.iter().zip(&other.denials) {
+            theirs.store(mine.load(Ordering::Relaxed), Ordering::Relaxed);
+        }
+        if let (Some(old), Some(new)) = (&self.jwt, &other.jwt) {
+            new.keep_fetched(old);
+        }
+        other
+    }
+
+    /// The JWT verifier, if one is set (for the JWKS refresh).
+    pub fn jwt(&self) -> Option<&Arc<jwt::Jwt>> {
+        self.jwt.as_ref()
+    }
+
+    fn app(&self, path: &str) -> Option<&AppAuth> {
+        self.apps
+            .iter()
+            .find(|(p, _)| p.matches(path))
+            .map(|(_, a)| a)
+    }
+
+    /// Whether `action` on `path` needs authorization.
+    pub fn required(&self, action: Action, path: &str) -> bool {
+        let app = self.app(path);
         match action {
-            Action::Publish => self.publish,
-            Action::Read => self.read,
+            Action::Publish => app.and_then(|a| a.publish).unwrap_or(self.publish),
+            Action::Read => app.and_then(|a| a.read).unwrap_or(self.read),
+            Action::Api => self.api_secured(),
         }
     }
 
+    /// Whether the API has a credential (`api.token`, or users with `api`): until then it
+    /// answers loopback clients only.
+    pub fn api_secured(&self) -> bool {
+        !self.api_token.is_empty() || self.users.values().any(|u| u.api)
+    }
+
     /// Whether the request may go on.
-    pub fn authorize(&self, req: &Request<'_>) -> Result<Grant, Denial> {
-        if !self.required(req.action) {
+    pub async fn authorize(&self, req: &Request<'_>) -> Result<Grant, Denial> {
+        if !self.required(req.action, req.path) {
             return Ok(Grant::Open);
         }
-        let result = self.decide(req);
+        let result = self.decide(req).await;
         if let Err(denial) = result {
             self.denials[denial as usize].fetch_add(1, Ordering::Relaxed);
         }
         result
     }
 
-    fn decide(&self, req: &Request<'_>) -> Result<Grant, Denial> {
+    async fn decide(&self, req: &Request<'_>) -> Result<Grant, Denial> {
         let creds = req.credentials;
         if let Some((expires, sign)) = &creds.signed {
             return self.check_signed(req.action, req.path, *expires, sign);
         }
-        let (Some(name), Some(password)) = (&creds.user, &creds.password) else {
-            return Err(Denial::NoCredentials);
+        if req.action == Action::Api {
+            if let Some(token) = creds.token.as_deref() {
+                if !self.api_token.is_empty()
+                    && constant_eq(token.as_bytes(), self.api_token.as_bytes())
+                {
+                    return Ok(Grant::Token("api".into()));
+                }
+            }
+        }
+        // A JWT: a token, or the password of a user name that is not one of ours (how
+        // RTSP and RTMP clients can carry one).
+        let unknown_user = creds
+            .user
+            .as_ref()
+            .is_some_and(|u| !self.users.contains_key(u));
+        let jwt_password = creds
+            .password
+            .as_deref()
+            .filter(|p| unknown_user && p.matches('.').count() == 2);
+        if let (Some(jwt), Some(token)) = (&self.jwt, creds.token.as_deref().or(jwt_password)) {
+            return jwt.check(token, req.action, req.path);
+        }
+        if let (Some(name), Some(password)) = (&creds.user, &creds.password) {
+            if let Some(user) = self.users.get(name) {
+                return self.check_user(req, name, user, password);
+            }
+        }
+        let hook = match self.app(req.path).and_then(|a| a.hook.as_ref()) {
+            Some(app_hook) => app_hook.as_ref(),
+            None => self.hook.as_ref(),
         };
-        let user = self.users.get(name).ok_or(Denial::BadCredentials)?;
+        if let Some(hook) = hook {
+            return hook.check(req).await;
+        }
+        if creds.user.is_some() || creds.token.is_some() {
+            Err(Denial::BadCredentials)
+        } else {
+            Err(Denial::NoCredentials)
+        }
+    }
+
+    fn check_user(
+        &self,
+        req: &Request<'_>,
+        name: &str,
+        user: &User,
+        password: &str,
+    ) -> Result<Grant, Denial> {
         if !self.password_matches(name, &user.password, password) {
             return Err(Denial::BadCredentials);
         }
         if !user.ips.is_empty() && !user.ips.iter().any(|net| net.contains(&req.peer)) {
             return Err(Denial::AddressNotAllowed);
         }
-        let patterns = match req.action {
-            Action::Publish => &user.publish,
-            Action::Read => &user.read,
+        let permitted = match req.action {
+            Action::Publish => user.publish.iter().any(|p| p.matches(req.path)),
+            Action::Read => user.read.iter().any(|p| p.matches(req.path)),
+            Action::Api => user.api,
         };
-        if !patterns.iter().any(|p| p.matches(req.path)) {
+        if !permitted {
             return Err(Denial::NotPermitted);
         }
-        Ok(Grant::User(name.clone()))
+        Ok(Grant::User(name.to_string()))
     }
 
     fn check_signed(
@@ -333,10 +498,7 @@ pub fn sign(key: &[u8], action: Action, path: &str, expires: u64) -> String {
 }
 
 fn user(u: &UserConfig) -> Result<User, AuthConfigError> {
-    let bad = |why: String| AuthConfigError {
-        user: u.name.clone(),
-        why,
-    };
+    let bad = |why: String| AuthConfigError::new(format!("user {}", u.name), why);
     let password = if let Some(h) = u.password.strip_prefix("sha256:") {
         let bytes = unhex(h).filter(|b| b.len() == 32).ok_or_else(|| {
             bad("a sha256: password is 64 hex digits (sha256sum of the password)".into())
@@ -376,6 +538,7 @@ fn user(u: &UserConfig) -> Result<User, AuthConfigError> {
         publish: patterns(&u.publish)?,
         read: patterns(&u.read)?,
         ips,
+        api: u.api,
     })
 }
 

@@ -29,6 +29,7 @@ fn auth() -> Auth {
             publish: vec!["live/*".into()],
             read: vec!["*".into()],
             ips: vec!["127.0.0.0/8".into(), "::1".into()],
+            api: false,
         },
         UserConfig {
             name: "viewer".into(),
@@ -36,6 +37,7 @@ fn auth() -> Auth {
             publish: vec![],
             read: vec!["live".into()],
             ips: vec![],
+            api: false,
         },
     ];
     Auth::new(&c).unwrap()
@@ -48,12 +50,19 @@ fn ask(
     creds: &Credentials,
     peer: &str,
 ) -> Result<Grant, Denial> {
-    auth.authorize(&Request {
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap();
+    rt.block_on(auth.authorize(&Request {
         action,
         path,
+        protocol: "test",
+        id: 1,
         credentials: creds,
         peer: peer.parse().unwrap(),
-    })
+        query: "",
+    }))
 }
 
 fn user(name: &str, password: &str) -> Credentials {
@@ -61,6 +70,7 @@ fn user(name: &str, password: &str) -> Credentials {
         user: Some(name.into()),
         password: Some(password.into()),
         signed: None,
+        token: None,
     }
 }
 
@@ -260,6 +270,7 @@ fn bad_user_entries_are_refused() {
             publish: vec![],
             read: vec![],
             ips: vec![],
+            api: false,
         }];
         assert!(Auth::new(&c).is_err(), "{password}");
     }
@@ -270,6 +281,7 @@ fn bad_user_entries_are_refused() {
         publish: vec![],
         read: vec![],
         ips: vec!["10.0.0.0/33".into()],
+        api: false,
     }];
     assert!(Auth::new(&c).is_err());
 }

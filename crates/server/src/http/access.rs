@@ -14,11 +14,12 @@ use std::net::IpAddr;
 /// playing a stream over HTTP-FLV or WS-FLV needs the read permission on its key,
 /// downloading or listing files on their path. HLS checks its own way (its viewers'
 /// tokens, see `hls::reply`); other routes need nothing.
-pub(crate) fn route_denied(
+pub(crate) async fn route_denied(
     ctx: &Ctx,
     req: &Request,
     route: &super::Route<'_>,
     peer: IpAddr,
+    id: u64,
 ) -> Option<Reply> {
     use super::Route;
     use sluice_http::Method;
@@ -29,21 +30,30 @@ pub(crate) fn route_denied(
         }
         _ => return None,
     };
-    read_denied(ctx, req, &path, "http", peer)
+    read_denied(ctx, req, &path, "http", peer, id).await
 }
 
-/// `None` when `req` may read `path`, else the answer that refuses it.
-pub(crate) fn read_denied(
+/// `None` when `req` may read `path`, else the answer that refuses it. `id`: the
+/// connection's, or 0 outside one (HLS, HTTP/2).
+pub(crate) async fn read_denied(
     ctx: &Ctx,
     req: &Request,
     path: &str,
     protocol: &'static str,
     peer: IpAddr,
+    id: u64,
 ) -> Option<Reply> {
     let creds = Credentials::from_http(req.header("authorization"), &req.query);
-    ctx.authorize(Action::Read, path, protocol, &creds, peer)
-        .err()
-        .map(denied)
+    let asked = crate::auth::Request {
+        action: Action::Read,
+        path,
+        protocol,
+        id,
+        credentials: &creds,
+        peer,
+        query: &req.query,
+    };
+    ctx.authorize(&asked).await.err().map(denied)
 }
 
 /// 401 with a Basic challenge when credentials are missing or wrong, 403 otherwise.

@@ -1,8 +1,9 @@
 //! The HTTP API (`/api/v1/...`, JSON) and `/metrics` (Prometheus text).
 //!
-//! Access: with `api.token` set, a request must carry `Authorization: Bearer TOKEN`,
-//! from any address; without one there is no secret at all, and only loopback clients
-//! are answered. There is never a default token.
+//! Access: with `api.token` set (or `[[users]]` with `api`), a request must carry the
+//! bearer token or credentials granted the `api` action, from any address; without
+//! one there is no secret at all, and only loopback clients are answered. There is
+//! never a default token.
 //!
 //! Per-connection figures come from each worker through its command channel
 //! (`crate::ops`); per-stream figures from the hub's lock-free directory and the
@@ -10,6 +11,7 @@
 
 use super::hls::Reply;
 use super::Worker;
+use crate::auth::{Action, Credentials, Denial};
 use crate::core::format::FormatId;
 use crate::core::hub::Stream;
 use crate::ops::{ClientInfo, Role};
@@ -77,36 +79,46 @@ pub(crate) fn route(path: &str) -> Option<ApiPath<'_>> {
     })
 }
 
-/// Whether the request may use the API: the bearer token when one is set, else a
-/// loopback peer.
-fn allowed(token: &str, req: &Request, peer: SocketAddr) -> Result<(), (u16, &'static str)> {
-    if token.is_empty() {
+/// Whether the request may use the API. Until it has a credential (`api.token`, or
+/// `[[users]]` with `api`), loopback peers only; then, from anywhere, the bearer token,
+/// or credentials the authorization grants the `api` action (a user with `api`, a JWT
+/// permitting `api`, the auth hook).
+async fn allowed(
+    auth: &crate::auth::Auth,
+    req: &Request,
+    peer: SocketAddr,
+) -> Result<(), (u16, &'static str)> {
+    if !auth.api_secured() {
         return if peer.ip().is_loopback() {
             Ok(())
         } else {
             Err((
                 403,
-                "the API answers loopback clients only until api.token is set",
+                "the API answers loopback clients only until api.token (or a user with api) is set",
             ))
         };
     }
-    let given = req
-        .header("authorization")
-        .and_then(|h| {
-            h.strip_prefix("Bearer ")
-                .or_else(|| h.strip_prefix("bearer "))
-        })
-        .map(str::trim);
-    match given {
-        Some(t) if same(t.as_bytes(), token.as_bytes()) => Ok(()),
-        Some(_) => Err((403, "wrong token")),
-        None => Err((401, "a bearer token is required")),
+    let creds = Credentials::from_http(req.header("authorization"), "");
+    if creds.user.is_none() && creds.token.is_none() {
+        return Err((
+            401,
+            "credentials are required (a bearer token, or HTTP Basic)",
+        ));
     }
-}
-
-/// Compares in time independent of where the inputs differ.
-fn same(a: &[u8], b: &[u8]) -> bool {
-    a.len() == b.len() && a.iter().zip(b).fold(0u8, |acc, (x, y)| acc | (x ^ y)) == 0
+    let asked = crate::auth::Request {
+        action: Action::Api,
+        path: "api",
+        protocol: "api",
+        id: 0,
+        credentials: &creds,
+        peer: peer.ip(),
+        query: "",
+    };
+    match auth.authorize(&asked).await {
+        Ok(_) => Ok(()),
+        Err(Denial::NotPermitted | Denial::AddressNotAllowed) => Err((403, "not permitted")),
+        Err(_) => Err((403, "wrong credentials")),
+    }
 }
 
 fn json_reply(status: u16, value: &impl Serialize) -> Reply {
@@ -138,7 +150,7 @@ pub(crate) async fn reply(
     peer: SocketAddr,
     what: ApiPath<'_>,
 ) -> Reply {
-    if let Err((status, why)) = allowed(&ctx.config.api.token, req, peer) {
+    if let Err((status, why)) = allowed(&ctx.auth.load(), req, peer).await {
         tracing::info!(%peer, path = %req.path, "API request denied: {why}");
         return error(status, why);
     }
@@ -149,7 +161,7 @@ pub(crate) async fn reply(
             let text = crate::ops::metrics::render(
                 &ctx.hub,
                 &ctx.ops,
-                &ctx.auth,
+                &ctx.auth.load(),
                 &workers,
                 ctx.ops.started_at.elapsed().as_secs_f64(),
             );
@@ -224,7 +236,11 @@ pub(crate) async fn reply(
         (ApiPath::Config, true, _) => {
             // Secrets are shown as set or not, never as they are.
             let mut config = (*ctx.config).clone();
-            for secret in [&mut config.api.token, &mut config.auth.signing_key] {
+            for secret in [
+                &mut config.api.token,
+                &mut config.auth.signing_key,
+                &mut config.auth.jwt_key,
+            ] {
                 if !secret.is_empty() {
                     *secret = "(set)".into();
                 }
@@ -390,29 +406,73 @@ mod tests {
         }
     }
 
+    fn auth(token: &str, api_user: bool) -> crate::auth::Auth {
+        let mut c = crate::config::Config::default();
+        c.api.token = token.into();
+        c.users = vec![crate::config::UserConfig {
+            name: "ops".into(),
+            // sha256("pw")
+            password: "sha256:30c952fab122c3f9759f02a6d95c3758b246b4fee239957b2d4fee46e26170c4"
+                .into(),
+            publish: vec![],
+            read: vec!["*".into()],
+            ips: vec![],
+            api: api_user,
+        }];
+        crate::auth::Auth::new(&c).unwrap()
+    }
+
+    fn check(
+        auth: &crate::auth::Auth,
+        headers: &[(&str, &str)],
+        peer: SocketAddr,
+    ) -> Result<(), u16> {
+        let rt = tokio::runtime::Builder::new_current_thread()
+            .build()
+            .unwrap();
+        rt.block_on(allowed(auth, &get(headers), peer))
+            .map_err(|e| e.0)
+    }
+
     #[test]
-    fn without_a_token_only_loopback_is_answered() {
+    fn without_a_credential_only_loopback_is_answered() {
         let local: SocketAddr = "127.0.0.1:9".parse().unwrap();
         let local6: SocketAddr = "[::1]:9".parse().unwrap();
         let remote: SocketAddr = "192.0.2.7:9".parse().unwrap();
-        assert!(allowed("", &get(&[]), local).is_ok());
-        assert!(allowed("", &get(&[]), local6).is_ok());
-        assert_eq!(allowed("", &get(&[]), remote).unwrap_err().0, 403);
+        let open = auth("", false);
+        assert!(check(&open, &[], local).is_ok());
+        assert!(check(&open, &[], local6).is_ok());
+        assert_eq!(check(&open, &[], remote), Err(403));
         // A token is required from everywhere once set, loopback included.
-        assert_eq!(allowed("t", &get(&[]), local).unwrap_err().0, 401);
+        let token = auth("t", false);
+        assert_eq!(check(&token, &[], local), Err(401));
         assert_eq!(
-            allowed("t", &get(&[("Authorization", "Bearer x")]), remote)
-                .unwrap_err()
-                .0,
-            403
+            check(&token, &[("Authorization", "Bearer x")], remote),
+            Err(403)
+        );
+        // ops:pw, a user without the api permission.
+        assert_eq!(
+            check(&token, &[("Authorization", "Basic b3BzOnB3")], remote),
+            Err(403)
+        );
+        assert!(check(&token, &[("authorization", "Bearer t")], remote).is_ok());
+    }
+
+    #[test]
+    fn users_with_the_api_permission_use_it() {
+        let remote: SocketAddr = "192.0.2.7:9".parse().unwrap();
+        let users = auth("", true);
+        assert_eq!(check(&users, &[], "127.0.0.1:9".parse().unwrap()), Err(401));
+        assert!(check(&users, &[("Authorization", "Basic b3BzOnB3")], remote).is_ok());
+        // ops:px
+        assert_eq!(
+            check(&users, &[("Authorization", "Basic b3BzOnB4")], remote),
+            Err(403)
         );
         assert_eq!(
-            allowed("t", &get(&[("Authorization", "Basic dDp0")]), remote)
-                .unwrap_err()
-                .0,
-            401
+            check(&users, &[("Authorization", "Bearer t")], remote),
+            Err(403)
         );
-        assert!(allowed("t", &get(&[("authorization", "Bearer t")]), remote).is_ok());
     }
 
     /// Every path of the OpenAPI document is a route, with only the methods the API
@@ -454,13 +514,5 @@ mod tests {
                 "{what:?} is not in the OpenAPI document"
             );
         }
-    }
-
-    #[test]
-    fn tokens_compare_whole() {
-        assert!(same(b"abc", b"abc"));
-        assert!(!same(b"abc", b"abd"));
-        assert!(!same(b"abc", b"abcd"));
-        assert!(!same(b"", b"a"));
     }
 }

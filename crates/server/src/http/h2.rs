@@ -148,7 +148,8 @@ async fn handle(
         )
     });
     let console = super::console::route(&request.path);
-    let reply = if let Some(denied) = super::access::route_denied(ctx, &request, &route, peer.ip())
+    let reply = if let Some(denied) =
+        super::access::route_denied(ctx, &request, &route, peer.ip(), 0).await
     {
         denied
     } else if let Some(what) = api {

@@ -114,26 +114,27 @@ pub(crate) async fn reply(
     let playlist = matches!(what, HlsPath::TsPlaylist | HlsPath::Fmp4Playlist);
     // A viewer is authorized at its playlist and then shows the token it got there.
     let mut auth_cookie = None;
-    if ctx.auth.required(crate::auth::Action::Read) {
-        let shown = access::viewer_token(req, key).map(|t| ctx.auth.check_viewer_token(key, t));
+    let auth = ctx.auth.load();
+    if auth.required(crate::auth::Action::Read, key) {
+        let shown = access::viewer_token(req, key).map(|t| auth.check_viewer_token(key, t));
         match (shown, playlist) {
             (Some(Ok(())), _) => {}
             // No token, or a stale one: the credentials decide, and renew it.
             (_, true) => {
-                if let Some(reply) = access::read_denied(ctx, req, key, "hls", peer) {
+                if let Some(reply) = access::read_denied(ctx, req, key, "hls", peer, 0).await {
                     return reply;
                 }
                 auth_cookie = Some(format!(
                     "{}={}; Path=/; Max-Age={}; HttpOnly; SameSite=Lax",
                     access::viewer_cookie(key),
-                    ctx.auth.viewer_token(key),
+                    auth.viewer_token(key),
                     crate::auth::VIEWER_TOKEN_LIFE.as_secs()
                 ));
             }
             // A segment or part without a good token: credentials sent with every
             // request (a player given a header) still do.
             (_, false) => {
-                if let Some(reply) = access::read_denied(ctx, req, key, "hls", peer) {
+                if let Some(reply) = access::read_denied(ctx, req, key, "hls", peer, 0).await {
                     return reply;
                 }
             }

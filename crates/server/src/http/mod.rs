@@ -264,7 +264,8 @@ impl Http {
         let text =
             |status: u16, body: &'static str| (status, vec![Bytes::from_static(body.as_bytes())]);
         let route = route(&req.path);
-        if let Some(reply) = access::route_denied(&ctx, &req, &route, self.peer.ip()) {
+        if let Some(reply) = access::route_denied(&ctx, &req, &route, self.peer.ip(), conn.id).await
+        {
             respond(conn, reply);
             return Ok(());
         }

@@ -2,6 +2,7 @@
 //! batched UDP sends, sealed in-memory files and shared mappings of media-root files.
 
 pub mod filemap;
+pub mod http_client;
 pub mod memfile;
 pub mod sock;
 pub mod tls;

@@ -12,6 +12,7 @@
 //! - A kicked connection ends at its driver's next turn (`Conn::kicked`).
 
 pub mod metrics;
+pub mod notify;
 
 use crate::core::fanout::Player;
 use prometheus_client::metrics::family::Family;
@@ -51,6 +52,8 @@ struct Entry {
     since: SystemTime,
     stream: RefCell<Option<Arc<str>>>,
     role: Cell<Role>,
+    /// When the connection began its current role.
+    role_since: Cell<Instant>,
     bytes_in: Cell<u64>,
     player: RefCell<Weak<Player>>,
     kick: Notify,
@@ -62,6 +65,8 @@ pub struct Clients {
     entries: RefCell<HashMap<u64, Rc<Entry>>>,
     /// Connections ended, by protocol and reason.
     ended: RefCell<HashMap<(&'static str, &'static str), u64>>,
+    /// Told when a publisher or player stops (`[hooks]`).
+    notifier: Option<Arc<notify::Notifier>>,
 }
 
 /// A connection's entry in its worker's [`Clients`]; dropping it removes the entry.
@@ -73,6 +78,13 @@ pub struct Client {
 }
 
 impl Clients {
+    pub fn new(notifier: Option<Arc<notify::Notifier>>) -> Clients {
+        Clients {
+            notifier,
+            ..Clients::default()
+        }
+    }
+
     /// Registers connection `id`.
     pub fn add(self: &Rc<Self>, id: u64, protocol: &'static str, peer: SocketAddr) -> Client {
         let entry = Rc::new(Entry {
@@ -81,6 +93,7 @@ impl Clients {
             since: SystemTime::now(),
             stream: RefCell::new(None),
             role: Cell::new(Role::Idle),
+            role_since: Cell::new(Instant::now()),
             bytes_in: Cell::new(0),
             player: RefCell::new(Weak::new()),
             kick: Notify::new(),
@@ -168,22 +181,59 @@ impl Client {
 
     /// The connection publishes `key`.
     pub fn publishing(&self, key: &str) {
-        self.entry.role.set(Role::Publish);
-        *self.entry.stream.borrow_mut() = Some(key.into());
+        self.begin(Role::Publish, key);
     }
 
     /// The connection plays `key` as `player`.
     pub fn playing(&self, key: &str, player: &Rc<Player>) {
-        self.entry.role.set(Role::Play);
-        *self.entry.stream.borrow_mut() = Some(key.into());
+        self.begin(Role::Play, key);
         *self.entry.player.borrow_mut() = Rc::downgrade(player);
+    }
+
+    fn begin(&self, role: Role, key: &str) {
+        self.end_role();
+        self.entry.role.set(role);
+        self.entry.role_since.set(Instant::now());
+        *self.entry.stream.borrow_mut() = Some(key.into());
     }
 
     /// The connection stopped publishing or playing.
     pub fn idle(&self) {
+        self.end_role();
         self.entry.role.set(Role::Idle);
         *self.entry.stream.borrow_mut() = None;
         *self.entry.player.borrow_mut() = Weak::new();
+    }
+
+    /// Tells the notification hook that the publisher or player stopped.
+    fn end_role(&self) {
+        let e = &self.entry;
+        let event = match e.role.get() {
+            Role::Idle => return,
+            Role::Publish => notify::Ended::Publish,
+            Role::Play => notify::Ended::Play,
+        };
+        let Some(notifier) = self
+            .clients
+            .upgrade()
+            .and_then(|c| c.notifier.clone())
+            .filter(|n| n.wants(event))
+        else {
+            return;
+        };
+        let player = e.player.borrow().upgrade();
+        notifier.notify(
+            event,
+            serde_json::json!({
+                "id": self.id,
+                "protocol": e.protocol,
+                "ip": e.peer.ip().to_string(),
+                "path": e.stream.borrow().as_deref(),
+                "bytes_in": e.bytes_in.get(),
+                "bytes_out": player.map(|p| p.bytes()),
+                "duration_s": e.role_since.get().elapsed().as_secs_f64(),
+            }),
+        );
     }
 
     pub fn count_in(&self, n: usize) {
@@ -211,6 +261,7 @@ impl Client {
 
 impl Drop for Client {
     fn drop(&mut self) {
+        self.end_role();
         if let Some(clients) = self.clients.upgrade() {
             clients.entries.borrow_mut().remove(&self.id);
         }
@@ -271,12 +322,17 @@ pub enum Command {
     KickPublishers(Arc<str>, oneshot::Sender<usize>),
 }
 
+/// Reads the configuration again, from the same file and flags, for a reload.
+pub type ConfigSource = Box<dyn Fn() -> Result<crate::config::Config, String> + Send + Sync>;
+
 /// The line to every worker, and what the whole server knows of itself.
-#[derive(Debug)]
 pub struct Ops {
     workers: Vec<mpsc::UnboundedSender<Command>>,
     /// The HTTPS certificate, when HTTPS is on.
     certificate: Option<Arc<crate::io::tls::Certificate>>,
+    /// The authorization every worker uses; a reload replaces it.
+    pub auth: Arc<arc_swap::ArcSwap<crate::auth::Auth>>,
+    source: std::sync::OnceLock<ConfigSource>,
     /// Seconds from a player's start to its first keyframe, one histogram per worker
     /// (each observed only by its worker).
     pub first_frame: PerWorker<Histogram>,
@@ -284,16 +340,28 @@ pub struct Ops {
     pub started_at: Instant,
 }
 
+impl std::fmt::Debug for Ops {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Ops")
+            .field("workers", &self.workers.len())
+            .field("started", &self.started)
+            .finish()
+    }
+}
+
 impl Ops {
     /// The line to `n` workers, and each worker's end of it.
     pub fn new(
         n: usize,
         certificate: Option<Arc<crate::io::tls::Certificate>>,
+        auth: crate::auth::Auth,
     ) -> (Arc<Ops>, Vec<mpsc::UnboundedReceiver<Command>>) {
         let (tx, rx): (Vec<_>, Vec<_>) = (0..n).map(|_| mpsc::unbounded_channel()).unzip();
         let ops = Ops {
             workers: tx,
             certificate,
+            auth: Arc::new(arc_swap::ArcSwap::from_pointee(auth)),
+            source: std::sync::OnceLock::new(),
             first_frame: Family::new_with_constructor(|| Histogram::new(FIRST_FRAME_BUCKETS)),
             started: SystemTime::now(),
             started_at: Instant::now(),
@@ -312,13 +380,34 @@ impl Ops {
             .clone()
     }
 
+    /// Where a reload reads the configuration again (the file and flags the server
+    /// started with); without one a reload takes only new certificate files.
+    pub fn set_source(&self, source: ConfigSource) {
+        let _ = self.source.set(source);
+    }
+
     /// Reloads the HTTPS certificate from its files (connections keep theirs; new
-    /// handshakes get the new one). Returns what was reloaded.
+    /// handshakes get the new one) and the authorization settings (`[auth]`,
+    /// `[[users]]`, the apps' auth keys, `api.token`: sessions that are in keep going,
+    /// the next requests are judged by the new ones). All or nothing: a setting that
+    /// does not load changes nothing. Returns what was reloaded.
     pub fn reload(&self, config: &crate::config::Config) -> Result<Vec<&'static str>, String> {
+        let fresh = self.source.get().map(|load| load()).transpose()?;
+        let config = fresh.as_ref().unwrap_or(config);
+        let auth = fresh
+            .as_ref()
+            .map(crate::auth::Auth::new)
+            .transpose()
+            .map_err(|e| e.to_string())?;
         let mut done = Vec::new();
         if let Some(c) = &self.certificate {
             c.reload(&config.http).map_err(|e| e.to_string())?;
             done.push("tls_certificate");
+        }
+        if let Some(auth) = auth {
+            let old = self.auth.load_full();
+            self.auth.store(Arc::new(old.reloaded(auth)));
+            done.push("auth");
         }
         Ok(done)
     }

@@ -52,6 +52,8 @@ pub struct RecordConfig {
     pub fragmenter: FragmenterConfig,
     /// Bytes of frames waiting for the writer, beyond which frames are dropped.
     pub queue_bytes: usize,
+    /// Told when a file is complete (`hooks.on_record_done`).
+    pub notifier: Option<Arc<crate::ops::notify::Notifier>>,
 }
 
 /// What workers send to the writer thread.

@@ -156,6 +156,17 @@ impl Recording {
                         dropped_frames = self.dropped.load(Ordering::Relaxed),
                         "recorded"
                     );
+                    if let Some(n) = &config.notifier {
+                        n.notify(
+                            crate::ops::notify::Ended::Record,
+                            serde_json::json!({
+                                "path": self.key,
+                                "file": open.path.display().to_string(),
+                                "duration_s": duration_ms as f64 / 1000.0,
+                                "bytes": open.bytes,
+                            }),
+                        );
+                    }
                     self.file = None;
                 }
                 synced

@@ -6,7 +6,7 @@
 //! hands its socket to the worker's fan-out). Protocol rules live in the session, the
 //! I/O in the driver; this file is only the adapter.
 
-use crate::auth::{Action, Credentials};
+use crate::auth::{Action, Credentials, Request};
 use crate::core::fanout::{CloseReason, Player};
 use crate::core::format::{Format, FormatId};
 use crate::core::ingest::Publisher;
@@ -79,11 +79,16 @@ impl Adapter<ServerSession> for Rtmp {
                 let key = req.key();
                 let creds = Credentials::from_query(&req.query);
                 let path = crate::vod::rtmp_path(&key).unwrap_or_else(|| key.clone());
-                let peer = conn.client.peer().ip();
-                if let Err(denial) = conn
-                    .ctx
-                    .authorize(Action::Read, &path, "rtmp", &creds, peer)
-                {
+                let asked = Request {
+                    action: Action::Read,
+                    path: &path,
+                    protocol: "rtmp",
+                    id: conn.id,
+                    credentials: &creds,
+                    peer: conn.client.peer().ip(),
+                    query: &req.query,
+                };
+                if let Err(denial) = conn.ctx.authorize(&asked).await {
                     conn.session
                         .reject_play("NetStream.Play.Unauthorized", denial.reason());
                     return Err(DriveError::Refused(format!(
@@ -149,8 +154,16 @@ impl Rtmp {
         let key = req.key();
         let ctx = conn.ctx.clone();
         let creds = Credentials::from_query(&req.query);
-        let peer = conn.client.peer().ip();
-        if let Err(denial) = ctx.authorize(Action::Publish, &key, "rtmp", &creds, peer) {
+        let asked = Request {
+            action: Action::Publish,
+            path: &key,
+            protocol: "rtmp",
+            id: conn.id,
+            credentials: &creds,
+            peer: conn.client.peer().ip(),
+            query: &req.query,
+        };
+        if let Err(denial) = ctx.authorize(&asked).await {
             conn.session
                 .reject_publish("NetStream.Publish.Unauthorized", denial.reason());
             return Next::Close;

@@ -19,7 +19,7 @@
 mod per_packet;
 pub mod udp;
 
-use crate::auth::{Action, Credentials};
+use crate::auth::{Action, Credentials, Denial, Request};
 use crate::core::fanout::{CloseReason, Player};
 use crate::core::format::{Format, FormatId};
 use crate::core::hub::{RtpUse, Stream};
@@ -199,12 +199,23 @@ impl Adapter<ServerSession> for Rtsp {
             return self.while_playing(conn, event).await;
         }
         match event {
-            ServerEvent::Describe { path, query, user } => {
+            ServerEvent::Describe {
+                path,
+                query,
+                user,
+                authorization,
+            } => {
                 let key = stream_key(&path);
-                if authorized(conn, Action::Read, &key, &query, user.as_deref()) {
-                    self.describe(conn, key).await?
-                } else {
-                    conn.session.reject(401)?
+                let asked = Asked {
+                    action: Action::Read,
+                    key: &key,
+                    query: &query,
+                    user: user.as_deref(),
+                    authorization: authorization.as_deref(),
+                };
+                match authorize(conn, asked).await {
+                    Ok(()) => self.describe(conn, key).await?,
+                    Err(answer) => answer.send(conn)?,
                 }
             }
             ServerEvent::Announce {
@@ -212,12 +223,19 @@ impl Adapter<ServerSession> for Rtsp {
                 query,
                 user,
                 sdp,
+                authorization,
             } => {
                 let key = stream_key(&path);
-                if authorized(conn, Action::Publish, &key, &query, user.as_deref()) {
-                    self.announce(conn, key, &sdp).await?
-                } else {
-                    conn.session.reject(401)?
+                let asked = Asked {
+                    action: Action::Publish,
+                    key: &key,
+                    query: &query,
+                    user: user.as_deref(),
+                    authorization: authorization.as_deref(),
+                };
+                match authorize(conn, asked).await {
+                    Ok(()) => self.announce(conn, key, &sdp).await?,
+                    Err(answer) => answer.send(conn)?,
                 }
             }
             ServerEvent::Setup {
@@ -844,24 +862,57 @@ impl Publish {
 }
 
 /// `/live/cam1/` → `live/cam1`.
-/// Whether the server's authorization lets this request go on: a user the RTSP
-/// session authenticated itself (`rtsp.users`, Digest or Basic), or credentials in the
-/// URL's query (a `[[users]]` entry's, or a signed URL).
-fn authorized(
-    conn: &Conn<ServerSession>,
+/// A DESCRIBE or ANNOUNCE to authorize.
+#[derive(Clone, Copy)]
+struct Asked<'a> {
     action: Action,
-    key: &str,
-    query: &str,
-    user: Option<&str>,
-) -> bool {
-    if user.is_some() {
-        return true;
+    key: &'a str,
+    query: &'a str,
+    /// A user the session authenticated itself (`rtsp.users`, Digest or Basic).
+    user: Option<&'a str>,
+    /// The `Authorization` header the session left to us.
+    authorization: Option<&'a str>,
+}
+
+/// How a request is refused: 401 with a Basic challenge when credentials are missing
+/// or wrong (a client with credentials in its URL then sends them), 403 otherwise.
+enum Refusal {
+    Challenge,
+    Forbidden,
+}
+
+impl Refusal {
+    fn send(self, conn: &mut Conn<ServerSession>) -> Result<(), Error> {
+        match self {
+            Refusal::Challenge => conn.session.reject_unauthorized("sluice")?,
+            Refusal::Forbidden => conn.session.reject(403)?,
+        }
+        Ok(())
     }
-    let creds = Credentials::from_query(query);
-    let peer = conn.client.peer().ip();
-    conn.ctx
-        .authorize(action, key, "rtsp", &creds, peer)
-        .is_ok()
+}
+
+/// Whether the server's authorization lets this request go on: a user the RTSP
+/// session authenticated itself, or credentials in the URL's query (`[[users]]`, a
+/// JWT, a signed URL) or in a Basic `Authorization` header, judged by every backend.
+async fn authorize(conn: &Conn<ServerSession>, asked: Asked<'_>) -> Result<(), Refusal> {
+    if asked.user.is_some() {
+        return Ok(());
+    }
+    let creds = Credentials::from_http(asked.authorization, asked.query);
+    let req = Request {
+        action: asked.action,
+        path: asked.key,
+        protocol: "rtsp",
+        id: conn.id,
+        credentials: &creds,
+        peer: conn.client.peer().ip(),
+        query: asked.query,
+    };
+    match conn.ctx.authorize(&req).await {
+        Ok(_) => Ok(()),
+        Err(Denial::NoCredentials | Denial::BadCredentials) => Err(Refusal::Challenge),
+        Err(_) => Err(Refusal::Forbidden),
+    }
 }
 
 fn stream_key(path: &str) -> String {

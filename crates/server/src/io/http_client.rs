@@ -1,0 +1,254 @@
+//! The few outgoing HTTP requests the server makes: auth and notification hooks, and
+//! fetching a JWKS. One HTTP/1.1 request per connection (`Connection: close`), over
+//! TLS for `https://` URLs (the web PKI's roots), with a deadline on the whole
+//! exchange and a cap on the answer's size, so a slow, dead or garbage-answering peer
+//! costs the caller one bounded wait and never more memory than the cap.
+
+use bytes::Bytes;
+use http_body_util::BodyExt;
+use hyper_util::rt::TokioIo;
+use std::sync::{Arc, OnceLock};
+use std::time::Duration;
+use tokio::net::TcpStream;
+
+/// Largest answer body read; a hook's answer is a status, a JWKS a few keys.
+const MAX_BODY: usize = 256 << 10;
+
+/// Why a request got no answer.
+#[derive(Debug, thiserror::Error)]
+pub enum FetchError {
+    #[error("bad URL {0:?}: expected http://HOST[:PORT]/PATH or https://...")]
+    Url(String),
+    #[error("no answer within {0:?}")]
+    Timeout(Duration),
+    #[error("{0}")]
+    Io(#[from] std::io::Error),
+    #[error("HTTP: {0}")]
+    Http(String),
+    #[error("answer larger than {MAX_BODY} bytes")]
+    TooLarge,
+}
+
+/// An answer: its status and body.
+#[derive(Debug)]
+pub struct Fetched {
+    pub status: u16,
+    pub body: Bytes,
+}
+
+/// A URL's parts, checked once when the configuration is read.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Target {
+    tls: bool,
+    host: String,
+    port: u16,
+    /// Path and query, starting with `/`.
+    path: String,
+}
+
+impl Target {
+    pub fn parse(url: &str) -> Result<Target, FetchError> {
+        let bad = || FetchError::Url(url.to_string());
+        let (tls, rest) = if let Some(r) = url.strip_prefix("http://") {
+            (false, r)
+        } else if let Some(r) = url.strip_prefix("https://") {
+            (true, r)
+        } else {
+            return Err(bad());
+        };
+        let (authority, path) = match rest.find('/') {
+            Some(i) => (&rest[..i], &rest[i..]),
+            None => (rest, "/"),
+        };
+        if authority.is_empty() || authority.contains('@') {
+            return Err(bad());
+        }
+        let (host, port) = match authority.rsplit_once(':') {
+            Some((h, p)) if !h.ends_with(']') || authority.starts_with('[') => {
+                match p.parse::<u16>() {
+                    Ok(port) if !h.is_empty() => (h, port),
+                    _ if authority.starts_with('[') && authority.ends_with(']') => {
+                        (authority, if tls { 443 } else { 80 })
+                    }
+                    _ => return Err(bad()),
+                }
+            }
+            _ => (authority, if tls { 443 } else { 80 }),
+        };
+        Ok(Target {
+            tls,
+            host: host
+                .trim_start_matches('[')
+                .trim_end_matches(']')
+                .to_string(),
+            port,
+            path: path.to_string(),
+        })
+    }
+
+    fn host_header(&self) -> String {
+        let default = if self.tls { 443 } else { 80 };
+        let host = if self.host.contains(':') {
+            format!("[{}]", self.host)
+        } else {
+            self.host.clone()
+        };
+        if self.port == default {
+            host
+        } else {
+            format!("{host}:{}", self.port)
+        }
+    }
+}
+
+impl std::fmt::Display for Target {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let scheme = if self.tls { "https" } else { "http" };
+        write!(f, "{scheme}://{}{}", self.host_header(), self.path)
+    }
+}
+
+/// POSTs `json` to `target`; the whole exchange within `timeout`.
+pub async fn post_json(
+    target: &Target,
+    json: String,
+    timeout: Duration,
+) -> Result<Fetched, FetchError> {
+    fetch(target, hyper::Method::POST, Some(json), timeout).await
+}
+
+/// GETs `target` within `timeout`.
+pub async fn get(target: &Target, timeout: Duration) -> Result<Fetched, FetchError> {
+    fetch(target, hyper::Method::GET, None, timeout).await
+}
+
+async fn fetch(
+    target: &Target,
+    method: hyper::Method,
+    json: Option<String>,
+    timeout: Duration,
+) -> Result<Fetched, FetchError> {
+    tokio::time::timeout(timeout, exchange(target, method, json))
+        .await
+        .map_err(|_| FetchError::Timeout(timeout))?
+}
+
+async fn exchange(
+    target: &Target,
+    method: hyper::Method,
+    json: Option<String>,
+) -> Result<Fetched, FetchError> {
+    let tcp = TcpStream::connect((target.host.as_str(), target.port)).await?;
+    let _ = tcp.set_nodelay(true);
+    let mut request = http::Request::builder()
+        .method(method)
+        .uri(&target.path)
+        .header("Host", target.host_header())
+        .header("User-Agent", concat!("sluice/", env!("CARGO_PKG_VERSION")))
+        .header("Connection", "close");
+    if json.is_some() {
+        request = request.header("Content-Type", "application/json");
+    }
+    let request = request
+        .body(json.unwrap_or_default())
+        .map_err(|e| FetchError::Http(e.to_string()))?;
+    if target.tls {
+        let name = rustls::pki_types::ServerName::try_from(target.host.clone())
+            .map_err(|_| FetchError::Url(target.to_string()))?;
+        let tls = tokio_rustls::TlsConnector::from(tls_config())
+            .connect(name, tcp)
+            .await?;
+        send(TokioIo::new(tls), request).await
+    } else {
+        send(TokioIo::new(tcp), request).await
+    }
+}
+
+async fn send<T>(io: T, request: http::Request<String>) -> Result<Fetched, FetchError>
+where
+    T: hyper::rt::Read + hyper::rt::Write + Unpin + Send + 'static,
+{
+    let http = |e: hyper::Error| FetchError::Http(e.to_string());
+    let (mut sender, conn) = hyper::client::conn::http1::handshake(io)
+        .await
+        .map_err(http)?;
+    // The connection is driven beside the request; both end with the exchange.
+    let driver = async move {
+        let _ = conn.await;
+    };
+    let exchange = async move {
+        let response = sender.send_request(request).await.map_err(http)?;
+        let status = response.status().as_u16();
+        let body = http_body_util::Limited::new(response.into_body(), MAX_BODY)
+            .collect()
+            .await
+            .map_err(|e| {
+                if e.is::<http_body_util::LengthLimitError>() {
+                    FetchError::TooLarge
+                } else {
+                    FetchError::Http(e.to_string())
+                }
+            })?
+            .to_bytes();
+        Ok(Fetched { status, body })
+    };
+    tokio::pin!(driver);
+    tokio::pin!(exchange);
+    tokio::select! {
+        r = &mut exchange => r,
+        () = &mut driver => exchange.await,
+    }
+}
+
+fn tls_config() -> Arc<rustls::ClientConfig> {
+    static CONFIG: OnceLock<Arc<rustls::ClientConfig>> = OnceLock::new();
+    CONFIG
+        .get_or_init(|| {
+            let roots = rustls::RootCertStore {
+                roots: webpki_roots::TLS_SERVER_ROOTS.to_vec(),
+            };
+            Arc::new(
+                rustls::ClientConfig::builder_with_provider(Arc::new(
+                    rustls::crypto::aws_lc_rs::default_provider(),
+                ))
+                .with_safe_default_protocol_versions()
+                .expect("the provider supports TLS 1.2 and 1.3")
+                .with_root_certificates(roots)
+                .with_no_client_auth(),
+            )
+        })
+        .clone()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn urls() {
+        let t = Target::parse("http://127.0.0.1:8080/auth?x=1").unwrap();
+        assert_eq!(
+            (t.tls, t.host.as_str(), t.port, t.path.as_str()),
+            (false, "127.0.0.1", 8080, "/auth?x=1")
+        );
+        let t = Target::parse("https://keys.example.com").unwrap();
+        assert_eq!((t.tls, t.port, t.path.as_str()), (true, 443, "/"));
+        assert_eq!(t.to_string(), "https://keys.example.com/");
+        let t = Target::parse("http://[::1]:9000/h").unwrap();
+        assert_eq!((t.host.as_str(), t.port), ("::1", 9000));
+        assert_eq!(t.to_string(), "http://[::1]:9000/h");
+        let t = Target::parse("http://[::1]/h").unwrap();
+        assert_eq!((t.host.as_str(), t.port), ("::1", 80));
+        for bad in [
+            "ftp://x/",
+            "http://",
+            "http:///x",
+            "http://host:99999/",
+            "http://host:x/",
+            "http://user:pw@host/",
+            "localhost:80",
+        ] {
+            assert!(Target::parse(bad).is_err(), "{bad}");
+        }
+    }
+}
