@@ -194,9 +194,11 @@ impl<S: Session> Conn<S> {
     /// Stops playing: what is owed is written (bounded), then the socket is the
     /// connection's again.
     pub async fn stop_playing(&mut self) {
-        if let Some(playing) = self.playing.take() {
+        let playing = self.playing.take();
+        if let Some(playing) = &playing {
             playing.drain().await;
         }
+        // While the player still is: its figures go with the notification.
         self.client.idle();
     }
 
@@ -261,7 +263,11 @@ impl<S: Session> Conn<S> {
     async fn finish(&mut self) {
         self.keep_transmits();
         match self.playing.take() {
-            Some(p) => p.drain().await,
+            Some(p) => {
+                p.drain().await;
+                // While the player still is: its figures go with the notification.
+                self.client.idle();
+            }
             None => {
                 let _ =
                     tokio::time::timeout(DRAIN_TIMEOUT, write_all(&self.sock, &mut self.out)).await;

@@ -285,3 +285,81 @@ fn bad_user_entries_are_refused() {
     }];
     assert!(Auth::new(&c).is_err());
 }
+
+#[test]
+fn a_jwt_as_the_password_of_a_user_name_that_is_not_ours() {
+    use jsonwebtoken::{EncodingKey, Header};
+    let secret = "a shared secret of some length";
+    let mut c = Config::default();
+    c.auth.publish = true;
+    c.auth.jwt_key = secret.into();
+    c.users = vec![UserConfig {
+        name: "studio".into(),
+        password: sha("s3cret"),
+        publish: vec!["live/*".into()],
+        read: vec![],
+        ips: vec![],
+        api: false,
+    }];
+    let a = Auth::new(&c).unwrap();
+    let token = jsonwebtoken::encode(
+        &Header::default(),
+        &serde_json::json!({"exp": unix_now() + 60, "sluice": [{"action": "publish"}]}),
+        &EncodingKey::from_secret(secret.as_bytes()),
+    )
+    .unwrap();
+    assert_eq!(
+        ask(
+            &a,
+            Action::Publish,
+            "live/x",
+            &user("encoder", &token),
+            "10.0.0.1"
+        ),
+        Ok(Grant::Token("jwt".into()))
+    );
+    // A user of ours is judged by its own password, whatever it looks like.
+    assert_eq!(
+        ask(
+            &a,
+            Action::Publish,
+            "live/x",
+            &user("studio", &token),
+            "10.0.0.1"
+        ),
+        Err(Denial::BadCredentials)
+    );
+    assert_eq!(
+        ask(
+            &a,
+            Action::Publish,
+            "live/x",
+            &user("studio", "s3cret"),
+            "10.0.0.1"
+        ),
+        Ok(Grant::User("studio".into()))
+    );
+}
+
+#[test]
+fn apps_change_what_needs_authorization() {
+    let mut c = Config::default();
+    c.auth.read = true;
+    c.apps = vec![crate::config::AppConfig {
+        name: "public".into(),
+        auth_read: Some(false),
+        ..Default::default()
+    }];
+    let a = Auth::new(&c).unwrap();
+    let nobody = Credentials::default();
+    assert_eq!(
+        ask(&a, Action::Read, "public/cam", &nobody, "10.0.0.1"),
+        Ok(Grant::Open)
+    );
+    assert_eq!(
+        ask(&a, Action::Read, "live/cam", &nobody, "10.0.0.1"),
+        Err(Denial::NoCredentials)
+    );
+    assert!(!a.required(Action::Publish, "live/cam"));
+    assert!(!a.api_secured());
+}
