@@ -367,16 +367,29 @@
     return scripts[src];
   }
 
-  function playUrls(key) {
+  // `query`: what the API says a player adds when reading needs authorization.
+  function playUrls(key, query) {
     const http = location.origin;
     const ws = (location.protocol === 'https:' ? 'wss://' : 'ws://') + location.host;
     const path = '/' + key.split('/').map(encodeURIComponent).join('/');
+    const q = query ? '?' + query : '';
     return {
-      'HTTP-FLV': http + path + '.flv',
-      'WS-FLV': ws + path + '.flv',
-      'HLS (TS)': http + path + '.m3u8',
-      'LL-HLS (fMP4)': http + path + '/index.m3u8',
+      'HTTP-FLV': http + path + '.flv' + q,
+      'WS-FLV': ws + path + '.flv' + q,
+      'HLS (TS)': http + path + '.m3u8' + q,
+      'LL-HLS (fMP4)': http + path + '/index.m3u8' + q,
     };
+  }
+
+  // A fresh viewer token for `key` when the server wants one (it lasts 120 s: a player
+  // connects with it, and HLS keeps its session in a cookie from there).
+  async function playQuery(key) {
+    try {
+      const s = await api('GET', 'streams/' + apiPath(key));
+      return s && s.play_query ? s.play_query : '';
+    } catch (_) {
+      return '';
+    }
   }
 
   function stopPlayer() {
@@ -395,15 +408,19 @@
     n.classList.toggle('error', !!error);
   }
 
+  let playerGen = 0;
   async function startPlayer(key) {
     stopPlayer();
+    // A later start (another stream, kind or refresh) supersedes this one.
+    const gen = ++playerGen;
     const v = $('video');
-    const urls = playUrls(key);
     const want = kind;
+    const urls = playUrls(key, await playQuery(key));
+    if (gen !== playerGen || want !== kind || parseRoute().key !== key) return;
     try {
       if (want === 'flv') {
         await loadScript('/console/vendor/mpegts.js');
-        if (want !== kind || parseRoute().key !== key) return;
+        if (gen !== playerGen || want !== kind || parseRoute().key !== key) return;
         const mpegts = window.mpegts;
         if (!mpegts.getFeatureList().mseLivePlayback) {
           note('This browser cannot play HTTP-FLV (no Media Source Extensions); try HLS.', true);
@@ -421,7 +438,7 @@
       } else {
         const url = urls['LL-HLS (fMP4)'];
         await loadScript('/console/vendor/hls.light.min.js');
-        if (want !== kind || parseRoute().key !== key) return;
+        if (gen !== playerGen || want !== kind || parseRoute().key !== key) return;
         const Hls = window.Hls;
         if (Hls.isSupported()) {
           const h = new Hls({ lowLatencyMode: true });

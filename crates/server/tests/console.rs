@@ -1,5 +1,6 @@
 //! The web console in headless Chromium: ffmpeg publishes `live/cam`, the console at
-//! `/console` lists it, and its stream page plays it (mpegts.js, HTTP-FLV). A harness
+//! `/console` lists it, and its stream page plays it (mpegts.js, HTTP-FLV, then hls.js)
+//! while reading needs authorization: the player gets a viewer token from the API. A harness
 //! page served from the media root (`/files/`, the console's origin) loads the console
 //! in an iframe, reads its DOM and reports to a listener of the test. Screenshots at
 //! desktop and phone sizes go to the scratch folder `console`.
@@ -39,8 +40,16 @@ f.onload = async () => {
   await wait(2000);
   const t1 = video().currentTime;
   const note = doc().getElementById('player-note').textContent;
+  // The same stream through hls.js (LL-HLS): a new player, its session in a cookie.
+  doc().querySelector('.toggle button[data-kind="hls"]').click();
+  await until(() => doc().getElementById('player-note').textContent.includes('hls.js'), 10000);
+  const h0 = await until(() => video().currentTime > 0 && video().currentTime, 20000);
+  await wait(2000);
+  const h1 = video().currentTime;
+  const hlsNote = doc().getElementById('player-note').textContent;
   report('listed=' + !!row + '&workers=' + workers + '&t0=' + t0 + '&t1=' + t1 +
-    '&note=' + encodeURIComponent(note));
+    '&note=' + encodeURIComponent(note) + '&h0=' + h0 + '&h1=' + h1 +
+    '&hlsnote=' + encodeURIComponent(hlsNote));
 };
 </script></body></html>"#;
 
@@ -93,8 +102,24 @@ fn console_lists_and_plays_a_stream() {
     }
     let media = common::scratch("console-media");
     let out = common::scratch("console");
-    let server = TestServer::start(&["--media-root", media.to_str().expect("utf-8 path")]);
+    // Reading needs authorization: the harness page is fetched with a user's password;
+    // the console's players get their token from the API (open on loopback).
+    let config = media.join("sluice.toml");
+    std::fs::write(
+        &config,
+        "[auth]\nread = true\n\n[[users]]\nname = \"v\"\n\
+         password = \"sha256:50e721e49c013f00c62cf59f2163542a9d8df02464efeb615d31051b0fddc326\"\n\
+         read = [\"*\"]\n",
+    )
+    .expect("write the config");
+    let server = TestServer::start(&[
+        "--media-root",
+        media.to_str().expect("utf-8 path"),
+        "--config",
+        config.to_str().expect("utf-8 path"),
+    ]);
     let http = server.http;
+    assert_eq!(request(http, "GET", "/live/cam.flv").0, 401);
 
     // The console's files, as any browser gets them.
     let (status, head, body) = request(http, "GET", "/console");
@@ -143,12 +168,14 @@ fn console_lists_and_plays_a_stream() {
     .expect("write the harness page");
     let _browser = Kill(
         chromium(&common::scratch("console-profile-harness"))
-            .arg(format!("http://{http}/files/console-test.html"))
+            .arg(format!(
+                "http://{http}/files/console-test.html?user=v&pass=w"
+            ))
             .spawn()
             .expect("start chromium"),
     );
     let report = rx
-        .recv_timeout(Duration::from_secs(40))
+        .recv_timeout(Duration::from_secs(70))
         .expect("the harness reported");
     assert_eq!(field(&report, "listed"), "true", "{report}");
     assert_ne!(field(&report, "workers"), "0", "{report}");
@@ -159,6 +186,10 @@ fn console_lists_and_plays_a_stream() {
         "the video did not play: {report}"
     );
     assert!(!field(&report, "note").contains("error"), "{report}");
+    let h0: f64 = field(&report, "h0").parse().unwrap_or(0.0);
+    let h1: f64 = field(&report, "h1").parse().unwrap_or(0.0);
+    assert!(h0 > 0.0 && h1 > h0 + 1.0, "HLS did not play: {report}");
+    assert!(!field(&report, "hlsnote").contains("error"), "{report}");
 
     // Screenshots while the harness still plays (a viewer and a client to show).
     for (name, size, page) in [

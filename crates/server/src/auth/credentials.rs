@@ -19,6 +19,9 @@ pub struct Credentials {
     pub signed: Option<(u64, String)>,
     /// A bearer token (a JWT, or the API token).
     pub token: Option<String>,
+    /// A viewer token (`sluice_auth`): what an HLS viewer's playlist or the console's
+    /// API hands out for one stream.
+    pub viewer: Option<String>,
 }
 
 impl Credentials {
@@ -36,6 +39,7 @@ impl Credentials {
                 "expires" => expires = v.parse().ok(),
                 "sign" => sign = Some(v),
                 "token" | "jwt" => c.token = Some(v),
+                "sluice_auth" => c.viewer = Some(v),
                 _ => {}
             }
         }
@@ -62,6 +66,7 @@ impl Credentials {
             && self.password.is_none()
             && self.signed.is_none()
             && self.token.is_none()
+            && self.viewer.is_none()
     }
 }
 

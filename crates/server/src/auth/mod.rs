@@ -13,7 +13,9 @@
 //! HLS viewers are authorized once, at the playlist: they get a token
 //! ([`Auth::viewer_token`], an HMAC of the stream and an expiry with a key made at
 //! start) in a cookie, which every segment and part request shows; checking it costs
-//! one HMAC, on any worker, with no state.
+//! one HMAC, on any worker, with no state. The same token in a query (`sluice_auth=`)
+//! lets any protocol read that stream until it expires: the API hands one to the
+//! console's player.
 
 pub mod credentials;
 pub mod hook;
@@ -313,6 +315,11 @@ impl Auth {
         let creds = req.credentials;
         if let Some((expires, sign)) = &creds.signed {
             return self.check_signed(req.action, req.path, *expires, sign);
+        }
+        if let (Some(token), Action::Read) = (&creds.viewer, req.action) {
+            return self
+                .check_viewer_token(req.path, token)
+                .map(|()| Grant::Token("viewer".into()));
         }
         if req.action == Action::Api {
             if let Some(token) = creds.token.as_deref() {

@@ -71,6 +71,7 @@ fn user(name: &str, password: &str) -> Credentials {
         password: Some(password.into()),
         signed: None,
         token: None,
+        viewer: None,
     }
 }
 
@@ -362,4 +363,23 @@ fn apps_change_what_needs_authorization() {
     );
     assert!(!a.required(Action::Publish, "live/cam"));
     assert!(!a.api_secured());
+}
+
+#[test]
+fn viewer_tokens_read_their_stream_only() {
+    let a = auth();
+    let token = a.viewer_token("live/cam");
+    let creds = Credentials::from_query(&format!("sluice_auth={token}"));
+    assert_eq!(
+        ask(&a, Action::Read, "live/cam", &creds, "10.0.0.1"),
+        Ok(Grant::Token("viewer".into()))
+    );
+    assert_eq!(
+        ask(&a, Action::Read, "live/other", &creds, "10.0.0.1"),
+        Err(Denial::BadSignature)
+    );
+    assert_eq!(
+        ask(&a, Action::Publish, "live/cam", &creds, "10.0.0.1"),
+        Err(Denial::NoCredentials)
+    );
 }

@@ -188,12 +188,12 @@ pub(crate) async fn reply(
                 .hub
                 .streams()
                 .iter()
-                .map(|s| stream(s, &clients))
+                .map(|s| stream(s, &clients, &ctx.auth.load()))
                 .collect();
             json_reply(200, &json!({ "streams": list }))
         }
         (ApiPath::Stream(key), true, _) => match ctx.hub.find(key) {
-            Some(s) => json_reply(200, &stream(&s, &clients(ctx).await)),
+            Some(s) => json_reply(200, &stream(&s, &clients(ctx).await, &ctx.auth.load())),
             None => error(404, "no such stream"),
         },
         (ApiPath::Stream(key), false, Method::Delete) => match ctx.hub.find(key) {
@@ -303,7 +303,7 @@ fn track(track: &TrackConfig) -> Value {
 }
 
 /// One stream as the API shows it; its publisher from `clients`.
-fn stream(s: &Stream, clients: &[ClientInfo]) -> Value {
+fn stream(s: &Stream, clients: &[ClientInfo], auth: &crate::auth::Auth) -> Value {
     let (tracks, ring_bytes, ring_frames, span_ms, live) = {
         let state = s.lock();
         let ring = &state.ring;
@@ -367,6 +367,11 @@ fn stream(s: &Stream, clients: &[ClientInfo]) -> Value {
         "skips": s.skips.load(Ordering::Relaxed),
         "ring": { "bytes": ring_bytes, "frames": ring_frames, "span_ms": span_ms },
         "hls_bytes": s.hls.memory(),
+        // What a player adds to its URL's query to play when reading needs
+        // authorization (the console's players): a viewer token for this stream.
+        "play_query": auth
+            .required(Action::Read, &s.key)
+            .then(|| format!("sluice_auth={}", auth.viewer_token(&s.key))),
     })
 }
 

@@ -117,19 +117,25 @@ pub(crate) async fn reply(
     let auth = ctx.auth.load();
     if auth.required(crate::auth::Action::Read, key) {
         let shown = access::viewer_token(req, key).map(|t| auth.check_viewer_token(key, t));
+        let renewed = || {
+            format!(
+                "{}={}; Path=/; Max-Age={}; HttpOnly; SameSite=Lax",
+                access::viewer_cookie(key),
+                auth.viewer_token(key),
+                crate::auth::VIEWER_TOKEN_LIFE.as_secs()
+            )
+        };
         match (shown, playlist) {
-            (Some(Ok(())), _) => {}
+            (Some(Ok(())), false) => {}
+            // A viewer with a good token (its cookie, or the console's `sluice_auth`
+            // query) gets it renewed in the cookie its segments then carry.
+            (Some(Ok(())), true) => auth_cookie = Some(renewed()),
             // No token, or a stale one: the credentials decide, and renew it.
             (_, true) => {
                 if let Some(reply) = access::read_denied(ctx, req, key, "hls", peer, 0).await {
                     return reply;
                 }
-                auth_cookie = Some(format!(
-                    "{}={}; Path=/; Max-Age={}; HttpOnly; SameSite=Lax",
-                    access::viewer_cookie(key),
-                    auth.viewer_token(key),
-                    crate::auth::VIEWER_TOKEN_LIFE.as_secs()
-                ));
+                auth_cookie = Some(renewed());
             }
             // A segment or part without a good token: credentials sent with every
             // request (a player given a header) still do.
