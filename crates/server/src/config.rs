@@ -569,6 +569,10 @@ settings! {
         /// else is served there), or "off": they stay on the HTTP and HTTPS listeners.
         #[flag("api", "ADDR")]
         listen: String = "off";
+        /// /metrics also has series per connection (labels id, protocol, peer, role,
+        /// stream): bytes, lag, skips. One series per connection: for small servers.
+        #[flag("metrics-per-connection", "BOOL")]
+        metrics_per_connection: bool = false;
     }
 }
 

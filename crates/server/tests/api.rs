@@ -86,7 +86,7 @@ fn api_lists_kicks_and_closes_and_metrics_parse() {
     if !have_ffmpeg() {
         return;
     }
-    let server = TestServer::start(&["--workers", "2"]);
+    let server = TestServer::start(&["--workers", "2", "--metrics-per-connection", "true"]);
     let http = server.http;
 
     let (status, info) = json(http, "GET", "/api/v1/server");
@@ -162,6 +162,22 @@ fn api_lists_kicks_and_closes_and_metrics_parse() {
     assert!(samples
         .iter()
         .any(|(s, _)| s.starts_with("sluice_worker_busy_ratio{worker=\"1\"}")));
+    // Per connection (opt-in): the player and the publisher, each with its figures.
+    let series = format!(
+        "sluice_connection_sent_bytes_total{{id=\"{}\",protocol=\"http\",",
+        playing["id"]
+    );
+    assert!(
+        samples
+            .iter()
+            .any(|(s, v)| s.starts_with(&series) && s.contains("role=\"play\"") && *v > 0.0),
+        "{series}... in\n{text}"
+    );
+    assert!(samples.iter().any(
+        |(s, v)| s.starts_with("sluice_connection_received_bytes_total")
+            && s.contains("role=\"publish\",stream=\"live/cam\"")
+            && *v > 0.0
+    ));
 
     // Every GET of the OpenAPI document answers with a status it documents.
     let (status, doc) = json(http, "GET", "/api/v1/openapi.json");

@@ -164,6 +164,7 @@ pub(crate) async fn reply(
                 &ctx.auth.load(),
                 &workers,
                 ctx.ops.started_at.elapsed().as_secs_f64(),
+                ctx.config.api.metrics_per_connection,
             );
             Reply {
                 status: 200,

@@ -35,6 +35,7 @@ pub fn render(
     auth: &crate::auth::Auth,
     workers: &[Snapshot],
     uptime_s: f64,
+    per_connection: bool,
 ) -> String {
     let mut reg = Registry::with_prefix("sluice");
 
@@ -190,10 +191,66 @@ pub fn render(
         denials,
     );
 
+    if per_connection {
+        connections(&mut reg, workers);
+    }
+
     let mut out = String::new();
     // Writing to a String cannot fail.
     let _ = encode(&mut out, &reg);
     out
+}
+
+/// One series per connection (`api.metrics_per_connection`): as many as there are
+/// connections, so off by default.
+fn connections(reg: &mut Registry, workers: &[Snapshot]) {
+    let bytes_in = Family::<Labels, Counter>::default();
+    let bytes_out = Family::<Labels, Counter>::default();
+    let lag = Family::<Labels, Gauge<f64, AtomicU64>>::default();
+    let skips = Family::<Labels, Counter>::default();
+    for c in workers.iter().flat_map(|w| &w.clients) {
+        let labels = vec![
+            ("id", c.id.to_string()),
+            ("protocol", c.protocol.to_owned()),
+            ("peer", c.peer.clone()),
+            (
+                "role",
+                match c.role {
+                    super::Role::Idle => "idle",
+                    super::Role::Publish => "publish",
+                    super::Role::Play => "play",
+                }
+                .to_owned(),
+            ),
+            ("stream", c.stream.clone().unwrap_or_default()),
+        ];
+        bytes_in.get_or_create(&labels).inc_by(c.bytes_in);
+        bytes_out.get_or_create(&labels).inc_by(c.bytes_out);
+        skips.get_or_create(&labels).inc_by(u64::from(c.skips));
+        if let Some(ms) = c.lag_ms {
+            lag.get_or_create(&labels).set(ms as f64 / 1e3);
+        }
+    }
+    reg.register(
+        "connection_received_bytes",
+        "Bytes the connection sent us",
+        bytes_in,
+    );
+    reg.register(
+        "connection_sent_bytes",
+        "Bytes sent to the connection's player",
+        bytes_out,
+    );
+    reg.register(
+        "connection_lag_seconds",
+        "How far the player is behind the newest frame its worker holds",
+        lag,
+    );
+    reg.register(
+        "connection_skips",
+        "Times the player was moved to a newer keyframe",
+        skips,
+    );
 }
 
 #[cfg(test)]
