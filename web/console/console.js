@@ -320,6 +320,7 @@
   }
 
   async function kick(id) {
+    if (!confirm(`Disconnect client ${id}?`)) return;
     try {
       await api('DELETE', 'clients/' + encodeURIComponent(id));
       setStatus(`kicked client ${id}`);
