@@ -32,6 +32,14 @@ mod server;
 mod test_alloc;
 mod vod;
 
+/// What the fuzz targets (`crates/server/fuzz`) reach; not an API.
+#[doc(hidden)]
+pub mod fuzzing {
+    pub use crate::auth::jwt::Jwt;
+    pub use crate::auth::{Action, Credentials};
+    pub use crate::io::http_client::Target;
+}
+
 pub use config::{Cli, Config};
 pub use core::hub;
 pub use server::Server;

@@ -60,27 +60,31 @@ impl Target {
             Some(i) => (&rest[..i], &rest[i..]),
             None => (rest, "/"),
         };
-        if authority.is_empty() || authority.contains('@') {
+        let default = if tls { 443 } else { 80 };
+        let port = |p: &str| p.parse::<u16>().ok().filter(|&p| p != 0).ok_or_else(bad);
+        let (host, port) = if let Some(v6) = authority.strip_prefix('[') {
+            let (host, after) = v6.split_once(']').ok_or_else(bad)?;
+            host.parse::<std::net::Ipv6Addr>().map_err(|_| bad())?;
+            match after {
+                "" => (host, default),
+                p => (host, port(p.strip_prefix(':').ok_or_else(bad)?)?),
+            }
+        } else {
+            match authority.split_once(':') {
+                Some((host, p)) => (host, port(p)?),
+                None => (authority, default),
+            }
+        };
+        let name_char = |c: char| c.is_ascii_alphanumeric() || matches!(c, '.' | '-' | '_' | ':');
+        if host.is_empty() || !host.chars().all(name_char) {
             return Err(bad());
         }
-        let (host, port) = match authority.rsplit_once(':') {
-            Some((h, p)) if !h.ends_with(']') || authority.starts_with('[') => {
-                match p.parse::<u16>() {
-                    Ok(port) if !h.is_empty() => (h, port),
-                    _ if authority.starts_with('[') && authority.ends_with(']') => {
-                        (authority, if tls { 443 } else { 80 })
-                    }
-                    _ => return Err(bad()),
-                }
-            }
-            _ => (authority, if tls { 443 } else { 80 }),
-        };
+        if http::uri::PathAndQuery::try_from(path).is_err() {
+            return Err(bad());
+        }
         Ok(Target {
             tls,
-            host: host
-                .trim_start_matches('[')
-                .trim_end_matches(']')
-                .to_string(),
+            host: host.to_string(),
             port,
             path: path.to_string(),
         })
@@ -247,6 +251,14 @@ mod tests {
             "http://host:x/",
             "http://user:pw@host/",
             "localhost:80",
+            // Found by the fuzzer: a bracket that opens no address.
+            "https://[:3/jwttp:///Z::",
+            "http://[::1/x",
+            "http://[nope]/x",
+            "http://[::1]x/",
+            "http://host:0/",
+            "http://ho st/",
+            "http://host/a b",
         ] {
             assert!(Target::parse(bad).is_err(), "{bad}");
         }

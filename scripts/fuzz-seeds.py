@@ -1,0 +1,227 @@
+#!/usr/bin/env python3
+"""Makes the fuzz targets' seed corpora from real clients: ffmpeg writes small FLV and
+MP4 files and publishes and plays through a capture proxy in front of a Sluice server
+(RTMP and RTSP, both directions); curl sends HTTP requests through it. Each seed is
+the captured bytes with the lead byte the target reads first (chunking or mode).
+
+    python3 scripts/fuzz-seeds.py [path/to/sluice]    # default target/debug/sluice
+
+Writes crates/*/fuzz/seeds/<target>/; the results are committed (a few KB each), so
+this only runs again when the formats change. Only 127.0.0.1 is used.
+"""
+import os
+import socket
+import struct
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+SLUICE = sys.argv[1] if len(sys.argv) > 1 else os.path.join(ROOT, "target/debug/sluice")
+MAX_SEED = 48 << 10
+TEST = ["-f", "lavfi", "-i", "testsrc2=size=64x48:rate=10",
+        "-f", "lavfi", "-i", "sine=frequency=440:sample_rate=16000"]
+ENC = ["-c:v", "libx264", "-preset", "ultrafast", "-g", "5", "-bf", "0",
+       "-pix_fmt", "yuv420p", "-c:a", "aac", "-ac", "1", "-b:a", "16k"]
+
+
+def seed(crate, target, name, data):
+    d = os.path.join(ROOT, "crates", crate, "fuzz", "seeds", target)
+    os.makedirs(d, exist_ok=True)
+    with open(os.path.join(d, name), "wb") as f:
+        f.write(data[:MAX_SEED])
+
+
+def ffmpeg(*args):
+    subprocess.run(["ffmpeg", "-hide_banner", "-loglevel", "error", "-y", *args],
+                   check=True, stdin=subprocess.DEVNULL)
+
+
+class Proxy:
+    """Listens on 127.0.0.1, forwards one connection at a time to `upstream`, and keeps
+    what went each way."""
+
+    def __init__(self, upstream):
+        self.upstream = upstream
+        self.sock = socket.socket()
+        self.sock.bind(("127.0.0.1", 0))
+        self.sock.listen(8)
+        self.port = self.sock.getsockname()[1]
+        self.sessions = []
+        threading.Thread(target=self.serve, daemon=True).start()
+
+    def serve(self):
+        while True:
+            try:
+                client, _ = self.sock.accept()
+            except OSError:
+                return
+            server = socket.create_connection(self.upstream)
+            up, down = bytearray(), bytearray()
+            self.sessions.append((up, down))
+            for a, b, keep in ((client, server, up), (server, client, down)):
+                threading.Thread(target=self.pump, args=(a, b, keep), daemon=True).start()
+
+    @staticmethod
+    def pump(a, b, keep):
+        while True:
+            try:
+                data = a.recv(65536)
+            except OSError:
+                data = b""
+            if not data:
+                try:
+                    b.shutdown(socket.SHUT_WR)
+                except OSError:
+                    pass
+                return
+            keep.extend(data)
+            try:
+                b.sendall(data)
+            except OSError:
+                return
+
+
+def flv_tags(data):
+    """(type, body) of each tag of an FLV file."""
+    at = 9 + 4
+    while at + 11 <= len(data):
+        kind = data[at]
+        size = int.from_bytes(data[at + 1:at + 4], "big")
+        body = data[at + 11:at + 11 + size]
+        yield kind, body
+        at += 11 + size + 4
+
+
+def files(tmp):
+    flv = os.path.join(tmp, "a.flv")
+    ffmpeg(*TEST, "-t", "1", *ENC, flv)
+    data = open(flv, "rb").read()
+    seed("media", "flv_tag_reader", "ffmpeg-h264-aac.flv", b"\xff" + data)
+    seed("media", "flv_tag_reader", "ffmpeg-h264-aac-small-chunks.flv", b"\x07" + data)
+    videos = [b for k, b in flv_tags(data) if k == 9]
+    audios = [b for k, b in flv_tags(data) if k == 8]
+    scripts = [b for k, b in flv_tags(data) if k == 18]
+    seed("media", "flv_video_body", "avc-config", videos[0])
+    seed("media", "flv_video_body", "avc-keyframe", videos[1])
+    seed("media", "flv_video_body", "avc-inter", videos[2])
+    seed("media", "flv_audio_body", "aac-config", audios[0])
+    seed("media", "flv_audio_body", "aac-frame", audios[1])
+    seed("rtmp", "amf0_decode", "onmetadata", scripts[0])
+    hevc = os.path.join(tmp, "h.mp4")
+    ffmpeg(*TEST, "-t", "1", "-c:v", "libx265", "-x265-params", "log-level=error:bframes=0",
+           "-tag:v", "hvc1", "-pix_fmt", "yuv420p", "-c:a", "aac", "-ac", "1", hevc)
+    seed("media", "mp4_demux", "ffmpeg-hevc-aac.mp4", open(hevc, "rb").read())
+    mp4 = os.path.join(tmp, "a.mp4")
+    ffmpeg(*TEST, "-t", "1", *ENC, "-bf", "2", mp4)
+    seed("media", "mp4_demux", "ffmpeg-h264-bframes-aac.mp4", open(mp4, "rb").read())
+    frag = os.path.join(tmp, "f.mp4")
+    ffmpeg(*TEST, "-t", "1", *ENC, "-movflags", "frag_keyframe+empty_moov", frag)
+    seed("media", "mp4_demux", "ffmpeg-fragmented.mp4", open(frag, "rb").read())
+    avcc = next((b for b in videos if b[1] == 0), None)
+    if avcc:
+        # codec_configs: the first byte picks the parser (0: an AVC record).
+        seed("media", "codec_configs", "avcc", b"\x00" + avcc[5:])
+    seed("media", "codec_configs", "asc", b"\x02" + audios[0][2:])
+
+
+def start_sluice(tmp):
+    out = open(os.path.join(tmp, "out.txt"), "w")
+    p = subprocess.Popen([SLUICE, "--rtmp", "127.0.0.1:0", "--rtsp", "127.0.0.1:0",
+                          "--http", "127.0.0.1:0", "--log", "warn"], stdout=subprocess.PIPE,
+                         stdin=subprocess.DEVNULL)
+    line = p.stdout.readline().decode()
+    addrs = dict(w.split("=", 1) for w in line.split() if "=" in w)
+    out.close()
+
+    def addr(name):
+        host, port = addrs[name].rsplit(":", 1)
+        return host, int(port)
+    return p, addr
+
+
+def sessions(tmp):
+    server, addr = start_sluice(tmp)
+    try:
+        rtmp = Proxy(addr("rtmp"))
+        ffmpeg("-re", *TEST, "-t", "2", *ENC, "-f", "flv",
+               f"rtmp://127.0.0.1:{rtmp.port}/live/cam")
+        up, _ = rtmp.sessions[0]
+        # server_session: odd mode byte = a handshake first; ffmpeg's own handshake is
+        # in the capture, so this seed uses an even one.
+        seed("rtmp", "server_session", "ffmpeg-publish", b"\x00" + bytes(up))
+        seed("rtmp", "handshake", "ffmpeg-c0c1c2", bytes(up[:1 + 2 * 1536]))
+        # chunk_reader: the chunks after the handshake, split after 100 bytes.
+        seed("rtmp", "chunk_reader", "ffmpeg-publish-chunks", b"\x64" + bytes(up[1 + 2 * 1536:]))
+
+        # A publisher for the players below, straight to the server.
+        pub = subprocess.Popen(["ffmpeg", "-hide_banner", "-loglevel", "error", "-re",
+                                *TEST, "-t", "8", *ENC, "-f", "flv",
+                                f"rtmp://{addr('rtmp')[0]}:{addr('rtmp')[1]}/live/play"],
+                               stdin=subprocess.DEVNULL)
+        time.sleep(1.5)
+        rtsp = Proxy(addr("rtsp"))
+        ffmpeg("-re", *TEST, "-t", "1", *ENC, "-f", "rtsp", "-rtsp_transport", "tcp",
+               f"rtsp://127.0.0.1:{rtsp.port}/live/rtsp")
+        up, _ = rtsp.sessions[0]
+        seed("rtsp", "message_parse", "ffmpeg-announce-record", b"\xff" + bytes(up))
+        seed("rtsp", "message_parse", "ffmpeg-announce-record-small", b"\x05" + bytes(up))
+        seed("rtsp", "server_session", "ffmpeg-publish", b"\x20" + bytes(up))
+        subprocess.run(["ffprobe", "-v", "error", "-rtsp_transport", "tcp",
+                        "-read_intervals", "%+1", "-show_packets",
+                        f"rtsp://127.0.0.1:{rtsp.port}/live/play"],
+                       stdout=subprocess.DEVNULL, stdin=subprocess.DEVNULL, check=True)
+        up, down = rtsp.sessions[1]
+        seed("rtsp", "server_session", "ffprobe-play", b"\x21" + bytes(up))
+        seed("rtsp", "client_session", "sluice-answers-play", b"\x40" + bytes(down))
+        http = Proxy(addr("http"))
+        for args in (["-s", "-o", os.devnull, "--max-time", "1"],
+                     ["-s", "-o", os.devnull, "-r", "0-99", "-H", "If-None-Match: \"x\""],
+                     ["-s", "-o", os.devnull, "--max-time", "1", "-H", "Connection: Upgrade",
+                      "-H", "Upgrade: websocket", "-H", "Sec-WebSocket-Version: 13",
+                      "-H", "Sec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ=="]):
+            path = "/live/play.flv" if "--max-time" in args else "/files/x.mp4"
+            subprocess.run(["curl", *args, f"http://127.0.0.1:{http.port}{path}?user=a&pass=b"],
+                           stdin=subprocess.DEVNULL)
+        subprocess.run(["curl", "-s", "-o", os.devnull, "-X", "PROPFIND", "-H", "Depth: 1",
+                        f"http://127.0.0.1:{http.port}/files/"], stdin=subprocess.DEVNULL)
+        time.sleep(0.3)
+        names = ["curl-flv", "curl-range", "curl-websocket", "curl-propfind"]
+        for name, (up, _) in zip(names, http.sessions):
+            seed("http", "request_head", name, bytes(up))
+            seed("http", "server_session", name, b"\x07" + bytes(up))
+            # files_request: the file's length (8 bytes, little-endian), then the head.
+            seed("http", "files_request", name, struct.pack("<Q", 4096) + bytes(up))
+        pub.wait()
+    finally:
+        server.terminate()
+        server.wait()
+
+
+def sdp(tmp):
+    path = os.path.join(tmp, "a.sdp")
+    # To a local port nobody reads: ffmpeg only needs somewhere to send.
+    ffmpeg(*TEST[:4], "-t", "0.2", "-c:v", "libx264", "-preset", "ultrafast", "-an",
+           "-f", "rtp", "-sdp_file", path, "rtp://127.0.0.1:9")
+    seed("media", "sdp_parse", "ffmpeg-h264", open(path, "rb").read())
+
+
+def hls():
+    for name, query in [("msn-part", b"_HLS_msn=12&_HLS_part=3"),
+                        ("msn", b"_HLS_msn=4"), ("skip", b"_HLS_msn=9&_HLS_skip=YES")]:
+        seed("hls", "blocking_request", name, query)
+
+
+def main():
+    with tempfile.TemporaryDirectory() as tmp:
+        files(tmp)
+        sdp(tmp)
+        hls()
+        sessions(tmp)
+    print("seeds written under crates/*/fuzz/seeds/")
+
+
+if __name__ == "__main__":
+    main()
