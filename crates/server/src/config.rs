@@ -502,6 +502,20 @@ settings! {
         /// publisher without media, a request never completed), or that takes nothing of a
         /// file download this long, is closed.
         idle_timeout_ms: u64 = 30_000;
+        /// Connections in all, every protocol; more are closed at accept (0: no limit).
+        #[flag("max-connections", "N")]
+        max_connections: usize = 50_000;
+        /// Connections from one address (0: no limit). Load tests from one machine need
+        /// more, or 0.
+        #[flag("max-connections-per-ip", "N")]
+        max_connections_per_ip: usize = 1_000;
+        /// Live streams (and streams in their grace window); a publisher of a new one past
+        /// it is refused (0: no limit).
+        #[flag("max-streams", "N")]
+        max_streams: usize = 10_000;
+        /// Streams one address may publish at once (0: no limit).
+        #[flag("max-publishers-per-ip", "N")]
+        max_publishers_per_ip: usize = 100;
     }
 
     /// Who may publish and play, the same for every protocol (RTMP, RTSP, HTTP-FLV,
@@ -1030,6 +1044,17 @@ impl Config {
     }
 
     /// Worker threads to start.
+    /// The admission limits of `[limits]`.
+    pub fn limit_settings(&self) -> crate::core::limits::LimitSettings {
+        let l = &self.limits;
+        crate::core::limits::LimitSettings {
+            connections: l.max_connections,
+            connections_per_ip: l.max_connections_per_ip,
+            streams: l.max_streams,
+            publishers_per_ip: l.max_publishers_per_ip,
+        }
+    }
+
     pub fn worker_count(&self) -> usize {
         if self.workers > 0 {
             self.workers

@@ -8,6 +8,7 @@ use crate::config::Config;
 use crate::core::fanout::Fanout;
 use crate::core::hub::{Hub, PublishError, Stream};
 use crate::core::ingest::Publisher;
+use crate::core::limits::Admission;
 use crate::io::filemap::FileMaps;
 use crate::vod::{VodError, VodPlay, Vods};
 use sluice_media::Timestamp;
@@ -18,7 +19,8 @@ use std::sync::Arc;
 use std::time::Duration;
 
 /// What a worker runs for each connection a listener accepts (a protocol's entry).
-pub type Accept = Rc<dyn Fn(tokio::net::TcpStream, std::net::SocketAddr)>;
+/// The connection holds its [`Admission`] (its place within the limits) until it ends.
+pub type Accept = Rc<dyn Fn(tokio::net::TcpStream, std::net::SocketAddr, Admission)>;
 
 /// One worker's view of the server.
 #[derive(Debug)]
@@ -76,7 +78,18 @@ impl Ctx {
     /// one refuses it, unless its app lets a second publisher take over: then the first
     /// is disconnected (on whichever worker it is) and this one waits for it to let go.
     /// When the app says so, the publisher is disconnected after a time without viewers.
-    pub async fn publish(&self, key: &str, id: u64) -> Result<Publisher, PublishError> {
+    /// An address publishing `limits.max_publishers_per_ip` streams already is refused.
+    pub async fn publish(
+        &self,
+        key: &str,
+        id: u64,
+        peer: std::net::IpAddr,
+    ) -> Result<Publisher, PublishError> {
+        let slot = self
+            .hub
+            .limits
+            .publisher(peer)
+            .map_err(PublishError::Limit)?;
         let settings = self.hub.config.apps.for_stream(key);
         let mut publisher = Publisher::new(&self.hub, key, id);
         if settings.takeover && matches!(publisher, Err(PublishError::InUse(_))) {
@@ -91,6 +104,7 @@ impl Ctx {
             }
         }
         let mut publisher = publisher?;
+        publisher.hold(slot);
         if let Some(after) = settings.no_viewers {
             let task = tokio::task::spawn_local(crate::ops::disconnect_without_viewers(
                 publisher.stream.clone(),

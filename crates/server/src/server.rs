@@ -134,7 +134,8 @@ impl Server {
                 rtmp_chunk_size: config.rtmp.chunk_size as usize,
             },
         });
-        let hub = Arc::new(hub.with_recorder(recorder));
+        let limits = crate::core::limits::Limits::new(config.limit_settings());
+        let hub = Arc::new(hub.with_recorder(recorder).with_limits(limits));
         let (rtmp, mut rtmp_listeners) = listeners("RTMP", &config.rtmp.listen, workers)?;
         let (rtsp, mut rtsp_listeners) = listeners("RTSP", &config.rtsp.listen, workers)?;
         let (http, mut http_listeners) = listeners("HTTP", &config.http.listen, workers)?;
@@ -314,7 +315,8 @@ fn run_worker(parts: WorkerParts, starts: Vec<Start>, mut stop: watch::Receiver<
             for (std_listener, accept) in start(&ctx) {
                 match TcpListener::from_std(std_listener) {
                     Ok(l) => {
-                        tokio::task::spawn_local(accept_loop(worker, accept, l));
+                        let limits = ctx.hub.limits.clone();
+                        tokio::task::spawn_local(accept_loop(worker, accept, l, limits));
                     }
                     Err(e) => tracing::error!(worker, "cannot register listener: {e}"),
                 }
@@ -325,12 +327,21 @@ fn run_worker(parts: WorkerParts, starts: Vec<Start>, mut stop: watch::Receiver<
     });
 }
 
-async fn accept_loop(worker: usize, accept: Accept, listener: TcpListener) {
+async fn accept_loop(
+    worker: usize,
+    accept: Accept,
+    listener: TcpListener,
+    limits: Arc<crate::core::limits::Limits>,
+) {
     loop {
         match listener.accept().await {
             Ok((sock, peer)) => {
+                // Past a limit the socket is closed at once: no task, no buffer.
+                let Ok(admission) = limits.admit(peer.ip()) else {
+                    continue;
+                };
                 let _ = sock.set_nodelay(true);
-                accept(sock, peer);
+                accept(sock, peer, admission);
             }
             Err(e) => {
                 // Out of descriptors or memory: back off instead of spinning.

@@ -44,6 +44,8 @@ pub struct HubConfig {
 pub enum PublishError {
     #[error("stream {0} is already being published")]
     InUse(String),
+    #[error("limit reached: {0}")]
+    Limit(super::limits::Limit),
 }
 
 type Directory = HashMap<Arc<str>, Arc<Stream>>;
@@ -60,6 +62,8 @@ pub struct Hub {
     pub config: HubConfig,
     /// Makes the recording tap of each new stream that is to be recorded.
     recorder: Option<Recorder>,
+    /// Admission limits (connections, publishers per address, streams).
+    pub limits: Arc<super::limits::Limits>,
 }
 
 /// A live stream: its ring, its current decoder configuration, and who is listening.
@@ -137,7 +141,14 @@ impl Hub {
             next_id: AtomicU64::new(1),
             config,
             recorder: None,
+            limits: super::limits::Limits::new(Default::default()),
         }
+    }
+
+    /// Admits connections, publishers and streams within `limits`.
+    pub fn with_limits(mut self, limits: std::sync::Arc<super::limits::Limits>) -> Self {
+        self.limits = limits;
+        self
     }
 
     /// Records the streams that `recorder`'s patterns (or their app entries) say.
@@ -175,6 +186,11 @@ impl Hub {
             drop(state);
             stream.clone()
         } else {
+            let max = self.limits.settings.streams;
+            if max > 0 && self.streams.load().len() >= max {
+                let limit = super::limits::Limit::Streams;
+                return Err(PublishError::Limit(self.limits.hit(limit, None)));
+            }
             let id = self.next_id();
             let settings = self.config.apps.for_stream(key);
             let record = self
@@ -565,6 +581,24 @@ mod tests {
                 rtmp_chunk_size: 4096,
             },
         })
+    }
+
+    #[tokio::test]
+    async fn streams_past_the_limit_are_refused() {
+        let limits = crate::core::limits::Limits::new(crate::core::limits::LimitSettings {
+            streams: 1,
+            ..Default::default()
+        });
+        let hub = hub().with_limits(limits.clone());
+        let a = hub.publish("live/a", 1).expect("the first stream");
+        assert_eq!(
+            hub.publish("live/b", 2).unwrap_err(),
+            PublishError::Limit(crate::core::limits::Limit::Streams)
+        );
+        // A stream that exists takes its publisher back within the limit.
+        hub.unpublish(&a, 1);
+        assert!(hub.publish("live/a", 3).is_ok());
+        assert_eq!(limits.hits()[2], ("streams", 1));
     }
 
     fn avc() -> Track {

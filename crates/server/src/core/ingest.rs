@@ -213,6 +213,8 @@ pub struct Publisher {
     id: u64,
     /// Disconnects the publisher when its stream has no viewers (see `no_viewers_s`).
     watch: Option<tokio::task::AbortHandle>,
+    /// Its place within `limits.max_publishers_per_ip`.
+    slot: Option<super::limits::PublisherSlot>,
 }
 
 impl Publisher {
@@ -224,7 +226,13 @@ impl Publisher {
             hub: hub.clone(),
             id,
             watch: None,
+            slot: None,
         })
+    }
+
+    /// Holds `slot` for as long as it publishes.
+    pub fn hold(&mut self, slot: super::limits::PublisherSlot) {
+        self.slot = Some(slot);
     }
 
     /// A task to abort when the publisher goes (its watch for viewers).

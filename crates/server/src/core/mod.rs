@@ -6,6 +6,7 @@ pub mod fanout;
 pub mod format;
 pub mod hub;
 pub mod ingest;
+pub mod limits;
 pub mod packet;
 pub mod play;
 pub mod ring;

@@ -109,15 +109,23 @@ pub fn start(
     for (l, api_only) in [(http, false), (api, true)] {
         let Some(l) = l else { continue };
         let worker = worker.clone();
-        let accept: Accept = Rc::new(move |sock, peer| {
-            tokio::task::spawn_local(serve(worker.clone(), sock, peer, api_only));
+        let accept: Accept = Rc::new(move |sock, peer, admission| {
+            let served = serve(worker.clone(), sock, peer, api_only);
+            tokio::task::spawn_local(async move {
+                served.await;
+                drop(admission);
+            });
         });
         accepts.push((l, accept));
     }
     if let Some((l, tls)) = https {
         let acceptor = TlsAcceptor::from(tls);
-        let accept: Accept = Rc::new(move |sock, peer| {
-            tokio::task::spawn_local(serve_tls(worker.clone(), acceptor.clone(), sock, peer));
+        let accept: Accept = Rc::new(move |sock, peer, admission| {
+            let served = serve_tls(worker.clone(), acceptor.clone(), sock, peer);
+            tokio::task::spawn_local(async move {
+                served.await;
+                drop(admission);
+            });
         });
         accepts.push((l, accept));
     }

@@ -191,6 +191,24 @@ pub fn render(
         denials,
     );
 
+    let hits = Family::<Labels, Counter>::default();
+    for (limit, n) in hub.limits.hits() {
+        hits.get_or_create(&vec![("limit", limit.to_owned())])
+            .inc_by(n);
+    }
+    reg.register(
+        "limit_hits",
+        "Connections, publishers and streams refused by a limit of [limits]",
+        hits,
+    );
+    let admitted: Gauge = Gauge::default();
+    admitted.set(hub.limits.connections() as i64);
+    reg.register(
+        "connections",
+        "Connections admitted and not ended, every protocol",
+        admitted,
+    );
+
     if per_connection {
         connections(&mut reg, workers);
     }

@@ -27,8 +27,12 @@ type Error = DriveError<RtmpError>;
 /// What this worker runs for each RTMP connection.
 pub fn accept(ctx: &Rc<Ctx>) -> Accept {
     let ctx = ctx.clone();
-    Rc::new(move |sock, peer| {
-        tokio::task::spawn_local(serve(ctx.clone(), sock, peer));
+    Rc::new(move |sock, peer, admission| {
+        let served = serve(ctx.clone(), sock, peer);
+        tokio::task::spawn_local(async move {
+            served.await;
+            drop(admission);
+        });
     })
 }
 
@@ -168,7 +172,7 @@ impl Rtmp {
                 .reject_publish("NetStream.Publish.Unauthorized", denial.reason());
             return Next::Close;
         }
-        match ctx.publish(&key, conn.id).await {
+        match ctx.publish(&key, conn.id, conn.client.peer().ip()).await {
             Ok(publisher) => {
                 tracing::info!(stream = %key, query = %req.query, "publish");
                 conn.session.accept_publish();

@@ -96,8 +96,12 @@ pub fn accept(ctx: &Rc<Ctx>, udp: Option<(std::net::UdpSocket, std::net::UdpSock
         ctx: ctx.clone(),
         udp,
     });
-    Rc::new(move |sock, peer| {
-        tokio::task::spawn_local(serve(worker.clone(), sock, peer));
+    Rc::new(move |sock, peer, admission| {
+        let served = serve(worker.clone(), sock, peer);
+        tokio::task::spawn_local(async move {
+            served.await;
+            drop(admission);
+        });
     })
 }
 
@@ -764,7 +768,7 @@ impl Rtsp {
             return Ok(conn.session.reject(415)?);
         }
         let ctx = conn.ctx.clone();
-        let publisher = match ctx.publish(&key, conn.id).await {
+        let publisher = match ctx.publish(&key, conn.id, conn.client.peer().ip()).await {
             Ok(p) => p,
             Err(e) => {
                 tracing::warn!(stream = %key, "publish refused: {e}");
