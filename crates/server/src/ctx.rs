@@ -85,6 +85,7 @@ impl Ctx {
         id: u64,
         peer: std::net::IpAddr,
     ) -> Result<Publisher, PublishError> {
+        crate::ops::inject_panic(key);
         let slot = self
             .hub
             .limits

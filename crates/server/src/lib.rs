@@ -42,4 +42,5 @@ pub mod fuzzing {
 
 pub use config::{Cli, Config};
 pub use core::hub;
+pub use ops::count_panics;
 pub use server::Server;

@@ -36,6 +36,7 @@ fn main() -> std::process::ExitCode {
         logs.with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()))
             .init();
     }
+    sluice_server::count_panics();
     let workers = config.worker_count();
     // Caught from before the listening line: a script that reads it and stops the
     // server at once gets a graceful stop (recordings completed), not the default kill.

@@ -201,6 +201,13 @@ pub fn render(
         "Connections, publishers and streams refused by a limit of [limits]",
         hits,
     );
+    let panics: Counter = Counter::default();
+    panics.inc_by(super::PANICS.load(std::sync::atomic::Ordering::Relaxed));
+    reg.register(
+        "panics",
+        "Panics caught; each ended one session, never a worker",
+        panics,
+    );
     let admitted: Gauge = Gauge::default();
     admitted.set(hub.limits.connections() as i64);
     reg.register(

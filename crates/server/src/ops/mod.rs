@@ -28,6 +28,35 @@ use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 /// A metric with one series per worker (label `worker`).
 pub type PerWorker<M> = Family<Vec<(&'static str, String)>, M, fn() -> M>;
 
+/// Panics so far (each ended one session: tokio catches a task's panic, and the
+/// worker goes on). Counted by the hook `count_panics` installs.
+pub static PANICS: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+
+/// Counts every panic (see [`PANICS`]) and logs it, after the default hook's message.
+pub fn count_panics() {
+    let default = std::panic::take_hook();
+    std::panic::set_hook(Box::new(move |info| {
+        PANICS.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        default(info);
+        tracing::error!("panic: {info} (the session ends; the server goes on)");
+    }));
+}
+
+/// Debug builds only: panics when a publisher of the stream `SLUICE_INJECT_PANIC` names
+/// starts, so that a test can hold that one session's panic ends that session only.
+pub fn inject_panic(key: &str) {
+    #[cfg(debug_assertions)]
+    {
+        static KEY: std::sync::OnceLock<Option<String>> = std::sync::OnceLock::new();
+        let wanted = KEY.get_or_init(|| std::env::var("SLUICE_INJECT_PANIC").ok());
+        if wanted.as_deref() == Some(key) {
+            panic!("injected panic for {key} (SLUICE_INJECT_PANIC)");
+        }
+    }
+    #[cfg(not(debug_assertions))]
+    let _ = key;
+}
+
 /// The buckets of the time-to-first-frame histogram, in seconds.
 const FIRST_FRAME_BUCKETS: [f64; 11] = [
     0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0,
