@@ -30,7 +30,13 @@
 //! # Ok::<(), sluice_hls::HlsError>(())
 //! ```
 #![forbid(unsafe_code)]
-#![warn(missing_docs, unreachable_pub, clippy::unwrap_used)]
+#![warn(missing_docs, unreachable_pub)]
+// Input from the network must never panic: no unwrap, expect or unchecked indexing
+// outside tests (a bound that cannot fail says why with `get` or a checked form).
+#![cfg_attr(
+    not(test),
+    deny(clippy::unwrap_used, clippy::expect_used, clippy::panic)
+)]
 #![cfg_attr(test, allow(clippy::unwrap_used))]
 
 mod config;

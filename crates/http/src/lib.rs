@@ -8,7 +8,13 @@
 //! is one connection's HTTP/1.1 (and WebSocket) in the shape every Sluice session
 //! shares.
 #![forbid(unsafe_code)]
-#![warn(missing_docs, unreachable_pub, clippy::unwrap_used)]
+#![warn(missing_docs, unreachable_pub)]
+// Input from the network must never panic: no unwrap, expect or unchecked indexing
+// outside tests (a bound that cannot fail says why with `get` or a checked form).
+#![cfg_attr(
+    not(test),
+    deny(clippy::unwrap_used, clippy::expect_used, clippy::indexing_slicing, clippy::panic)
+)]
 #![cfg_attr(test, allow(clippy::unwrap_used))]
 
 pub mod dav;

@@ -119,8 +119,8 @@ pub fn read_client_frame(buf: &mut BytesMut) -> Result<Option<Frame>, WsError> {
         return Err(WsError::Unmasked);
     }
     let (len, mut at) = match b1 & 0x7f {
-        126 => match buf.get(2..4) {
-            Some(b) => (u64::from(u16::from_be_bytes([b[0], b[1]])), 4),
+        126 => match buf.get(2..4).and_then(|b| <[u8; 2]>::try_from(b).ok()) {
+            Some(b) => (u64::from(u16::from_be_bytes(b)), 4),
             None => return Ok(None),
         },
         127 => match buf.get(2..10) {
@@ -137,18 +137,20 @@ pub fn read_client_frame(buf: &mut BytesMut) -> Result<Option<Frame>, WsError> {
         return Err(WsError::TooLarge(len));
     }
     let len = len as usize;
-    let Some(mask) = buf.get(at..at + 4) else {
+    let Some(mask) = buf
+        .get(at..at + 4)
+        .and_then(|m| <[u8; 4]>::try_from(m).ok())
+    else {
         return Ok(None);
     };
-    let mask = [mask[0], mask[1], mask[2], mask[3]];
     at += 4;
     if buf.len() < at + len {
         return Ok(None);
     }
     buf.advance(at);
     let mut payload = buf.split_to(len);
-    for (i, b) in payload.iter_mut().enumerate() {
-        *b ^= mask[i & 3];
+    for (b, m) in payload.iter_mut().zip(mask.iter().cycle()) {
+        *b ^= m;
     }
     Ok(Some(Frame {
         opcode,

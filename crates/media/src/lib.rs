@@ -8,7 +8,13 @@
 //! the one place that cuts frames into fMP4 or MPEG-TS fragments, for live HLS,
 //! recordings and HLS of files.
 #![forbid(unsafe_code)]
-#![warn(missing_docs, unreachable_pub, clippy::unwrap_used)]
+#![warn(missing_docs, unreachable_pub)]
+// Input from the network must never panic: no unwrap, expect or unchecked indexing
+// outside tests (a bound that cannot fail says why with `get` or a checked form).
+#![cfg_attr(
+    not(test),
+    deny(clippy::unwrap_used, clippy::expect_used, clippy::indexing_slicing, clippy::panic)
+)]
 
 pub mod amf0;
 pub mod codec;

@@ -11,7 +11,13 @@
 //! `message` (typed messages), `command` (AMF0 commands), `session` (server),
 //! `client` (client, for tests and the load generator), `error`.
 #![forbid(unsafe_code)]
-#![warn(missing_docs, unreachable_pub, clippy::unwrap_used)]
+#![warn(missing_docs, unreachable_pub)]
+// Input from the network must never panic: no unwrap, expect or unchecked indexing
+// outside tests (a bound that cannot fail says why with `get` or a checked form).
+#![cfg_attr(
+    not(test),
+    deny(clippy::unwrap_used, clippy::expect_used, clippy::panic)
+)]
 
 pub mod chunk;
 mod client;

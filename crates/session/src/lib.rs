@@ -28,7 +28,13 @@
 //! media, a stop, and anything else the protocol reports ([`Event::Other`]); the
 //! adapter answers requests through the session's own methods (accept or reject).
 #![forbid(unsafe_code)]
-#![warn(missing_docs, unreachable_pub, clippy::unwrap_used)]
+#![warn(missing_docs, unreachable_pub)]
+// Input from the network must never panic: no unwrap, expect or unchecked indexing
+// outside tests (a bound that cannot fail says why with `get` or a checked form).
+#![cfg_attr(
+    not(test),
+    deny(clippy::unwrap_used, clippy::expect_used, clippy::indexing_slicing, clippy::panic)
+)]
 
 use bytes::{Bytes, BytesMut};
 use std::net::SocketAddr;

@@ -162,18 +162,19 @@ impl Sps {
         }
         let mut sub_profile = [false; 7];
         let mut sub_level = [false; 7];
-        for i in 0..usize::from(max_sub_layers_minus1) {
-            sub_profile[i] = r.bit()?;
-            sub_level[i] = r.bit()?;
+        let sub_layers = usize::from(max_sub_layers_minus1);
+        for (p, l) in sub_profile.iter_mut().zip(&mut sub_level).take(sub_layers) {
+            *p = r.bit()?;
+            *l = r.bit()?;
         }
         if max_sub_layers_minus1 > 0 {
             r.skip(2 * (8 - usize::from(max_sub_layers_minus1)))?; // reserved_zero_2bits
         }
-        for i in 0..usize::from(max_sub_layers_minus1) {
-            if sub_profile[i] {
+        for (&p, &l) in sub_profile.iter().zip(&sub_level).take(sub_layers) {
+            if p {
                 r.skip(88)?;
             }
-            if sub_level[i] {
+            if l {
                 r.skip(8)?;
             }
         }

@@ -297,7 +297,7 @@ impl<'a> Reader<'a> {
 pub(super) fn be_u32_at(table: &[u8], i: usize, stride: usize, at: usize) -> Option<u32> {
     let start = i.checked_mul(stride)?.checked_add(at)?;
     let b = table.get(start..start.checked_add(4)?)?;
-    Some(u32::from_be_bytes([b[0], b[1], b[2], b[3]]))
+    Some(u32::from_be_bytes(b.try_into().ok()?))
 }
 
 /// The big-endian u64 at entry `i` of a table of 8-byte entries.

@@ -82,11 +82,15 @@ impl Movie {
             if let Some(s) = samples.get(at) {
                 start = s.dts;
             }
-            pos.next[v] = at;
+            if let Some(n) = pos.next.get_mut(v) {
+                *n = at;
+            }
         }
         for (i, track) in self.tracks.iter().enumerate().take(MAX_TRACKS) {
             if Some(i) != video {
-                pos.next[i] = track.samples.partition_point(|s| s.dts < start);
+                if let Some(n) = pos.next.get_mut(i) {
+                    *n = track.samples.partition_point(|s| s.dts < start);
+                }
             }
         }
         pos
@@ -110,8 +114,11 @@ impl Movie {
     fn upcoming(&self, pos: &Position) -> Option<(usize, usize, Timestamp)> {
         let mut best: Option<(usize, usize, Timestamp)> = None;
         for (i, track) in self.tracks.iter().enumerate().take(MAX_TRACKS) {
-            let n = pos.next[i];
-            let Some(s) = track.samples.get(n) else {
+            let Some((n, s)) = pos
+                .next
+                .get(i)
+                .and_then(|&n| Some((n, track.samples.get(n)?)))
+            else {
                 continue;
             };
             // Strictly lower: on ties the earlier track (video) wins.

@@ -191,7 +191,7 @@ impl Sizes<'_> {
             SizeKind::Table { bits: 16, data } => {
                 let at = i.checked_mul(2)?;
                 let b = data.get(at..at.checked_add(2)?)?;
-                Some(u32::from(u16::from_be_bytes([b[0], b[1]])))
+                Some(u32::from(u16::from_be_bytes(b.try_into().ok()?)))
             }
             SizeKind::Table { bits: 8, data } => data.get(i).map(|&b| u32::from(b)),
             SizeKind::Table { data, .. } => {

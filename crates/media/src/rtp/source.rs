@@ -94,10 +94,10 @@ impl RtpSource {
     }
 
     fn slot(&mut self, kind: MediaKind) -> (&mut Option<RtpPacketizer>, &mut RtpStart) {
-        let start = &mut self.start[index(kind)];
+        let [video, audio] = &mut self.start;
         match kind {
-            MediaKind::Video => (&mut self.video, start),
-            MediaKind::Audio => (&mut self.audio, start),
+            MediaKind::Video => (&mut self.video, video),
+            MediaKind::Audio => (&mut self.audio, audio),
         }
     }
 
@@ -139,9 +139,11 @@ impl RtpSource {
         p.packetize_interleaved(frame, channel, &mut self.scratch)
             .ok()?;
         let f = self.scratch.freeze()?;
-        let due = self.last_report[i].is_none_or(|last| frame.pts - last >= SENDER_REPORT_TICKS);
+        let [video_report, audio_report] = &mut self.last_report;
+        let last_report = if i == 0 { video_report } else { audio_report };
+        let due = last_report.is_none_or(|last| frame.pts - last >= SENDER_REPORT_TICKS);
         let data = if due {
-            self.last_report[i] = Some(frame.pts);
+            *last_report = Some(frame.pts);
             // A compound packet: the report, then the SDES CNAME RFC 3550 requires.
             let mut report = BytesMut::new();
             rtcp::write_sender_report(
