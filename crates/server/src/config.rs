@@ -516,6 +516,11 @@ settings! {
         /// Streams one address may publish at once (0: no limit).
         #[flag("max-publishers-per-ip", "N")]
         max_publishers_per_ip: usize = 100;
+        /// On SIGTERM or SIGINT: how long connections get to end cleanly (streams end,
+        /// players are told, owed bytes are written) before the rest are dropped.
+        /// Recordings are completed after that either way.
+        #[flag("shutdown-grace-ms", "MS")]
+        shutdown_grace_ms: u64 = 5_000;
     }
 
     /// Who may publish and play, the same for every protocol (RTMP, RTSP, HTTP-FLV,

@@ -282,7 +282,7 @@ pub fn log_end<E: std::error::Error>(result: &Result<(), DriveError<E>>) {
     match result {
         Ok(()) => tracing::info!("closed"),
         Err(DriveError::Io(e)) => tracing::info!("closed: {e}"),
-        Err(DriveError::Kicked) => tracing::info!("closed: kicked by the API"),
+        Err(DriveError::Kicked) => tracing::info!("closed: kicked (API, takeover or shutdown)"),
         Err(e) => tracing::warn!("closed: {e}"),
     }
 }

@@ -311,20 +311,50 @@ fn run_worker(parts: WorkerParts, starts: Vec<Start>, mut stop: watch::Receiver<
                 }
             });
         }
+        let mut accepting = Vec::new();
         for start in starts {
             for (std_listener, accept) in start(&ctx) {
                 match TcpListener::from_std(std_listener) {
                     Ok(l) => {
                         let limits = ctx.hub.limits.clone();
-                        tokio::task::spawn_local(accept_loop(worker, accept, l, limits));
+                        let task = tokio::task::spawn_local(accept_loop(worker, accept, l, limits));
+                        accepting.push(task);
                     }
                     Err(e) => tracing::error!(worker, "cannot register listener: {e}"),
                 }
             }
         }
         let _ = stop.wait_for(|s| *s).await;
+        for task in &accepting {
+            task.abort();
+        }
+        wind_down(&ctx).await;
         delay.log_total(worker);
     });
+}
+
+/// Ends this worker's connections the way each protocol ends them, within
+/// `limits.shutdown_grace_ms`: the streams end (players hear it: RTMP `onStatus`,
+/// HTTP-FLV and RTSP the end of their media), then every connection is asked to close
+/// and writes what it owes. What is still open at the deadline is dropped.
+async fn wind_down(ctx: &Ctx) {
+    let grace = Duration::from_millis(ctx.config.limits.shutdown_grace_ms);
+    for stream in ctx.hub.streams() {
+        ctx.hub.end(&stream);
+    }
+    ctx.clients.kick_all();
+    let deadline = tokio::time::Instant::now() + grace;
+    while ctx.clients.len() > 0 && tokio::time::Instant::now() < deadline {
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    let left = ctx.clients.len();
+    if left > 0 {
+        tracing::info!(
+            worker = ctx.worker,
+            left,
+            "shutdown: connections still open at the deadline are dropped"
+        );
+    }
 }
 
 async fn accept_loop(

@@ -37,7 +37,9 @@ fn a_panicking_session_ends_alone() {
         b"GET /live/cam.flv HTTP/1.1\r\nHost: x\r\n\r\n",
     )
     .unwrap();
-    player.set_read_timeout(Some(Duration::from_secs(5))).unwrap();
+    player
+        .set_read_timeout(Some(Duration::from_secs(5)))
+        .unwrap();
     let mut buf = vec![0u8; 64 << 10];
     let mut got = 0usize;
     let mut read_some = |player: &mut TcpStream| {
@@ -60,7 +62,10 @@ fn a_panicking_session_ends_alone() {
             "libx264",
             2,
         );
-        assert!(!boom.0.wait().unwrap().success(), "the panicking publisher went on");
+        assert!(
+            !boom.0.wait().unwrap().success(),
+            "the panicking publisher went on"
+        );
         let mut boom = publish_test_pattern(
             &format!("rtsp://{}/live/boom", server.rtsp.expect("rtsp")),
             "rtsp",
@@ -74,7 +79,10 @@ fn a_panicking_session_ends_alone() {
     }
     // Every worker still accepts: many short API requests land on both.
     for _ in 0..20 {
-        assert_eq!(http_request(server.http, "GET", "/api/v1/server", "").0, 200);
+        assert_eq!(
+            http_request(server.http, "GET", "/api/v1/server", "").0,
+            200
+        );
     }
     let (_, _, body) = http_request(server.http, "GET", "/metrics", "");
     let text = String::from_utf8_lossy(&body);

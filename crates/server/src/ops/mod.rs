@@ -146,6 +146,13 @@ impl Clients {
         }
     }
 
+    /// Asks every connection of this worker to end (a shutdown).
+    pub fn kick_all(&self) {
+        for e in self.entries.borrow().values() {
+            e.kick.notify_one();
+        }
+    }
+
     /// Kicks every publisher of `key` on this worker; how many.
     pub fn kick_publishers(&self, key: &str) -> usize {
         let entries = self.entries.borrow();
