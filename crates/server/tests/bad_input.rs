@@ -148,3 +148,141 @@ async fn broken_peers_only_break_their_own_session() {
     publishing.await.unwrap().close().await.unwrap();
     assert!(server.alive());
 }
+
+/// Floods on every listener at once, UDP included, while a witness plays another
+/// stream: random bytes on RTMP, RTSP and HTTP; hundreds of idle and half-open
+/// connections; slowloris heads; an RTMP message announced as 2 GB; endless RTSP
+/// headers; datagrams at the RTP ports. The witness gets every frame, and the server's
+/// memory stays bounded.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn floods_on_every_listener_leave_other_viewers_whole() {
+    use rand::RngCore;
+    let mut server = TestServer::start(&[
+        "--merge-ms",
+        "50",
+        "--rtp-ports",
+        "47100-47119",
+        "--workers",
+        "2",
+    ]);
+    let rtsp = server.rtsp.expect("rtsp");
+    let clip = synthetic_clip(&avc_track(), 8, 25, 1000);
+    let mut publisher = RtmpConn::connect(server.rtmp, "live", false).await.unwrap();
+    publisher.publish("victim").await.unwrap();
+    let publishing = tokio::spawn(async move {
+        publish_clip(
+            &mut publisher,
+            &clip,
+            Instant::now() + Duration::from_millis(8100),
+            true,
+            None,
+        )
+        .await
+        .unwrap();
+        publisher
+    });
+    tokio::time::sleep(Duration::from_millis(100)).await;
+    let mut witness = Player::connect(Protocol::Flv, server.http, "live", "victim")
+        .await
+        .unwrap();
+    let watching = tokio::spawn(async move {
+        let mut numbers = Vec::new();
+        while numbers.last() != Some(&199) {
+            let tag = timeout(Duration::from_secs(10), witness.next_tag())
+                .await
+                .expect("in time")
+                .expect("tag");
+            numbers.extend(frame_number(&tag));
+        }
+        numbers
+    });
+    let rss_before = server.rss_kib();
+
+    let mut attacks = Vec::new();
+    // Random bytes on every TCP listener, 30 connections each.
+    for addr in [server.rtmp, rtsp, server.http] {
+        for _ in 0..30 {
+            attacks.push(tokio::spawn(async move {
+                let mut junk = vec![0u8; 64 << 10];
+                rand::rng().fill_bytes(&mut junk);
+                if let Ok(mut s) = TcpStream::connect(addr).await {
+                    let _ = s.write_all(&junk).await;
+                    let mut b = [0u8; 1024];
+                    let _ = timeout(Duration::from_secs(5), s.read(&mut b)).await;
+                }
+            }));
+        }
+    }
+    // 600 idle connections (half of them having sent half a request), held a while.
+    let mut idle = Vec::new();
+    for i in 0..600 {
+        let addr = [server.rtmp, rtsp, server.http][i % 3];
+        if let Ok(mut s) = TcpStream::connect(addr).await {
+            if i % 2 == 0 {
+                let _ = s.write_all(b"GET /live/victim.flv HTTP/1.1\r\nHo").await;
+            }
+            idle.push(s);
+        }
+    }
+    // Slowloris: a header byte every 100 ms.
+    for _ in 0..50 {
+        let addr = server.http;
+        attacks.push(tokio::spawn(async move {
+            let Ok(mut s) = TcpStream::connect(addr).await else {
+                return;
+            };
+            let _ = s.write_all(b"GET / HTTP/1.1\r\n").await;
+            for _ in 0..30 {
+                if s.write_all(b"X").await.is_err() {
+                    return;
+                }
+                tokio::time::sleep(Duration::from_millis(100)).await;
+            }
+        }));
+    }
+    // RTMP: a message announced as 2 GB (the length field holds 16 MB at most; the
+    // extended timestamp and a chunk size past the cap say the rest).
+    let mut conn = after_handshake(server.rtmp).await;
+    conn.socket()
+        .write_all(&chunk(3, 20, 0xff_ffff, &[0; 64]))
+        .await
+        .unwrap();
+    expect_closed(conn.socket(), "a 2 GB message").await;
+    // RTSP: a header that never ends.
+    let mut sock = TcpStream::connect(rtsp).await.unwrap();
+    let mut endless = b"OPTIONS rtsp://h/live/x RTSP/1.0\r\nCSeq: 1\r\nX-Endless: ".to_vec();
+    endless.resize(1 << 20, b'a');
+    let _ = sock.write_all(&endless).await;
+    expect_closed(&mut sock, "endless RTSP header").await;
+    // UDP: datagrams at every RTP and RTCP port of the range, from nobody it knows.
+    let udp = tokio::net::UdpSocket::bind("127.0.0.1:0").await.unwrap();
+    let mut junk = [0u8; 1200];
+    for round in 0..200 {
+        rand::rng().fill_bytes(&mut junk);
+        junk[0] = 0x80;
+        for port in 47100..47120u16 {
+            let _ = udp.send_to(&junk, ("127.0.0.1", port)).await;
+        }
+        if round % 20 == 0 {
+            tokio::time::sleep(Duration::from_millis(10)).await;
+        }
+    }
+    for a in attacks {
+        let _ = a.await;
+    }
+    let rss_during = server.rss_kib();
+    drop(idle);
+
+    let numbers = watching.await.unwrap();
+    for w in numbers.windows(2) {
+        assert_eq!(w[1], w[0] + 1, "the witness got every frame");
+    }
+    publishing.await.unwrap().close().await.unwrap();
+    assert!(server.alive());
+    // Bounded: the attacks cost the server no more than a few tens of MiB.
+    assert!(
+        rss_during < rss_before + 64 * 1024,
+        "RSS {rss_before} KiB before, {rss_during} KiB under attack"
+    );
+    eprintln!("RSS {rss_before} KiB before, {rss_during} KiB under attack");
+}
