@@ -48,31 +48,33 @@ fn chunk(csid: u8, msg_type: u8, len: u32, payload: &[u8]) -> Vec<u8> {
     out
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn broken_peers_only_break_their_own_session() {
-    let mut server = TestServer::start(&["--merge-ms", "50"]);
-    let clip = synthetic_clip(&avc_track(), 6, 25, 1000);
+/// A publisher of `live/victim` sending `seconds` of a 25 fps clip in real time, and
+/// an HTTP-FLV witness that reads it to its last frame: the frame numbers it got.
+async fn witness(
+    server: &TestServer,
+    seconds: u32,
+) -> (
+    tokio::task::JoinHandle<RtmpConn>,
+    tokio::task::JoinHandle<Vec<u32>>,
+) {
+    let clip = synthetic_clip(&avc_track(), seconds, 25, 1000);
     let mut publisher = RtmpConn::connect(server.rtmp, "live", false).await.unwrap();
     publisher.publish("victim").await.unwrap();
+    let until = Instant::now() + Duration::from_millis(u64::from(seconds) * 1000 + 100);
     let publishing = tokio::spawn(async move {
-        publish_clip(
-            &mut publisher,
-            &clip,
-            Instant::now() + Duration::from_millis(6100),
-            true,
-            None,
-        )
-        .await
-        .unwrap();
+        publish_clip(&mut publisher, &clip, until, true, None)
+            .await
+            .unwrap();
         publisher
     });
     tokio::time::sleep(Duration::from_millis(100)).await;
     let mut witness = Player::connect(Protocol::Flv, server.http, "live", "victim")
         .await
         .unwrap();
+    let last = seconds * 25 - 1;
     let watching = tokio::spawn(async move {
         let mut numbers = Vec::new();
-        while numbers.last() != Some(&149) {
+        while numbers.last() != Some(&last) {
             let tag = timeout(Duration::from_secs(10), witness.next_tag())
                 .await
                 .expect("in time")
@@ -81,6 +83,13 @@ async fn broken_peers_only_break_their_own_session() {
         }
         numbers
     });
+    (publishing, watching)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn broken_peers_only_break_their_own_session() {
+    let mut server = TestServer::start(&["--merge-ms", "50"]);
+    let (publishing, watching) = witness(&server, 6).await;
 
     // RTMP: a handshake of the wrong version.
     let mut sock = TcpStream::connect(server.rtmp).await.unwrap();
@@ -166,36 +175,7 @@ async fn floods_on_every_listener_leave_other_viewers_whole() {
         "2",
     ]);
     let rtsp = server.rtsp.expect("rtsp");
-    let clip = synthetic_clip(&avc_track(), 8, 25, 1000);
-    let mut publisher = RtmpConn::connect(server.rtmp, "live", false).await.unwrap();
-    publisher.publish("victim").await.unwrap();
-    let publishing = tokio::spawn(async move {
-        publish_clip(
-            &mut publisher,
-            &clip,
-            Instant::now() + Duration::from_millis(8100),
-            true,
-            None,
-        )
-        .await
-        .unwrap();
-        publisher
-    });
-    tokio::time::sleep(Duration::from_millis(100)).await;
-    let mut witness = Player::connect(Protocol::Flv, server.http, "live", "victim")
-        .await
-        .unwrap();
-    let watching = tokio::spawn(async move {
-        let mut numbers = Vec::new();
-        while numbers.last() != Some(&199) {
-            let tag = timeout(Duration::from_secs(10), witness.next_tag())
-                .await
-                .expect("in time")
-                .expect("tag");
-            numbers.extend(frame_number(&tag));
-        }
-        numbers
-    });
+    let (publishing, watching) = witness(&server, 8).await;
     let rss_before = server.rss_kib();
 
     let mut attacks = Vec::new();
