@@ -35,7 +35,12 @@
 // outside tests (a bound that cannot fail says why with `get` or a checked form).
 #![cfg_attr(
     not(test),
-    deny(clippy::unwrap_used, clippy::expect_used, clippy::panic)
+    deny(
+        clippy::unwrap_used,
+        clippy::expect_used,
+        clippy::indexing_slicing,
+        clippy::panic
+    )
 )]
 #![cfg_attr(test, allow(clippy::unwrap_used))]
 

@@ -111,11 +111,17 @@ impl VodPlan {
         let video = movie.video();
         let audio = movie.audio();
         let shift = movie.negative_start();
+        let samples = |track: Option<usize>| {
+            track
+                .and_then(|t| movie.tracks.get(t))
+                .map_or(&[][..], |t| t.samples.as_slice())
+        };
+        let (video_samples, audio_samples) = (samples(video), samples(audio));
         // Segment starts, as (video sample index, decode time).
         let mut starts: Vec<(usize, Timestamp)> = Vec::new();
         match video {
-            Some(v) => {
-                for (i, s) in movie.tracks[v].samples.iter().enumerate() {
+            Some(_) => {
+                for (i, s) in video_samples.iter().enumerate() {
                     if s.keyframe && begins(&rules, starts.last().map(|s| s.1), s.dts) {
                         starts.push((i, s.dts));
                     }
@@ -123,18 +129,15 @@ impl VodPlan {
             }
             // Samples before the first keyframe cannot be decoded: not listed.
             None => {
-                if let Some(a) = audio {
-                    for (i, s) in movie.tracks[a].samples.iter().enumerate() {
-                        if begins(&rules, starts.last().map(|s| s.1), s.dts) {
-                            starts.push((i, s.dts));
-                        }
+                for (i, s) in audio_samples.iter().enumerate() {
+                    if begins(&rules, starts.last().map(|s| s.1), s.dts) {
+                        starts.push((i, s.dts));
                     }
                 }
             }
         }
         let end = movie.duration.max(starts.last().map_or(0, |s| s.1 + 1));
-        let audio_samples = audio.map_or(&[][..], |a| &movie.tracks[a].samples[..]);
-        let video_len = video.map_or(0, |v| movie.tracks[v].samples.len());
+        let video_len = video_samples.len();
         let mut segments = Vec::with_capacity(starts.len());
         for (n, &(first, start)) in starts.iter().enumerate() {
             let next = starts.get(n + 1).copied();
@@ -203,13 +206,21 @@ impl VodPlan {
         out
     }
 
-    /// Segment `n`, if it exists and is not too large to build.
+    /// Segment `n`, if it exists, its samples are in `movie` (a plan used with another
+    /// movie than its own may name some that are not), and it is not too large to build.
     fn checked(&self, movie: &Movie, n: usize) -> Result<&VodSegment, VodError> {
         let seg = self.segments.get(n).ok_or(VodError::NoSegment(n))?;
         let mut bytes = 0u64;
         for (track, range) in [(self.video, &seg.video), (self.audio, &seg.audio)] {
             if let Some(t) = track {
-                let samples = &movie.tracks[t].samples[range.clone()];
+                let samples = movie
+                    .tracks
+                    .get(t)
+                    .and_then(|mt| mt.samples.get(range.clone()))
+                    .ok_or(Mp4Error::NoSuchSample {
+                        track: t,
+                        sample: range.end.saturating_sub(1),
+                    })?;
                 bytes += samples.iter().map(|s| u64::from(s.size)).sum::<u64>();
             }
         }
@@ -250,7 +261,10 @@ impl VodPlan {
         muxer.set_sequence(u32::try_from(n + 1).unwrap_or(u32::MAX));
         for (index, range) in [(self.video, &seg.video), (self.audio, &seg.audio)] {
             let Some(t) = index else { continue };
-            let track = &movie.tracks[t];
+            let track = movie.tracks.get(t).ok_or(Mp4Error::NoSuchSample {
+                track: t,
+                sample: range.start,
+            })?;
             let kind = track.track.kind();
             if muxer.track(kind).is_none() {
                 continue;
@@ -272,7 +286,11 @@ impl VodPlan {
         let seg = self.checked(movie, n)?;
         let mut muxer = self.muxer(movie, Container::Ts)?;
         let (mut v, mut a) = (seg.video.clone(), seg.audio.clone());
-        let dts = |t: Option<usize>, i: usize| t.map(|t| movie.tracks[t].samples[i].dts);
+        // `checked` found every sample of both ranges in the movie.
+        let dts = |t: Option<usize>, i: usize| {
+            let track = movie.tracks.get(t?)?;
+            track.samples.get(i).map(|s| s.dts)
+        };
         loop {
             let vd = if v.is_empty() {
                 None

@@ -149,8 +149,8 @@ struct ChunkHeader {
     stream_id: u32,
 }
 
-fn u24(b: &[u8]) -> u32 {
-    (u32::from(b[0]) << 16) | (u32::from(b[1]) << 8) | u32::from(b[2])
+fn u24([hi, mid, lo]: [u8; 3]) -> u32 {
+    u32::from_be_bytes([0, hi, mid, lo])
 }
 
 impl ChunkReader {
@@ -180,9 +180,9 @@ impl ChunkReader {
                 Some(&b1) => (64 + u32::from(b1), 2),
                 None => return Ok(None),
             },
-            1 => match buf.get(1..3) {
-                Some(b) => (64 + u32::from(b[0]) + (u32::from(b[1]) << 8), 3),
-                None => return Ok(None),
+            1 => match *buf {
+                [_, b1, b2, ..] => (64 + u32::from(b1) + (u32::from(b2) << 8), 3),
+                _ => return Ok(None),
             },
             id => (u32::from(id), 1),
         };
@@ -192,7 +192,12 @@ impl ChunkReader {
                 what: "chunk header on a chunk stream without a type-0 header",
             });
         }
-        let mh_len = [11, 7, 3, 0][usize::from(fmt)];
+        let mh_len = match fmt {
+            0 => 11,
+            1 => 7,
+            2 => 3,
+            _ => 0,
+        };
         let Some(mh) = buf.get(pos..pos + mh_len) else {
             return Ok(None);
         };
@@ -207,26 +212,28 @@ impl ChunkReader {
             msg_type: prev.map_or(0, |p| p.msg_type),
             stream_id: prev.map_or(0, |p| p.stream_id),
         };
-        if fmt <= 2 {
-            header.time = u24(&mh[0..3]);
+        // The header's length follows fmt, so its shape says which fields it has: the
+        // time (formats 0-2), the length and type (0-1), the stream id (0).
+        if let [t0, t1, t2, ..] = *mh {
+            header.time = u24([t0, t1, t2]);
             header.extended = header.time == TIMESTAMP_EXTENDED;
         } else {
             header.extended = prev.is_some_and(|p| p.extended);
         }
-        if fmt <= 1 {
-            header.msg_len = u24(&mh[3..6]);
-            header.msg_type = mh[6];
+        if let [_, _, _, l0, l1, l2, msg_type, ..] = *mh {
+            header.msg_len = u24([l0, l1, l2]);
+            header.msg_type = msg_type;
         }
-        if fmt == 0 {
-            header.stream_id = u32::from_le_bytes([mh[7], mh[8], mh[9], mh[10]]);
+        if let [_, _, _, _, _, _, _, s0, s1, s2, s3] = *mh {
+            header.stream_id = u32::from_le_bytes([s0, s1, s2, s3]);
         }
         if header.extended {
-            let Some(ext) = buf.get(pos..pos + 4) else {
+            let Some(ext) = buf.get(pos..).and_then(<[u8]>::first_chunk) else {
                 return Ok(None);
             };
             pos += 4;
             if fmt <= 2 {
-                header.time = u32::from_be_bytes([ext[0], ext[1], ext[2], ext[3]]);
+                header.time = u32::from_be_bytes(*ext);
             }
         }
         header.len = pos;
@@ -267,9 +274,9 @@ impl ChunkReader {
                     limit: self.max_message_len,
                 });
             };
-            if buf.len() < total {
+            let Some(chunk) = buf.get(h.len..total) else {
                 return Ok(None);
-            }
+            };
             let completes = have + take == msg_len;
             if in_progress.is_none() && !completes {
                 // A message that needs more chunks: check the buffering limits before we start it.
@@ -297,8 +304,8 @@ impl ChunkReader {
                 });
             }
 
-            // The whole chunk is here and within limits: commit.
-            buf.advance(h.len);
+            // The whole chunk is here and within limits: commit. Header and body leave
+            // `buf` together, once the body is copied out.
             let stream = self.streams.entry(h.csid).or_default();
             if in_progress.is_none() {
                 match h.fmt {
@@ -319,19 +326,18 @@ impl ChunkReader {
                 stream.stream_id = h.stream_id;
             }
             stream.extended = h.extended;
-            let chunk = &buf[..take];
             let payload = match stream.partial.take() {
                 // Copied out, not split off: a split would keep the whole input buffer
                 // alive for as long as the message lives (seconds, in a stream's ring).
                 None if completes => {
                     let payload = Bytes::copy_from_slice(chunk);
-                    buf.advance(take);
+                    buf.advance(total);
                     payload
                 }
                 None => {
                     let mut partial = Vec::with_capacity(take.saturating_mul(2).min(msg_len));
                     partial.extend_from_slice(chunk);
-                    buf.advance(take);
+                    buf.advance(total);
                     stream.partial = Some(partial);
                     self.partial_count += 1;
                     self.buffered += take;
@@ -340,7 +346,7 @@ impl ChunkReader {
                 Some(mut partial) => {
                     grow(&mut partial, take, msg_len);
                     partial.extend_from_slice(chunk);
-                    buf.advance(take);
+                    buf.advance(total);
                     if !completes {
                         stream.partial = Some(partial);
                         self.buffered += take;
@@ -391,8 +397,8 @@ impl ChunkReader {
 
 /// The first four bytes of a control message body, big-endian.
 pub(crate) fn read_u32(payload: &[u8], what: &'static str) -> Result<u32, RtmpError> {
-    match payload.get(..4) {
-        Some(b) => Ok(u32::from_be_bytes([b[0], b[1], b[2], b[3]])),
+    match payload.first_chunk() {
+        Some(&b) => Ok(u32::from_be_bytes(b)),
         None => Err(RtmpError::Malformed { what }),
     }
 }

@@ -18,7 +18,7 @@
 //! - The server never rejects a C1 without a valid digest: it falls back to the plain
 //!   echo. It does not check C2 (clients compute it inconsistently; no server does).
 
-use bytes::{BufMut, BytesMut};
+use bytes::{Buf, BufMut, BytesMut};
 use hmac::{Hmac, Mac};
 use sha2::Sha256;
 
@@ -47,6 +47,9 @@ const SERVER_VERSION: [u8; 4] = [0x04, 0x05, 0x00, 0x01];
 /// The version field our digest-form C1 carries (a Flash Player 10-era value).
 const CLIENT_VERSION: [u8; 4] = [0x80, 0x00, 0x07, 0x02];
 
+// Only evaluated for the two key constants: an index out of bounds there fails the
+// build, it cannot panic at run time (and a const fn cannot use iterators).
+#[allow(clippy::indexing_slicing)]
 const fn concat_key<const N: usize>(text: &[u8]) -> [u8; N] {
     let mut key = [0u8; N];
     let mut i = 0;
@@ -87,7 +90,12 @@ fn digest_offset(block: &Block, scheme: DigestScheme) -> usize {
         DigestScheme::First => 8,
         DigestScheme::Second => 772,
     };
-    let sum: usize = block[base..base + 4].iter().map(|&b| usize::from(b)).sum();
+    let sum: usize = block
+        .iter()
+        .skip(base)
+        .take(4)
+        .map(|&b| usize::from(b))
+        .sum();
     // 728 = 764-byte half block minus the 4 offset bytes minus the 32-byte digest.
     sum % 728 + base + 4
 }
@@ -103,9 +111,11 @@ fn hmac_sha256(key: &[u8], parts: &[&[u8]]) -> [u8; DIGEST_LEN] {
     mac.finalize().into_bytes().into()
 }
 
-/// The digest of `block` with the 32 bytes at `offset` left out.
-fn block_digest(block: &Block, offset: usize, key: &[u8]) -> [u8; DIGEST_LEN] {
-    hmac_sha256(key, &[&block[..offset], &block[offset + DIGEST_LEN..]])
+/// The digest of `block` with the 32 bytes at `offset` left out; `None` if they do not
+/// fit, which an offset from [`digest_offset`] (at most 1503) rules out.
+fn block_digest(block: &Block, offset: usize, key: &[u8]) -> Option<[u8; DIGEST_LEN]> {
+    let (head, rest) = block.split_at_checked(offset)?;
+    Some(hmac_sha256(key, &[head, rest.get(DIGEST_LEN..)?]))
 }
 
 /// Finds a valid digest in `block` with either scheme.
@@ -114,17 +124,20 @@ fn find_digest(block: &Block, key: &[u8]) -> Option<(DigestScheme, [u8; DIGEST_L
         .into_iter()
         .find_map(|scheme| {
             let offset = digest_offset(block, scheme);
-            let expected = block_digest(block, offset, key);
-            (block[offset..offset + DIGEST_LEN] == expected).then_some((scheme, expected))
+            let expected = block_digest(block, offset, key)?;
+            (block.get(offset..offset + DIGEST_LEN)? == expected).then_some((scheme, expected))
         })
 }
 
-/// Writes the digest into `block` at the scheme's offset and returns it.
-fn sign_block(block: &mut Block, scheme: DigestScheme, key: &[u8]) -> [u8; DIGEST_LEN] {
+/// Writes the digest into `block` at the scheme's offset and returns it (`None`, block
+/// unchanged, only where [`block_digest`] is).
+fn sign_block(block: &mut Block, scheme: DigestScheme, key: &[u8]) -> Option<[u8; DIGEST_LEN]> {
     let offset = digest_offset(block, scheme);
-    let digest = block_digest(block, offset, key);
-    block[offset..offset + DIGEST_LEN].copy_from_slice(&digest);
-    digest
+    let digest = block_digest(block, offset, key)?;
+    block
+        .get_mut(offset..offset + DIGEST_LEN)?
+        .copy_from_slice(&digest);
+    Some(digest)
 }
 
 /// A block whose last 32 bytes are HMAC(HMAC(`long_key`, `peer_digest`), first 1504 bytes).
@@ -141,12 +154,6 @@ fn response_block_valid(block: &Block, long_key: &[u8], peer_digest: &[u8]) -> b
     let key = hmac_sha256(long_key, &[peer_digest]);
     let digest = hmac_sha256(&key, &[&block[..HANDSHAKE_SIZE - DIGEST_LEN]]);
     block[HANDSHAKE_SIZE - DIGEST_LEN..] == digest
-}
-
-fn to_block(bytes: &[u8]) -> Block {
-    let mut block = [0u8; HANDSHAKE_SIZE];
-    block.copy_from_slice(bytes);
-    block
 }
 
 #[derive(Debug)]
@@ -195,12 +202,11 @@ impl ServerHandshake {
                             })
                         }
                     }
-                    if buf.len() < 1 + HANDSHAKE_SIZE {
+                    let Some(c1) = buf.get(1..).and_then(<[u8]>::first_chunk) else {
                         return Ok(false);
-                    }
-                    let c0c1 = buf.split_to(1 + HANDSHAKE_SIZE);
-                    let c1 = to_block(&c0c1[1..]);
-                    self.answer_c1(&c1, out);
+                    };
+                    self.answer_c1(c1, out);
+                    buf.advance(1 + HANDSHAKE_SIZE);
                     self.state = ServerState::ExpectC2;
                 }
                 ServerState::ExpectC2 => {
@@ -273,7 +279,8 @@ impl ClientHandshake {
         let mut c1_digest = [0u8; DIGEST_LEN];
         if let Some(scheme) = scheme {
             c1[4..8].copy_from_slice(&CLIENT_VERSION);
-            c1_digest = sign_block(&mut c1, scheme, &PLAYER_KEY[..PLAYER_KEY_TEXT_LEN]);
+            c1_digest =
+                sign_block(&mut c1, scheme, &PLAYER_KEY[..PLAYER_KEY_TEXT_LEN]).unwrap_or_default();
         }
         out.reserve(1 + HANDSHAKE_SIZE);
         out.put_u8(RTMP_VERSION);
@@ -301,12 +308,14 @@ impl ClientHandshake {
                 })
             }
         }
-        if buf.len() < 1 + 2 * HANDSHAKE_SIZE {
+        // S1 and S2 follow S0; copied out, so the step leaves `buf` before any check.
+        let Some((s1, s2)) = buf.get(1..).and_then(|s| {
+            let (s1, rest) = s.split_first_chunk::<HANDSHAKE_SIZE>()?;
+            Some((*s1, *rest.first_chunk::<HANDSHAKE_SIZE>()?))
+        }) else {
             return Ok(false);
-        }
-        let s = buf.split_to(1 + 2 * HANDSHAKE_SIZE);
-        let s1 = to_block(&s[1..1 + HANDSHAKE_SIZE]);
-        let s2 = to_block(&s[1 + HANDSHAKE_SIZE..]);
+        };
+        buf.advance(1 + 2 * HANDSHAKE_SIZE);
         match self.scheme {
             None => {
                 out.put_slice(&s1); // C2 echoes S1
@@ -324,7 +333,8 @@ impl ClientHandshake {
                     });
                 }
                 let mut random = [0u8; RANDOM_LEN];
-                random.copy_from_slice(&self.c1[8..]);
+                let c1: &Block = &self.c1;
+                random.copy_from_slice(&c1[8..]);
                 random.reverse();
                 out.put_slice(&response_block(&random, &PLAYER_KEY, &s1_digest));
             }

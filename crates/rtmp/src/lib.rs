@@ -16,7 +16,12 @@
 // outside tests (a bound that cannot fail says why with `get` or a checked form).
 #![cfg_attr(
     not(test),
-    deny(clippy::unwrap_used, clippy::expect_used, clippy::panic)
+    deny(
+        clippy::unwrap_used,
+        clippy::expect_used,
+        clippy::indexing_slicing,
+        clippy::panic
+    )
 )]
 
 pub mod chunk;

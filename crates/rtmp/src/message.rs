@@ -128,9 +128,12 @@ impl Message {
                     payload,
                 }
             }
-            msg_type::COMMAND_AMF3 if p.first() == Some(&0) => {
-                Message::Command(decode_amf(&p[1..], "command")?)
-            }
+            msg_type::COMMAND_AMF3 => match p.split_first() {
+                Some((0, body)) => Message::Command(decode_amf(body, "command")?),
+                _ => Message::Unknown {
+                    msg_type: msg_type::COMMAND_AMF3,
+                },
+            },
             other => Message::Unknown { msg_type: other },
         })
     }
@@ -141,13 +144,12 @@ fn decode_amf(body: &[u8], what: &'static str) -> Result<Vec<Amf0Value>, RtmpErr
 }
 
 fn decode_user_control(p: &[u8]) -> Result<UserControl, RtmpError> {
-    let Some(t) = p.get(..2) else {
+    let Some((&t, data)) = p.split_first_chunk() else {
         return Err(RtmpError::Malformed {
             what: "User Control event",
         });
     };
-    let event_type = u16::from_be_bytes([t[0], t[1]]);
-    let data = &p[2..];
+    let event_type = u16::from_be_bytes(t);
     let arg = || read_u32(data, "User Control event");
     Ok(match event_type {
         0 => UserControl::StreamBegin(arg()?),
@@ -243,14 +245,15 @@ pub fn split_aggregate(raw: &RawMessage) -> Result<Vec<RawMessage>, RtmpError> {
     let mut out = Vec::new();
     let mut base: Option<u32> = None;
     while !rest.is_empty() {
-        let Some(h) = rest.get(..AGGREGATE_HEADER_LEN) else {
+        let Some(&[msg_type, l0, l1, l2, t0, t1, t2, t3, ..]) =
+            rest.first_chunk::<AGGREGATE_HEADER_LEN>()
+        else {
             return Err(RtmpError::Malformed {
                 what: "aggregate sub-message header",
             });
         };
-        let msg_type = h[0];
-        let len = (usize::from(h[1]) << 16) | (usize::from(h[2]) << 8) | usize::from(h[3]);
-        let ts = u32::from_be_bytes([h[7], h[4], h[5], h[6]]);
+        let len = (usize::from(l0) << 16) | (usize::from(l1) << 8) | usize::from(l2);
+        let ts = u32::from_be_bytes([t3, t0, t1, t2]);
         if msg_type == msg_type::AGGREGATE {
             return Err(RtmpError::Malformed {
                 what: "aggregate inside an aggregate",
