@@ -333,7 +333,8 @@ fn idle_and_half_sent_connections_do_not_stall_viewers() {
     if !have_ffmpeg() {
         return;
     }
-    let server = TestServer::start(&[]);
+    // All from one address: past the default limit per address (1000).
+    let server = TestServer::start(&["--max-connections-per-ip", "2000"]);
     let _publisher = publish(&server, "busy", 30);
     std::thread::sleep(Duration::from_millis(3000));
     // 1000 connections that say nothing, or half a request head, and stay open.
