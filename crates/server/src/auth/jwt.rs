@@ -40,6 +40,7 @@ pub enum JwtConfigError {
 }
 
 /// One key a token may be signed with.
+#[derive(Clone)]
 struct Key {
     /// The JWKS entry's `kid`, which a token's header names.
     kid: Option<String>,
@@ -161,20 +162,15 @@ impl Jwt {
         if self.jwks.is_none() || self.jwks != old.jwks {
             return;
         }
-        let mine = self.keys.load();
-        let configured = mine.iter().filter(|k| !k.fetched).map(|k| Key {
-            kid: None,
-            key: k.key.clone(),
-            fetched: false,
-        });
-        let fetched = old.keys.load();
-        let fetched = fetched.iter().filter(|k| k.fetched).map(|k| Key {
-            kid: k.kid.clone(),
-            key: k.key.clone(),
-            fetched: true,
-        });
+        let fetched = old
+            .keys
+            .load()
+            .iter()
+            .filter(|k| k.fetched)
+            .cloned()
+            .collect();
         self.keys
-            .store(Arc::new(configured.chain(fetched).collect()));
+            .store(Arc::new(configured_then(&self.keys.load(), fetched)));
         self.fetched
             .store(old.fetched.load(Ordering::Relaxed), Ordering::Relaxed);
     }
@@ -197,7 +193,7 @@ impl Jwt {
         }
         let set: JwkSet =
             serde_json::from_slice(&got.body).map_err(|e| format!("not a JWKS: {e}"))?;
-        let mut keys: Vec<Key> = set
+        let keys: Vec<Key> = set
             .keys
             .iter()
             .filter_map(|jwk| {
@@ -209,22 +205,20 @@ impl Jwt {
             })
             .collect();
         let n = keys.len();
-        // The configured key stays first.
-        let old = self.keys.load();
-        if let Some(first) = old.first().filter(|k| !k.fetched) {
-            keys.insert(
-                0,
-                Key {
-                    kid: None,
-                    key: first.key.clone(),
-                    fetched: false,
-                },
-            );
-        }
-        self.keys.store(Arc::new(keys));
+        self.keys
+            .store(Arc::new(configured_then(&self.keys.load(), keys)));
         self.fetched.store(super::unix_now(), Ordering::Relaxed);
         Ok(n)
     }
+}
+
+/// The configured key of `keys` (if any) first, then `fetched` (a JWKS's).
+fn configured_then(keys: &[Key], fetched: Vec<Key>) -> Vec<Key> {
+    keys.iter()
+        .filter(|k| !k.fetched)
+        .cloned()
+        .chain(fetched)
+        .collect()
 }
 
 /// The algorithms a key verifies: its family's, never `none`.

@@ -114,9 +114,6 @@ impl Limits {
         let mut map = self.shard(&ip).lock().unwrap_or_else(|e| e.into_inner());
         let entry = map.entry(ip).or_default();
         if per_ip > 0 && entry.connections as usize >= per_ip {
-            if entry.connections == 0 && entry.publishers == 0 {
-                map.remove(&ip);
-            }
             drop(map);
             self.connections.fetch_sub(1, Ordering::AcqRel);
             return Err(self.hit(Limit::ConnectionsPerIp, Some(ip)));
