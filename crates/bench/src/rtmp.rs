@@ -26,6 +26,13 @@ impl RtmpConn {
         digest: bool,
     ) -> Result<RtmpConn, ClientError> {
         let sock = TcpStream::connect(addr).await?;
+        Self::over(sock, app, digest)
+    }
+
+    /// Starts the handshake on a connection the caller made (with socket options of its
+    /// own, say).
+    pub fn over(sock: TcpStream, app: &str, digest: bool) -> Result<RtmpConn, ClientError> {
+        let addr = sock.peer_addr()?;
         sock.set_nodelay(true)?;
         let session = ClientSession::new(ClientConfig {
             app: app.to_string(),

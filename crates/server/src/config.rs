@@ -502,6 +502,13 @@ settings! {
         /// publisher without media, a request never completed), or that takes nothing of a
         /// file download this long, is closed.
         idle_timeout_ms: u64 = 30_000;
+        /// How long a connection has from its accept to start publishing or playing (RTMP:
+        /// handshake, connect, publish or play; RTSP: up to RECORD or PLAY) and a TLS
+        /// handshake to complete. A start that trickles in slower (slowloris) is closed,
+        /// however often it sends. HTTP bounds each request head by idle_timeout_ms
+        /// instead. 0: no bound.
+        #[flag("handshake-timeout-ms", "MS")]
+        handshake_timeout_ms: u64 = 10_000;
         /// Connections in all, every protocol; more are closed at accept (0: no limit).
         #[flag("max-connections", "N")]
         max_connections: usize = 50_000;
@@ -1009,6 +1016,7 @@ impl Config {
         let record = &self.record;
         let ticks_per_ms = i64::from(sluice_media::CLOCK_HZ / 1000);
         Some(record::RecordConfig {
+            stats: Default::default(),
             patterns,
             dir: PathBuf::from(&self.media_root).join(&record.dir),
             fragmenter: record::FragmenterConfig {

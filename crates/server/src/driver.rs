@@ -61,6 +61,8 @@ pub enum DriveError<E: std::error::Error + 'static> {
     Io(#[from] io::Error),
     #[error("nothing received for {0:?}")]
     Idle(Duration),
+    #[error("did not start publishing or playing within {0:?}")]
+    Handshake(Duration),
     #[error("{0}")]
     Refused(String),
     #[error("bad media: {0}")]
@@ -138,11 +140,18 @@ pub struct Conn<S: Session> {
     /// While the session takes its input buffered (a publisher), the socket is read at
     /// most once per this long (see `publishers.read_merge_ms`).
     read_merge: Option<Duration>,
+    /// A connection must start publishing or playing by then (`handshake_timeout_ms`):
+    /// the idle timeout alone lets a peer that trickles a byte now and then hold a
+    /// connection forever.
+    start_by: Option<(tokio::time::Instant, Duration)>,
 }
 
 impl<S: Session> Conn<S> {
     pub fn new(ctx: Rc<Ctx>, client: Client, sock: Rc<Sock>, session: S) -> Self {
         let idle = Some(Duration::from_millis(ctx.config.limits.idle_timeout_ms));
+        let handshake = Duration::from_millis(ctx.config.limits.handshake_timeout_ms);
+        let start_by = (!handshake.is_zero())
+            .then(|| (tokio::time::Instant::now() + handshake, handshake));
         Conn {
             ctx,
             id: client.id(),
@@ -154,7 +163,19 @@ impl<S: Session> Conn<S> {
             playing: None,
             idle,
             read_merge: None,
+            start_by,
         }
+    }
+
+    /// The connection publishes or plays: its start is no longer bounded.
+    pub fn started(&mut self) {
+        self.start_by = None;
+    }
+
+    /// Leaves bounding the start to the session (HTTP bounds each request head).
+    pub fn without_start_deadline(mut self) -> Self {
+        self.start_by = None;
+        self
     }
 
     /// Merges the reads of a publisher of `stream`: at most one per
@@ -162,6 +183,7 @@ impl<S: Session> Conn<S> {
     pub fn merge_reads(&mut self, stream: &Stream) {
         let configured = Duration::from_millis(self.ctx.config.publishers.read_merge_ms);
         self.read_merge = read_merge(configured, stream.merge);
+        self.started();
     }
 
     /// Leaves timing out a silent peer to the session (`poll_timeout`).
@@ -188,6 +210,7 @@ impl<S: Session> Conn<S> {
             }
         }
         self.client.playing(&stream.key, &player);
+        self.started();
         self.playing = Some(Playing::start(&self.ctx.fanout, stream, player));
     }
 
@@ -319,6 +342,7 @@ fn end_reason<E: std::error::Error>(result: &Result<(), DriveError<E>>) -> &'sta
         Err(DriveError::Session(_)) => "protocol_error",
         Err(DriveError::Io(_)) => "io_error",
         Err(DriveError::Idle(_)) => "idle",
+        Err(DriveError::Handshake(_)) => "handshake_timeout",
         Err(DriveError::Refused(_)) => "refused",
         Err(DriveError::Media(_)) => "bad_media",
         Err(DriveError::Closed(CloseReason::TooSlow)) => "too_slow",
@@ -368,6 +392,7 @@ where
         arm(timer.as_mut(), &mut timer_armed, wanted);
         let idle_wanted = idle_deadline.filter(|_| conn.playing.is_none());
         arm(idle.as_mut(), &mut idle_armed, idle_wanted);
+        arm(idle.as_mut(), &mut idle_armed, conn.start_by.map(|(by, _)| by));
         let woke = {
             let wait = adapter.wait();
             tokio::select! {
@@ -405,6 +430,10 @@ where
             }
             Woke::Idle => {
                 idle_armed = None;
+                let now = tokio::time::Instant::now();
+                if let Some((_, bound)) = conn.start_by.filter(|(by, _)| now >= *by) {
+                    return Err(DriveError::Handshake(bound));
+                }
                 let due = idle_deadline.is_some_and(|d| tokio::time::Instant::now() >= d);
                 if due && conn.playing.is_none() {
                     return Err(DriveError::Idle(conn.idle.unwrap_or_default()));

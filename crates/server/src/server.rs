@@ -135,7 +135,7 @@ impl Server {
             },
         });
         let limits = crate::core::limits::Limits::new(config.limit_settings());
-        let hub = Arc::new(hub.with_recorder(recorder).with_limits(limits));
+        let hub = Arc::new(hub.with_recorder(recorder).with_limits(limits.clone()));
         let (rtmp, mut rtmp_listeners) = listeners("RTMP", &config.rtmp.listen, workers)?;
         let (rtsp, mut rtsp_listeners) = listeners("RTSP", &config.rtsp.listen, workers)?;
         let (http, mut http_listeners) = listeners("HTTP", &config.http.listen, workers)?;
@@ -153,7 +153,7 @@ impl Server {
         let vods = Arc::new(crate::vod::Vods::default());
         let (shutdown, _) = watch::channel(false);
         let auth = crate::auth::Auth::new(&config).map_err(io::Error::other)?;
-        let (ops, mut commands) = crate::ops::Ops::new(workers, certificate, auth);
+        let (ops, mut commands) = crate::ops::Ops::new(workers, certificate, auth, limits);
         let mut threads = Vec::with_capacity(workers);
         for worker in 0..workers {
             let mut starts: Vec<Start> = Vec::new();

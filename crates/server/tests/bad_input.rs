@@ -266,3 +266,56 @@ async fn floods_on_every_listener_leave_other_viewers_whole() {
     );
     eprintln!("RSS {rss_before} KiB before, {rss_during} KiB under attack");
 }
+
+/// Players that vanish without a FIN (they stop reading and never close, as a peer
+/// whose network went away looks from here) are found behind and closed within the
+/// lag bound and the skips allowed, while a witness of the same stream gets every
+/// frame.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn players_that_vanish_without_fin_are_closed_and_others_keep_every_frame() {
+    let mut server = TestServer::start(&[
+        "--merge-ms",
+        "50",
+        "--player-max-lag-ms",
+        "500",
+        "--player-max-skips",
+        "1",
+        "--player-send-buffer",
+        "8192",
+    ]);
+    let (publishing, watching) = witness(&server, 8).await;
+    let small = || {
+        let s = tokio::net::TcpSocket::new_v4().unwrap();
+        s.set_recv_buffer_size(4096).unwrap();
+        s
+    };
+    // An HTTP-FLV player and an RTMP player of the same stream; neither reads again.
+    let mut flv = small().connect(server.http).await.unwrap();
+    flv.write_all(b"GET /live/victim.flv HTTP/1.1\r\nHost: sluice\r\n\r\n")
+        .await
+        .unwrap();
+    let mut rtmp = RtmpConn::over(small().connect(server.rtmp).await.unwrap(), "live", false)
+        .unwrap();
+    rtmp.play("victim").await.unwrap();
+    let numbers = watching.await.unwrap();
+    for w in numbers.windows(2) {
+        assert_eq!(w[1], w[0] + 1, "the witness got every frame");
+    }
+    publishing.await.unwrap().close().await.unwrap();
+    // Each is closed once what it is owed has had its bounded time to drain.
+    let too_slow = |p: &str| {
+        let (_, _, body) = common::http_request(server.http, "GET", "/metrics", "");
+        let series = format!("sluice_disconnects_total{{protocol=\"{p}\",reason=\"too_slow\"}}");
+        String::from_utf8_lossy(&body).contains(&format!("{series} 1"))
+    };
+    let deadline = Instant::now() + Duration::from_secs(5);
+    while !(too_slow("http") && too_slow("rtmp")) {
+        assert!(
+            Instant::now() < deadline,
+            "the vanished players were not closed as too slow"
+        );
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    assert!(server.alive());
+    drop((flv, rtmp));
+}

@@ -5,7 +5,7 @@
 
 mod common;
 
-use common::{have_ffmpeg, http_request, publish_test_pattern, TestServer};
+use common::{have_ffmpeg, http_request, metric, publish_test_pattern, TestServer};
 use std::io::Read;
 use std::net::{SocketAddr, TcpStream};
 use std::time::{Duration, Instant};
@@ -37,14 +37,6 @@ fn hold(addr: SocketAddr, n: usize) -> Vec<TcpStream> {
         .collect();
     std::thread::sleep(Duration::from_millis(300));
     held
-}
-
-fn metric(addr: SocketAddr, series: &str) -> f64 {
-    let (_, _, body) = http_request(addr, "GET", "/metrics", "");
-    let text = String::from_utf8_lossy(&body);
-    text.lines()
-        .find_map(|l| l.strip_prefix(series)?.trim().parse().ok())
-        .unwrap_or_else(|| panic!("no {series} in\n{text}"))
 }
 
 #[test]
@@ -131,4 +123,136 @@ fn publishers_per_address_and_streams_are_bounded() {
     let (status, _, body) = http_request(server.http, "GET", "/api/v1/streams/live/a", "");
     assert_eq!(status, 200);
     assert!(String::from_utf8_lossy(&body).contains("\"live\": true"));
+}
+
+/// Whether the server closed `s` by `limit` (reading and dropping what it sends).
+fn closed_by(s: &mut TcpStream, limit: Instant) -> bool {
+    let mut b = [0u8; 4096];
+    while Instant::now() < limit {
+        match s.read(&mut b) {
+            Ok(0) => return true,
+            Err(e) if e.kind() == std::io::ErrorKind::ConnectionReset => return true,
+            _ => {}
+        }
+    }
+    false
+}
+
+/// A start that trickles in, a byte or a request now and then, is closed at the
+/// handshake timeout although it never goes idle.
+#[test]
+fn slow_starts_are_closed_at_the_handshake_timeout() {
+    use std::io::Write;
+    let server = TestServer::start(&["--handshake-timeout-ms", "1000"]);
+    let rtsp = server.rtsp.expect("rtsp");
+    let started = Instant::now();
+    // RTMP: the handshake, one byte every 100 ms.
+    let mut rtmp = TcpStream::connect(server.rtmp).unwrap();
+    rtmp.set_read_timeout(Some(Duration::from_millis(100)))
+        .unwrap();
+    rtmp.write_all(&[3]).unwrap();
+    // RTSP: an OPTIONS every 100 ms, each answered, never a PLAY or RECORD.
+    let mut options = TcpStream::connect(rtsp).unwrap();
+    options
+        .set_read_timeout(Some(Duration::from_millis(100)))
+        .unwrap();
+    let (mut rtmp_closed, mut rtsp_closed) = (false, false);
+    let mut cseq = 0;
+    while !(rtmp_closed && rtsp_closed) {
+        assert!(
+            started.elapsed() < Duration::from_secs(5),
+            "still open: rtmp {rtmp_closed}, rtsp {rtsp_closed}"
+        );
+        cseq += 1;
+        if !rtmp_closed {
+            let _ = rtmp.write_all(&[0]);
+            rtmp_closed = closed_by(&mut rtmp, Instant::now() + Duration::from_millis(100));
+        }
+        if !rtsp_closed {
+            let req = format!("OPTIONS rtsp://{rtsp}/live/x RTSP/1.0\r\nCSeq: {cseq}\r\n\r\n");
+            let _ = options.write_all(req.as_bytes());
+            rtsp_closed = closed_by(&mut options, Instant::now() + Duration::from_millis(100));
+        }
+    }
+    assert!(
+        started.elapsed() >= Duration::from_millis(900),
+        "closed before the timeout: {:?}",
+        started.elapsed()
+    );
+    for protocol in ["rtmp", "rtsp"] {
+        let series = format!(
+            "sluice_disconnects_total{{protocol=\"{protocol}\",reason=\"handshake_timeout\"}}"
+        );
+        assert_eq!(metric(server.http, &series), 1.0, "{series}");
+    }
+}
+
+/// A connection to `addr` from `src`, an address of the loopback range other than the
+/// test's own (which the API's requests use).
+fn connect_from(src: std::net::IpAddr, addr: SocketAddr) -> TcpStream {
+    use socket2::{Domain, Socket, Type};
+    let s = Socket::new(Domain::IPV4, Type::STREAM, None).unwrap();
+    s.bind(&SocketAddr::new(src, 0).into()).unwrap();
+    s.connect(&addr.into()).unwrap();
+    s.into()
+}
+
+/// Whether a connection from `src` is closed at once (see `refused`).
+fn refused_from(src: std::net::IpAddr, addr: SocketAddr) -> bool {
+    let mut s = connect_from(src, addr);
+    s.set_read_timeout(Some(Duration::from_millis(500)))
+        .unwrap();
+    let mut b = [0u8; 1];
+    match s.read(&mut b) {
+        Ok(0) => true,
+        Err(e) if e.kind() == std::io::ErrorKind::ConnectionReset => true,
+        _ => false,
+    }
+}
+
+/// A reload (the API here; SIGHUP does the same) sets new limits; what is in keeps its
+/// place.
+#[test]
+fn a_reload_sets_new_limits() {
+    let dir = common::scratch("limits-reload");
+    let config = dir.join("sluice.toml");
+    let write = |n: usize| {
+        let text = format!("[limits]\nmax_connections_per_ip = {n}\n");
+        std::fs::write(&config, text).unwrap();
+    };
+    let src: std::net::IpAddr = [127, 0, 0, 2].into();
+    write(3);
+    let server = TestServer::start(&["--config", config.to_str().unwrap(), "--rtsp", "off"]);
+    let held_from = |n: usize| -> Vec<TcpStream> {
+        let held = (0..n)
+            .map(|_| {
+                let s = connect_from(src, server.rtmp);
+                std::thread::sleep(Duration::from_millis(100));
+                s
+            })
+            .collect();
+        std::thread::sleep(Duration::from_millis(300));
+        held
+    };
+    let held = held_from(3);
+    assert!(refused_from(src, server.http));
+    write(6);
+    let (status, _, body) = http_request(server.http, "POST", "/api/v1/reload", "");
+    assert_eq!(status, 200, "{}", String::from_utf8_lossy(&body));
+    assert!(String::from_utf8_lossy(&body).contains("limits"));
+    let more = held_from(2);
+    assert!(!refused_from(src, server.http), "the new limit is in force");
+    // Lowered below what is in: those stay, new ones are refused.
+    write(2);
+    let (status, _, _) = http_request(server.http, "POST", "/api/v1/reload", "");
+    assert_eq!(status, 200);
+    assert!(refused_from(src, server.http));
+    for mut s in held.into_iter().chain(more) {
+        s.set_read_timeout(Some(Duration::from_millis(50))).unwrap();
+        let mut b = [0u8; 1];
+        assert!(
+            matches!(s.read(&mut b), Err(e) if e.kind() == std::io::ErrorKind::WouldBlock),
+            "a connection in was closed"
+        );
+    }
 }

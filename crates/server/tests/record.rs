@@ -447,3 +447,86 @@ async fn a_publisher_that_returns_within_the_grace_window_continues_the_file() {
         assert!((3.9..=4.2).contains(&duration), "{duration} s");
     }
 }
+
+/// A tmpfs of `kib` KiB mounted at `dir` while it lives (needs root, as in CI).
+struct Tmpfs(PathBuf);
+
+impl Tmpfs {
+    fn mount(dir: &Path, kib: u32) -> Option<Tmpfs> {
+        std::fs::create_dir_all(dir).expect("mount point");
+        let ok = Command::new("mount")
+            .args(["-t", "tmpfs", "-o", &format!("size={kib}k"), "tmpfs"])
+            .arg(dir)
+            .status()
+            .is_ok_and(|s| s.success());
+        if !ok {
+            assert!(
+                std::env::var("SLUICE_REQUIRE_TOOLS").as_deref() != Ok("1"),
+                "mounting a tmpfs needs root, and SLUICE_REQUIRE_TOOLS=1"
+            );
+            eprintln!("skipping: cannot mount a tmpfs (not root)");
+            return None;
+        }
+        Some(Tmpfs(dir.to_path_buf()))
+    }
+}
+
+impl Drop for Tmpfs {
+    fn drop(&mut self) {
+        let _ = Command::new("umount").arg("-l").arg(&self.0).status();
+    }
+}
+
+/// The disk fills while a stream is recorded: the file is abandoned with an error (a
+/// log line and `sluice_record_failures_total`), what was written before plays, and a
+/// player of the stream gets every frame all along.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_full_disk_stops_the_recording_and_spares_live_delivery() {
+    use sluice_bench::player::{Player, Protocol};
+    let root = media_root("full");
+    let Some(_disk) = Tmpfs::mount(&root.join("recordings"), 400) else {
+        return;
+    };
+    let server = server(&root, &["--merge-ms", "50", "--record-fragment-ms", "500"]);
+    // 20 KB frames at 25 fps: 500 KB/s, so the 400 KiB disk is full within a second.
+    let seconds = 4;
+    let clip = synthetic_clip(&avc_track(), seconds, 25, 20_000);
+    let mut publisher = RtmpConn::connect(server.rtmp, "live", false).await.unwrap();
+    publisher.publish("big").await.unwrap();
+    let until = tokio::time::Instant::now() + Duration::from_millis(u64::from(seconds) * 1000);
+    let publishing = tokio::spawn(async move {
+        publish_clip(&mut publisher, &clip, until, true, None)
+            .await
+            .unwrap();
+        publisher
+    });
+    tokio::time::sleep(Duration::from_millis(100)).await;
+    let mut player = Player::connect(Protocol::Flv, server.http, "live", "big")
+        .await
+        .unwrap();
+    let last = seconds * 25 - 1;
+    let mut numbers = Vec::new();
+    while numbers.last() != Some(&last) {
+        let tag = tokio::time::timeout(Duration::from_secs(10), player.next_tag())
+            .await
+            .expect("in time")
+            .expect("tag");
+        numbers.extend(common::frame_number(&tag));
+    }
+    assert!(
+        numbers.windows(2).all(|w| w[1] == w[0] + 1),
+        "the player got every frame: {numbers:?}"
+    );
+    publishing.await.unwrap().close().await.unwrap();
+
+    let failures = common::metric(server.http, "sluice_record_failures_total");
+    assert!(failures >= 1.0, "{failures} failures");
+    let files = recordings(&root);
+    assert_eq!(files.len(), 1, "{files:?}");
+    if have_ffmpeg() {
+        // Up to the fragment that did not fit.
+        let p = probe(&files[0]);
+        assert!(!p.video.is_empty() && p.video[0].1, "{p:?}");
+        assert!(p.video.len() < 100, "{p:?}");
+    }
+}

@@ -151,6 +151,11 @@ impl Hub {
         self
     }
 
+    /// The recorder, when recording is on.
+    pub fn recorder(&self) -> Option<&Recorder> {
+        self.recorder.as_ref()
+    }
+
     /// Records the streams that `recorder`'s patterns (or their app entries) say.
     pub fn with_recorder(mut self, recorder: Option<Recorder>) -> Self {
         self.recorder = recorder;
@@ -186,7 +191,7 @@ impl Hub {
             drop(state);
             stream.clone()
         } else {
-            let max = self.limits.settings.streams;
+            let max = self.limits.settings().streams;
             if max > 0 && self.streams.load().len() >= max {
                 let limit = super::limits::Limit::Streams;
                 return Err(PublishError::Limit(self.limits.hit(limit, None)));

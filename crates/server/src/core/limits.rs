@@ -65,7 +65,8 @@ struct PerIp {
 /// The server's admission limits and their counts.
 #[derive(Debug)]
 pub struct Limits {
-    pub settings: LimitSettings,
+    /// Replaced whole by a reload; what is admitted keeps its place.
+    settings: arc_swap::ArcSwap<LimitSettings>,
     connections: AtomicUsize,
     per_ip: [Mutex<HashMap<IpAddr, PerIp>>; SHARDS],
     hits: [AtomicU64; 4],
@@ -88,11 +89,22 @@ pub struct PublisherSlot {
 impl Limits {
     pub fn new(settings: LimitSettings) -> Arc<Limits> {
         Arc::new(Limits {
-            settings,
+            settings: arc_swap::ArcSwap::from_pointee(settings),
             connections: AtomicUsize::new(0),
             per_ip: Default::default(),
             hits: Default::default(),
         })
+    }
+
+    /// The limits in force.
+    pub fn settings(&self) -> LimitSettings {
+        **self.settings.load()
+    }
+
+    /// New limits for what comes next (a reload): connections, streams and publishers
+    /// already in keep their places, even past a lowered limit.
+    pub fn set(&self, settings: LimitSettings) {
+        self.settings.store(Arc::new(settings));
     }
 
     fn shard(&self, ip: &IpAddr) -> &Mutex<HashMap<IpAddr, PerIp>> {
@@ -104,13 +116,14 @@ impl Limits {
 
     /// Lets a connection from `ip` in, or says which limit keeps it out.
     pub fn admit(self: &Arc<Self>, ip: IpAddr) -> Result<Admission, Limit> {
-        let max = self.settings.connections;
+        let settings = self.settings();
+        let max = settings.connections;
         let total = self.connections.fetch_add(1, Ordering::AcqRel);
         if max > 0 && total >= max {
             self.connections.fetch_sub(1, Ordering::AcqRel);
             return Err(self.hit(Limit::Connections, Some(ip)));
         }
-        let per_ip = self.settings.connections_per_ip;
+        let per_ip = settings.connections_per_ip;
         let mut map = self.shard(&ip).lock().unwrap_or_else(|e| e.into_inner());
         let entry = map.entry(ip).or_default();
         if per_ip > 0 && entry.connections as usize >= per_ip {
@@ -127,7 +140,7 @@ impl Limits {
 
     /// Lets `ip` publish one more stream, or says it publishes enough.
     pub fn publisher(self: &Arc<Self>, ip: IpAddr) -> Result<PublisherSlot, Limit> {
-        let max = self.settings.publishers_per_ip;
+        let max = self.settings().publishers_per_ip;
         let mut map = self.shard(&ip).lock().unwrap_or_else(|e| e.into_inner());
         let entry = map.entry(ip).or_default();
         if max > 0 && entry.publishers as usize >= max {

@@ -64,12 +64,17 @@ impl Playing {
         loop {
             match self.player.wait() {
                 PlayerWait::Close(reason) => return PlayEnd::Closed(reason),
-                PlayerWait::Writable => {
-                    if let Err(e) = self.player.sock.writable().await {
-                        return PlayEnd::Io(e);
+                // A close comes while the socket is full, too: a peer that vanished
+                // never makes it writable again.
+                PlayerWait::Writable => tokio::select! {
+                    r = self.player.sock.writable() => {
+                        if let Err(e) = r {
+                            return PlayEnd::Io(e);
+                        }
+                        self.local.on_writable(&self.player);
                     }
-                    self.local.on_writable(&self.player);
-                }
+                    () = self.player.wake.notified() => {}
+                },
                 PlayerWait::Idle => self.player.wake.notified().await,
             }
         }

@@ -151,8 +151,11 @@ async fn serve_tls(ctx: Rc<Worker>, acceptor: TlsAcceptor, sock: TcpStream, peer
     let id = ctx.hub.next_id();
     let span = tracing::info_span!("https", id, %peer);
     async move {
-        let idle = Duration::from_millis(ctx.config.limits.idle_timeout_ms);
-        let tls = match tokio::time::timeout(idle, acceptor.accept(SharedTcp(Rc::new(sock)))).await
+        let handshake = match ctx.config.limits.handshake_timeout_ms {
+            0 => Duration::from_millis(ctx.config.limits.idle_timeout_ms),
+            ms => Duration::from_millis(ms),
+        };
+        let tls = match tokio::time::timeout(handshake, acceptor.accept(SharedTcp(Rc::new(sock)))).await
         {
             Ok(Ok(mut tls)) => {
                 // rustls buffers up to this much ciphertext a socket has not taken yet;
@@ -198,7 +201,9 @@ async fn connection(
     // The session times out slow heads and silent kept-alive connections itself.
     let client = ctx.clients.add(id, protocol, peer);
     let mut conn =
-        Conn::new(ctx.ctx.clone(), client, Rc::new(sock), session).without_idle_timeout();
+        Conn::new(ctx.ctx.clone(), client, Rc::new(sock), session)
+            .without_idle_timeout()
+            .without_start_deadline();
     let mut http = Http {
         worker: ctx.clone(),
         peer,

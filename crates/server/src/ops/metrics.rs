@@ -216,6 +216,29 @@ pub fn render(
         admitted,
     );
 
+    if let Some(stats) = hub.recorder().map(|r| r.stats()) {
+        let count = |n: &AtomicU64| {
+            let c: Counter = Counter::default();
+            c.inc_by(n.load(Ordering::Relaxed));
+            c
+        };
+        reg.register(
+            "record_files",
+            "Recordings completed",
+            count(&stats.files),
+        );
+        reg.register(
+            "record_failures",
+            "Recordings abandoned on a write error (a full disk, say) or never created",
+            count(&stats.failures),
+        );
+        reg.register(
+            "record_bytes",
+            "Bytes written to recordings",
+            count(&stats.bytes),
+        );
+    }
+
     if per_connection {
         connections(&mut reg, workers);
     }

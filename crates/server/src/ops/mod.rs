@@ -368,6 +368,8 @@ pub struct Ops {
     certificate: Option<Arc<crate::io::tls::Certificate>>,
     /// The authorization every worker uses; a reload replaces it.
     pub auth: Arc<arc_swap::ArcSwap<crate::auth::Auth>>,
+    /// The admission limits; a reload sets new ones.
+    limits: Arc<crate::core::limits::Limits>,
     source: std::sync::OnceLock<ConfigSource>,
     /// Seconds from a player's start to its first keyframe, one histogram per worker
     /// (each observed only by its worker).
@@ -391,12 +393,14 @@ impl Ops {
         n: usize,
         certificate: Option<Arc<crate::io::tls::Certificate>>,
         auth: crate::auth::Auth,
+        limits: Arc<crate::core::limits::Limits>,
     ) -> (Arc<Ops>, Vec<mpsc::UnboundedReceiver<Command>>) {
         let (tx, rx): (Vec<_>, Vec<_>) = (0..n).map(|_| mpsc::unbounded_channel()).unzip();
         let ops = Ops {
             workers: tx,
             certificate,
             auth: Arc::new(arc_swap::ArcSwap::from_pointee(auth)),
+            limits,
             source: std::sync::OnceLock::new(),
             first_frame: Family::new_with_constructor(|| Histogram::new(FIRST_FRAME_BUCKETS)),
             started: SystemTime::now(),
@@ -425,7 +429,9 @@ impl Ops {
     /// Reloads the HTTPS certificate from its files (connections keep theirs; new
     /// handshakes get the new one) and the authorization settings (`[auth]`,
     /// `[[users]]`, the apps' auth keys, `api.token`: sessions that are in keep going,
-    /// the next requests are judged by the new ones). All or nothing: a setting that
+    /// the next requests are judged by the new ones), and the admission limits
+    /// (`max_connections`, `max_connections_per_ip`, `max_streams`,
+    /// `max_publishers_per_ip`: what is in keeps its place). All or nothing: a setting that
     /// does not load changes nothing. Returns what was reloaded.
     pub fn reload(&self, config: &crate::config::Config) -> Result<Vec<&'static str>, String> {
         let fresh = self.source.get().map(|load| load()).transpose()?;
@@ -444,6 +450,10 @@ impl Ops {
             let old = self.auth.load_full();
             self.auth.store(Arc::new(old.reloaded(auth)));
             done.push("auth");
+        }
+        if let Some(fresh) = &fresh {
+            self.limits.set(fresh.limit_settings());
+            done.push("limits");
         }
         Ok(done)
     }

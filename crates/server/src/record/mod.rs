@@ -54,6 +54,20 @@ pub struct RecordConfig {
     pub queue_bytes: usize,
     /// Told when a file is complete (`hooks.on_record_done`).
     pub notifier: Option<Arc<crate::ops::notify::Notifier>>,
+    /// What the writer did, for `/metrics`.
+    pub stats: Arc<RecordStats>,
+}
+
+/// The writer's counts since start.
+#[derive(Debug, Default)]
+pub struct RecordStats {
+    /// Files completed.
+    pub files: AtomicU64,
+    /// Files abandoned on an I/O error (a full disk, say), and files that could not be
+    /// created.
+    pub failures: AtomicU64,
+    /// Bytes written.
+    pub bytes: AtomicU64,
 }
 
 /// What workers send to the writer thread.
@@ -113,9 +127,15 @@ impl Queue {
 pub struct Recorder {
     queue: Arc<Queue>,
     patterns: Arc<[Pattern]>,
+    stats: Arc<RecordStats>,
 }
 
 impl Recorder {
+    /// What the writer did so far.
+    pub fn stats(&self) -> &RecordStats {
+        &self.stats
+    }
+
     /// The tap of a new stream `key` (hub id `id`), if it is to be recorded: as `force`
     /// says (an app entry's `record`), or else if a pattern matches it.
     pub fn tap(&self, key: &str, id: u64, force: Option<bool>) -> Option<Tap> {
@@ -242,6 +262,7 @@ pub fn start(config: RecordConfig) -> std::io::Result<(Recorder, Writer)> {
         limit: config.queue_bytes,
     });
     let patterns: Arc<[Pattern]> = config.patterns.clone().into();
+    let stats = config.stats.clone();
     let thread = std::thread::Builder::new()
         .name("sluice-record".into())
         .spawn({
@@ -252,6 +273,7 @@ pub fn start(config: RecordConfig) -> std::io::Result<(Recorder, Writer)> {
         Recorder {
             queue: queue.clone(),
             patterns,
+            stats,
         },
         Writer { queue, thread },
     ))

@@ -110,6 +110,7 @@ impl Recording {
         while let Some(output) = self.fragmenter.poll_output() {
             if let Err((path, e)) = self.apply(output, config) {
                 tracing::warn!(stream = %self.key, path = %path.display(), "recording abandoned: {e}");
+                config.stats.failures.fetch_add(1, Ordering::Relaxed);
                 self.file = None;
             }
         }
@@ -129,6 +130,7 @@ impl Recording {
             tracing::debug!(stream = %self.key, path = %open.path.display(), "recording");
             let written = open.file.write_all(&header);
             open.bytes = header.len() as u64;
+            config.stats.bytes.fetch_add(open.bytes, Ordering::Relaxed);
             let path = open.path.clone();
             self.file = Some(open);
             return written.map_err(|e| (path, e));
@@ -141,6 +143,7 @@ impl Recording {
             Output::Begin { .. } => Ok(()),
             Output::Append(bytes) => {
                 open.bytes = open.bytes.saturating_add(bytes.len() as u64);
+                config.stats.bytes.fetch_add(bytes.len() as u64, Ordering::Relaxed);
                 open.file.write_all(&bytes)
             }
             Output::Patch { offset, bytes } => open.file.write_all_at(&bytes, offset),
@@ -148,6 +151,7 @@ impl Recording {
             Output::End { duration_ms } => {
                 let synced = open.file.sync_data();
                 if synced.is_ok() {
+                    config.stats.files.fetch_add(1, Ordering::Relaxed);
                     tracing::info!(
                         stream = %self.key,
                         path = %open.path.display(),

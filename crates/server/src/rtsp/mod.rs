@@ -696,6 +696,8 @@ impl Rtsp {
             tokio::time::sleep(DESCRIBE_POLL / 2).await;
         };
         conn.session.answer_play(&starts, Some(answer_range))?;
+        // Over UDP the connection is only the control channel now; it has started too.
+        conn.started();
         self.play(conn, &stream, format, start);
         Ok(())
     }

@@ -568,6 +568,15 @@ impl Rtsp {
 
 /// One HTTP/1.1 request with `Connection: close` (`extra`: more header lines, each
 /// ending in CRLF): the status code, the response head and the whole body.
+/// The value of `series` (name and labels, as `/metrics` prints them) at `addr`.
+pub fn metric(addr: SocketAddr, series: &str) -> f64 {
+    let (_, _, body) = http_request(addr, "GET", "/metrics", "");
+    let text = String::from_utf8_lossy(&body);
+    text.lines()
+        .find_map(|l| l.strip_prefix(series)?.trim().parse().ok())
+        .unwrap_or_else(|| panic!("no {series} in\n{text}"))
+}
+
 pub fn http_request(
     addr: SocketAddr,
     method: &str,
