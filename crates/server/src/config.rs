@@ -523,6 +523,10 @@ settings! {
         /// Streams one address may publish at once (0: no limit).
         #[flag("max-publishers-per-ip", "N")]
         max_publishers_per_ip: usize = 100;
+        /// Sessions with media over UDP at once (RTSP with RTP over UDP, WebRTC); a SETUP
+        /// past it is answered 453 (0: no limit).
+        #[flag("max-udp-sessions", "N")]
+        max_udp_sessions: usize = 10_000;
         /// On SIGTERM or SIGINT: how long connections get to end cleanly (streams end,
         /// players are told, owed bytes are written) before the rest are dropped.
         /// Recordings are completed after that either way.
@@ -1065,6 +1069,7 @@ impl Config {
             connections_per_ip: l.max_connections_per_ip,
             streams: l.max_streams,
             publishers_per_ip: l.max_publishers_per_ip,
+            udp_sessions: l.max_udp_sessions,
         }
     }
 

@@ -150,8 +150,8 @@ impl<S: Session> Conn<S> {
     pub fn new(ctx: Rc<Ctx>, client: Client, sock: Rc<Sock>, session: S) -> Self {
         let idle = Some(Duration::from_millis(ctx.config.limits.idle_timeout_ms));
         let handshake = Duration::from_millis(ctx.config.limits.handshake_timeout_ms);
-        let start_by = (!handshake.is_zero())
-            .then(|| (tokio::time::Instant::now() + handshake, handshake));
+        let start_by =
+            (!handshake.is_zero()).then(|| (tokio::time::Instant::now() + handshake, handshake));
         Conn {
             ctx,
             id: client.id(),
@@ -392,7 +392,11 @@ where
         arm(timer.as_mut(), &mut timer_armed, wanted);
         let idle_wanted = idle_deadline.filter(|_| conn.playing.is_none());
         arm(idle.as_mut(), &mut idle_armed, idle_wanted);
-        arm(idle.as_mut(), &mut idle_armed, conn.start_by.map(|(by, _)| by));
+        arm(
+            idle.as_mut(),
+            &mut idle_armed,
+            conn.start_by.map(|(by, _)| by),
+        );
         let woke = {
             let wait = adapter.wait();
             tokio::select! {

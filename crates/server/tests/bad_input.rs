@@ -294,8 +294,8 @@ async fn players_that_vanish_without_fin_are_closed_and_others_keep_every_frame(
     flv.write_all(b"GET /live/victim.flv HTTP/1.1\r\nHost: sluice\r\n\r\n")
         .await
         .unwrap();
-    let mut rtmp = RtmpConn::over(small().connect(server.rtmp).await.unwrap(), "live", false)
-        .unwrap();
+    let mut rtmp =
+        RtmpConn::over(small().connect(server.rtmp).await.unwrap(), "live", false).unwrap();
     rtmp.play("victim").await.unwrap();
     let numbers = watching.await.unwrap();
     for w in numbers.windows(2) {

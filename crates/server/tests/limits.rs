@@ -256,3 +256,66 @@ fn a_reload_sets_new_limits() {
         );
     }
 }
+
+/// RTP over UDP is bounded in sessions: a SETUP past the limit is answered 453 (and
+/// ffmpeg, held to UDP, gives up); the place comes back when a session ends.
+#[test]
+#[cfg_attr(not(have_ffmpeg), ignore = "needs ffmpeg and ffprobe")]
+fn udp_sessions_are_bounded() {
+    use std::process::{Command, Stdio};
+    if !have_ffmpeg() {
+        return;
+    }
+    let server = TestServer::start(&["--max-udp-sessions", "1", "--rtp-ports", "47300-47319"]);
+    let rtsp = server.rtsp.expect("rtsp");
+    let _publisher = publish_test_pattern(
+        &format!("rtmp://{}/live/a", server.rtmp),
+        "flv",
+        "libx264",
+        30,
+    );
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while http_request(server.http, "GET", "/api/v1/streams/live/a", "").0 != 200 {
+        assert!(Instant::now() < deadline, "live/a never appeared");
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    let url = format!("rtsp://{rtsp}/live/a");
+    let probe = || {
+        Command::new("ffprobe")
+            .args(["-v", "error", "-rtsp_transport", "udp", "-show_streams"])
+            .arg(&url)
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .status()
+            .expect("ffprobe")
+            .success()
+    };
+    let mut holder = common::Kill(
+        Command::new("ffmpeg")
+            .args(["-v", "error", "-rtsp_transport", "udp", "-i"])
+            .arg(&url)
+            .args(["-t", "3", "-f", "null", "-"])
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .expect("ffmpeg"),
+    );
+    let deadline = Instant::now() + Duration::from_secs(5);
+    while metric(server.http, "sluice_udp_sessions") < 1.0 {
+        assert!(
+            Instant::now() < deadline,
+            "the first UDP session never set up"
+        );
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    assert!(!probe(), "a second UDP session was let in");
+    assert_eq!(
+        metric(
+            server.http,
+            "sluice_limit_hits_total{limit=\"udp_sessions\"}"
+        ),
+        1.0
+    );
+    assert!(holder.0.wait().expect("ffmpeg").success());
+    assert!(probe(), "the place came back");
+}

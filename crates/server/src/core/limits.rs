@@ -21,14 +21,16 @@ pub enum Limit {
     ConnectionsPerIp,
     Streams,
     PublishersPerIp,
+    UdpSessions,
 }
 
 impl Limit {
-    pub const ALL: [Limit; 4] = [
+    pub const ALL: [Limit; 5] = [
         Limit::Connections,
         Limit::ConnectionsPerIp,
         Limit::Streams,
         Limit::PublishersPerIp,
+        Limit::UdpSessions,
     ];
 
     pub fn name(self) -> &'static str {
@@ -37,6 +39,7 @@ impl Limit {
             Limit::ConnectionsPerIp => "connections_per_ip",
             Limit::Streams => "streams",
             Limit::PublishersPerIp => "publishers_per_ip",
+            Limit::UdpSessions => "udp_sessions",
         }
     }
 }
@@ -54,6 +57,7 @@ pub struct LimitSettings {
     pub connections_per_ip: usize,
     pub streams: usize,
     pub publishers_per_ip: usize,
+    pub udp_sessions: usize,
 }
 
 #[derive(Debug, Default, Clone, Copy)]
@@ -68,8 +72,9 @@ pub struct Limits {
     /// Replaced whole by a reload; what is admitted keeps its place.
     settings: arc_swap::ArcSwap<LimitSettings>,
     connections: AtomicUsize,
+    udp_sessions: AtomicUsize,
     per_ip: [Mutex<HashMap<IpAddr, PerIp>>; SHARDS],
-    hits: [AtomicU64; 4],
+    hits: [AtomicU64; 5],
 }
 
 /// A connection admitted; dropping it gives its place back.
@@ -77,6 +82,19 @@ pub struct Limits {
 pub struct Admission {
     limits: Arc<Limits>,
     ip: IpAddr,
+}
+
+/// A session with media over UDP (RTSP's RTP over UDP, WebRTC); dropping it gives
+/// its place back.
+#[derive(Debug)]
+pub struct UdpSlot {
+    limits: Arc<Limits>,
+}
+
+impl Drop for UdpSlot {
+    fn drop(&mut self) {
+        self.limits.udp_sessions.fetch_sub(1, Ordering::AcqRel);
+    }
 }
 
 /// A publisher admitted; dropping it gives its place back.
@@ -91,6 +109,7 @@ impl Limits {
         Arc::new(Limits {
             settings: arc_swap::ArcSwap::from_pointee(settings),
             connections: AtomicUsize::new(0),
+            udp_sessions: AtomicUsize::new(0),
             per_ip: Default::default(),
             hits: Default::default(),
         })
@@ -152,6 +171,25 @@ impl Limits {
             limits: self.clone(),
             ip,
         })
+    }
+
+    /// Lets one more session carry media over UDP (its state lives past any one
+    /// datagram, so floods of new ones must be bounded), or says there are enough.
+    pub fn udp_session(self: &Arc<Self>, ip: IpAddr) -> Result<UdpSlot, Limit> {
+        let max = self.settings().udp_sessions;
+        let n = self.udp_sessions.fetch_add(1, Ordering::AcqRel);
+        if max > 0 && n >= max {
+            self.udp_sessions.fetch_sub(1, Ordering::AcqRel);
+            return Err(self.hit(Limit::UdpSessions, Some(ip)));
+        }
+        Ok(UdpSlot {
+            limits: self.clone(),
+        })
+    }
+
+    /// Sessions with media over UDP now.
+    pub fn udp_sessions(&self) -> usize {
+        self.udp_sessions.load(Ordering::Relaxed)
     }
 
     /// Counts a hit of `limit` (by `ip`, when one address hit it) and logs it when the

@@ -155,7 +155,8 @@ async fn serve_tls(ctx: Rc<Worker>, acceptor: TlsAcceptor, sock: TcpStream, peer
             0 => Duration::from_millis(ctx.config.limits.idle_timeout_ms),
             ms => Duration::from_millis(ms),
         };
-        let tls = match tokio::time::timeout(handshake, acceptor.accept(SharedTcp(Rc::new(sock)))).await
+        let tls = match tokio::time::timeout(handshake, acceptor.accept(SharedTcp(Rc::new(sock))))
+            .await
         {
             Ok(Ok(mut tls)) => {
                 // rustls buffers up to this much ciphertext a socket has not taken yet;
@@ -200,10 +201,9 @@ async fn connection(
     );
     // The session times out slow heads and silent kept-alive connections itself.
     let client = ctx.clients.add(id, protocol, peer);
-    let mut conn =
-        Conn::new(ctx.ctx.clone(), client, Rc::new(sock), session)
-            .without_idle_timeout()
-            .without_start_deadline();
+    let mut conn = Conn::new(ctx.ctx.clone(), client, Rc::new(sock), session)
+        .without_idle_timeout()
+        .without_start_deadline();
     let mut http = Http {
         worker: ctx.clone(),
         peer,

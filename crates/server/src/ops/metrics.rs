@@ -215,6 +215,13 @@ pub fn render(
         "Connections admitted and not ended, every protocol",
         admitted,
     );
+    let udp: Gauge = Gauge::default();
+    udp.set(hub.limits.udp_sessions() as i64);
+    reg.register(
+        "udp_sessions",
+        "Sessions with media over UDP (RTSP with RTP over UDP, WebRTC)",
+        udp,
+    );
 
     if let Some(stats) = hub.recorder().map(|r| r.stats()) {
         let count = |n: &AtomicU64| {
@@ -222,11 +229,7 @@ pub fn render(
             c.inc_by(n.load(Ordering::Relaxed));
             c
         };
-        reg.register(
-            "record_files",
-            "Recordings completed",
-            count(&stats.files),
-        );
+        reg.register("record_files", "Recordings completed", count(&stats.files));
         reg.register(
             "record_failures",
             "Recordings abandoned on a write error (a full disk, say) or never created",

@@ -305,6 +305,7 @@ mod tests {
                 limit,
             }),
             patterns: vec![Pattern::parse("live/*").unwrap()].into(),
+            stats: Default::default(),
         };
         (recorder, rx)
     }

@@ -143,7 +143,10 @@ impl Recording {
             Output::Begin { .. } => Ok(()),
             Output::Append(bytes) => {
                 open.bytes = open.bytes.saturating_add(bytes.len() as u64);
-                config.stats.bytes.fetch_add(bytes.len() as u64, Ordering::Relaxed);
+                config
+                    .stats
+                    .bytes
+                    .fetch_add(bytes.len() as u64, Ordering::Relaxed);
                 open.file.write_all(&bytes)
             }
             Output::Patch { offset, bytes } => open.file.write_all_at(&bytes, offset),

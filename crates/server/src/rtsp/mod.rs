@@ -129,6 +129,7 @@ async fn serve(worker: Rc<Worker>, sock: TcpStream, peer: SocketAddr) {
             heard: Vec::new(),
             last_input: now,
             rtp_use: None,
+            udp_slot: None,
         };
         let result = driver::run(&mut conn, &mut rtsp).await;
         rtsp.publishing = None;
@@ -153,6 +154,8 @@ struct Rtsp {
     last_input: Instant,
     /// While playing: the stream makes its RTP form for us.
     rtp_use: Option<RtpUse>,
+    /// Held from the first SETUP over UDP on (`limits.max_udp_sessions`).
+    udp_slot: Option<crate::core::limits::UdpSlot>,
 }
 
 /// What a player DESCRIBEd.
@@ -485,6 +488,13 @@ impl Rtsp {
         }
         if Self::uses(conn, LowerTransport::Tcp) {
             return Ok(conn.session.reject(461)?);
+        }
+        if self.udp_slot.is_none() {
+            match self.worker.hub.limits.udp_session(self.peer.ip()) {
+                Ok(slot) => self.udp_slot = Some(slot),
+                // 453 Not Enough Bandwidth: the client may retry over TCP.
+                Err(_) => return Ok(conn.session.reject(453)?),
+            }
         }
         match &mut self.publishing {
             Some(p) => {
