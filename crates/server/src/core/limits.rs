@@ -282,9 +282,31 @@ mod tests {
                 ("connections", 1),
                 ("connections_per_ip", 1),
                 ("streams", 0),
-                ("publishers_per_ip", 0)
+                ("publishers_per_ip", 0),
+                ("udp_sessions", 0)
             ]
         );
+    }
+
+    #[test]
+    fn udp_sessions_are_bounded_and_a_reload_changes_the_bound() {
+        let limits = Limits::new(LimitSettings {
+            udp_sessions: 1,
+            ..Default::default()
+        });
+        let a = limits.udp_session(ip("10.0.0.1")).unwrap();
+        assert_eq!(
+            limits.udp_session(ip("10.0.0.2")).unwrap_err(),
+            Limit::UdpSessions
+        );
+        limits.set(LimitSettings {
+            udp_sessions: 2,
+            ..Default::default()
+        });
+        let b = limits.udp_session(ip("10.0.0.2")).unwrap();
+        assert_eq!(limits.udp_sessions(), 2);
+        drop((a, b));
+        assert_eq!(limits.udp_sessions(), 0);
     }
 
     #[test]
