@@ -89,7 +89,7 @@ wait_port() { # wait_port PORT: until something listens (5 s at most)
 start_sluice() {
   port_free "$S_RTMP"; port_free "$S_HTTP"; port_free "$S_RTSP"
   taskset -c "$server_cpus" "$sluice" --rtmp "127.0.0.1:$S_RTMP" --http "127.0.0.1:$S_HTTP" \
-    --rtsp "127.0.0.1:$S_RTSP" --rtp-ports 0 --log warn --max-connections 0 \
+    --rtsp "127.0.0.1:$S_RTSP" --rtp-ports 0 --webrtc-udp off --log warn --max-connections 0 \
     --max-connections-per-ip 0 --max-publishers-per-ip 0 --max-streams 0 \
     "$@" >"$out/sluice.log" 2>&1 &
   srv=$!; pids+=("$srv")

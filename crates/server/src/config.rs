@@ -389,6 +389,22 @@ settings! {
         tls_self_signed: bool = false;
     }
 
+    /// WebRTC: WHEP players at /app/stream/whep on the HTTP and HTTPS listeners, media on
+    /// one UDP port (ICE-lite, DTLS-SRTP).
+    [webrtc] WebrtcSettings {
+        /// UDP address of WebRTC media (every worker shares it), or "off".
+        #[flag("webrtc-udp", "ADDR")]
+        udp: String = "0.0.0.0:8189";
+        /// Addresses (IPs or host names) browsers reach the UDP port at, announced as ICE
+        /// candidates. Empty: the UDP address's IP when it names one, else this machine's
+        /// interface addresses. Behind NAT or in Docker, name the public address here.
+        #[flag("webrtc-candidate", "HOST")]
+        candidates: Vec<String> = Vec::new();
+        /// Answered sessions whose ICE has not started yet, at most (SDP offers past it are
+        /// refused with 503).
+        max_pending: usize = 1_000;
+    }
+
     /// Live HLS: streams segmented in memory while asked for, MPEG-TS at /app/stream.m3u8, fMP4 with
     /// Low-Latency HLS at /app/stream/index.m3u8.
     [hls] HlsSettings {

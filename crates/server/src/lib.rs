@@ -31,6 +31,7 @@ mod server;
 #[cfg(test)]
 mod test_alloc;
 mod vod;
+mod webrtc;
 
 /// What the fuzz targets (`crates/server/fuzz`) reach; not an API.
 #[doc(hidden)]

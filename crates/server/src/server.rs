@@ -38,6 +38,8 @@ pub struct Server {
     pub https: Option<SocketAddr>,
     /// Where the API's own listener is, if on.
     pub api: Option<SocketAddr>,
+    /// WebRTC's UDP port, if on.
+    pub webrtc: Option<SocketAddr>,
     pub hub: Arc<Hub>,
     shutdown: watch::Sender<bool>,
     threads: Vec<JoinHandle<()>>,
@@ -129,7 +131,9 @@ impl Server {
             },
             publish_grace: Duration::from_millis(config.limits.publish_grace_ms),
             apps: Arc::new(config.apps()),
-            rtp: Config::listener(&config.rtsp.listen).is_some(),
+            // RTSP and WebRTC players share the stream's RTP form.
+            rtp: Config::listener(&config.rtsp.listen).is_some()
+                || Config::listener(&config.webrtc.udp).is_some(),
             shape: Shape {
                 rtmp_chunk_size: config.rtmp.chunk_size as usize,
             },
@@ -149,6 +153,22 @@ impl Server {
         let (https, mut https_listeners) = listeners("HTTPS", https_addr, workers)?;
         let (api, mut api_listeners) = listeners("API", &config.api.listen, workers)?;
         let mut udp_pairs = rtp_pairs(&config.rtsp, rtsp, workers);
+        let (webrtc, mut webrtc_sockets) = match Config::listener(&config.webrtc.udp) {
+            Some(addr) => {
+                let (bound, sockets) = crate::webrtc::bind_sockets(addr, workers)
+                    .map_err(|e| io::Error::new(e.kind(), format!("WebRTC UDP on {addr}: {e}")))?;
+                let candidates = crate::webrtc::candidates(&config.webrtc.candidates, bound);
+                tracing::info!(?candidates, "webrtc: ICE candidates");
+                let handshake = Duration::from_millis(match config.limits.handshake_timeout_ms {
+                    0 => config.limits.idle_timeout_ms,
+                    ms => ms,
+                });
+                let registry =
+                    crate::webrtc::Registry::new(candidates, config.webrtc.max_pending, handshake);
+                (Some((bound, Arc::new(registry))), sockets)
+            }
+            None => (None, Vec::new()),
+        };
         let files = Arc::new(crate::io::filemap::FileMaps::default());
         let vods = Arc::new(crate::vod::Vods::default());
         let (shutdown, _) = watch::channel(false);
@@ -174,8 +194,16 @@ impl Server {
                     crate::http::start(ctx, http, https, api)
                 }));
             }
+            if let (Some((_, registry)), Some(sock)) = (&webrtc, webrtc_sockets.pop()) {
+                let registry = registry.clone();
+                starts.push(Box::new(move |ctx| {
+                    tokio::task::spawn_local(crate::webrtc::serve(ctx.clone(), registry, sock));
+                    Vec::new()
+                }));
+            }
             let ctx = WorkerParts {
                 worker,
+                webrtc: webrtc.as_ref().map(|(_, r)| r.clone()),
                 config: config.clone(),
                 hub: hub.clone(),
                 files: files.clone(),
@@ -199,6 +227,7 @@ impl Server {
             http,
             https,
             api,
+            webrtc: webrtc.map(|(bound, _)| bound),
             hub,
             shutdown,
             threads,
@@ -242,6 +271,7 @@ impl Drop for Server {
 /// What a worker's [`Ctx`] is made of, handed to its thread.
 struct WorkerParts {
     worker: usize,
+    webrtc: Option<Arc<crate::webrtc::Registry>>,
     config: Arc<Config>,
     hub: Arc<Hub>,
     files: Arc<crate::io::filemap::FileMaps>,
@@ -297,6 +327,7 @@ fn run_worker(parts: WorkerParts, starts: Vec<Start>, mut stop: watch::Receiver<
             auth: parts.ops.auth.clone(),
             ops: parts.ops,
             read_buf: RefCell::new(vec![0; crate::driver::READ_CHUNK].into_boxed_slice()),
+            webrtc: parts.webrtc,
         });
         if worker == 0 {
             tokio::task::spawn_local(refresh_jwks(ctx.auth.clone()));

@@ -45,15 +45,18 @@ pub use header::{RtpExtension, RtpHeader, RtpPacket, RTP_HEADER_LEN};
 pub use jitter::{
     JitterBuffer, JitterStats, JITTER_CAPACITY, JITTER_MAX_WAIT, MAX_JITTER_CAPACITY,
 };
-pub use packetizer::{PacketSpan, PacketizedFrame, RtpFrame, RtpPacketizer, INTERLEAVE_HEADER_LEN};
+pub use packetizer::{
+    next_interleaved, PacketSpan, PacketizedFrame, RtpFrame, RtpPacketizer, INTERLEAVE_HEADER_LEN,
+};
 pub use receiver::{Received, RtpReceiver};
 pub use source::{rtp_channel, RtpForm, RtpSource, RtpStart, SENDER_REPORT_TICKS};
 
 use crate::{Track, TrackConfig};
 
-/// Default payload budget per packet: fits a 1500-byte Ethernet MTU with IP, UDP, RTP
-/// and the odd tunnel header to spare, as ffmpeg and GStreamer do.
-pub const DEFAULT_MTU: usize = 1400;
+/// Default payload budget per packet. The stream's RTP form is shared by RTSP and
+/// WebRTC players, so it fits WebRTC's budget: a 1200-byte packet (what browsers
+/// send) with its RTP header, header extensions and SRTP tag.
+pub const DEFAULT_MTU: usize = 1140;
 /// Smallest payload budget accepted; smaller requests are raised to it. Every
 /// aggregation and fragmentation header fits many times over.
 pub const MIN_MTU: usize = 64;

@@ -27,6 +27,17 @@ use bytes::{BufMut, Bytes, BytesMut};
 
 /// Length of the RTSP interleave header (RFC 2326 §10.12): `$`, channel, 16-bit length.
 pub const INTERLEAVE_HEADER_LEN: usize = 4;
+/// The first interleaved packet of `buf`: its channel, the packet, and the bytes it
+/// takes with its header. `None` when `buf` does not start with a whole one.
+pub fn next_interleaved(buf: &[u8]) -> Option<(u8, &[u8], usize)> {
+    let &[b'$', channel, l0, l1] = buf.get(..INTERLEAVE_HEADER_LEN)? else {
+        return None;
+    };
+    let len = usize::from(u16::from_be_bytes([l0, l1]));
+    let packet = buf.get(INTERLEAVE_HEADER_LEN..INTERLEAVE_HEADER_LEN + len)?;
+    Some((channel, packet, INTERLEAVE_HEADER_LEN + len))
+}
+
 /// Largest RTP packet: its length must fit the interleave header's 16 bits.
 const MAX_PACKET_LEN: usize = u16::MAX as usize;
 /// RFC 6184 aggregation (STAP-A) and fragmentation (FU-A) NAL unit types.

@@ -14,7 +14,7 @@ use std::net::IpAddr;
 /// playing a stream over HTTP-FLV or WS-FLV needs the read permission on its key,
 /// downloading or listing files on their path. HLS checks its own way (its viewers'
 /// tokens, see `hls::reply`); other routes need nothing.
-pub(crate) async fn route_denied(
+pub(super) async fn route_denied(
     ctx: &Ctx,
     req: &Request,
     route: &super::Route<'_>,

@@ -9,12 +9,12 @@
 //! connection when the stream does. Bodies the kernel can send from a file (a memfd
 //! segment, a media-root file) go out with `sendfile` on plain HTTP.
 
-mod access;
+pub(crate) mod access;
 mod api;
 mod console;
 mod files;
 mod h2;
-mod hls;
+pub(crate) mod hls;
 mod viewers;
 mod vod;
 
@@ -295,6 +295,28 @@ impl Http {
                 conn.session.respond(status, &headers, vec![body]);
                 return Ok(());
             }
+            (Method::Post, Route::Whep(key)) => {
+                let reply = match &ctx.webrtc {
+                    Some(registry) => {
+                        crate::webrtc::whep::post(&ctx, registry, &req, key, self.peer).await
+                    }
+                    None => whep_off(),
+                };
+                respond(conn, reply);
+                return Ok(());
+            }
+            (Method::Delete, Route::WhepSession(resource)) => {
+                let reply = match &ctx.webrtc {
+                    Some(registry) => crate::webrtc::whep::delete(&ctx, registry, resource).await,
+                    None => whep_off(),
+                };
+                respond(conn, reply);
+                return Ok(());
+            }
+            (Method::Options, Route::Whep(_) | Route::WhepSession(_)) => {
+                conn.session.respond(204, &WHEP_OPTIONS, Vec::new());
+                return Ok(());
+            }
             (Method::Options, _) => (204, Vec::new()),
             (Method::Get | Method::Head, Route::Root) => {
                 text(200, concat!("Sluice ", env!("CARGO_PKG_VERSION"), "\n"))
@@ -377,6 +399,22 @@ impl Http {
     }
 }
 
+/// What WHEP's OPTIONS says (CORS preflights ask it too).
+const WHEP_OPTIONS: [(&str, &str); 2] = [
+    ("Accept-Post", "application/sdp"),
+    ("Access-Control-Expose-Headers", "Location"),
+];
+
+/// 404 when WebRTC is off (`webrtc.udp = "off"`).
+fn whep_off() -> hls::Reply {
+    hls::Reply {
+        status: 404,
+        headers: vec![("Content-Type", "text/plain".into())],
+        body: vec![Bytes::from_static(b"WebRTC is off on this server\n")],
+        file: None,
+    }
+}
+
 /// Answers with a complete [`hls::Reply`] (its body from memory).
 fn respond(conn: &mut Conn<ServerSession>, reply: hls::Reply) {
     let headers = hls::header_refs(&reply.headers);
@@ -410,6 +448,10 @@ enum Route<'a> {
     Hls(&'a str, hls::HlsPath<'a>),
     /// `/files/<path>`: a file of the media root (the path below `/files/`, encoded).
     Files(&'a str),
+    /// `/app/stream/whep`: WebRTC players' offers (WHEP).
+    Whep(&'a str),
+    /// `/app/stream/whep/<resource>`: one WHEP session.
+    WhepSession(&'a str),
     Root,
     NotFound,
 }
@@ -440,6 +482,14 @@ fn route(path: &str) -> Route<'_> {
     };
     if let Some(key) = rest.strip_suffix(".flv").and_then(stream_key) {
         return Route::Flv(key);
+    }
+    if let Some(key) = rest.strip_suffix("/whep").and_then(stream_key) {
+        return Route::Whep(key);
+    }
+    if let Some((key, resource)) = rest.rsplit_once("/whep/") {
+        if stream_key(key).is_some() && !resource.is_empty() && !resource.contains('/') {
+            return Route::WhepSession(resource);
+        }
     }
     if let Some(key) = rest.strip_suffix("/index.m3u8").and_then(stream_key) {
         return Route::Hls(key, hls::HlsPath::Fmp4Playlist);

@@ -17,6 +17,7 @@
 use crate::io::sock::{Ready, Sock, Transport};
 use crate::io::udp_send;
 use bytes::Bytes;
+use sluice_media::rtp::next_interleaved;
 use sluice_rtsp::PortPair;
 use std::cell::{Cell, RefCell};
 use std::collections::HashMap;
@@ -568,16 +569,6 @@ fn finish(total: usize) -> io::Result<usize> {
     } else {
         Ok(total)
     }
-}
-
-/// The first interleaved frame of `buf`: channel, packet, and length with its header.
-fn next_interleaved(buf: &[u8]) -> Option<(u8, &[u8], usize)> {
-    if buf.len() < 4 || buf[0] != b'$' {
-        return None;
-    }
-    let len = usize::from(u16::from_be_bytes([buf[2], buf[3]]));
-    let packet = buf.get(4..4 + len)?;
-    Some((buf[1], packet, 4 + len))
 }
 
 /// Packets gathered for one `sendmmsg`, by where they lie in the write's buffers.

@@ -24,6 +24,8 @@ pub struct TestServer {
     pub api: Option<SocketAddr>,
     /// RTSP, on a kernel-chosen port unless the flags say otherwise.
     pub rtsp: Option<SocketAddr>,
+    /// WebRTC's UDP port, when the flags turn it on.
+    pub webrtc: Option<SocketAddr>,
 }
 
 impl TestServer {
@@ -33,6 +35,12 @@ impl TestServer {
             &[]
         } else {
             &["--rtsp", "127.0.0.1:0"]
+        };
+        // WebRTC only where a test asks for it (its default port is fixed).
+        let webrtc: &[&str] = if args.contains(&"--webrtc-udp") {
+            &[]
+        } else {
+            &["--webrtc-udp", "off"]
         };
         let mut child = Command::new(env!("CARGO_BIN_EXE_sluice"))
             .args([
@@ -44,6 +52,7 @@ impl TestServer {
                 "warn",
             ])
             .args(rtsp)
+            .args(webrtc)
             .args(args)
             .stdout(Stdio::piped())
             .spawn()
@@ -68,6 +77,7 @@ impl TestServer {
             https: optional("https"),
             api: optional("api"),
             rtsp: optional("rtsp"),
+            webrtc: optional("webrtc"),
             rtmp: field("rtmp"),
             http: field("http"),
             child,

@@ -1,0 +1,79 @@
+//! WebRTC players (WHEP): an HTTP request answers the viewer's SDP offer on whichever
+//! worker took it; the session then runs on the worker whose UDP socket its first
+//! binding request reaches (every worker has a SO_REUSEPORT socket on the one port,
+//! and the kernel keeps a 4-tuple on one of them), found by the ICE username fragment
+//! the answer gave it. From there the session plays the stream through the fan-out
+//! like any player: its transport (`session::PeerOut`) takes the stream's shared RTP
+//! packets and sends each with the viewer's header and SRTP.
+//!
+//! Files: `registry` (answered sessions waiting for their first datagram, and the
+//! resources DELETE names), `udp` (a worker's socket: sessions by address, then by
+//! ufrag), `session` (one peer's task and its transport), `whep` (the HTTP side).
+
+mod registry;
+mod session;
+mod udp;
+pub mod whep;
+
+pub use registry::Registry;
+pub use udp::{bind_sockets, serve};
+
+use std::net::{IpAddr, SocketAddr, ToSocketAddrs};
+
+/// The host candidates of the UDP port `bound`: the configured addresses (IPs or
+/// names, resolved now), else the bound IP when it is one, else this machine's IPv4
+/// interface addresses (loopback last).
+pub fn candidates(configured: &[String], bound: SocketAddr) -> Vec<SocketAddr> {
+    if !configured.is_empty() {
+        return configured
+            .iter()
+            .flat_map(|host| match host.parse::<IpAddr>() {
+                Ok(ip) => vec![SocketAddr::new(ip, bound.port())],
+                Err(_) => (host.as_str(), bound.port())
+                    .to_socket_addrs()
+                    .map(|a| a.collect())
+                    .unwrap_or_else(|e| {
+                        tracing::warn!("webrtc candidate {host}: {e}");
+                        Vec::new()
+                    }),
+            })
+            .collect();
+    }
+    if !bound.ip().is_unspecified() {
+        return vec![bound];
+    }
+    let mut ips = interface_addresses();
+    ips.sort_by_key(|ip| ip.is_loopback());
+    ips.into_iter()
+        .map(|ip| SocketAddr::new(ip, bound.port()))
+        .collect()
+}
+
+/// This machine's IPv4 interface addresses.
+fn interface_addresses() -> Vec<IpAddr> {
+    let mut out = Vec::new();
+    let mut list: *mut libc::ifaddrs = std::ptr::null_mut();
+    // SAFETY: getifaddrs fills `list` with a linked list we only read, then free once.
+    unsafe {
+        if libc::getifaddrs(&mut list) != 0 {
+            return out;
+        }
+        let mut at = list;
+        while !at.is_null() {
+            let entry = &*at;
+            let up = entry.ifa_flags & (libc::IFF_UP as libc::c_uint) != 0;
+            if up
+                && !entry.ifa_addr.is_null()
+                && i32::from((*entry.ifa_addr).sa_family) == libc::AF_INET
+            {
+                let sin = &*(entry.ifa_addr as *const libc::sockaddr_in);
+                out.push(IpAddr::from(
+                    u32::from_be(sin.sin_addr.s_addr).to_be_bytes(),
+                ));
+            }
+            at = entry.ifa_next;
+        }
+        libc::freeifaddrs(list);
+    }
+    out
+}

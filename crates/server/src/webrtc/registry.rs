@@ -1,0 +1,139 @@
+//! What every worker shares about WebRTC: where browsers reach the UDP port, the
+//! answered sessions waiting for their first binding request (by our ICE ufrag, with
+//! a bounded count and lifetime), and the session behind each WHEP resource URL.
+
+use crate::core::format::Format;
+use crate::core::hub::Stream;
+use crate::core::limits::UdpSlot;
+use sluice_webrtc::Peer;
+use std::collections::HashMap;
+use std::net::SocketAddr;
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+/// An answered offer whose ICE has not started.
+#[derive(Debug)]
+pub struct Pending {
+    pub peer: Peer,
+    pub stream: Arc<Stream>,
+    pub format: Format,
+    /// The session's id (its client entry, kicks, logs).
+    pub id: u64,
+    /// The WHEP resource's secret part.
+    pub resource: String,
+    pub slot: UdpSlot,
+    created: Instant,
+}
+
+/// See the module doc.
+#[derive(Debug)]
+pub struct Registry {
+    /// Host candidates announced in answers.
+    pub candidates: Vec<SocketAddr>,
+    max_pending: usize,
+    /// How long an answered session may wait for ICE to start.
+    handshake: Duration,
+    pending: Mutex<HashMap<String, Pending>>,
+    /// WHEP resource (secret) → session id.
+    resources: Mutex<HashMap<String, u64>>,
+}
+
+/// Why an answered session cannot wait for its peer.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct TooManyPending;
+
+impl Registry {
+    pub fn new(candidates: Vec<SocketAddr>, max_pending: usize, handshake: Duration) -> Self {
+        Registry {
+            candidates,
+            max_pending,
+            handshake,
+            pending: Mutex::default(),
+            resources: Mutex::default(),
+        }
+    }
+
+    /// Parks an answered session under its ufrag until its first binding request.
+    #[allow(clippy::too_many_arguments)]
+    pub fn park(
+        &self,
+        ufrag: String,
+        peer: Peer,
+        stream: Arc<Stream>,
+        format: Format,
+        id: u64,
+        resource: String,
+        slot: UdpSlot,
+    ) -> Result<(), TooManyPending> {
+        let mut pending = self.pending.lock().unwrap_or_else(|e| e.into_inner());
+        if self.max_pending > 0 && pending.len() >= self.max_pending {
+            return Err(TooManyPending);
+        }
+        self.resources
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .insert(resource.clone(), id);
+        pending.insert(
+            ufrag,
+            Pending {
+                peer,
+                stream,
+                format,
+                id,
+                resource,
+                slot,
+                created: Instant::now(),
+            },
+        );
+        Ok(())
+    }
+
+    /// The session a binding request to `ufrag` starts, if it is still waiting.
+    pub fn take(&self, ufrag: &str) -> Option<Pending> {
+        self.pending
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .remove(ufrag)
+    }
+
+    /// Drops the sessions that waited too long for ICE; how many.
+    pub fn sweep(&self, now: Instant) -> usize {
+        let mut gone = Vec::new();
+        self.pending
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .retain(|_, p| {
+                let keep = now.duration_since(p.created) < self.handshake;
+                if !keep {
+                    gone.push(p.resource.clone());
+                }
+                keep
+            });
+        let mut resources = self.resources.lock().unwrap_or_else(|e| e.into_inner());
+        for r in &gone {
+            resources.remove(r);
+        }
+        gone.len()
+    }
+
+    /// The session behind a WHEP resource.
+    pub fn resource(&self, resource: &str) -> Option<u64> {
+        self.resources
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .get(resource)
+            .copied()
+    }
+
+    /// Forgets a resource; a session still waiting for ICE is dropped with it.
+    pub fn forget(&self, resource: &str) {
+        self.resources
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .remove(resource);
+        self.pending
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .retain(|_, p| p.resource != resource);
+    }
+}

@@ -1,0 +1,142 @@
+//! WHEP (the IETF's WebRTC-HTTP egress protocol): `POST /app/stream/whep` with an SDP
+//! offer is answered `201 Created` with the SDP answer and a `Location` for the
+//! session; `DELETE` of that location ends it. The answer carries every host
+//! candidate (ICE-lite), so trickle ICE is not needed: `PATCH` is answered 405, as the
+//! spec allows. Reading needs the same permission as every other player (`auth`).
+
+use super::registry::{Registry, TooManyPending};
+use crate::core::format::{Format, FormatId};
+use crate::ctx::Ctx;
+use crate::http::hls::Reply;
+use bytes::Bytes;
+use sluice_http::Request;
+use sluice_media::TrackConfig;
+use sluice_webrtc::{Offered, Peer, PeerConfig, VideoCodec};
+use std::net::SocketAddr;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+fn text(status: u16, body: impl Into<String>) -> Reply {
+    Reply {
+        status,
+        headers: vec![("Content-Type", "text/plain".into())],
+        body: vec![Bytes::from(body.into() + "\n")],
+        file: None,
+    }
+}
+
+/// What the stream has for WebRTC now.
+fn offered(stream: &crate::core::hub::Stream) -> Offered {
+    let [video, audio] = stream.lock().tracks();
+    let video = video.and_then(|t| match t.config {
+        TrackConfig::H264(_) => Some(VideoCodec::H264),
+        TrackConfig::H265(_) => Some(VideoCodec::H265),
+        TrackConfig::Av1 { .. } => Some(VideoCodec::Av1),
+        TrackConfig::Vp9 { .. } => Some(VideoCodec::Vp9),
+        _ => None,
+    });
+    let opus = match audio.as_deref().map(|t| &t.config) {
+        Some(TrackConfig::Opus(_)) => true,
+        Some(other) => {
+            tracing::info!(
+                stream = %stream.key,
+                codec = ?std::mem::discriminant(other),
+                "webrtc: the stream's audio is not Opus; playing video only (transcoding to \
+                 Opus is not built yet)"
+            );
+            false
+        }
+        None => false,
+    };
+    Offered { video, opus }
+}
+
+/// Answers an offer to play `key`.
+pub(crate) async fn post(
+    ctx: &Ctx,
+    registry: &Arc<Registry>,
+    req: &Request,
+    key: &str,
+    client: SocketAddr,
+) -> Reply {
+    let sdp_type = req
+        .header("content-type")
+        .is_some_and(|t| t.trim().eq_ignore_ascii_case("application/sdp"));
+    if !sdp_type {
+        return text(415, "a WHEP offer is Content-Type: application/sdp");
+    }
+    let Ok(offer) = std::str::from_utf8(&req.body) else {
+        return text(400, "the offer is not UTF-8");
+    };
+    if let Some(denied) =
+        crate::http::access::read_denied(ctx, req, key, "webrtc", client.ip(), 0).await
+    {
+        return denied;
+    }
+    let wait = Duration::from_millis(ctx.config.players.wait_ms);
+    let Some(stream) = ctx.hub.find_or_wait(key, wait).await else {
+        return text(404, format!("stream {key} is not live"));
+    };
+    let offered = offered(&stream);
+    let Ok(slot) = ctx.hub.limits.udp_session(client.ip()) else {
+        return text(503, "too many UDP sessions");
+    };
+    let settings = PeerConfig {
+        candidates: registry.candidates.clone(),
+    };
+    let answer = match Peer::answer(offer, offered, &settings, Instant::now()) {
+        Ok(a) => a,
+        Err(e) => {
+            tracing::info!(stream = %key, "whep: offer refused: {e}");
+            return text(400, e.to_string());
+        }
+    };
+    let (video, audio) = answer.peer.sends();
+    let format = Format {
+        id: FormatId::RTP,
+        video,
+        audio,
+    };
+    let id = ctx.hub.next_id();
+    let resource = format!("{id}-{:016x}", rand::random::<u64>());
+    let location = format!("/{key}/whep/{resource}");
+    let parked = registry.park(
+        answer.ufrag,
+        answer.peer,
+        stream,
+        format,
+        id,
+        resource,
+        slot,
+    );
+    if parked == Err(TooManyPending) {
+        return text(503, "too many WebRTC sessions starting");
+    }
+    tracing::info!(stream = %key, id, video, audio, "whep: answered");
+    Reply {
+        status: 201,
+        headers: vec![
+            ("Content-Type", "application/sdp".into()),
+            ("Location", location),
+            ("Access-Control-Expose-Headers", "Location".into()),
+        ],
+        body: vec![Bytes::from(answer.sdp)],
+        file: None,
+    }
+}
+
+/// Ends the session behind `resource`.
+pub(crate) async fn delete(ctx: &Ctx, registry: &Registry, resource: &str) -> Reply {
+    let Some(id) = registry.resource(resource) else {
+        return text(404, "no such WHEP session");
+    };
+    registry.forget(resource);
+    // Running on whichever worker its datagrams reach: kicked there.
+    ctx.ops.kick(id).await;
+    Reply {
+        status: 200,
+        headers: Vec::new(),
+        body: Vec::new(),
+        file: None,
+    }
+}

@@ -1,0 +1,230 @@
+//! WebRTC (WHEP) end to end with an in-process client built on str0m: a real ICE,
+//! DTLS and SRTP handshake over loopback against a stream ffmpeg publishes over RTMP;
+//! the H.264 it receives decodes with ffmpeg. Bad offers get clear errors, and DELETE
+//! ends a session.
+
+mod common;
+
+use common::{have_ffmpeg, publish_test_pattern, scratch, TestServer};
+use std::net::SocketAddr;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+use str0m::change::SdpAnswer;
+use str0m::media::{Direction, MediaKind};
+use str0m::net::{Protocol, Receive};
+use str0m::{Candidate, Event, Input, Output, Rtc, RtcConfig};
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::net::{TcpStream, UdpSocket};
+
+/// A raw HTTP/1.1 request with a body: status, head and body of the answer.
+async fn request(
+    addr: SocketAddr,
+    method: &str,
+    path: &str,
+    content_type: &str,
+    body: &str,
+) -> (u16, String, String) {
+    let mut sock = TcpStream::connect(addr).await.unwrap();
+    let head = format!(
+        "{method} {path} HTTP/1.1\r\nHost: x\r\nContent-Type: {content_type}\r\n\
+         Content-Length: {}\r\nConnection: close\r\n\r\n",
+        body.len()
+    );
+    sock.write_all(head.as_bytes()).await.unwrap();
+    sock.write_all(body.as_bytes()).await.unwrap();
+    let mut raw = Vec::new();
+    sock.read_to_end(&mut raw).await.unwrap();
+    let raw = String::from_utf8_lossy(&raw).into_owned();
+    let (head, body) = raw.split_once("\r\n\r\n").unwrap_or((&raw, ""));
+    let status = head.split_whitespace().nth(1).unwrap().parse().unwrap();
+    (status, head.to_owned(), body.to_owned())
+}
+
+/// What a WHEP viewer got.
+struct Watched {
+    /// H.264 access units, Annex B.
+    frames: Vec<Vec<u8>>,
+    first_frame: Option<Duration>,
+    location: String,
+}
+
+/// Plays `path` (`/app/stream/whep`) over WHEP until `frames` video frames came in or
+/// `limit` passed.
+async fn watch(http: SocketAddr, path: &str, frames: usize, limit: Duration) -> Watched {
+    let sock = UdpSocket::bind("127.0.0.1:0").await.unwrap();
+    let local = sock.local_addr().unwrap();
+    let start = Instant::now();
+    let mut rtc: Rtc = RtcConfig::new()
+        .set_crypto_provider(Arc::new(str0m::crypto::from_feature_flags()))
+        .clear_codecs()
+        .enable_h264(true)
+        .enable_opus(true, false)
+        .build(start);
+    rtc.add_local_candidate(Candidate::host(local, "udp").unwrap());
+    let mut api = rtc.sdp_api();
+    api.add_media(MediaKind::Video, Direction::RecvOnly, None, None, None);
+    api.add_media(MediaKind::Audio, Direction::RecvOnly, None, None, None);
+    let (offer, pending) = api.apply().unwrap();
+    let (status, head, body) = request(
+        http,
+        "POST",
+        path,
+        "application/sdp",
+        &offer.to_sdp_string(),
+    )
+    .await;
+    assert_eq!(status, 201, "{head}{body}");
+    let location = head
+        .lines()
+        .find_map(|l| {
+            l.strip_prefix("location: ")
+                .or(l.strip_prefix("Location: "))
+        })
+        .expect("a Location")
+        .trim()
+        .to_owned();
+    let answer = SdpAnswer::from_sdp_string(&body).unwrap();
+    rtc.sdp_api().accept_answer(pending, answer).unwrap();
+
+    let mut got = Vec::new();
+    let mut first_frame = None;
+    let mut buf = vec![0u8; 2048];
+    let deadline = start + limit;
+    while got.len() < frames && Instant::now() < deadline {
+        let timeout = match rtc.poll_output().unwrap() {
+            Output::Timeout(t) => t,
+            Output::Transmit(t) => {
+                sock.send_to(&t.contents, t.destination).await.unwrap();
+                continue;
+            }
+            Output::Event(Event::MediaData(d)) => {
+                if d.mid == rtc_video_mid(&rtc, d.mid) {
+                    first_frame.get_or_insert_with(|| start.elapsed());
+                    got.push(d.data.to_vec());
+                }
+                continue;
+            }
+            Output::Event(_) => continue,
+        };
+        let wait = timeout
+            .saturating_duration_since(Instant::now())
+            .min(Duration::from_millis(100));
+        let input = match tokio::time::timeout(wait, sock.recv_from(&mut buf)).await {
+            Ok(Ok((n, from))) => {
+                let r = Receive::new(Protocol::Udp, from, local, &buf[..n]).unwrap();
+                Input::Receive(Instant::now(), r)
+            }
+            _ => Input::Timeout(Instant::now()),
+        };
+        rtc.handle_input(input).unwrap();
+    }
+    Watched {
+        frames: got,
+        first_frame,
+        location,
+    }
+}
+
+/// `mid` when it is the video section's.
+fn rtc_video_mid(rtc: &Rtc, mid: str0m::media::Mid) -> str0m::media::Mid {
+    match rtc.media(mid).map(|m| m.kind()) {
+        Some(MediaKind::Video) => mid,
+        _ => "none".into(),
+    }
+}
+
+fn udp_sessions(http: SocketAddr) -> f64 {
+    common::metric(http, "sluice_udp_sessions")
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[cfg_attr(not(have_ffmpeg), ignore = "needs ffmpeg and ffprobe")]
+async fn a_whep_viewer_gets_decodable_h264_from_an_rtmp_publisher() {
+    if !have_ffmpeg() {
+        return;
+    }
+    let server = TestServer::start(&["--webrtc-udp", "127.0.0.1:0", "--workers", "2"]);
+    assert!(server.webrtc.is_some());
+    let _publisher = publish_test_pattern(
+        &format!("rtmp://{}/live/cam", server.rtmp),
+        "flv",
+        "libx264",
+        20,
+    );
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while common::http_request(server.http, "GET", "/api/v1/streams/live/cam", "").0 != 200 {
+        assert!(Instant::now() < deadline, "live/cam never appeared");
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    let watched = watch(server.http, "/live/cam/whep", 75, Duration::from_secs(15)).await;
+    assert!(
+        watched.frames.len() >= 75,
+        "{} frames in 15 s",
+        watched.frames.len()
+    );
+    eprintln!("first frame after {:?}", watched.first_frame);
+    // The first frame is a keyframe with its parameter sets (the GOP cache).
+    let nal_types = |f: &[u8]| -> Vec<u8> {
+        f.windows(4)
+            .filter(|w| w[..3] == [0, 0, 1])
+            .map(|w| w[3] & 0x1f)
+            .collect()
+    };
+    let first = nal_types(&watched.frames[0]);
+    assert!(first.contains(&7) && first.contains(&5), "{first:?}");
+    // What came decodes: every frame, no errors.
+    let file = scratch("webrtc").join("whep.h264");
+    std::fs::create_dir_all(file.parent().unwrap()).unwrap();
+    std::fs::write(&file, watched.frames.concat()).unwrap();
+    let out = std::process::Command::new("ffprobe")
+        .args(["-v", "error", "-count_frames", "-select_streams", "v:0"])
+        .args([
+            "-show_entries",
+            "stream=nb_read_frames,codec_name,width",
+            "-of",
+            "csv=p=0",
+        ])
+        .arg(&file)
+        .output()
+        .unwrap();
+    let text = String::from_utf8_lossy(&out.stdout).into_owned();
+    let errors = String::from_utf8_lossy(&out.stderr).into_owned();
+    assert!(text.starts_with("h264,320,"), "{text} {errors}");
+    let decoded: usize = text.trim().rsplit(',').next().unwrap().parse().unwrap();
+    assert!(decoded >= 75, "{decoded} frames decoded: {errors}");
+    assert!(errors.is_empty(), "{errors}");
+
+    // DELETE ends the session and gives its UDP place back.
+    assert_eq!(udp_sessions(server.http), 1.0);
+    let (status, _, _) = request(server.http, "DELETE", &watched.location, "text/plain", "").await;
+    assert_eq!(status, 200);
+    let deadline = Instant::now() + Duration::from_secs(5);
+    while udp_sessions(server.http) != 0.0 {
+        assert!(Instant::now() < deadline, "the session outlived its DELETE");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    let (status, _, _) = request(server.http, "DELETE", &watched.location, "text/plain", "").await;
+    assert_eq!(status, 404);
+}
+
+#[tokio::test]
+async fn bad_offers_get_clear_errors() {
+    let server = TestServer::start(&["--webrtc-udp", "127.0.0.1:0", "--play-wait-ms", "100"]);
+    let http = server.http;
+    let (status, _, _) = request(http, "POST", "/live/x/whep", "text/plain", "v=0").await;
+    assert_eq!(status, 415);
+    // Not live.
+    let (status, _, body) = request(http, "POST", "/live/x/whep", "application/sdp", "v=0").await;
+    assert_eq!(status, 404, "{body}");
+    let (status, _, _) = request(http, "DELETE", "/live/x/whep/1-ffff", "text/plain", "").await;
+    assert_eq!(status, 404);
+    let (status, head, _) = request(http, "OPTIONS", "/live/x/whep", "text/plain", "").await;
+    assert_eq!(status, 204);
+    assert!(
+        head.to_ascii_lowercase()
+            .contains("accept-post: application/sdp"),
+        "{head}"
+    );
+    let (status, _, _) = request(http, "PATCH", "/live/x/whep/1-ffff", "text/plain", "").await;
+    assert_eq!(status, 405);
+}
