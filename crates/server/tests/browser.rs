@@ -52,6 +52,39 @@ const HLS_SETUP: &str = "
   // (the server's arrival time of the frames) of what is on screen.
   extra = () => '&behind=' + (hls.playingDate ? Date.now() - hls.playingDate.getTime() : '');";
 
+/// A WHEP player: Chromium's own WebRTC, receive-only, posting its offer to
+/// `STREAM_URL`. The report says how bright the picture is (a canvas sample), so a
+/// black screen fails.
+const WHEP_SETUP: &str = "
+  const pc = new RTCPeerConnection();
+  pc.addTransceiver('video', { direction: 'recvonly' });
+  pc.addTransceiver('audio', { direction: 'recvonly' });
+  pc.ontrack = (e) => {
+    if (e.track.kind === 'video') video.srcObject = new MediaStream([e.track]);
+  };
+  pc.onconnectionstatechange = () => {
+    if (pc.connectionState === 'failed') errors.push('connection failed');
+  };
+  (async () => {
+    await pc.setLocalDescription(await pc.createOffer());
+    const r = await fetch('STREAM_URL', {
+      method: 'POST', headers: { 'Content-Type': 'application/sdp' },
+      body: pc.localDescription.sdp });
+    if (r.status !== 201) throw new Error('WHEP answered ' + r.status);
+    if (!r.headers.get('Location')) throw new Error('no Location');
+    await pc.setRemoteDescription({ type: 'answer', sdp: await r.text() });
+  })().catch(e => errors.push('whep:' + e));
+  extra = () => {
+    const c = document.createElement('canvas');
+    c.width = 64; c.height = 48;
+    const g = c.getContext('2d');
+    g.drawImage(video, 0, 0, 64, 48);
+    const px = g.getImageData(0, 0, 64, 48).data;
+    let sum = 0;
+    for (let i = 0; i < px.length; i += 4) sum += px[i] + px[i + 1] + px[i + 2];
+    return '&w=' + video.videoWidth + '&bright=' + (sum / (px.length / 4) / 3).toFixed(1);
+  };";
+
 /// Serves the page and the player script, and passes the page's report to `tx`.
 fn page_server(page: String, script: &str, tx: mpsc::Sender<String>) -> SocketAddr {
     let listener = TcpListener::bind("127.0.0.1:0").expect("bind");
@@ -114,6 +147,8 @@ fn play_in_chromium(script: &str, setup: &str, stream_url: &str, watch_ms: u32) 
                 // Our test server's certificate is self-signed.
                 "--ignore-certificate-errors",
                 "--remote-debugging-port=0",
+                // WebRTC to a server on 127.0.0.1.
+                "--allow-loopback-in-peer-connection",
             ])
             .arg(format!("http://{page}/"))
             .spawn()
@@ -218,4 +253,29 @@ fn players_over_https_and_http2() {
         let t: f64 = field(&report, "t").parse().unwrap_or(0.0);
         assert!(t > 3.0, "{url}: video played only to {t} s ({report})");
     }
+}
+
+#[test]
+#[cfg_attr(
+    not(all(have_ffmpeg, have_chromium)),
+    ignore = "needs ffmpeg and chromium"
+)]
+fn chromium_plays_whep() {
+    if !have_ffmpeg() || !have("chromium") {
+        return;
+    }
+    let server = TestServer::start(&["--webrtc-udp", "127.0.0.1:0"]);
+    let _publisher = publish(&server, "rtc");
+    std::thread::sleep(Duration::from_millis(1500));
+    let url = format!("http://{}/live/rtc/whep", server.http);
+    let report = play_in_chromium("mpegts.js", WHEP_SETUP, &url, 6000);
+    let errors = field(&report, "err");
+    assert!(errors.is_empty(), "WHEP errors {errors} ({report})");
+    let t: f64 = field(&report, "t").parse().unwrap_or(0.0);
+    assert!(t > 3.0, "video played only to {t} s ({report})");
+    assert_eq!(field(&report, "w"), "320", "{report}");
+    let bright: f64 = field(&report, "bright").parse().unwrap_or(0.0);
+    assert!(bright > 30.0, "a black picture ({report})");
+    let first: f64 = field(&report, "first").parse().unwrap_or(f64::MAX);
+    eprintln!("WHEP in Chromium: first picture after {first} ms; {report}");
 }
