@@ -5,7 +5,7 @@
 # crate registry when missing. Prints executions per target; a crash fails the run and
 # leaves its input in crates/<crate>/fuzz/artifacts/<target>/.
 #
-#   bash scripts/fuzz.sh [SECONDS] [TARGET-FILTER]
+#   bash scripts/fuzz.sh [SECONDS] [FILTER]   (FILTER: part of "crate/target", e.g. webrtc/)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 secs=${1:-10}
@@ -34,7 +34,7 @@ for dir in crates/*/fuzz; do
     exit 1
   }
   for target in $(cd "$dir/.." && cargo +nightly fuzz list --fuzz-dir fuzz); do
-    [ -z "$filter" ] || [[ $target == *$filter* ]] || continue
+    [ -z "$filter" ] || [[ $crate/$target == *$filter* ]] || continue
     corpus=$root/target/fuzz-corpus/$crate/$target
     mkdir -p "$corpus"
     seeds=$dir/seeds/$target

@@ -65,6 +65,9 @@ async fn watch(http: SocketAddr, path: &str, frames: usize, limit: Duration) -> 
     api.add_media(MediaKind::Video, Direction::RecvOnly, None, None, None);
     api.add_media(MediaKind::Audio, Direction::RecvOnly, None, None, None);
     let (offer, pending) = api.apply().unwrap();
+    if let Ok(dir) = std::env::var("SLUICE_DUMP_OFFER") {
+        std::fs::write(format!("{dir}/offer.sdp"), offer.to_sdp_string()).unwrap();
+    }
     let (status, head, body) = request(
         http,
         "POST",

@@ -1,0 +1,19 @@
+//! SDP offers (WHEP bodies): answered or refused with an error, never a panic.
+#![no_main]
+
+use libfuzzer_sys::fuzz_target;
+use sluice_webrtc::{Offered, Peer, PeerConfig, VideoCodec};
+use std::time::Instant;
+
+fuzz_target!(|data: &[u8]| {
+    let Ok(offer) = std::str::from_utf8(data) else {
+        return;
+    };
+    let config = PeerConfig {
+        candidates: vec!["127.0.0.1:8189".parse().expect("an address")],
+    };
+    for video in [Some(VideoCodec::H264), Some(VideoCodec::H265), None] {
+        let offered = Offered { video, opus: true };
+        let _ = Peer::answer(offer, offered, &config, Instant::now());
+    }
+});
