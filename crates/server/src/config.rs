@@ -389,8 +389,8 @@ settings! {
         tls_self_signed: bool = false;
     }
 
-    /// WebRTC: WHEP players at /app/stream/whep on the HTTP and HTTPS listeners, media on
-    /// one UDP port (ICE-lite, DTLS-SRTP).
+    /// WebRTC: WHEP players at /app/stream/whep and WHIP publishers at /app/stream/whip on
+    /// the HTTP and HTTPS listeners, media on one UDP port (ICE-lite, DTLS-SRTP).
     [webrtc] WebrtcSettings {
         /// UDP address of WebRTC media (every worker shares it), or "off".
         #[flag("webrtc-udp", "ADDR")]
@@ -403,6 +403,9 @@ settings! {
         /// Answered sessions whose ICE has not started yet, at most (SDP offers past it are
         /// refused with 503).
         max_pending: usize = 1_000;
+        /// A WHIP publisher is asked for a keyframe this often (browsers send one only when
+        /// asked), so that new players start on a recent one.
+        keyframe_interval_ms: u64 = 2_000;
     }
 
     /// Live HLS: streams segmented in memory while asked for, MPEG-TS at /app/stream.m3u8, fMP4 with

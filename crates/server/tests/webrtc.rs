@@ -231,3 +231,154 @@ async fn bad_offers_get_clear_errors() {
     let (status, _, _) = request(http, "PATCH", "/live/x/whep/1-ffff", "text/plain", "").await;
     assert_eq!(status, 405);
 }
+
+/// H.264 access units (Annex B) of a `seconds`-long 25 fps test pattern, split at the
+/// access unit delimiters x264 writes.
+fn h264_access_units(seconds: u32) -> Vec<Vec<u8>> {
+    let file = scratch("webrtc").join(format!("whip-{seconds}.h264"));
+    std::fs::create_dir_all(file.parent().unwrap()).unwrap();
+    let ok = std::process::Command::new("ffmpeg")
+        .args(["-v", "error", "-y", "-f", "lavfi", "-i", "testsrc2=size=320x240:rate=25"])
+        .args(["-t", &seconds.to_string(), "-c:v", "libx264", "-preset", "ultrafast"])
+        .args(["-bf", "0", "-g", "25", "-pix_fmt", "yuv420p", "-x264-params", "aud=1"])
+        .args(["-f", "h264"])
+        .arg(&file)
+        .status()
+        .unwrap()
+        .success();
+    assert!(ok, "ffmpeg made the clip");
+    let data = std::fs::read(&file).unwrap();
+    let starts: Vec<usize> = data
+        .windows(5)
+        .enumerate()
+        .filter(|(_, w)| w[..4] == [0, 0, 0, 1] && w[4] & 0x1f == 9)
+        .map(|(i, _)| i)
+        .collect();
+    starts
+        .iter()
+        .zip(starts.iter().skip(1).chain([&data.len()]))
+        .map(|(&a, &b)| data[a..b].to_vec())
+        .collect()
+}
+
+/// Publishes `aus` at 25 fps over WHIP to `path` from an in-process str0m peer, and
+/// keeps the peer going until `until`. Returns the session's `Location`.
+async fn publish_whip(
+    http: SocketAddr,
+    path: &str,
+    aus: Vec<Vec<u8>>,
+    until: Instant,
+) -> (String, tokio::task::JoinHandle<usize>) {
+    let sock = UdpSocket::bind("127.0.0.1:0").await.unwrap();
+    let local = sock.local_addr().unwrap();
+    let start = Instant::now();
+    let mut rtc: Rtc = RtcConfig::new()
+        .set_crypto_provider(Arc::new(str0m::crypto::from_feature_flags()))
+        .clear_codecs()
+        .enable_h264(true)
+        .build(start);
+    rtc.add_local_candidate(Candidate::host(local, "udp").unwrap());
+    let mut api = rtc.sdp_api();
+    let mid = api.add_media(MediaKind::Video, Direction::SendOnly, None, None, None);
+    let (offer, pending) = api.apply().unwrap();
+    let (status, head, body) =
+        request(http, "POST", path, "application/sdp", &offer.to_sdp_string()).await;
+    assert_eq!(status, 201, "{head}{body}");
+    let location = head
+        .lines()
+        .find_map(|l| l.strip_prefix("location: ").or(l.strip_prefix("Location: ")))
+        .expect("a Location")
+        .trim()
+        .to_owned();
+    let answer = SdpAnswer::from_sdp_string(&body).unwrap();
+    rtc.sdp_api().accept_answer(pending, answer).unwrap();
+    let task = tokio::spawn(async move {
+        let mut buf = vec![0u8; 2048];
+        let mut sent = 0;
+        let mut connected_at = None;
+        while Instant::now() < until {
+            // The next access unit, 40 ms after the one before.
+            if let Some(at) = connected_at {
+                let due = at + Duration::from_millis(40 * sent as u64);
+                if sent < aus.len() && Instant::now() >= due {
+                    let w = rtc.writer(mid).unwrap();
+                    let pt = w
+                        .payload_params()
+                        .find(|p| p.spec().codec == str0m::format::Codec::H264)
+                        .unwrap()
+                        .pt();
+                    let time = str0m::media::MediaTime::from_90khz(3600 * sent as u64);
+                    w.write(pt, Instant::now(), time, aus[sent].clone()).unwrap();
+                    sent += 1;
+                }
+            }
+            let timeout = match rtc.poll_output().unwrap() {
+                Output::Timeout(t) => t,
+                Output::Transmit(t) => {
+                    let _ = sock.send_to(&t.contents, t.destination).await;
+                    continue;
+                }
+                Output::Event(Event::Connected) => {
+                    connected_at = Some(Instant::now());
+                    continue;
+                }
+                Output::Event(_) => continue,
+            };
+            let wait = timeout
+                .saturating_duration_since(Instant::now())
+                .min(Duration::from_millis(10));
+            let input = match tokio::time::timeout(wait, sock.recv_from(&mut buf)).await {
+                Ok(Ok((n, from))) => {
+                    let r = Receive::new(Protocol::Udp, from, local, &buf[..n]).unwrap();
+                    Input::Receive(Instant::now(), r)
+                }
+                _ => Input::Timeout(Instant::now()),
+            };
+            rtc.handle_input(input).unwrap();
+        }
+        sent
+    });
+    (location, task)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[cfg_attr(not(have_ffmpeg), ignore = "needs ffmpeg and ffprobe")]
+async fn a_whip_publisher_plays_over_http_flv_and_whep() {
+    if !have_ffmpeg() {
+        return;
+    }
+    let server = TestServer::start(&["--webrtc-udp", "127.0.0.1:0", "--workers", "2"]);
+    let aus = h264_access_units(8);
+    assert!(aus.len() >= 190, "{} access units", aus.len());
+    let until = Instant::now() + Duration::from_secs(9);
+    let (location, publishing) = publish_whip(server.http, "/live/whip/whip", aus, until).await;
+    let deadline = Instant::now() + Duration::from_secs(5);
+    while common::http_request(server.http, "GET", "/api/v1/streams/live/whip", "").0 != 200 {
+        assert!(Instant::now() < deadline, "live/whip never appeared");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    // A WHEP viewer of the WHIP stream: H.264 passed through.
+    let watched = watch(server.http, "/live/whip/whep", 50, Duration::from_secs(6)).await;
+    assert!(watched.frames.len() >= 50, "{} frames", watched.frames.len());
+
+    // HTTP-FLV, read by ffprobe: H.264 at 320x240, frames decoding.
+    let url = format!("http://{}/live/whip.flv", server.http);
+    let probe = tokio::task::spawn_blocking(move || common::probe_video(&url, "%+2"))
+        .await
+        .unwrap();
+    assert!(probe.0.contains("h264,320,240"), "{probe:?}");
+    assert!(probe.1.len() >= 40, "{} video packets in 2 s", probe.1.len());
+
+    // DELETE ends the publish, and the viewer.
+    for resource in [&location, &watched.location] {
+        let (status, _, _) = request(server.http, "DELETE", resource, "text/plain", "").await;
+        assert_eq!(status, 200);
+    }
+    let deadline = Instant::now() + Duration::from_secs(5);
+    while udp_sessions(server.http) != 0.0 {
+        assert!(Instant::now() < deadline, "the sessions outlived the DELETE");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    let sent = publishing.await.unwrap();
+    assert!(sent > 100, "{sent} sent");
+}

@@ -18,5 +18,6 @@ mod peer;
 pub mod stun;
 
 pub use peer::{
-    Answer, Offered, Peer, PeerConfig, PeerError, PeerEvent, PeerOutput, VideoCodec, MAX_OFFER,
+    Answer, Incoming, Offered, Peer, PeerConfig, PeerError, PeerEvent, PeerOutput, Role,
+    VideoCodec, MAX_OFFER,
 };

@@ -1,8 +1,9 @@
-//! One WebRTC peer of the server (a WHEP viewer), around str0m's `Rtc` in ICE-lite
-//! and RTP mode: the offer is answered with only the codecs the stream has, and the
+//! One WebRTC peer of the server, around str0m's `Rtc` in ICE-lite and RTP mode. A
+//! viewer (WHEP): the offer is answered with only the codecs the stream has, and the
 //! stream's shared RTP packets go out with this peer's header (payload type, SSRC, a
-//! sequence of its own) and SRTP. Datagrams and time in, datagrams, a timeout and
-//! events out: no socket, no clock.
+//! sequence of its own) and SRTP. A publisher (WHIP): H.264 and Opus are accepted, and
+//! its RTP comes out as plain packets for the server's depacketizers. Datagrams and
+//! time in, datagrams, a timeout and events out: no socket, no clock.
 //!
 //! Why RTP mode: the stream packetizes each frame once for every viewer; str0m's
 //! frame API would packetize it again per viewer.
@@ -61,6 +62,22 @@ pub struct Offered {
     pub opus: bool,
 }
 
+/// What the peer does.
+#[derive(Debug, Clone, Copy)]
+pub enum Role {
+    /// Plays a stream that has these codecs (WHEP).
+    Play(Offered),
+    /// Publishes H.264 and Opus (WHIP).
+    Publish,
+}
+
+/// The codec of media a publisher sends.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Incoming {
+    H264,
+    Opus,
+}
+
 /// A peer's settings.
 #[derive(Debug, Clone)]
 pub struct PeerConfig {
@@ -82,7 +99,7 @@ pub enum PeerOutput {
 }
 
 /// What happened to the peer.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub enum PeerEvent {
     /// ICE and DTLS are done: media may flow.
     Connected,
@@ -90,6 +107,9 @@ pub enum PeerEvent {
     Disconnected,
     /// The viewer lost a picture and asks for a keyframe.
     KeyframeRequest,
+    /// A publisher's RTP packet, decrypted: a 12-byte header (its sequence number,
+    /// timestamp, marker and SSRC) and the payload.
+    Media { codec: Incoming, rtp: Vec<u8> },
 }
 
 /// An outgoing stream of one kind: where its packets go and how they are numbered.
@@ -110,6 +130,10 @@ pub struct Peer {
     offered: Offered,
     video: Option<Sender>,
     audio: Option<Sender>,
+    /// A publisher's payload types and what they carry.
+    incoming: Vec<(Pt, Incoming)>,
+    /// A publisher's video SSRC, once seen (where keyframe requests go).
+    video_in: Option<Ssrc>,
     connected: bool,
     closed: bool,
     /// The latest time given.
@@ -142,13 +166,17 @@ fn crypto() -> Arc<CryptoProvider> {
         .clone()
 }
 
-fn config(offered: Offered) -> RtcConfig {
-    let mut config = RtcConfig::new()
+fn config(role: Role) -> RtcConfig {
+    let config = RtcConfig::new()
         .set_crypto_provider(crypto())
         .set_ice_lite(true)
         .set_rtp_mode(true)
         .clear_codecs();
-    config = match offered.video {
+    let offered = match role {
+        Role::Play(offered) => offered,
+        Role::Publish => return config.enable_h264(true).enable_opus(true, false),
+    };
+    let mut config = match offered.video {
         Some(VideoCodec::H264) => config.enable_h264(true),
         Some(VideoCodec::H265) => config.enable_h265(true),
         Some(VideoCodec::Vp8) => config.enable_vp8(true),
@@ -163,10 +191,11 @@ fn config(offered: Offered) -> RtcConfig {
 }
 
 impl Peer {
-    /// Answers a viewer's `offer` (WHEP) with what `offered` has, at `now`.
+    /// Answers `offer` for `role` at `now`: a viewer's (WHEP) with what the stream
+    /// has, a publisher's (WHIP) with H.264 and Opus.
     pub fn answer(
         offer: &str,
-        offered: Offered,
+        role: Role,
         settings: &PeerConfig,
         now: Instant,
     ) -> Result<Answer, PeerError> {
@@ -176,7 +205,7 @@ impl Peer {
         let offer =
             SdpOffer::from_sdp_string(offer).map_err(|e| PeerError::Offer(e.to_string()))?;
         let local = *settings.candidates.first().ok_or(PeerError::NoCandidate)?;
-        let mut rtc = config(offered).build(now);
+        let mut rtc = config(role).build(now);
         for addr in &settings.candidates {
             if let Ok(c) = Candidate::host(*addr, "udp") {
                 rtc.add_local_candidate(c);
@@ -189,20 +218,36 @@ impl Peer {
             .find_map(|l| l.trim().strip_prefix("a=ice-ufrag:"))
             .map(str::to_owned)
             .ok_or_else(|| PeerError::Offer("the answer has no ICE ufrag".into()))?;
+        let offered = match role {
+            Role::Play(o) => o,
+            Role::Publish => Offered::default(),
+        };
         let mut peer = Peer {
             rtc,
             local,
             offered,
             video: None,
             audio: None,
+            incoming: Vec::new(),
+            video_in: None,
             connected: false,
             closed: false,
             now,
         };
-        peer.find_senders(&sdp);
-        if peer.video.is_none() && peer.audio.is_none() {
-            let what = format!("video {:?}, opus {}", offered.video, offered.opus);
-            return Err(PeerError::NoMedia(what));
+        match role {
+            Role::Play(_) => {
+                peer.find_senders(&sdp);
+                if peer.video.is_none() && peer.audio.is_none() {
+                    let what = format!("video {:?}, opus {}", offered.video, offered.opus);
+                    return Err(PeerError::NoMedia(what));
+                }
+            }
+            Role::Publish => {
+                peer.find_receivers(&sdp);
+                if peer.incoming.is_empty() {
+                    return Err(PeerError::NoMedia("H.264 or Opus to publish".into()));
+                }
+            }
         }
         Ok(Answer { peer, sdp, ufrag })
     }
@@ -255,6 +300,50 @@ impl Peer {
                 MediaKind::Video if self.video.is_none() => self.video = Some(sender),
                 MediaKind::Audio if self.audio.is_none() => self.audio = Some(sender),
                 _ => {}
+            }
+        }
+    }
+
+    /// The payload types a publisher may send in, and their codecs.
+    fn find_receivers(&mut self, answer: &str) {
+        let mids: Vec<Mid> = answer
+            .lines()
+            .filter_map(|l| l.trim().strip_prefix("a=mid:"))
+            .map(Mid::from)
+            .collect();
+        for mid in mids {
+            let Some(media) = self.rtc.media(mid) else {
+                continue;
+            };
+            if !matches!(media.direction(), Direction::RecvOnly | Direction::SendRecv) {
+                continue;
+            }
+            let remote: Vec<Pt> = media.remote_pts().to_vec();
+            for p in self.rtc.codec_config().params() {
+                let spec = p.spec();
+                let codec = match spec.codec {
+                    Codec::H264 if spec.format.packetization_mode == Some(1) => Incoming::H264,
+                    Codec::Opus => Incoming::Opus,
+                    _ => continue,
+                };
+                if remote.contains(&p.pt()) && !self.incoming.iter().any(|(pt, _)| *pt == p.pt()) {
+                    self.incoming.push((p.pt(), codec));
+                }
+            }
+        }
+    }
+
+    /// What a publisher may send: H.264, Opus.
+    pub fn receives(&self) -> (bool, bool) {
+        let has = |c| self.incoming.iter().any(|(_, i)| *i == c);
+        (has(Incoming::H264), has(Incoming::Opus))
+    }
+
+    /// Asks a publisher for a keyframe (a PLI), once its video has been seen.
+    pub fn request_keyframe(&mut self) {
+        if let Some(ssrc) = self.video_in {
+            if let Some(rx) = self.rtc.direct_api().stream_rx(&ssrc) {
+                rx.request_keyframe(str0m::media::KeyframeRequestKind::Pli);
             }
         }
     }
@@ -374,6 +463,22 @@ impl Peer {
                 Some(PeerEvent::Disconnected)
             }
             Event::KeyframeRequest(_) => Some(PeerEvent::KeyframeRequest),
+            Event::RtpPacket(p) => {
+                let h = &p.header;
+                let pt = h.payload_type;
+                let codec = self.incoming.iter().find(|(t, _)| *t == pt)?.1;
+                if codec == Incoming::H264 {
+                    self.video_in = Some(h.ssrc);
+                }
+                let mut rtp = Vec::with_capacity(12 + p.payload.len());
+                rtp.push(0x80);
+                rtp.push(u8::from(h.marker) << 7 | (*pt & 0x7f));
+                rtp.extend_from_slice(&h.sequence_number.to_be_bytes());
+                rtp.extend_from_slice(&h.timestamp.to_be_bytes());
+                rtp.extend_from_slice(&(*h.ssrc).to_be_bytes());
+                rtp.extend_from_slice(&p.payload);
+                Some(PeerEvent::Media { codec, rtp })
+            }
             _ => None,
         }
     }

@@ -509,8 +509,11 @@ impl LocalStream {
         let shape = &self.policy.shape;
         match io.cursor {
             None => {
+                // Players (ffmpeg's FLV demuxer among them) wait for a kind of track
+                // the header announces: only what the stream has is announced.
                 let has_video = m.init.iter().any(|p| p.is_video());
-                io.pending.extend(player.format.id.preamble(has_video));
+                let has_audio = m.init.iter().any(|p| p.is_config() && !p.is_video());
+                io.pending.extend(player.format.id.preamble(has_video, has_audio));
                 for p in &m.init {
                     Self::queue_config(io, p, player.format, shape);
                 }

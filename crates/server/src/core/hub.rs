@@ -489,6 +489,20 @@ impl Stream {
         self.hls.start(&self.key, replay, &tracks);
     }
 
+    /// Waits until the stream has a keyframe to start players at (its tracks are known
+    /// by then), up to `deadline`; whether it has one.
+    pub async fn wait_start(&self, deadline: tokio::time::Instant) -> bool {
+        loop {
+            if self.lock().ring.start().is_some() {
+                return true;
+            }
+            if tokio::time::Instant::now() >= deadline {
+                return false;
+            }
+            tokio::time::sleep(std::time::Duration::from_millis(25)).await;
+        }
+    }
+
     /// Never held across I/O or an await.
     pub fn lock(&self) -> MutexGuard<'_, StreamState> {
         self.state.lock().unwrap_or_else(|e| e.into_inner())

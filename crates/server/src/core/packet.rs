@@ -151,6 +151,11 @@ impl Packet {
         }
     }
 
+    /// A decoder configuration (sequence header).
+    pub fn is_config(&self) -> bool {
+        matches!(self.payload, Payload::Config(_))
+    }
+
     pub fn is_video(&self) -> bool {
         match &self.payload {
             Payload::Media { frame, .. } => frame.kind == MediaKind::Video,

@@ -305,6 +305,16 @@ impl Http {
                 respond(conn, reply);
                 return Ok(());
             }
+            (Method::Post, Route::Whip(key)) => {
+                let reply = match &ctx.webrtc {
+                    Some(registry) => {
+                        crate::webrtc::whip::post(&ctx, registry, &req, key, self.peer).await
+                    }
+                    None => whep_off(),
+                };
+                respond(conn, reply);
+                return Ok(());
+            }
             (Method::Delete, Route::WhepSession(resource)) => {
                 let reply = match &ctx.webrtc {
                     Some(registry) => crate::webrtc::whep::delete(&ctx, registry, resource).await,
@@ -313,7 +323,7 @@ impl Http {
                 respond(conn, reply);
                 return Ok(());
             }
-            (Method::Options, Route::Whep(_) | Route::WhepSession(_)) => {
+            (Method::Options, Route::Whep(_) | Route::Whip(_) | Route::WhepSession(_)) => {
                 conn.session.respond(204, &WHEP_OPTIONS, Vec::new());
                 return Ok(());
             }
@@ -450,7 +460,9 @@ enum Route<'a> {
     Files(&'a str),
     /// `/app/stream/whep`: WebRTC players' offers (WHEP).
     Whep(&'a str),
-    /// `/app/stream/whep/<resource>`: one WHEP session.
+    /// `/app/stream/whip`: WebRTC publishers' offers (WHIP).
+    Whip(&'a str),
+    /// `/app/stream/whep/<resource>` or `.../whip/<resource>`: one WebRTC session.
     WhepSession(&'a str),
     Root,
     NotFound,
@@ -486,9 +498,14 @@ fn route(path: &str) -> Route<'_> {
     if let Some(key) = rest.strip_suffix("/whep").and_then(stream_key) {
         return Route::Whep(key);
     }
-    if let Some((key, resource)) = rest.rsplit_once("/whep/") {
-        if stream_key(key).is_some() && !resource.is_empty() && !resource.contains('/') {
-            return Route::WhepSession(resource);
+    if let Some(key) = rest.strip_suffix("/whip").and_then(stream_key) {
+        return Route::Whip(key);
+    }
+    for marker in ["/whep/", "/whip/"] {
+        if let Some((key, resource)) = rest.rsplit_once(marker) {
+            if stream_key(key).is_some() && !resource.is_empty() && !resource.contains('/') {
+                return Route::WhepSession(resource);
+            }
         }
     }
     if let Some(key) = rest.strip_suffix("/index.m3u8").and_then(stream_key) {

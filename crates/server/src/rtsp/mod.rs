@@ -549,23 +549,16 @@ impl Rtsp {
             tracing::info!(stream = %key, "describe: not live");
             return Ok(conn.session.not_found()?);
         };
-        let tracks = loop {
-            let tracks = {
-                let state = stream.lock();
-                let ready = state.ring.start().is_some();
-                let tracks: Vec<Arc<Track>> = state
-                    .tracks()
-                    .into_iter()
-                    .flatten()
-                    .filter(|t| RtpCodec::for_track(t).is_ok())
-                    .collect();
-                ready.then_some(tracks)
-            };
-            match tracks {
-                Some(t) => break t,
-                None if tokio::time::Instant::now() >= deadline => break Vec::new(),
-                None => tokio::time::sleep(DESCRIBE_POLL).await,
-            }
+        let tracks: Vec<Arc<Track>> = if stream.wait_start(deadline).await {
+            let state = stream.lock();
+            state
+                .tracks()
+                .into_iter()
+                .flatten()
+                .filter(|t| RtpCodec::for_track(t).is_ok())
+                .collect()
+        } else {
+            Vec::new()
         };
         if tracks.is_empty() {
             tracing::info!(stream = %key, "describe: no track RTP can carry");

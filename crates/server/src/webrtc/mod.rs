@@ -6,14 +6,20 @@
 //! like any player: its transport (`session::PeerOut`) takes the stream's shared RTP
 //! packets and sends each with the viewer's header and SRTP.
 //!
+//! Publishers (WHIP) take the same path; their session publishes the stream on that
+//! worker, depacketizing the peer's RTP like an RTSP publisher's.
+//!
 //! Files: `registry` (answered sessions waiting for their first datagram, and the
 //! resources DELETE names), `udp` (a worker's socket: sessions by address, then by
-//! ufrag), `session` (one peer's task and its transport), `whep` (the HTTP side).
+//! ufrag), `session` (one peer's task and its transport), `ingest` (a publisher's RTP
+//! to frames), `whep` and `whip` (the HTTP side).
 
+mod ingest;
 mod registry;
 mod session;
 mod udp;
 pub mod whep;
+pub mod whip;
 
 pub use registry::Registry;
 pub use udp::{bind_sockets, serve};

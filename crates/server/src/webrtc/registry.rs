@@ -7,16 +7,24 @@ use crate::core::hub::Stream;
 use crate::core::limits::UdpSlot;
 use sluice_webrtc::Peer;
 use std::collections::HashMap;
-use std::net::SocketAddr;
+use std::net::{IpAddr, SocketAddr};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
+
+/// What a session is for.
+#[derive(Debug)]
+pub enum Job {
+    /// Play `stream` (WHEP) with the tracks of `format`.
+    Play { stream: Arc<Stream>, format: Format },
+    /// Publish `key` (WHIP) from `ip`.
+    Publish { key: String, ip: IpAddr },
+}
 
 /// An answered offer whose ICE has not started.
 #[derive(Debug)]
 pub struct Pending {
     pub peer: Peer,
-    pub stream: Arc<Stream>,
-    pub format: Format,
+    pub job: Job,
     /// The session's id (its client entry, kicks, logs).
     pub id: u64,
     /// The WHEP resource's secret part.
@@ -54,13 +62,11 @@ impl Registry {
     }
 
     /// Parks an answered session under its ufrag until its first binding request.
-    #[allow(clippy::too_many_arguments)]
     pub fn park(
         &self,
         ufrag: String,
         peer: Peer,
-        stream: Arc<Stream>,
-        format: Format,
+        job: Job,
         id: u64,
         resource: String,
         slot: UdpSlot,
@@ -77,8 +83,7 @@ impl Registry {
             ufrag,
             Pending {
                 peer,
-                stream,
-                format,
+                job,
                 id,
                 resource,
                 slot,

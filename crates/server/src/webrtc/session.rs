@@ -2,10 +2,14 @@
 //! runs it (timers, events, the end), and [`PeerOut`], the transport through which
 //! the fan-out writes it the stream's RTP like any other player.
 
-use super::registry::{Pending, Registry};
+use super::ingest::WhipIngest;
+use super::registry::{Job, Pending, Registry};
 use crate::core::fanout::Player;
 use crate::core::play::{PlayEnd, Playing};
+use crate::core::format::Format;
+use crate::core::hub::Stream;
 use crate::ctx::Ctx;
+use crate::ops::Client;
 use crate::io::sock::{Ready, Sock, Transport};
 use sluice_media::rtp::{next_interleaved, RtpPacket};
 use sluice_webrtc::{Peer, PeerEvent, PeerOutput};
@@ -15,7 +19,7 @@ use std::io::{self, IoSlice};
 use std::net::SocketAddr;
 use std::rc::Rc;
 use std::sync::Arc;
-use std::time::Instant;
+use std::time::{Duration, Instant};
 use tokio::net::UdpSocket;
 use tokio::sync::Notify;
 
@@ -93,8 +97,7 @@ pub fn start(
 ) -> Rc<Session> {
     let Pending {
         peer,
-        stream,
-        format,
+        job,
         id,
         resource,
         slot,
@@ -109,58 +112,87 @@ pub fn start(
         wake: Notify::new(),
     });
     let span = tracing::info_span!("webrtc", id, peer = %from);
-    let started = Started {
-        stream,
-        format,
-        id,
-        resource,
-        slot,
+    let task = {
+        let (ctx, registry, session, sessions) =
+            (ctx.clone(), registry.clone(), session.clone(), sessions.clone());
+        async move {
+            let client = ctx.clients.add(id, "webrtc", from);
+            let _slot = slot;
+            let reason = match job {
+                Job::Play { stream, format } => play(&ctx, &session, &client, id, stream, format).await,
+                Job::Publish { key, ip } => publish(&ctx, &session, &client, id, key, ip).await,
+            };
+            sessions.borrow_mut().remove(&from);
+            registry.forget(&resource);
+            tracing::info!(reason, "webrtc session ended");
+            client.ended(reason);
+        }
     };
-    let task = run(
-        ctx.clone(),
-        registry.clone(),
-        session.clone(),
-        started,
-        from,
-        sessions.clone(),
-    );
     tokio::task::spawn_local(tracing::Instrument::instrument(task, span));
     session
 }
 
-/// What the session's task takes of its [`Pending`].
-struct Started {
-    stream: Arc<crate::core::hub::Stream>,
-    format: crate::core::format::Format,
-    id: u64,
-    resource: String,
-    slot: crate::core::limits::UdpSlot,
+/// What woke a session's task.
+enum Woke {
+    /// The peer's timer, or the publisher's jitter buffers or keyframe requests.
+    Timer,
+    /// New events from the peer.
+    Events,
+    Played(PlayEnd),
+    Kicked,
 }
 
-async fn run(
-    ctx: Rc<Ctx>,
-    registry: Arc<Registry>,
-    session: Rc<Session>,
-    started: Started,
-    from: SocketAddr,
-    sessions: Sessions,
-) {
-    let Started {
-        stream,
-        format,
-        id,
-        resource,
-        slot,
-    } = started;
-    let client = ctx.clients.add(id, "webrtc", from);
-    let _slot = slot;
+impl Session {
+    /// Waits for the next thing to do, `extra` (a deadline of the caller's) included.
+    async fn wait(&self, client: &Client, playing: Option<&Playing>, extra: Option<Instant>) -> Woke {
+        let at = match (self.timeout.get(), extra) {
+            (Some(a), Some(b)) => Some(a.min(b)),
+            (a, b) => a.or(b),
+        };
+        self.armed.set(at);
+        tokio::select! {
+            () = sleep_until(at.map(tokio::time::Instant::from_std)) => Woke::Timer,
+            () = self.wake.notified() => Woke::Events,
+            end = player_end(playing) => Woke::Played(end),
+            () = client.kicked() => Woke::Kicked,
+        }
+    }
+
+    /// Advances the peer's time; an error ends the session.
+    fn tick(&self) -> Result<(), &'static str> {
+        let result = self.peer.borrow_mut().handle_timeout(Instant::now());
+        if let Err(e) = result {
+            tracing::info!("webrtc: {e}");
+            return Err("protocol_error");
+        }
+        self.drain();
+        Ok(())
+    }
+
+    fn next_event(&self) -> Option<PeerEvent> {
+        self.events.borrow_mut().pop_front()
+    }
+
+    fn close(&self) {
+        self.peer.borrow_mut().close();
+        self.drain();
+    }
+}
+
+/// A viewer (WHEP): plays `stream` from when ICE and DTLS are done.
+async fn play(
+    ctx: &Rc<Ctx>,
+    session: &Rc<Session>,
+    client: &Client,
+    id: u64,
+    stream: Arc<Stream>,
+    format: Format,
+) -> &'static str {
     // The stream makes its RTP form while we play.
     let _rtp = stream.want_rtp();
     let mut playing: Option<Playing> = None;
-    tracing::info!(stream = %stream.key, "webrtc session");
-    let reason = loop {
-        let event = session.events.borrow_mut().pop_front();
-        if let Some(event) = event {
+    loop {
+        while let Some(event) = session.next_event() {
             match event {
                 PeerEvent::Connected if playing.is_none() => {
                     tracing::info!(stream = %stream.key, ?format, "play");
@@ -169,47 +201,106 @@ async fn run(
                     client.playing(&stream.key, &player);
                     playing = Some(Playing::start(&ctx.fanout, &stream, player));
                 }
-                PeerEvent::Disconnected => break "disconnected",
-                // A publisher that can make a keyframe on demand comes with WHIP.
-                PeerEvent::Connected | PeerEvent::KeyframeRequest => {}
+                PeerEvent::Disconnected => return "disconnected",
+                // A publisher that makes keyframes on demand sends them regularly
+                // (see `publish`); other publishers cannot be asked.
+                _ => {}
             }
-            continue;
         }
         if !session.peer.borrow().is_alive() {
-            break "closed";
+            return "closed";
         }
-        let at = session.timeout.get().map(tokio::time::Instant::from_std);
-        session.armed.set(session.timeout.get());
-        tokio::select! {
-            () = sleep_until(at) => {
+        match session.wait(client, playing.as_ref(), None).await {
+            Woke::Timer => {
+                if let Err(reason) = session.tick() {
+                    return reason;
+                }
+            }
+            Woke::Events => {}
+            Woke::Played(PlayEnd::Closed(r)) => {
+                tracing::info!("player closed: {r:?}");
+                session.close();
+                return "stream_ended";
+            }
+            Woke::Played(PlayEnd::Io(_)) => return "io_error",
+            Woke::Kicked => {
+                session.close();
+                return "kicked";
+            }
+        }
+    }
+}
+
+/// A publisher (WHIP): publishes `key` from when ICE and DTLS are done, asking for a
+/// keyframe every `webrtc.keyframe_interval_ms` so that the stream's GOP cache stays
+/// fresh for new players (a browser sends keyframes only when asked).
+async fn publish(
+    ctx: &Rc<Ctx>,
+    session: &Rc<Session>,
+    client: &Client,
+    id: u64,
+    key: String,
+    ip: std::net::IpAddr,
+) -> &'static str {
+    let interval = Duration::from_millis(ctx.config.webrtc.keyframe_interval_ms.max(100));
+    let mut ingest: Option<WhipIngest> = None;
+    let mut next_keyframe: Option<Instant> = None;
+    loop {
+        while let Some(event) = session.next_event() {
+            match event {
+                PeerEvent::Connected if ingest.is_none() => {
+                    let publisher = match ctx.publish(&key, id, ip).await {
+                        Ok(p) => p,
+                        Err(e) => {
+                            tracing::warn!(stream = %key, "publish refused: {e}");
+                            session.close();
+                            return "refused";
+                        }
+                    };
+                    let (video, audio) = session.peer.borrow().receives();
+                    tracing::info!(stream = %key, video, audio, "publish");
+                    client.publishing(&key);
+                    ingest = Some(WhipIngest::new(publisher, video, audio));
+                    next_keyframe = Some(Instant::now() + interval);
+                }
+                PeerEvent::Media { codec, rtp } => {
+                    if let Some(i) = &mut ingest {
+                        client.count_in(rtp.len());
+                        i.push(codec, rtp, Instant::now());
+                    }
+                }
+                PeerEvent::Disconnected => return "disconnected",
+                _ => {}
+            }
+        }
+        if !session.peer.borrow().is_alive() {
+            return "closed";
+        }
+        let due = match (ingest.as_ref().and_then(WhipIngest::due), next_keyframe) {
+            (Some(a), Some(b)) => Some(a.min(b)),
+            (a, b) => a.or(b),
+        };
+        match session.wait(client, None, due).await {
+            Woke::Timer => {
                 let now = Instant::now();
-                let result = session.peer.borrow_mut().handle_timeout(now);
-                if let Err(e) = result {
-                    tracing::info!("webrtc: {e}");
-                    break "protocol_error";
+                if let Some(i) = &mut ingest {
+                    i.release(now);
                 }
-                session.drain();
+                if next_keyframe.is_some_and(|at| now >= at) {
+                    session.peer.borrow_mut().request_keyframe();
+                    next_keyframe = Some(now + interval);
+                }
+                if let Err(reason) = session.tick() {
+                    return reason;
+                }
             }
-            () = session.wake.notified() => {}
-            end = player_end(playing.as_ref()) => match end {
-                PlayEnd::Closed(r) => {
-                    tracing::info!("player closed: {r:?}");
-                    break "stream_ended";
-                }
-                PlayEnd::Io(_) => break "io_error",
-            },
-            () = client.kicked() => {
-                session.peer.borrow_mut().close();
-                session.drain();
-                break "kicked";
+            Woke::Events | Woke::Played(_) => {}
+            Woke::Kicked => {
+                session.close();
+                return "kicked";
             }
         }
-    };
-    drop(playing);
-    sessions.borrow_mut().remove(&from);
-    registry.forget(&resource);
-    tracing::info!(reason, "webrtc session ended");
-    client.ended(reason);
+    }
 }
 
 async fn sleep_until(at: Option<tokio::time::Instant>) {

@@ -4,19 +4,19 @@
 //! candidate (ICE-lite), so trickle ICE is not needed: `PATCH` is answered 405, as the
 //! spec allows. Reading needs the same permission as every other player (`auth`).
 
-use super::registry::{Registry, TooManyPending};
+use super::registry::{Job, Registry, TooManyPending};
 use crate::core::format::{Format, FormatId};
 use crate::ctx::Ctx;
 use crate::http::hls::Reply;
 use bytes::Bytes;
 use sluice_http::Request;
 use sluice_media::TrackConfig;
-use sluice_webrtc::{Offered, Peer, PeerConfig, VideoCodec};
+use sluice_webrtc::{Offered, Peer, PeerConfig, Role, VideoCodec};
 use std::net::SocketAddr;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-fn text(status: u16, body: impl Into<String>) -> Reply {
+pub(super) fn text(status: u16, body: impl Into<String>) -> Reply {
     Reply {
         status,
         headers: vec![("Content-Type", "text/plain".into())],
@@ -51,6 +51,37 @@ fn offered(stream: &crate::core::hub::Stream) -> Offered {
     Offered { video, opus }
 }
 
+/// The SDP offer of `req`, or the answer that refuses it.
+pub(super) fn sdp_body(req: &Request) -> Result<&str, Reply> {
+    let sdp_type = req
+        .header("content-type")
+        .is_some_and(|t| t.trim().eq_ignore_ascii_case("application/sdp"));
+    if !sdp_type {
+        return Err(text(415, "an offer is Content-Type: application/sdp"));
+    }
+    std::str::from_utf8(&req.body).map_err(|_| text(400, "the offer is not UTF-8"))
+}
+
+/// A new session's id and the secret part of its resource URL.
+pub(super) fn new_resource(ctx: &Ctx) -> (u64, String) {
+    let id = ctx.hub.next_id();
+    (id, format!("{id}-{:016x}", rand::random::<u64>()))
+}
+
+/// `201 Created` with the SDP answer and the session's `Location`.
+pub(super) fn created(sdp: String, location: String) -> Reply {
+    Reply {
+        status: 201,
+        headers: vec![
+            ("Content-Type", "application/sdp".into()),
+            ("Location", location),
+            ("Access-Control-Expose-Headers", "Location".into()),
+        ],
+        body: vec![Bytes::from(sdp)],
+        file: None,
+    }
+}
+
 /// Answers an offer to play `key`.
 pub(crate) async fn post(
     ctx: &Ctx,
@@ -59,14 +90,9 @@ pub(crate) async fn post(
     key: &str,
     client: SocketAddr,
 ) -> Reply {
-    let sdp_type = req
-        .header("content-type")
-        .is_some_and(|t| t.trim().eq_ignore_ascii_case("application/sdp"));
-    if !sdp_type {
-        return text(415, "a WHEP offer is Content-Type: application/sdp");
-    }
-    let Ok(offer) = std::str::from_utf8(&req.body) else {
-        return text(400, "the offer is not UTF-8");
+    let offer = match sdp_body(req) {
+        Ok(offer) => offer,
+        Err(reply) => return reply,
     };
     if let Some(denied) =
         crate::http::access::read_denied(ctx, req, key, "webrtc", client.ip(), 0).await
@@ -74,9 +100,12 @@ pub(crate) async fn post(
         return denied;
     }
     let wait = Duration::from_millis(ctx.config.players.wait_ms);
+    let deadline = tokio::time::Instant::now() + wait;
     let Some(stream) = ctx.hub.find_or_wait(key, wait).await else {
         return text(404, format!("stream {key} is not live"));
     };
+    // Its codecs are known from its first keyframe on.
+    stream.wait_start(deadline).await;
     let offered = offered(&stream);
     let Ok(slot) = ctx.hub.limits.udp_session(client.ip()) else {
         return text(503, "too many UDP sessions");
@@ -84,7 +113,7 @@ pub(crate) async fn post(
     let settings = PeerConfig {
         candidates: registry.candidates.clone(),
     };
-    let answer = match Peer::answer(offer, offered, &settings, Instant::now()) {
+    let answer = match Peer::answer(offer, Role::Play(offered), &settings, Instant::now()) {
         Ok(a) => a,
         Err(e) => {
             tracing::info!(stream = %key, "whep: offer refused: {e}");
@@ -97,35 +126,18 @@ pub(crate) async fn post(
         video,
         audio,
     };
-    let id = ctx.hub.next_id();
-    let resource = format!("{id}-{:016x}", rand::random::<u64>());
+    let (id, resource) = new_resource(ctx);
     let location = format!("/{key}/whep/{resource}");
-    let parked = registry.park(
-        answer.ufrag,
-        answer.peer,
-        stream,
-        format,
-        id,
-        resource,
-        slot,
-    );
+    let job = Job::Play { stream, format };
+    let parked = registry.park(answer.ufrag, answer.peer, job, id, resource, slot);
     if parked == Err(TooManyPending) {
         return text(503, "too many WebRTC sessions starting");
     }
     tracing::info!(stream = %key, id, video, audio, "whep: answered");
-    Reply {
-        status: 201,
-        headers: vec![
-            ("Content-Type", "application/sdp".into()),
-            ("Location", location),
-            ("Access-Control-Expose-Headers", "Location".into()),
-        ],
-        body: vec![Bytes::from(answer.sdp)],
-        file: None,
-    }
+    created(answer.sdp, location)
 }
 
-/// Ends the session behind `resource`.
+/// Ends the session behind `resource` (WHEP or WHIP).
 pub(crate) async fn delete(ctx: &Ctx, registry: &Registry, resource: &str) -> Reply {
     let Some(id) = registry.resource(resource) else {
         return text(404, "no such WHEP session");

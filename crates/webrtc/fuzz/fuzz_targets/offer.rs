@@ -2,7 +2,7 @@
 #![no_main]
 
 use libfuzzer_sys::fuzz_target;
-use sluice_webrtc::{Offered, Peer, PeerConfig, VideoCodec};
+use sluice_webrtc::{Offered, Peer, PeerConfig, Role, VideoCodec};
 use std::time::Instant;
 
 fuzz_target!(|data: &[u8]| {
@@ -13,7 +13,8 @@ fuzz_target!(|data: &[u8]| {
         candidates: vec!["127.0.0.1:8189".parse().expect("an address")],
     };
     for video in [Some(VideoCodec::H264), Some(VideoCodec::H265), None] {
-        let offered = Offered { video, opus: true };
-        let _ = Peer::answer(offer, offered, &config, Instant::now());
+        let role = Role::Play(Offered { video, opus: true });
+        let _ = Peer::answer(offer, role, &config, Instant::now());
     }
+    let _ = Peer::answer(offer, Role::Publish, &config, Instant::now());
 });

@@ -3,7 +3,7 @@
 #![no_main]
 
 use libfuzzer_sys::fuzz_target;
-use sluice_webrtc::{Offered, Peer, PeerConfig, PeerOutput, VideoCodec};
+use sluice_webrtc::{Offered, Peer, PeerConfig, PeerOutput, Role, VideoCodec};
 use std::time::{Duration, Instant};
 
 const OFFER: &str = include_str!("../offer.sdp");
@@ -12,12 +12,12 @@ fuzz_target!(|data: &[u8]| {
     let config = PeerConfig {
         candidates: vec!["127.0.0.1:8189".parse().expect("an address")],
     };
-    let offered = Offered {
+    let role = Role::Play(Offered {
         video: Some(VideoCodec::H264),
         opus: true,
-    };
+    });
     let now = Instant::now();
-    let mut peer = Peer::answer(OFFER, offered, &config, now)
+    let mut peer = Peer::answer(OFFER, role, &config, now)
         .expect("the seed offer is answered")
         .peer;
     let from = "127.0.0.1:5000".parse().expect("an address");

@@ -89,9 +89,9 @@ impl OutputFormat for Flv {
         tag(packet).unwrap_or_default()
     }
 
-    fn preamble(&self, has_video: bool) -> Vec<Bytes> {
+    fn preamble(&self, has_video: bool, has_audio: bool) -> Vec<Bytes> {
         let mut header = BytesMut::with_capacity(13);
-        flv::write_file_header(&mut header, true, has_video);
+        flv::write_file_header(&mut header, has_audio, has_video);
         vec![header.freeze()]
     }
 }
@@ -120,8 +120,8 @@ impl OutputFormat for WsFlv {
         ws_frame(tag)
     }
 
-    fn preamble(&self, has_video: bool) -> Vec<Bytes> {
-        Flv.preamble(has_video)
+    fn preamble(&self, has_video: bool, has_audio: bool) -> Vec<Bytes> {
+        Flv.preamble(has_video, has_audio)
             .iter()
             .map(|h| ws_frame(h))
             .collect()

@@ -31,9 +31,9 @@ pub trait OutputFormat: Sync {
     }
 
     /// What a new player gets before the stream's decoder configurations (a file
-    /// header, say).
-    fn preamble(&self, has_video: bool) -> Vec<Bytes> {
-        let _ = has_video;
+    /// header, say), given which kinds of track the stream has.
+    fn preamble(&self, has_video: bool, has_audio: bool) -> Vec<Bytes> {
+        let _ = (has_video, has_audio);
         Vec::new()
     }
 }
@@ -94,8 +94,8 @@ impl FormatId {
         (0..COUNT as u8).map(FormatId)
     }
 
-    pub fn preamble(self, has_video: bool) -> Vec<Bytes> {
-        self.format().preamble(has_video)
+    pub fn preamble(self, has_video: bool, has_audio: bool) -> Vec<Bytes> {
+        self.format().preamble(has_video, has_audio)
     }
 }
 
