@@ -382,3 +382,41 @@ async fn a_whip_publisher_plays_over_http_flv_and_whep() {
     let sent = publishing.await.unwrap();
     assert!(sent > 100, "{sent} sent");
 }
+
+/// Sessions nobody ends are ended for them: an answered offer whose ICE never starts
+/// at the handshake timeout, a viewer that vanishes without a DELETE when its ICE
+/// consent runs out (about 15 s). Both give their UDP place back.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[cfg_attr(not(have_ffmpeg), ignore = "needs ffmpeg and ffprobe")]
+async fn abandoned_sessions_are_dropped() {
+    if !have_ffmpeg() {
+        return;
+    }
+    let server = TestServer::start(&["--webrtc-udp", "127.0.0.1:0", "--handshake-timeout-ms", "1000"]);
+    let url = format!("rtmp://{}/live/cam", server.rtmp);
+    let _publisher = publish_test_pattern(&url, "flv", "libx264", 60);
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while common::http_request(server.http, "GET", "/api/v1/streams/live/cam", "").0 != 200 {
+        assert!(Instant::now() < deadline, "live/cam never appeared");
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    // An offer answered, and nothing after.
+    let offer = include_str!("../../webrtc/fuzz/offer.sdp");
+    let (status, _, body) = request(server.http, "POST", "/live/cam/whep", "application/sdp", offer).await;
+    assert_eq!(status, 201, "{body}");
+    assert_eq!(udp_sessions(server.http), 1.0);
+    let gone = |limit: Duration| async move {
+        let t = Instant::now();
+        while udp_sessions(server.http) != 0.0 {
+            assert!(t.elapsed() < limit, "still there after {limit:?}");
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+        t.elapsed()
+    };
+    gone(Duration::from_secs(4)).await;
+    // A viewer that played a while, then went without a word.
+    let watched = watch(server.http, "/live/cam/whep", 10, Duration::from_secs(5)).await;
+    assert!(watched.frames.len() >= 10);
+    let after = gone(Duration::from_secs(30)).await;
+    eprintln!("a vanished viewer was dropped after {after:?}");
+}
