@@ -85,6 +85,24 @@ const WHEP_SETUP: &str = "
     return '&w=' + video.videoWidth + '&bright=' + (sum / (px.length / 4) / 3).toFixed(1);
   };";
 
+/// A WHIP publisher: Chromium's fake camera and microphone, sent to `STREAM_URL`.
+const WHIP_SETUP: &str = "
+  (async () => {
+    const media = await navigator.mediaDevices.getUserMedia({ video: { width: 320, height: 240 }, audio: true });
+    const pc = new RTCPeerConnection();
+    for (const t of media.getTracks()) pc.addTransceiver(t, { direction: 'sendonly' });
+    video.srcObject = media;
+    await pc.setLocalDescription(await pc.createOffer());
+    const r = await fetch('STREAM_URL', {
+      method: 'POST', headers: { 'Content-Type': 'application/sdp' },
+      body: pc.localDescription.sdp });
+    if (r.status !== 201) throw new Error('WHIP answered ' + r.status + ': ' + await r.text());
+    await pc.setRemoteDescription({ type: 'answer', sdp: await r.text() });
+    pc.onconnectionstatechange = () => {
+      if (pc.connectionState === 'failed') errors.push('connection failed');
+    };
+  })().catch(e => errors.push('whip:' + e));";
+
 /// Serves the page and the player script, and passes the page's report to `tx`.
 fn page_server(page: String, script: &str, tx: mpsc::Sender<String>) -> SocketAddr {
     let listener = TcpListener::bind("127.0.0.1:0").expect("bind");
@@ -149,6 +167,9 @@ fn play_in_chromium(script: &str, setup: &str, stream_url: &str, watch_ms: u32) 
                 "--remote-debugging-port=0",
                 // WebRTC to a server on 127.0.0.1.
                 "--allow-loopback-in-peer-connection",
+                // A camera and a microphone for WHIP.
+                "--use-fake-device-for-media-stream",
+                "--use-fake-ui-for-media-stream",
             ])
             .arg(format!("http://{page}/"))
             .spawn()
@@ -278,4 +299,28 @@ fn chromium_plays_whep() {
     assert!(bright > 30.0, "a black picture ({report})");
     let first: f64 = field(&report, "first").parse().unwrap_or(f64::MAX);
     eprintln!("WHEP in Chromium: first picture after {first} ms; {report}");
+}
+
+#[test]
+#[cfg_attr(not(have_chromium), ignore = "needs chromium")]
+fn chromium_publishes_whip_and_another_plays_it_over_whep() {
+    if !have("chromium") {
+        return;
+    }
+    let server = TestServer::start(&["--webrtc-udp", "127.0.0.1:0"]);
+    let whip = format!("http://{}/live/chrome/whip", server.http);
+    let publisher =
+        std::thread::spawn(move || play_in_chromium("mpegts.js", WHIP_SETUP, &whip, 14000));
+    std::thread::sleep(Duration::from_millis(3000));
+    let url = format!("http://{}/live/chrome/whep", server.http);
+    let report = play_in_chromium("mpegts.js", WHEP_SETUP, &url, 6000);
+    let published = publisher.join().expect("the publisher page");
+    assert!(field(&published, "err").is_empty(), "WHIP: {published}");
+    let errors = field(&report, "err");
+    assert!(errors.is_empty(), "WHEP errors {errors} ({report})");
+    let t: f64 = field(&report, "t").parse().unwrap_or(0.0);
+    assert!(t > 3.0, "video played only to {t} s ({report})");
+    let bright: f64 = field(&report, "bright").parse().unwrap_or(0.0);
+    assert!(bright > 30.0, "a black picture ({report})");
+    eprintln!("WHIP to WHEP in Chromium: {report}");
 }

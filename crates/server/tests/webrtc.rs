@@ -238,9 +238,33 @@ fn h264_access_units(seconds: u32) -> Vec<Vec<u8>> {
     let file = scratch("webrtc").join(format!("whip-{seconds}.h264"));
     std::fs::create_dir_all(file.parent().unwrap()).unwrap();
     let ok = std::process::Command::new("ffmpeg")
-        .args(["-v", "error", "-y", "-f", "lavfi", "-i", "testsrc2=size=320x240:rate=25"])
-        .args(["-t", &seconds.to_string(), "-c:v", "libx264", "-preset", "ultrafast"])
-        .args(["-bf", "0", "-g", "25", "-pix_fmt", "yuv420p", "-x264-params", "aud=1"])
+        .args([
+            "-v",
+            "error",
+            "-y",
+            "-f",
+            "lavfi",
+            "-i",
+            "testsrc2=size=320x240:rate=25",
+        ])
+        .args([
+            "-t",
+            &seconds.to_string(),
+            "-c:v",
+            "libx264",
+            "-preset",
+            "ultrafast",
+        ])
+        .args([
+            "-bf",
+            "0",
+            "-g",
+            "25",
+            "-pix_fmt",
+            "yuv420p",
+            "-x264-params",
+            "aud=1",
+        ])
         .args(["-f", "h264"])
         .arg(&file)
         .status()
@@ -281,12 +305,21 @@ async fn publish_whip(
     let mut api = rtc.sdp_api();
     let mid = api.add_media(MediaKind::Video, Direction::SendOnly, None, None, None);
     let (offer, pending) = api.apply().unwrap();
-    let (status, head, body) =
-        request(http, "POST", path, "application/sdp", &offer.to_sdp_string()).await;
+    let (status, head, body) = request(
+        http,
+        "POST",
+        path,
+        "application/sdp",
+        &offer.to_sdp_string(),
+    )
+    .await;
     assert_eq!(status, 201, "{head}{body}");
     let location = head
         .lines()
-        .find_map(|l| l.strip_prefix("location: ").or(l.strip_prefix("Location: ")))
+        .find_map(|l| {
+            l.strip_prefix("location: ")
+                .or(l.strip_prefix("Location: "))
+        })
         .expect("a Location")
         .trim()
         .to_owned();
@@ -308,7 +341,8 @@ async fn publish_whip(
                         .unwrap()
                         .pt();
                     let time = str0m::media::MediaTime::from_90khz(3600 * sent as u64);
-                    w.write(pt, Instant::now(), time, aus[sent].clone()).unwrap();
+                    w.write(pt, Instant::now(), time, aus[sent].clone())
+                        .unwrap();
                     sent += 1;
                 }
             }
@@ -359,7 +393,11 @@ async fn a_whip_publisher_plays_over_http_flv_and_whep() {
     }
     // A WHEP viewer of the WHIP stream: H.264 passed through.
     let watched = watch(server.http, "/live/whip/whep", 50, Duration::from_secs(6)).await;
-    assert!(watched.frames.len() >= 50, "{} frames", watched.frames.len());
+    assert!(
+        watched.frames.len() >= 50,
+        "{} frames",
+        watched.frames.len()
+    );
 
     // HTTP-FLV, read by ffprobe: H.264 at 320x240, frames decoding.
     let url = format!("http://{}/live/whip.flv", server.http);
@@ -367,7 +405,11 @@ async fn a_whip_publisher_plays_over_http_flv_and_whep() {
         .await
         .unwrap();
     assert!(probe.0.contains("h264,320,240"), "{probe:?}");
-    assert!(probe.1.len() >= 40, "{} video packets in 2 s", probe.1.len());
+    assert!(
+        probe.1.len() >= 40,
+        "{} video packets in 2 s",
+        probe.1.len()
+    );
 
     // DELETE ends the publish, and the viewer.
     for resource in [&location, &watched.location] {
@@ -376,7 +418,10 @@ async fn a_whip_publisher_plays_over_http_flv_and_whep() {
     }
     let deadline = Instant::now() + Duration::from_secs(5);
     while udp_sessions(server.http) != 0.0 {
-        assert!(Instant::now() < deadline, "the sessions outlived the DELETE");
+        assert!(
+            Instant::now() < deadline,
+            "the sessions outlived the DELETE"
+        );
         tokio::time::sleep(Duration::from_millis(50)).await;
     }
     let sent = publishing.await.unwrap();
@@ -392,7 +437,12 @@ async fn abandoned_sessions_are_dropped() {
     if !have_ffmpeg() {
         return;
     }
-    let server = TestServer::start(&["--webrtc-udp", "127.0.0.1:0", "--handshake-timeout-ms", "1000"]);
+    let server = TestServer::start(&[
+        "--webrtc-udp",
+        "127.0.0.1:0",
+        "--handshake-timeout-ms",
+        "1000",
+    ]);
     let url = format!("rtmp://{}/live/cam", server.rtmp);
     let _publisher = publish_test_pattern(&url, "flv", "libx264", 60);
     let deadline = Instant::now() + Duration::from_secs(10);
@@ -402,7 +452,14 @@ async fn abandoned_sessions_are_dropped() {
     }
     // An offer answered, and nothing after.
     let offer = include_str!("../../webrtc/fuzz/offer.sdp");
-    let (status, _, body) = request(server.http, "POST", "/live/cam/whep", "application/sdp", offer).await;
+    let (status, _, body) = request(
+        server.http,
+        "POST",
+        "/live/cam/whep",
+        "application/sdp",
+        offer,
+    )
+    .await;
     assert_eq!(status, 201, "{body}");
     assert_eq!(udp_sessions(server.http), 1.0);
     let gone = |limit: Duration| async move {

@@ -513,7 +513,8 @@ impl LocalStream {
                 // the header announces: only what the stream has is announced.
                 let has_video = m.init.iter().any(|p| p.is_video());
                 let has_audio = m.init.iter().any(|p| p.is_config() && !p.is_video());
-                io.pending.extend(player.format.id.preamble(has_video, has_audio));
+                io.pending
+                    .extend(player.format.id.preamble(has_video, has_audio));
                 for p in &m.init {
                     Self::queue_config(io, p, player.format, shape);
                 }

@@ -5,12 +5,12 @@
 use super::ingest::WhipIngest;
 use super::registry::{Job, Pending, Registry};
 use crate::core::fanout::Player;
-use crate::core::play::{PlayEnd, Playing};
 use crate::core::format::Format;
 use crate::core::hub::Stream;
+use crate::core::play::{PlayEnd, Playing};
 use crate::ctx::Ctx;
-use crate::ops::Client;
 use crate::io::sock::{Ready, Sock, Transport};
+use crate::ops::Client;
 use sluice_media::rtp::{next_interleaved, RtpPacket};
 use sluice_webrtc::{Peer, PeerEvent, PeerOutput};
 use std::cell::{Cell, RefCell};
@@ -113,13 +113,19 @@ pub fn start(
     });
     let span = tracing::info_span!("webrtc", id, peer = %from);
     let task = {
-        let (ctx, registry, session, sessions) =
-            (ctx.clone(), registry.clone(), session.clone(), sessions.clone());
+        let (ctx, registry, session, sessions) = (
+            ctx.clone(),
+            registry.clone(),
+            session.clone(),
+            sessions.clone(),
+        );
         async move {
             let client = ctx.clients.add(id, "webrtc", from);
             let _slot = slot;
             let reason = match job {
-                Job::Play { stream, format } => play(&ctx, &session, &client, id, stream, format).await,
+                Job::Play { stream, format } => {
+                    play(&ctx, &session, &client, id, stream, format).await
+                }
                 Job::Publish { key, ip } => publish(&ctx, &session, &client, id, key, ip).await,
             };
             sessions.borrow_mut().remove(&from);
@@ -144,7 +150,12 @@ enum Woke {
 
 impl Session {
     /// Waits for the next thing to do, `extra` (a deadline of the caller's) included.
-    async fn wait(&self, client: &Client, playing: Option<&Playing>, extra: Option<Instant>) -> Woke {
+    async fn wait(
+        &self,
+        client: &Client,
+        playing: Option<&Playing>,
+        extra: Option<Instant>,
+    ) -> Woke {
         let at = match (self.timeout.get(), extra) {
             (Some(a), Some(b)) => Some(a.min(b)),
             (a, b) => a.or(b),
