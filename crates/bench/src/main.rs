@@ -492,6 +492,14 @@ async fn run_play(a: PlayArgs) -> Result<Report, String> {
             Protocol::Hls | Protocol::LlHls,
         ) => {}
         (Target::Rtsp { .. }, Protocol::Rtsp | Protocol::RtspUdp) => {}
+        (
+            Target::Http {
+                websocket: false,
+                tls_name: None,
+                ..
+            },
+            Protocol::Whep,
+        ) => {}
         (_, p) => return Err(format!("{} is not a URL for --protocol {p:?}", a.url)),
     }
     let tls = match &target {

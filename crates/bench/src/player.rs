@@ -22,6 +22,8 @@ pub enum Protocol {
     Rtsp,
     /// RTSP with RTP over UDP (a port pair per track and player).
     RtspUdp,
+    /// WebRTC (WHEP): an SDP offer POSTed to `/app/stream/whep`, media over DTLS-SRTP.
+    Whep,
 }
 
 /// A connected player.
@@ -55,9 +57,9 @@ impl Player {
                     "HLS has no tag-level player (sluice-bench play only)".into(),
                 ))
             }
-            Protocol::Rtsp | Protocol::RtspUdp => {
+            Protocol::Rtsp | Protocol::RtspUdp | Protocol::Whep => {
                 return Err(ClientError::Refused(
-                    "RTSP has no tag-level player (sluice-bench play only)".into(),
+                    "no tag-level player for this protocol (sluice-bench play only)".into(),
                 ))
             }
         })

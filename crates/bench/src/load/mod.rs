@@ -22,6 +22,7 @@ pub(crate) mod publish;
 pub(crate) mod publish_rtsp;
 pub(crate) mod rtmp;
 pub(crate) mod rtsp;
+pub(crate) mod whep;
 
 use crate::figures::{ErrorKind, Live, PlayerRow};
 use crate::target::Target;
@@ -94,6 +95,7 @@ pub(crate) async fn play(ctx: Arc<Ctx>, id: usize, slow: bool) -> PlayerRow {
         (Target::Rtsp { .. }, Protocol::Rtsp | Protocol::RtspUdp) => {
             rtsp::play(&ctx, &mut row).await
         }
+        (Target::Http { .. }, Protocol::Whep) => whep::play(&ctx, &mut row).await,
         _ => Err((
             ErrorKind::Protocol,
             "URL scheme does not match --protocol".into(),
