@@ -13,7 +13,10 @@
 #
 # rtsp-pp / rtsp-udp-pp run the RTSP players against Sluice with --rtsp-batch false
 # (one send call per RTP packet), to measure what frame batching saves.
-# Usage: bench/fanout.sh [-n PLAYERS] [-d SECONDS] [-m MERGE_MS]
+# whep: WebRTC players (sluice-bench's str0m peers; video only with the AAC clips, as
+# AAC is not transcoded to Opus).
+# -c small publishes the 600 kbit/s 360p clip instead (small_clip in lib.sh).
+# Usage: bench/fanout.sh [-n PLAYERS] [-d SECONDS] [-m MERGE_MS] [-c small]
 #                        [-p "flv rtmp hls ll-hls rtsp rtsp-udp ws-flv
 #                            flv-tls hls-tls ll-hls-tls ws-flv-tls"]
 #                        [-x "floor nginx"] [-o OUTDIR] [-r REPETITIONS]
@@ -23,8 +26,10 @@
 set -euo pipefail
 . "$(dirname "$0")/lib.sh"
 n=500 dur=25 merge=200 protos="flv rtmp hls ll-hls rtsp rtsp-udp" peers="floor nginx" out="$root/target/bench" reps=1
-while getopts n:d:m:p:x:o:r: opt; do
+small=0
+while getopts n:d:m:p:x:o:r:c: opt; do
   case $opt in
+    c) [ "$OPTARG" = small ] && small=1 ;;
     n) n=$OPTARG ;; d) dur=$OPTARG ;; m) merge=$OPTARG ;; p) protos=$OPTARG ;; x) peers=$OPTARG ;; o) out=$OPTARG ;;
     r) reps=$OPTARG ;;
     *) echo "usage: $0 [-n players] [-d seconds] [-m merge_ms] [-p protocols] [-x peers] [-o outdir] [-r repetitions]" >&2; exit 2 ;;
@@ -33,6 +38,7 @@ done
 have_nginx || { [[ $peers != *nginx* ]] || echo "nginx with the RTMP module not found: skipping it" >&2; peers=${peers//nginx/}; }
 bound_run "${BENCH_MAX_S:-600}"
 setup "$out"
+[ "$small" = 0 ] || clip=$(small_clip)
 warmup=5
 
 runs=()

@@ -89,7 +89,7 @@ wait_port() { # wait_port PORT: until something listens (5 s at most)
 start_sluice() {
   port_free "$S_RTMP"; port_free "$S_HTTP"; port_free "$S_RTSP"
   taskset -c "$server_cpus" "$sluice" --rtmp "127.0.0.1:$S_RTMP" --http "127.0.0.1:$S_HTTP" \
-    --rtsp "127.0.0.1:$S_RTSP" --rtp-ports 0 --webrtc-udp off --log warn --max-connections 0 \
+    --rtsp "127.0.0.1:$S_RTSP" --rtp-ports 0 --webrtc-udp 127.0.0.1:0 --log warn --max-connections 0 \
     --max-connections-per-ip 0 --max-publishers-per-ip 0 --max-streams 0 \
     "$@" >"$out/sluice.log" 2>&1 &
   srv=$!; pids+=("$srv")
@@ -209,6 +209,7 @@ url_of() {
     sluice:ll-hls) echo "http://127.0.0.1:$S_HTTP/live/x/index.m3u8" ;;  # fMP4, Low-Latency
     nginx:hls) echo "http://127.0.0.1:$N_HTTP/hls/x.m3u8" ;;            # TS files, sendfile
     sluice:rtsp | sluice:rtsp-udp) echo "rtsp://127.0.0.1:$S_RTSP/live/x" ;; # RTP on TCP | UDP
+    sluice:whep) echo "http://127.0.0.1:$S_HTTP/live/x/whep" ;;          # WebRTC, UDP port from the kernel
     sluice:flv-tls) echo "https://127.0.0.1:$S_HTTPS/live/x.flv" ;;
     sluice:ws-flv-tls) echo "wss://127.0.0.1:$S_HTTPS/live/x.flv" ;;
     sluice:hls-tls) echo "https://127.0.0.1:$S_HTTPS/live/x.m3u8" ;;

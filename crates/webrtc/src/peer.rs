@@ -379,14 +379,16 @@ impl Peer {
         Ok(())
     }
 
-    /// Queues one of the stream's RTP packets of `kind` (its timestamp, marker and
-    /// payload) with this peer's header. Nothing goes out before ICE and DTLS are done.
+    /// Queues one of the stream's RTP packets (video or audio: its timestamp, marker
+    /// and payload) with this peer's header. Nothing goes out before ICE and DTLS are
+    /// done. The payload is shared: the retransmission cache keeps a reference, not a
+    /// copy, when every peer is given the same one.
     pub fn write_rtp(
         &mut self,
         video: bool,
         timestamp: u32,
         marker: bool,
-        payload: &[u8],
+        payload: Arc<[u8]>,
         now: Instant,
     ) {
         if !self.connected {
@@ -419,7 +421,7 @@ impl Peer {
         let seq = sender.seq;
         sender.seq += 1;
         tx.write_rtp(
-            RtpWrite::new(sender.pt, seq.into(), timestamp, now, payload.to_vec())
+            RtpWrite::new(sender.pt, seq.into(), timestamp, now, payload)
                 .marker(marker)
                 .nackable(true),
         );

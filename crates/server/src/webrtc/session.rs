@@ -4,6 +4,7 @@
 
 use super::ingest::WhipIngest;
 use super::registry::{Job, Pending, Registry};
+use super::udp::Socket;
 use crate::core::fanout::Player;
 use crate::core::format::Format;
 use crate::core::hub::Stream;
@@ -20,7 +21,6 @@ use std::net::SocketAddr;
 use std::rc::Rc;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
-use tokio::net::UdpSocket;
 use tokio::sync::Notify;
 
 /// This worker's sessions by remote address.
@@ -30,7 +30,9 @@ pub type Sessions = Rc<RefCell<HashMap<SocketAddr, Rc<Session>>>>;
 #[derive(Debug)]
 pub struct Session {
     peer: RefCell<Peer>,
-    sock: Rc<UdpSocket>,
+    sock: Rc<Socket>,
+    /// Datagrams gathered for one batched send.
+    out: RefCell<Vec<(SocketAddr, Vec<u8>)>>,
     /// Events the peer produced, for the task.
     events: RefCell<VecDeque<PeerEvent>>,
     /// When the peer wants time to advance next.
@@ -57,16 +59,13 @@ impl Session {
     /// which is woken only when it has something new to do.
     fn drain(&self) {
         let mut peer = self.peer.borrow_mut();
+        let mut out = self.out.borrow_mut();
         loop {
             match peer.poll_output() {
                 PeerOutput::Transmit {
                     destination,
                     contents,
-                } => {
-                    // A full socket drops the datagram: RTP and STUN recover from
-                    // loss, and waiting here would hold every other session.
-                    let _ = self.sock.try_send_to(&contents, destination);
-                }
+                } => out.push((destination, contents)),
                 PeerOutput::Event(e) => self.events.borrow_mut().push_back(e),
                 PeerOutput::Timeout(at) => {
                     self.timeout.set(Some(at));
@@ -75,6 +74,11 @@ impl Session {
             }
         }
         drop(peer);
+        // A full socket drops datagrams: RTP and STUN recover from loss, and waiting
+        // here would hold every other session.
+        self.sock.send_all(&out);
+        out.clear();
+        drop(out);
         let sooner = match (self.timeout.get(), self.armed.get()) {
             (Some(t), Some(a)) => t < a,
             (Some(_), None) => true,
@@ -89,7 +93,7 @@ impl Session {
 /// Starts the session of `pending` on this worker, its peer at `from`.
 pub fn start(
     ctx: &Rc<Ctx>,
-    sock: &Rc<UdpSocket>,
+    sock: &Rc<Socket>,
     registry: &Arc<Registry>,
     pending: Pending,
     from: SocketAddr,
@@ -106,6 +110,7 @@ pub fn start(
     let session = Rc::new(Session {
         peer: RefCell::new(peer),
         sock: sock.clone(),
+        out: RefCell::default(),
         events: RefCell::default(),
         timeout: Cell::new(None),
         armed: Cell::new(None),
@@ -356,7 +361,15 @@ impl Transport for PeerOut {
                     }
                     if let Ok(p) = RtpPacket::parse(packet) {
                         let h = p.header;
-                        peer.write_rtp(channel == 0, h.timestamp, h.marker, p.payload, now);
+                        let key = (
+                            p.payload.as_ptr() as usize,
+                            p.payload.len(),
+                            h.ssrc,
+                            h.sequence,
+                            h.timestamp,
+                        );
+                        let payload = self.0.sock.payload(key, p.payload);
+                        peer.write_rtp(channel == 0, h.timestamp, h.marker, payload, now);
                     }
                 }
             }

@@ -5,9 +5,13 @@
 use super::registry::Registry;
 use super::session::{self, Sessions};
 use crate::ctx::Ctx;
+use crate::io::udp_send;
 use sluice_webrtc::stun;
+use std::cell::{Cell, RefCell};
+use std::collections::HashMap;
 use std::io;
 use std::net::{SocketAddr, UdpSocket as StdUdpSocket};
+use std::os::fd::AsFd;
 use std::rc::Rc;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -48,10 +52,136 @@ fn bind(addr: SocketAddr) -> io::Result<StdUdpSocket> {
     Ok(socket.into())
 }
 
+/// A worker's WebRTC socket and what batched sends reuse.
+#[derive(Debug)]
+pub struct Socket {
+    pub sock: UdpSocket,
+    scratch: RefCell<udp_send::Scratch>,
+    /// Whether the kernel takes UDP GSO (off after its first refusal).
+    gso: Cell<bool>,
+    payloads: RefCell<Payloads>,
+}
+
+/// A stream packet's identity: where its payload lies in the shared buffer, its
+/// length, and its SSRC, sequence number and timestamp.
+type PayloadKey = (usize, usize, u32, u16, u32);
+
+/// The payloads of the stream packets written lately, as shared buffers: every viewer
+/// of this worker gets the same `Arc` for a packet, so their retransmission caches
+/// hold references, not copies. Two generations, swapped when the newer is full:
+/// bounded, and a packet written to every viewer within one generation is copied once.
+#[derive(Debug, Default)]
+struct Payloads {
+    new: HashMap<PayloadKey, Arc<[u8]>>,
+    old: HashMap<PayloadKey, Arc<[u8]>>,
+}
+
+/// Packets per generation of [`Payloads`]: a few merge windows of a busy worker.
+const PAYLOADS: usize = 2048;
+
+impl Socket {
+    /// The shared form of one stream packet's payload.
+    pub fn payload(&self, key: PayloadKey, payload: &[u8]) -> Arc<[u8]> {
+        let mut p = self.payloads.borrow_mut();
+        if let Some(a) = p.new.get(&key).or_else(|| p.old.get(&key)) {
+            return a.clone();
+        }
+        if p.new.len() >= PAYLOADS {
+            p.old = std::mem::take(&mut p.new);
+        }
+        let a: Arc<[u8]> = Arc::from(payload);
+        p.new.insert(key, a.clone());
+        a
+    }
+
+    /// Sends `datagrams` with as few system calls as the kernel allows: one
+    /// `sendmmsg`, runs of equal-sized datagrams to one peer (a frame's packets) as
+    /// one GSO message. What the socket has no room for is dropped, as UDP may drop
+    /// it; the peers recover (NACK, keyframe requests).
+    pub fn send_all(&self, datagrams: &[(SocketAddr, Vec<u8>)]) {
+        let mut scratch = self.scratch.borrow_mut();
+        let mut at = 0;
+        while at < datagrams.len() {
+            let gso = self.gso.get();
+            let rest = datagrams.get(at..).unwrap_or_default();
+            let runs: Vec<std::ops::Range<usize>> = runs(rest, gso).collect();
+            let mut msgs = scratch.messages();
+            for r in &runs {
+                let group = rest.get(r.clone()).unwrap_or_default();
+                let Some((dest, first)) = group.first() else {
+                    continue;
+                };
+                let segment = (group.len() > 1).then_some(first.len() as u16);
+                msgs.push(*dest, group.iter().map(|(_, d)| d.as_slice()), segment);
+            }
+            let sent = self.sock.try_io(tokio::io::Interest::WRITABLE, || {
+                msgs.send(self.sock.as_fd())
+            });
+            match sent {
+                Ok(0) => return,
+                Ok(n) => {
+                    at += runs.iter().take(n).map(|r| r.len()).sum::<usize>();
+                }
+                Err(e)
+                    if gso
+                        && matches!(
+                            e.raw_os_error(),
+                            Some(libc::EINVAL | libc::EIO | libc::EOPNOTSUPP)
+                        ) =>
+                {
+                    tracing::info!("webrtc: the kernel refuses UDP GSO ({e}); sending without");
+                    self.gso.set(false);
+                }
+                // Full, or trouble on the path: the rest is lost, as UDP may lose it.
+                Err(_) => return,
+            }
+        }
+    }
+}
+
+/// Runs of `datagrams` that can go as one message: with `gso`, consecutive ones to
+/// one destination, all of one size but a shorter last, within the kernel's limits.
+fn runs(
+    datagrams: &[(SocketAddr, Vec<u8>)],
+    gso: bool,
+) -> impl Iterator<Item = std::ops::Range<usize>> + '_ {
+    let mut i = 0;
+    std::iter::from_fn(move || {
+        let (dest, first) = datagrams.get(i)?;
+        let size = first.len();
+        let mut total = size;
+        let mut j = i + 1;
+        while gso && j - i < udp_send::MAX_SEGMENTS && size < usize::from(u16::MAX) {
+            let (Some((_, prev)), Some((next_dest, next))) =
+                (datagrams.get(j - 1), datagrams.get(j))
+            else {
+                break;
+            };
+            if next_dest != dest
+                || prev.len() != size
+                || next.len() > size
+                || total + next.len() > udp_send::MAX_MESSAGE
+            {
+                break;
+            }
+            total += next.len();
+            j += 1;
+        }
+        let run = i..j;
+        i = j;
+        Some(run)
+    })
+}
+
 /// Serves this worker's socket until the worker stops.
 pub async fn serve(ctx: Rc<Ctx>, registry: Arc<Registry>, socket: StdUdpSocket) {
     let sock = match UdpSocket::from_std(socket) {
-        Ok(s) => Rc::new(s),
+        Ok(sock) => Rc::new(Socket {
+            sock,
+            scratch: RefCell::default(),
+            gso: Cell::new(true),
+            payloads: RefCell::default(),
+        }),
         Err(e) => return tracing::error!("webrtc: cannot register the UDP socket: {e}"),
     };
     let sessions: Sessions = Rc::default();
@@ -59,7 +189,7 @@ pub async fn serve(ctx: Rc<Ctx>, registry: Arc<Registry>, socket: StdUdpSocket) 
     let mut sweep = tokio::time::interval(Duration::from_secs(1));
     loop {
         let (n, from) = tokio::select! {
-            r = sock.recv_from(&mut buf) => match r {
+            r = sock.sock.recv_from(&mut buf) => match r {
                 Ok(r) => r,
                 // An ICMP error from an earlier send (a viewer gone): nothing to read.
                 Err(_) => continue,
