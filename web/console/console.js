@@ -379,6 +379,7 @@
       'WS-FLV': ws + path + '.flv' + q,
       'HLS (TS)': http + path + '.m3u8' + q,
       'LL-HLS (fMP4)': http + path + '/index.m3u8' + q,
+      'WebRTC (WHEP)': http + path + '/whep' + q,
     };
   }
 
@@ -419,7 +420,35 @@
     const urls = playUrls(key, await playQuery(key));
     if (gen !== playerGen || want !== kind || parseRoute().key !== key) return;
     try {
-      if (want === 'flv') {
+      if (want === 'webrtc') {
+        const url = urls['WebRTC (WHEP)'];
+        const pc = new RTCPeerConnection();
+        pc.addTransceiver('video', { direction: 'recvonly' });
+        pc.addTransceiver('audio', { direction: 'recvonly' });
+        const media = new MediaStream();
+        pc.ontrack = (e) => { media.addTrack(e.track); v.srcObject = media; };
+        let resource = null;
+        player = {
+          destroy: () => {
+            pc.close();
+            v.srcObject = null;
+            if (resource) fetch(resource, { method: 'DELETE' }).catch(() => {});
+          },
+        };
+        await pc.setLocalDescription(await pc.createOffer());
+        const r = await fetch(url, {
+          method: 'POST', headers: { 'Content-Type': 'application/sdp' }, body: pc.localDescription.sdp,
+        });
+        if (r.status !== 201) {
+          note(`WHEP: ${r.status} ${await r.text()}`, true);
+          return;
+        }
+        const location = r.headers.get('Location');
+        if (location) resource = new URL(location, url).href;
+        await pc.setRemoteDescription({ type: 'answer', sdp: await r.text() });
+        if (gen !== playerGen) { player.destroy(); return; }
+        note('WebRTC (WHEP) · ' + url);
+      } else if (want === 'flv') {
         await loadScript('/console/vendor/mpegts.js');
         if (gen !== playerGen || want !== kind || parseRoute().key !== key) return;
         const mpegts = window.mpegts;
@@ -492,7 +521,7 @@
       const v = $('video');
       const pub = s.publisher ? `${s.publisher.protocol} from ${s.publisher.peer} (client ${s.publisher.client})` : '–';
       figure(dl, 'Publisher', pub);
-      figure(dl, 'Video', video(s.video));
+      figure(dl, 'Video', video(s.video) + (s.b_frames ? ' · B-frames: WebRTC players may stall' : ''));
       figure(dl, 'Audio', audio(s.audio));
       figure(dl, 'Bitrate in', bits(s.bitrate_in_kbps * 1000));
       figure(dl, 'Received', `${bytes(s.bytes_in)} · ${s.frames_in} frames`);

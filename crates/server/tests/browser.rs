@@ -165,8 +165,6 @@ fn play_in_chromium(script: &str, setup: &str, stream_url: &str, watch_ms: u32) 
                 // Our test server's certificate is self-signed.
                 "--ignore-certificate-errors",
                 "--remote-debugging-port=0",
-                // WebRTC to a server on 127.0.0.1.
-                "--allow-loopback-in-peer-connection",
                 // A camera and a microphone for WHIP.
                 "--use-fake-device-for-media-stream",
                 "--use-fake-ui-for-media-stream",
@@ -323,4 +321,54 @@ fn chromium_publishes_whip_and_another_plays_it_over_whep() {
     let bright: f64 = field(&report, "bright").parse().unwrap_or(0.0);
     assert!(bright > 30.0, "a black picture ({report})");
     eprintln!("WHIP to WHEP in Chromium: {report}");
+}
+
+/// A stream with B-frames (x264's default, OBS's too) played by Chromium over WHEP:
+/// the frames go out in decode order with their presentation times as RTP timestamps,
+/// the server flags the stream (API `b_frames`, a log line), and Chromium plays it
+/// whole (its decoder reorders). Other WebRTC players may not (docs/webrtc.md).
+#[test]
+#[cfg_attr(
+    not(all(have_ffmpeg, have_chromium)),
+    ignore = "needs ffmpeg and chromium"
+)]
+fn chromium_plays_a_stream_with_b_frames_over_whep() {
+    if !have_ffmpeg() || !have("chromium") {
+        return;
+    }
+    let server = TestServer::start(&["--webrtc-udp", "127.0.0.1:0"]);
+    let clip = common::test_media().join("h264_bframes_720p.flv");
+    let _publisher = Kill(
+        std::process::Command::new("ffmpeg")
+            .args([
+                "-hide_banner",
+                "-loglevel",
+                "error",
+                "-re",
+                "-stream_loop",
+                "-1",
+                "-i",
+            ])
+            .arg(&clip)
+            .args(["-c", "copy", "-f", "flv"])
+            .arg(format!("rtmp://{}/live/bf", server.rtmp))
+            .stdin(std::process::Stdio::null())
+            .spawn()
+            .expect("ffmpeg"),
+    );
+    std::thread::sleep(Duration::from_millis(2000));
+    let (status, _, body) = common::http_request(server.http, "GET", "/api/v1/streams/live/bf", "");
+    assert_eq!(status, 200);
+    let body = String::from_utf8_lossy(&body);
+    assert!(body.contains("\"b_frames\": true"), "{body}");
+    let url = format!("http://{}/live/bf/whep", server.http);
+    let report = play_in_chromium("mpegts.js", WHEP_SETUP, &url, 6000);
+    eprintln!("WHEP of a B-frame stream in Chromium: {report}");
+    let errors = field(&report, "err");
+    assert!(errors.is_empty(), "WHEP errors {errors} ({report})");
+    let t: f64 = field(&report, "t").parse().unwrap_or(0.0);
+    assert!(t > 3.0, "video played only to {t} s ({report})");
+    assert_eq!(field(&report, "w"), "1280", "{report}");
+    let bright: f64 = field(&report, "bright").parse().unwrap_or(0.0);
+    assert!(bright > 30.0, "a black picture ({report})");
 }

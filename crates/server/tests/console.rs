@@ -47,9 +47,18 @@ f.onload = async () => {
   await wait(2000);
   const h1 = video().currentTime;
   const hlsNote = doc().getElementById('player-note').textContent;
+  // And through WebRTC (WHEP).
+  doc().querySelector('.toggle button[data-kind="webrtc"]').click();
+  await until(() => doc().getElementById('player-note').textContent.includes('WHEP'), 10000);
+  await until(() => video().srcObject && video().currentTime > 0, 10000);
+  const w0 = video().currentTime;
+  await wait(2000);
+  const w1 = video().currentTime;
+  const rtcNote = doc().getElementById('player-note').textContent;
   report('listed=' + !!row + '&workers=' + workers + '&t0=' + t0 + '&t1=' + t1 +
     '&note=' + encodeURIComponent(note) + '&h0=' + h0 + '&h1=' + h1 +
-    '&hlsnote=' + encodeURIComponent(hlsNote));
+    '&hlsnote=' + encodeURIComponent(hlsNote) + '&w0=' + w0 + '&w1=' + w1 +
+    '&rtcnote=' + encodeURIComponent(rtcNote));
 };
 </script></body></html>"#;
 
@@ -117,6 +126,8 @@ fn console_lists_and_plays_a_stream() {
         media.to_str().expect("utf-8 path"),
         "--config",
         config.to_str().expect("utf-8 path"),
+        "--webrtc-udp",
+        "127.0.0.1:0",
     ]);
     let http = server.http;
     assert_eq!(request(http, "GET", "/live/cam.flv").0, 401);
@@ -190,6 +201,10 @@ fn console_lists_and_plays_a_stream() {
     let h1: f64 = field(&report, "h1").parse().unwrap_or(0.0);
     assert!(h0 > 0.0 && h1 > h0 + 1.0, "HLS did not play: {report}");
     assert!(!field(&report, "hlsnote").contains("error"), "{report}");
+    let w0: f64 = field(&report, "w0").parse().unwrap_or(0.0);
+    let w1: f64 = field(&report, "w1").parse().unwrap_or(0.0);
+    assert!(w1 > w0 + 1.0, "WebRTC did not play: {report}");
+    assert!(field(&report, "rtcnote").contains("WHEP"), "{report}");
 
     // Screenshots while the harness still plays (a viewer and a client to show).
     for (name, size, page) in [

@@ -81,6 +81,9 @@ pub struct Stream {
     /// Media bytes and frames received from publishers (for the API and `/metrics`).
     pub bytes_in: AtomicU64,
     pub frames_in: AtomicU64,
+    /// The video has frames out of presentation order (B-frames): players that do
+    /// not reorder (WebRTC's) stall or stutter on it. Set at the first such frame.
+    pub b_frames: std::sync::atomic::AtomicBool,
     /// Bytes written to players by the fan-out, across all workers.
     pub bytes_out: AtomicU64,
     /// The stream's HLS segments and playlists.
@@ -386,6 +389,7 @@ impl Stream {
             skips: AtomicU64::new(0),
             bytes_in: AtomicU64::new(0),
             frames_in: AtomicU64::new(0),
+            b_frames: std::sync::atomic::AtomicBool::new(false),
             bytes_out: AtomicU64::new(0),
             taps: Mutex::new(Taps {
                 rtp: config.rtp.then(RtpSource::new),

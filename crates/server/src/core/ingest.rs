@@ -182,6 +182,16 @@ impl Ingest {
         self.frames += 1;
         let stream = &self.stream;
         stream.frames_in.fetch_add(1, Ordering::Relaxed);
+        if frame.kind == MediaKind::Video
+            && frame.pts != frame.dts
+            && !stream.b_frames.swap(true, Ordering::Relaxed)
+        {
+            tracing::warn!(
+                stream = %stream.key,
+                "the video has B-frames (frames out of order): WebRTC players may stall; \
+                 encode without them for WebRTC viewers (x264 bframes=0, see docs/webrtc.md)"
+            );
+        }
         stream
             .bytes_in
             .fetch_add(frame.payload.len() as u64, Ordering::Relaxed);

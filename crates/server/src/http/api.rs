@@ -362,6 +362,8 @@ fn stream(s: &Stream, clients: &[ClientInfo], auth: &crate::auth::Auth) -> Value
         "bitrate_in_kbps": (bitrate_in * 10.0).round() / 10.0,
         "bytes_in": s.bytes_in.load(Ordering::Relaxed),
         "frames_in": s.frames_in.load(Ordering::Relaxed),
+        // Frames out of order: WebRTC players may stall (docs/webrtc.md).
+        "b_frames": s.b_frames.load(Ordering::Relaxed),
         "bytes_out": s.bytes_out.load(Ordering::Relaxed),
         "viewers": viewers,
         "players": s.players.load(Ordering::Relaxed),

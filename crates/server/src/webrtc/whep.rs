@@ -107,6 +107,12 @@ pub(crate) async fn post(
     // Its codecs are known from its first keyframe on.
     stream.wait_start(deadline).await;
     let offered = offered(&stream);
+    if stream.b_frames.load(std::sync::atomic::Ordering::Relaxed) {
+        tracing::info!(
+            stream = %key,
+            "whep: the stream has B-frames, which WebRTC players do not reorder"
+        );
+    }
     let Ok(slot) = ctx.hub.limits.udp_session(client.ip()) else {
         return text(503, "too many UDP sessions");
     };

@@ -627,6 +627,8 @@ pub fn chromium(profile: &std::path::Path) -> Command {
         "--disable-component-update",
         "--disable-sync",
         "--autoplay-policy=no-user-gesture-required",
+        // WebRTC to a server on 127.0.0.1.
+        "--allow-loopback-in-peer-connection",
     ])
     .arg(format!("--user-data-dir={}", profile.display()))
     .stdout(Stdio::null())
