@@ -130,7 +130,7 @@ def files(tmp):
 def start_sluice(tmp):
     out = open(os.path.join(tmp, "out.txt"), "w")
     p = subprocess.Popen([SLUICE, "--rtmp", "127.0.0.1:0", "--rtsp", "127.0.0.1:0",
-                          "--http", "127.0.0.1:0", "--log", "warn"], stdout=subprocess.PIPE,
+                          "--http", "127.0.0.1:0", "--webrtc-udp", "off", "--log", "warn"], stdout=subprocess.PIPE,
                          stdin=subprocess.DEVNULL)
     line = p.stdout.readline().decode()
     addrs = dict(w.split("=", 1) for w in line.split() if "=" in w)

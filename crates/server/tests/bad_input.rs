@@ -161,7 +161,8 @@ async fn broken_peers_only_break_their_own_session() {
 /// Floods on every listener at once, UDP included, while a witness plays another
 /// stream: random bytes on RTMP, RTSP and HTTP; hundreds of idle and half-open
 /// connections; slowloris heads; an RTMP message announced as 2 GB; endless RTSP
-/// headers; datagrams at the RTP ports. The witness gets every frame, and the server's
+/// headers; datagrams at the RTP ports and at WebRTC's (random, and STUN naming
+/// sessions that do not exist). The witness gets every frame, and the server's
 /// memory stays bounded.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn floods_on_every_listener_leave_other_viewers_whole() {
@@ -173,8 +174,11 @@ async fn floods_on_every_listener_leave_other_viewers_whole() {
         "47100-47119",
         "--workers",
         "2",
+        "--webrtc-udp",
+        "127.0.0.1:0",
     ]);
     let rtsp = server.rtsp.expect("rtsp");
+    let webrtc = server.webrtc.expect("webrtc");
     let (publishing, watching) = witness(&server, 8).await;
     let rss_before = server.rss_kib();
 
@@ -246,6 +250,20 @@ async fn floods_on_every_listener_leave_other_viewers_whole() {
         if round % 20 == 0 {
             tokio::time::sleep(Duration::from_millis(10)).await;
         }
+    }
+    // WebRTC's port: random datagrams, and binding requests naming ufrags nobody was
+    // given, from many source ports.
+    for round in 0..200u32 {
+        let from = tokio::net::UdpSocket::bind("127.0.0.1:0").await.unwrap();
+        rand::rng().fill_bytes(&mut junk);
+        let _ = from.send_to(&junk, webrtc).await;
+        let ufrag = format!("x{round:07}:y{round:07}");
+        let mut stun = vec![0x00, 0x01, 0x00, 0x18, 0x21, 0x12, 0xa4, 0x42];
+        stun.extend_from_slice(&[7; 12]);
+        stun.extend_from_slice(&[0x00, 0x06, 0x00, 0x11]);
+        stun.extend_from_slice(ufrag.as_bytes());
+        stun.resize(20 + 0x18, 0);
+        let _ = from.send_to(&stun, webrtc).await;
     }
     for a in attacks {
         let _ = a.await;
