@@ -10,7 +10,7 @@ use std::net::SocketAddr;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 use str0m::change::SdpAnswer;
-use str0m::media::{Direction, MediaKind};
+use str0m::media::{Direction, MediaKind, Mid};
 use str0m::net::{Protocol, Receive};
 use str0m::{Candidate, Event, Input, Output, Rtc, RtcConfig};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
@@ -48,34 +48,37 @@ struct Watched {
     location: String,
 }
 
-/// Plays `path` (`/app/stream/whep`) over WHEP until `frames` video frames came in or
-/// `limit` passed.
-async fn watch(http: SocketAddr, path: &str, frames: usize, limit: Duration) -> Watched {
+/// A str0m peer (H.264, and Opus with `audio`) on a fresh loopback socket, whose offer
+/// of media in `direction` is POSTed to `path` and answered: the peer, its socket and
+/// address, the session's `Location`, and the video section.
+async fn offer(
+    http: SocketAddr,
+    path: &str,
+    direction: Direction,
+    audio: bool,
+) -> (Rtc, UdpSocket, SocketAddr, String, Mid) {
     let sock = UdpSocket::bind("127.0.0.1:0").await.unwrap();
     let local = sock.local_addr().unwrap();
-    let start = Instant::now();
-    let mut rtc: Rtc = RtcConfig::new()
+    let mut config = RtcConfig::new()
         .set_crypto_provider(Arc::new(str0m::crypto::from_feature_flags()))
         .clear_codecs()
-        .enable_h264(true)
-        .enable_opus(true, false)
-        .build(start);
+        .enable_h264(true);
+    if audio {
+        config = config.enable_opus(true, false);
+    }
+    let mut rtc: Rtc = config.build(Instant::now());
     rtc.add_local_candidate(Candidate::host(local, "udp").unwrap());
     let mut api = rtc.sdp_api();
-    api.add_media(MediaKind::Video, Direction::RecvOnly, None, None, None);
-    api.add_media(MediaKind::Audio, Direction::RecvOnly, None, None, None);
+    let video = api.add_media(MediaKind::Video, direction, None, None, None);
+    if audio {
+        api.add_media(MediaKind::Audio, direction, None, None, None);
+    }
     let (offer, pending) = api.apply().unwrap();
     if let Ok(dir) = std::env::var("SLUICE_DUMP_OFFER") {
         std::fs::write(format!("{dir}/offer.sdp"), offer.to_sdp_string()).unwrap();
     }
-    let (status, head, body) = request(
-        http,
-        "POST",
-        path,
-        "application/sdp",
-        &offer.to_sdp_string(),
-    )
-    .await;
+    let sdp = offer.to_sdp_string();
+    let (status, head, body) = request(http, "POST", path, "application/sdp", &sdp).await;
     assert_eq!(status, 201, "{head}{body}");
     let location = head
         .lines()
@@ -88,6 +91,15 @@ async fn watch(http: SocketAddr, path: &str, frames: usize, limit: Duration) -> 
         .to_owned();
     let answer = SdpAnswer::from_sdp_string(&body).unwrap();
     rtc.sdp_api().accept_answer(pending, answer).unwrap();
+    (rtc, sock, local, location, video)
+}
+
+/// Plays `path` (`/app/stream/whep`) over WHEP until `frames` video frames came in or
+/// `limit` passed.
+async fn watch(http: SocketAddr, path: &str, frames: usize, limit: Duration) -> Watched {
+    let start = Instant::now();
+    let (mut rtc, sock, local, location, video) =
+        offer(http, path, Direction::RecvOnly, true).await;
 
     let mut got = Vec::new();
     let mut first_frame = None;
@@ -101,7 +113,7 @@ async fn watch(http: SocketAddr, path: &str, frames: usize, limit: Duration) -> 
                 continue;
             }
             Output::Event(Event::MediaData(d)) => {
-                if d.mid == rtc_video_mid(&rtc, d.mid) {
+                if d.mid == video {
                     first_frame.get_or_insert_with(|| start.elapsed());
                     got.push(d.data.to_vec());
                 }
@@ -125,14 +137,6 @@ async fn watch(http: SocketAddr, path: &str, frames: usize, limit: Duration) -> 
         frames: got,
         first_frame,
         location,
-    }
-}
-
-/// `mid` when it is the video section's.
-fn rtc_video_mid(rtc: &Rtc, mid: str0m::media::Mid) -> str0m::media::Mid {
-    match rtc.media(mid).map(|m| m.kind()) {
-        Some(MediaKind::Video) => mid,
-        _ => "none".into(),
     }
 }
 
@@ -293,38 +297,7 @@ async fn publish_whip(
     aus: Vec<Vec<u8>>,
     until: Instant,
 ) -> (String, tokio::task::JoinHandle<usize>) {
-    let sock = UdpSocket::bind("127.0.0.1:0").await.unwrap();
-    let local = sock.local_addr().unwrap();
-    let start = Instant::now();
-    let mut rtc: Rtc = RtcConfig::new()
-        .set_crypto_provider(Arc::new(str0m::crypto::from_feature_flags()))
-        .clear_codecs()
-        .enable_h264(true)
-        .build(start);
-    rtc.add_local_candidate(Candidate::host(local, "udp").unwrap());
-    let mut api = rtc.sdp_api();
-    let mid = api.add_media(MediaKind::Video, Direction::SendOnly, None, None, None);
-    let (offer, pending) = api.apply().unwrap();
-    let (status, head, body) = request(
-        http,
-        "POST",
-        path,
-        "application/sdp",
-        &offer.to_sdp_string(),
-    )
-    .await;
-    assert_eq!(status, 201, "{head}{body}");
-    let location = head
-        .lines()
-        .find_map(|l| {
-            l.strip_prefix("location: ")
-                .or(l.strip_prefix("Location: "))
-        })
-        .expect("a Location")
-        .trim()
-        .to_owned();
-    let answer = SdpAnswer::from_sdp_string(&body).unwrap();
-    rtc.sdp_api().accept_answer(pending, answer).unwrap();
+    let (mut rtc, sock, local, location, mid) = offer(http, path, Direction::SendOnly, false).await;
     let task = tokio::spawn(async move {
         let mut buf = vec![0u8; 2048];
         let mut sent = 0;

@@ -252,22 +252,29 @@ impl Peer {
         Ok(Answer { peer, sdp, ufrag })
     }
 
-    /// The media sections the answer sends on, with the payload type of the codec.
-    fn find_senders(&mut self, answer: &str) {
-        let mids: Vec<Mid> = answer
+    /// The media sections of `answer` that go in `direction` (ours: sending or
+    /// receiving), with their kind and the peer's payload types.
+    fn sections(&self, answer: &str, sending: bool) -> Vec<(Mid, MediaKind, Vec<Pt>)> {
+        answer
             .lines()
             .filter_map(|l| l.trim().strip_prefix("a=mid:"))
             .map(Mid::from)
-            .collect();
-        for mid in mids {
-            let Some(media) = self.rtc.media(mid) else {
-                continue;
-            };
-            if !matches!(media.direction(), Direction::SendOnly | Direction::SendRecv) {
-                continue;
-            }
-            let kind = media.kind();
-            let remote: Vec<Pt> = media.remote_pts().to_vec();
+            .filter_map(|mid| {
+                let media = self.rtc.media(mid)?;
+                let ours = match media.direction() {
+                    Direction::SendRecv => true,
+                    Direction::SendOnly => sending,
+                    Direction::RecvOnly => !sending,
+                    _ => false,
+                };
+                ours.then(|| (mid, media.kind(), media.remote_pts().to_vec()))
+            })
+            .collect()
+    }
+
+    /// The media sections the answer sends on, with the payload type of the codec.
+    fn find_senders(&mut self, answer: &str) {
+        for (mid, kind, remote) in self.sections(answer, true) {
             let wanted = |c: Codec| match kind {
                 MediaKind::Audio => c == Codec::Opus,
                 MediaKind::Video => matches!(
@@ -306,19 +313,7 @@ impl Peer {
 
     /// The payload types a publisher may send in, and their codecs.
     fn find_receivers(&mut self, answer: &str) {
-        let mids: Vec<Mid> = answer
-            .lines()
-            .filter_map(|l| l.trim().strip_prefix("a=mid:"))
-            .map(Mid::from)
-            .collect();
-        for mid in mids {
-            let Some(media) = self.rtc.media(mid) else {
-                continue;
-            };
-            if !matches!(media.direction(), Direction::RecvOnly | Direction::SendRecv) {
-                continue;
-            }
-            let remote: Vec<Pt> = media.remote_pts().to_vec();
+        for (_, _, remote) in self.sections(answer, false) {
             for p in self.rtc.codec_config().params() {
                 let spec = p.spec();
                 let codec = match spec.codec {

@@ -223,3 +223,40 @@ pub async fn serve(ctx: Rc<Ctx>, registry: Arc<Registry>, socket: StdUdpSocket) 
         session.receive(from, datagram);
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn d(port: u16, len: usize) -> (SocketAddr, Vec<u8>) {
+        (SocketAddr::from(([127, 0, 0, 1], port)), vec![0; len])
+    }
+
+    #[test]
+    fn a_frame_to_one_peer_is_one_run_and_peers_are_apart() {
+        // Two viewers' packets of one frame: 3 full and a short last, then 2.
+        let all = [
+            d(1, 1200),
+            d(1, 1200),
+            d(1, 1200),
+            d(1, 700),
+            d(2, 1200),
+            d(2, 300),
+        ];
+        let found: Vec<_> = runs(&all, true).collect();
+        assert_eq!(found, [0..4, 4..6]);
+        // A longer datagram after a shorter one starts a new run; so does no GSO.
+        let odd = [d(1, 300), d(1, 1200), d(1, 1200)];
+        assert_eq!(runs(&odd, true).collect::<Vec<_>>(), [0..1, 1..3]);
+        assert_eq!(runs(&all, false).count(), all.len());
+    }
+
+    #[test]
+    fn runs_stay_within_the_kernels_limits() {
+        let many: Vec<_> = (0..150).map(|_| d(1, 1000)).collect();
+        let runs: Vec<_> = runs(&many, true).collect();
+        assert!(runs.iter().all(|r| r.len() <= udp_send::MAX_SEGMENTS));
+        assert!(runs.iter().all(|r| r.len() * 1000 <= udp_send::MAX_MESSAGE));
+        assert_eq!(runs.iter().map(|r| r.len()).sum::<usize>(), 150);
+    }
+}
