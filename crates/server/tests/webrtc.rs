@@ -94,6 +94,19 @@ async fn offer(
     (rtc, sock, local, location, video)
 }
 
+/// Hands the peer the next datagram on `sock`, or the time once `until` passed.
+async fn step(rtc: &mut Rtc, sock: &UdpSocket, local: SocketAddr, buf: &mut [u8], until: Instant) {
+    let wait = until.saturating_duration_since(Instant::now());
+    let input = match tokio::time::timeout(wait, sock.recv_from(buf)).await {
+        Ok(Ok((n, from))) => {
+            let r = Receive::new(Protocol::Udp, from, local, &buf[..n]).unwrap();
+            Input::Receive(Instant::now(), r)
+        }
+        _ => Input::Timeout(Instant::now()),
+    };
+    rtc.handle_input(input).unwrap();
+}
+
 /// Plays `path` (`/app/stream/whep`) over WHEP until `frames` video frames came in or
 /// `limit` passed.
 async fn watch(http: SocketAddr, path: &str, frames: usize, limit: Duration) -> Watched {
@@ -121,17 +134,8 @@ async fn watch(http: SocketAddr, path: &str, frames: usize, limit: Duration) -> 
             }
             Output::Event(_) => continue,
         };
-        let wait = timeout
-            .saturating_duration_since(Instant::now())
-            .min(Duration::from_millis(100));
-        let input = match tokio::time::timeout(wait, sock.recv_from(&mut buf)).await {
-            Ok(Ok((n, from))) => {
-                let r = Receive::new(Protocol::Udp, from, local, &buf[..n]).unwrap();
-                Input::Receive(Instant::now(), r)
-            }
-            _ => Input::Timeout(Instant::now()),
-        };
-        rtc.handle_input(input).unwrap();
+        let wait = timeout.min(Instant::now() + Duration::from_millis(100));
+        step(&mut rtc, &sock, local, &mut buf, wait).await;
     }
     Watched {
         frames: got,
@@ -331,17 +335,8 @@ async fn publish_whip(
                 }
                 Output::Event(_) => continue,
             };
-            let wait = timeout
-                .saturating_duration_since(Instant::now())
-                .min(Duration::from_millis(10));
-            let input = match tokio::time::timeout(wait, sock.recv_from(&mut buf)).await {
-                Ok(Ok((n, from))) => {
-                    let r = Receive::new(Protocol::Udp, from, local, &buf[..n]).unwrap();
-                    Input::Receive(Instant::now(), r)
-                }
-                _ => Input::Timeout(Instant::now()),
-            };
-            rtc.handle_input(input).unwrap();
+            let wait = timeout.min(Instant::now() + Duration::from_millis(10));
+            step(&mut rtc, &sock, local, &mut buf, wait).await;
         }
         sent
     });
