@@ -23,8 +23,10 @@ use thiserror::Error;
 /// Largest SDP offer taken (a browser's is 4-8 KB).
 pub const MAX_OFFER: usize = 16 << 10;
 
-/// Packets of each outgoing stream kept for retransmission when the viewer NACKs.
-const RTX_PACKETS: usize = 256;
+/// Packets of each outgoing stream kept for retransmission when the viewer NACKs
+/// (a second of a 1.3 Mbit/s stream): each costs the cache ~0.4 KB besides its shared
+/// payload, so this bounds most of a viewer's memory.
+const RTX_PACKETS: usize = 128;
 
 /// How long a packet stays retransmittable.
 const RTX_AGE: Duration = Duration::from_secs(1);
@@ -176,7 +178,15 @@ fn config(role: Role) -> RtcConfig {
         Role::Play(offered) => offered,
         Role::Publish => return config.enable_h264(true).enable_opus(true, false),
     };
-    let mut config = match offered.video {
+    // No transport-wide sequence numbers for viewers: nothing here estimates their
+    // bandwidth, and registering every packet sent cost ~90 KB per viewer.
+    use str0m::rtp::Extension;
+    let mut config = config
+        .clear_extension_map()
+        .set_extension(1, Extension::AudioLevel)
+        .set_extension(2, Extension::AbsoluteSendTime)
+        .set_extension(4, Extension::RtpMid);
+    config = match offered.video {
         Some(VideoCodec::H264) => config.enable_h264(true),
         Some(VideoCodec::H265) => config.enable_h265(true),
         Some(VideoCodec::Vp8) => config.enable_vp8(true),

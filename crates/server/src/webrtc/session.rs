@@ -60,19 +60,7 @@ impl Session {
     fn drain(&self) {
         let mut peer = self.peer.borrow_mut();
         let mut out = self.out.borrow_mut();
-        loop {
-            match peer.poll_output() {
-                PeerOutput::Transmit {
-                    destination,
-                    contents,
-                } => out.push((destination, contents)),
-                PeerOutput::Event(e) => self.events.borrow_mut().push_back(e),
-                PeerOutput::Timeout(at) => {
-                    self.timeout.set(Some(at));
-                    break;
-                }
-            }
-        }
+        self.collect(&mut peer, &mut out);
         drop(peer);
         // A full socket drops datagrams: RTP and STUN recover from loss, and waiting
         // here would hold every other session.
@@ -86,6 +74,26 @@ impl Session {
         };
         if sooner || !self.events.borrow().is_empty() {
             self.wake.notify_one();
+        }
+    }
+}
+
+impl Session {
+    /// Takes the peer's outputs up to its timeout: datagrams into `out`, events and the
+    /// timeout for the task.
+    fn collect(&self, peer: &mut Peer, out: &mut Vec<(SocketAddr, Vec<u8>)>) {
+        loop {
+            match peer.poll_output() {
+                PeerOutput::Transmit {
+                    destination,
+                    contents,
+                } => out.push((destination, contents)),
+                PeerOutput::Event(e) => self.events.borrow_mut().push_back(e),
+                PeerOutput::Timeout(at) => {
+                    self.timeout.set(Some(at));
+                    break;
+                }
+            }
         }
     }
 }
@@ -333,6 +341,9 @@ async fn player_end(playing: Option<&Playing>) -> PlayEnd {
     }
 }
 
+/// Packets handed to a peer before its queue is emptied into datagrams.
+const BURST: usize = 32;
+
 /// The transport the fan-out writes a WebRTC viewer through: each RTP packet of the
 /// stream's shared form goes into the peer (its header, SRTP) and out as a datagram.
 /// RTCP of the form (RTSP's sender reports) is dropped: the peer makes its own.
@@ -349,8 +360,10 @@ impl Transport for PeerOut {
     fn try_write_vectored(&self, bufs: &[IoSlice<'_>]) -> io::Result<usize> {
         let now = Instant::now();
         let mut total = 0;
+        let mut queued = 0;
         {
             let mut peer = self.0.peer.borrow_mut();
+            let mut out = self.0.out.borrow_mut();
             for buf in bufs {
                 total += buf.len();
                 let mut rest: &[u8] = buf;
@@ -370,6 +383,13 @@ impl Transport for PeerOut {
                         );
                         let payload = self.0.sock.payload(key, p.payload);
                         peer.write_rtp(channel == 0, h.timestamp, h.marker, payload, now);
+                        queued += 1;
+                        // A burst (the GOP cache at the start) goes through str0m's
+                        // queue a little at a time, which then stays small.
+                        if queued % BURST == 0 {
+                            let _ = peer.handle_timeout(now);
+                            self.0.collect(&mut peer, &mut out);
+                        }
                     }
                 }
             }
