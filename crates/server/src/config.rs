@@ -1245,6 +1245,18 @@ impl Config {
     }
 }
 
+impl LimitsSettings {
+    /// How long a handshake that is not a connection's own (TLS, a WebRTC session
+    /// waiting for ICE) may take: `handshake_timeout_ms`, or the idle timeout when
+    /// that is 0.
+    pub fn handshake_bound(&self) -> Duration {
+        Duration::from_millis(match self.handshake_timeout_ms {
+            0 => self.idle_timeout_ms,
+            ms => ms,
+        })
+    }
+}
+
 impl RtspSettings {
     /// The UDP ports RTSP may bind for RTP/RTCP: `Ok(None)` when off, `Ok(Some((0, 0)))`
     /// for kernel-chosen ports.

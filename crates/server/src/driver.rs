@@ -438,7 +438,7 @@ where
                 if let Some((_, bound)) = conn.start_by.filter(|(by, _)| now >= *by) {
                     return Err(DriveError::Handshake(bound));
                 }
-                let due = idle_deadline.is_some_and(|d| tokio::time::Instant::now() >= d);
+                let due = idle_deadline.is_some_and(|d| now >= d);
                 if due && conn.playing.is_none() {
                     return Err(DriveError::Idle(conn.idle.unwrap_or_default()));
                 }

@@ -159,12 +159,11 @@ impl Server {
                     .map_err(|e| io::Error::new(e.kind(), format!("WebRTC UDP on {addr}: {e}")))?;
                 let candidates = crate::webrtc::candidates(&config.webrtc.candidates, bound);
                 tracing::info!(?candidates, "webrtc: ICE candidates");
-                let handshake = Duration::from_millis(match config.limits.handshake_timeout_ms {
-                    0 => config.limits.idle_timeout_ms,
-                    ms => ms,
-                });
-                let registry =
-                    crate::webrtc::Registry::new(candidates, config.webrtc.max_pending, handshake);
+                let registry = crate::webrtc::Registry::new(
+                    candidates,
+                    config.webrtc.max_pending,
+                    config.limits.handshake_bound(),
+                );
                 (Some((bound, Arc::new(registry))), sockets)
             }
             None => (None, Vec::new()),

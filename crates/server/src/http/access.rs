@@ -43,9 +43,22 @@ pub(crate) async fn read_denied(
     peer: IpAddr,
     id: u64,
 ) -> Option<Reply> {
+    action_denied(ctx, req, Action::Read, path, protocol, peer, id).await
+}
+
+/// `None` when `req` may do `action` on `path`, else the answer that refuses it.
+pub(crate) async fn action_denied(
+    ctx: &Ctx,
+    req: &Request,
+    action: Action,
+    path: &str,
+    protocol: &'static str,
+    peer: IpAddr,
+    id: u64,
+) -> Option<Reply> {
     let creds = Credentials::from_http(req.header("authorization"), &req.query);
     let asked = crate::auth::Request {
-        action: Action::Read,
+        action,
         path,
         protocol,
         id,

@@ -151,10 +151,7 @@ async fn serve_tls(ctx: Rc<Worker>, acceptor: TlsAcceptor, sock: TcpStream, peer
     let id = ctx.hub.next_id();
     let span = tracing::info_span!("https", id, %peer);
     async move {
-        let handshake = match ctx.config.limits.handshake_timeout_ms {
-            0 => Duration::from_millis(ctx.config.limits.idle_timeout_ms),
-            ms => Duration::from_millis(ms),
-        };
+        let handshake = ctx.config.limits.handshake_bound();
         let tls = match tokio::time::timeout(handshake, acceptor.accept(SharedTcp(Rc::new(sock))))
             .await
         {
@@ -417,12 +414,7 @@ const WHEP_OPTIONS: [(&str, &str); 2] = [
 
 /// 404 when WebRTC is off (`webrtc.udp = "off"`).
 fn whep_off() -> hls::Reply {
-    hls::Reply {
-        status: 404,
-        headers: vec![("Content-Type", "text/plain".into())],
-        body: vec![Bytes::from_static(b"WebRTC is off on this server\n")],
-        file: None,
-    }
+    crate::webrtc::whep::text(404, "WebRTC is off on this server")
 }
 
 /// Answers with a complete [`hls::Reply`] (its body from memory).

@@ -157,6 +157,49 @@ impl<'a> Messages<'_, 'a> {
     }
 }
 
+/// Errors of a kernel or route without UDP GSO.
+pub fn is_gso_refused(e: &io::Error) -> bool {
+    matches!(
+        e.raw_os_error(),
+        Some(libc::EINVAL | libc::EIO | libc::EOPNOTSUPP)
+    )
+}
+
+/// Runs of consecutive datagrams that can go as one message each with GSO: the same
+/// destination, every datagram but the run's last as long as the first, within the
+/// kernel's limits; one datagram each without `gso`. `of` gives a datagram's
+/// destination and length.
+pub fn gso_runs<'a, T>(
+    items: &'a [T],
+    gso: bool,
+    of: impl Fn(&T) -> (SocketAddr, usize) + 'a,
+) -> impl Iterator<Item = std::ops::Range<usize>> + 'a {
+    let mut i = 0;
+    std::iter::from_fn(move || {
+        let (dest, size) = of(items.get(i)?);
+        let mut total = size;
+        let mut j = i + 1;
+        while gso && j - i < MAX_SEGMENTS && size <= usize::from(u16::MAX) {
+            let (Some(prev), Some(next)) = (items.get(j - 1), items.get(j)) else {
+                break;
+            };
+            let (next_dest, next_len) = of(next);
+            if next_dest != dest
+                || of(prev).1 != size
+                || next_len > size
+                || total + next_len > MAX_MESSAGE
+            {
+                break;
+            }
+            total += next_len;
+            j += 1;
+        }
+        let run = i..j;
+        i = j;
+        Some(run)
+    })
+}
+
 fn sockaddr(addr: SocketAddr) -> (libc::sockaddr_storage, libc::socklen_t) {
     // SAFETY: all-zero is a valid sockaddr_storage.
     let mut storage: libc::sockaddr_storage = unsafe { zeroed() };

@@ -431,7 +431,7 @@ impl Ops {
     /// `[[users]]`, the apps' auth keys, `api.token`: sessions that are in keep going,
     /// the next requests are judged by the new ones), and the admission limits
     /// (`max_connections`, `max_connections_per_ip`, `max_streams`,
-    /// `max_publishers_per_ip`: what is in keeps its place). All or nothing: a setting that
+    /// `max_publishers_per_ip`, `max_udp_sessions`: what is in keeps its place). All or nothing: a setting that
     /// does not load changes nothing. Returns what was reloaded.
     pub fn reload(&self, config: &crate::config::Config) -> Result<Vec<&'static str>, String> {
         let fresh = self.source.get().map(|load| load()).transpose()?;

@@ -429,7 +429,7 @@ impl UdpOut {
         let sent = match self.send(bufs, &batch.packets, gso, mmsg) {
             Err(e)
                 if gso
-                    && is_gso_refused(&e)
+                    && udp_send::is_gso_refused(&e)
                     && groups(&batch.packets, true).any(|g| g.len() > 1) =>
             {
                 tracing::info!("RTP over UDP: the kernel refuses UDP GSO ({e}); sending without");
@@ -529,38 +529,7 @@ impl Transport for UdpOut {
 /// packet but the run's last as long as the first, within the kernel's limits; one
 /// packet each without `gso`.
 fn groups(packets: &[Queued], gso: bool) -> impl Iterator<Item = Range<usize>> + '_ {
-    let mut i = 0;
-    std::iter::from_fn(move || {
-        let first = packets.get(i)?;
-        let size = first.at.len();
-        let mut total = size;
-        let mut j = i + 1;
-        while gso && j - i < udp_send::MAX_SEGMENTS {
-            let (Some(prev), Some(next)) = (packets.get(j - 1), packets.get(j)) else {
-                break;
-            };
-            if next.dest != first.dest
-                || prev.at.len() != size
-                || next.at.len() > size
-                || total + next.at.len() > udp_send::MAX_MESSAGE
-            {
-                break;
-            }
-            total += next.at.len();
-            j += 1;
-        }
-        let run = i..j;
-        i = j;
-        Some(run)
-    })
-}
-
-/// Errors of a kernel or route without UDP GSO.
-fn is_gso_refused(e: &io::Error) -> bool {
-    matches!(
-        e.raw_os_error(),
-        Some(libc::EINVAL | libc::EIO | libc::EOPNOTSUPP)
-    )
+    udp_send::gso_runs(packets, gso, |q| (q.dest, q.at.len()))
 }
 
 fn finish(total: usize) -> io::Result<usize> {

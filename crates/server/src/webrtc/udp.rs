@@ -104,10 +104,9 @@ impl Socket {
         while at < datagrams.len() {
             let gso = self.gso.get();
             let rest = datagrams.get(at..).unwrap_or_default();
-            let runs: Vec<std::ops::Range<usize>> = runs(rest, gso).collect();
             let mut msgs = scratch.messages();
-            for r in &runs {
-                let group = rest.get(r.clone()).unwrap_or_default();
+            for r in runs(rest, gso) {
+                let group = rest.get(r).unwrap_or_default();
                 let Some((dest, first)) = group.first() else {
                     continue;
                 };
@@ -119,16 +118,9 @@ impl Socket {
             });
             match sent {
                 Ok(0) => return,
-                Ok(n) => {
-                    at += runs.iter().take(n).map(|r| r.len()).sum::<usize>();
-                }
-                Err(e)
-                    if gso
-                        && matches!(
-                            e.raw_os_error(),
-                            Some(libc::EINVAL | libc::EIO | libc::EOPNOTSUPP)
-                        ) =>
-                {
+                // The runs again, not kept: a send allocates nothing.
+                Ok(n) => at += runs(rest, gso).take(n).map(|r| r.len()).sum::<usize>(),
+                Err(e) if gso && udp_send::is_gso_refused(&e) => {
                     tracing::info!("webrtc: the kernel refuses UDP GSO ({e}); sending without");
                     self.gso.set(false);
                 }
@@ -145,32 +137,7 @@ fn runs(
     datagrams: &[(SocketAddr, Vec<u8>)],
     gso: bool,
 ) -> impl Iterator<Item = std::ops::Range<usize>> + '_ {
-    let mut i = 0;
-    std::iter::from_fn(move || {
-        let (dest, first) = datagrams.get(i)?;
-        let size = first.len();
-        let mut total = size;
-        let mut j = i + 1;
-        while gso && j - i < udp_send::MAX_SEGMENTS && size < usize::from(u16::MAX) {
-            let (Some((_, prev)), Some((next_dest, next))) =
-                (datagrams.get(j - 1), datagrams.get(j))
-            else {
-                break;
-            };
-            if next_dest != dest
-                || prev.len() != size
-                || next.len() > size
-                || total + next.len() > udp_send::MAX_MESSAGE
-            {
-                break;
-            }
-            total += next.len();
-            j += 1;
-        }
-        let run = i..j;
-        i = j;
-        Some(run)
-    })
+    udp_send::gso_runs(datagrams, gso, |(dest, d)| (*dest, d.len()))
 }
 
 /// Serves this worker's socket until the worker stops.

@@ -16,7 +16,8 @@ use std::net::SocketAddr;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-pub(super) fn text(status: u16, body: impl Into<String>) -> Reply {
+/// A plain-text answer.
+pub(crate) fn text(status: u16, body: impl Into<String>) -> Reply {
     Reply {
         status,
         headers: vec![("Content-Type", "text/plain".into())],
@@ -40,7 +41,7 @@ fn offered(stream: &crate::core::hub::Stream) -> Offered {
         Some(other) => {
             tracing::info!(
                 stream = %stream.key,
-                codec = ?std::mem::discriminant(other),
+                codec = ?other,
                 "webrtc: the stream's audio is not Opus; playing video only (transcoding to \
                  Opus is not built yet)"
             );
@@ -63,13 +64,13 @@ pub(super) fn sdp_body(req: &Request) -> Result<&str, Reply> {
 }
 
 /// A new session's id and the secret part of its resource URL.
-pub(super) fn new_resource(ctx: &Ctx) -> (u64, String) {
+fn new_resource(ctx: &Ctx) -> (u64, String) {
     let id = ctx.hub.next_id();
     (id, format!("{id}-{:016x}", rand::random::<u64>()))
 }
 
 /// `201 Created` with the SDP answer and the session's `Location`.
-pub(super) fn created(sdp: String, location: String) -> Reply {
+fn created(sdp: String, location: String) -> Reply {
     Reply {
         status: 201,
         headers: vec![
@@ -113,33 +114,54 @@ pub(crate) async fn post(
             "whep: the stream has B-frames, which WebRTC players do not reorder"
         );
     }
+    let role = Role::Play(offered);
+    answer_and_park(ctx, registry, offer, role, key, "whep", client, |peer| {
+        let (video, audio) = peer.sends();
+        let format = Format {
+            id: FormatId::RTP,
+            video,
+            audio,
+        };
+        (Job::Play { stream, format }, video, audio)
+    })
+}
+
+/// Answers `offer` for `role` and parks the session until its first binding request
+/// (see `registry`): `201` with the answer and `Location: /{key}/{kind}/{resource}`,
+/// or the error that refuses it. `job` says what the session does, given the answered
+/// peer, and whether it carries video and audio.
+#[allow(clippy::too_many_arguments)]
+pub(super) fn answer_and_park(
+    ctx: &Ctx,
+    registry: &Registry,
+    offer: &str,
+    role: Role,
+    key: &str,
+    kind: &'static str,
+    client: SocketAddr,
+    job: impl FnOnce(&Peer) -> (Job, bool, bool),
+) -> Reply {
     let Ok(slot) = ctx.hub.limits.udp_session(client.ip()) else {
         return text(503, "too many UDP sessions");
     };
     let settings = PeerConfig {
         candidates: registry.candidates.clone(),
     };
-    let answer = match Peer::answer(offer, Role::Play(offered), &settings, Instant::now()) {
+    let answer = match Peer::answer(offer, role, &settings, Instant::now()) {
         Ok(a) => a,
         Err(e) => {
-            tracing::info!(stream = %key, "whep: offer refused: {e}");
+            tracing::info!(stream = %key, "{kind}: offer refused: {e}");
             return text(400, e.to_string());
         }
     };
-    let (video, audio) = answer.peer.sends();
-    let format = Format {
-        id: FormatId::RTP,
-        video,
-        audio,
-    };
+    let (job, video, audio) = job(&answer.peer);
     let (id, resource) = new_resource(ctx);
-    let location = format!("/{key}/whep/{resource}");
-    let job = Job::Play { stream, format };
+    let location = format!("/{key}/{kind}/{resource}");
     let parked = registry.park(answer.ufrag, answer.peer, job, id, resource, slot);
     if parked == Err(TooManyPending) {
         return text(503, "too many WebRTC sessions starting");
     }
-    tracing::info!(stream = %key, id, video, audio, "whep: answered");
+    tracing::info!(stream = %key, id, video, audio, "{kind}: answered");
     created(answer.sdp, location)
 }
 

@@ -4,16 +4,15 @@
 //! stream is published when ICE and DTLS are done, on the worker its datagrams reach.
 //! Publishing needs the publish permission (`auth`), as for every protocol.
 
-use super::registry::{Job, Registry, TooManyPending};
-use super::whep::{created, new_resource, sdp_body, text};
-use crate::auth::{Action, Credentials};
+use super::registry::{Job, Registry};
+use super::whep::{answer_and_park, sdp_body, text};
+use crate::auth::Action;
 use crate::ctx::Ctx;
 use crate::http::hls::Reply;
 use sluice_http::Request;
-use sluice_webrtc::{Peer, PeerConfig, Role};
+use sluice_webrtc::Role;
 use std::net::SocketAddr;
 use std::sync::Arc;
-use std::time::Instant;
 
 /// Answers an offer to publish `key`.
 pub(crate) async fn post(
@@ -27,46 +26,36 @@ pub(crate) async fn post(
         Ok(offer) => offer,
         Err(reply) => return reply,
     };
-    let creds = Credentials::from_http(req.header("authorization"), &req.query);
-    let asked = crate::auth::Request {
-        action: Action::Publish,
-        path: key,
-        protocol: "webrtc",
-        id: 0,
-        credentials: &creds,
-        peer: client.ip(),
-        query: &req.query,
-    };
-    if let Err(denial) = ctx.authorize(&asked).await {
-        return crate::http::access::denied(denial);
+    let denied = crate::http::access::action_denied(
+        ctx,
+        req,
+        Action::Publish,
+        key,
+        "webrtc",
+        client.ip(),
+        0,
+    );
+    if let Some(reply) = denied.await {
+        return reply;
     }
     if ctx.hub.find(key).is_some() && !ctx.hub.config.apps.for_stream(key).takeover {
         return text(409, format!("stream {key} is already being published"));
     }
-    let Ok(slot) = ctx.hub.limits.udp_session(client.ip()) else {
-        return text(503, "too many UDP sessions");
-    };
-    let settings = PeerConfig {
-        candidates: registry.candidates.clone(),
-    };
-    let answer = match Peer::answer(offer, Role::Publish, &settings, Instant::now()) {
-        Ok(a) => a,
-        Err(e) => {
-            tracing::info!(stream = %key, "whip: offer refused: {e}");
-            return text(400, e.to_string());
-        }
-    };
-    let (video, audio) = answer.peer.receives();
-    let (id, resource) = new_resource(ctx);
-    let location = format!("/{key}/whip/{resource}");
-    let job = Job::Publish {
-        key: key.to_owned(),
-        ip: client.ip(),
-    };
-    let parked = registry.park(answer.ufrag, answer.peer, job, id, resource, slot);
-    if parked == Err(TooManyPending) {
-        return text(503, "too many WebRTC sessions starting");
-    }
-    tracing::info!(stream = %key, id, video, audio, "whip: answered");
-    created(answer.sdp, location)
+    answer_and_park(
+        ctx,
+        registry,
+        offer,
+        Role::Publish,
+        key,
+        "whip",
+        client,
+        |peer| {
+            let (video, audio) = peer.receives();
+            let job = Job::Publish {
+                key: key.to_owned(),
+                ip: client.ip(),
+            };
+            (job, video, audio)
+        },
+    )
 }
