@@ -208,6 +208,29 @@ def sdp(tmp):
     seed("media", "sdp_parse", "ffmpeg-h264", open(path, "rb").read())
 
 
+def transcode(tmp):
+    """AAC as a publisher sends it: the AudioSpecificConfig, then access units."""
+    for name, rate, channels in [("44k-stereo", 44100, 2), ("48k-mono", 48000, 1),
+                                 ("16k-mono", 16000, 1)]:
+        path = os.path.join(tmp, name + ".aac")
+        ffmpeg("-f", "lavfi", "-i", f"sine=frequency=440:sample_rate={rate}", "-t", "0.3",
+               "-ac", str(channels), "-c:a", "aac", "-b:a", "32k", "-f", "adts", path)
+        data = open(path, "rb").read()
+        out = bytearray()
+        while len(data) >= 7:
+            profile, index = data[2] >> 6, (data[2] >> 2) & 15
+            chans = ((data[2] & 1) << 2) | (data[3] >> 6)
+            header = 7 if data[1] & 1 else 9
+            length = ((data[3] & 3) << 11) | (data[4] << 3) | (data[5] >> 5)
+            if not out:
+                asc = struct.pack(">H", ((profile + 1) << 11) | (index << 7) | (chans << 3))
+                out += bytes([len(asc)]) + asc
+            frame = data[header:length]
+            out += struct.pack(">H", len(frame)) + frame
+            data = data[length:]
+        seed("transcode", "aac_to_opus", name, bytes(out))
+
+
 def hls():
     for name, query in [("msn-part", b"_HLS_msn=12&_HLS_part=3"),
                         ("msn", b"_HLS_msn=4"), ("skip", b"_HLS_msn=9&_HLS_skip=YES")]:
@@ -219,6 +242,7 @@ def main():
         files(tmp)
         sdp(tmp)
         hls()
+        transcode(tmp)
         sessions(tmp)
     print("seeds written under crates/*/fuzz/seeds/")
 

@@ -31,6 +31,9 @@ missing_packages() {
   command -v wget >/dev/null || printf 'wget\twget\n'
   command -v rclone >/dev/null || printf 'rclone\trclone\n'
   command -v cadaver >/dev/null || printf 'cadaver\tcadaver\n'
+  # The opus crate links Debian's libopus (WebRTC's AAC-to-Opus transcoding).
+  command -v pkg-config >/dev/null || printf 'pkg-config\tpkg-config\n'
+  pkg-config --exists opus 2>/dev/null || printf 'libopus-dev\tlibopus-dev\n'
   lost=()
   if command -v gst-inspect-1.0 >/dev/null && command -v gst-launch-1.0 >/dev/null; then
     for e in "${gst_elements[@]}"; do gst-inspect-1.0 "$e" >/dev/null 2>&1 || lost+=("$e"); done

@@ -406,6 +406,11 @@ settings! {
         /// A WHIP publisher is asked for a keyframe this often (browsers send one only when
         /// asked), so that new players start on a recent one.
         keyframe_interval_ms: u64 = 2_000;
+        /// Transcode a stream's AAC audio to Opus for its WebRTC players, once per stream on a
+        /// thread of its own while it has any. Off (or a build without the `transcode`
+        /// feature): WebRTC players of AAC streams get video only.
+        #[flag("webrtc-transcode", "BOOL")]
+        transcode_audio: bool = true;
     }
 
     /// Live HLS: streams segmented in memory while asked for, MPEG-TS at /app/stream.m3u8, fMP4 with

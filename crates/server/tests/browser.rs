@@ -59,8 +59,26 @@ const WHEP_SETUP: &str = "
   const pc = new RTCPeerConnection();
   pc.addTransceiver('video', { direction: 'recvonly' });
   pc.addTransceiver('audio', { direction: 'recvonly' });
+  // The loudest 100 ms of audio heard (RMS): Chromium feeds a remote track to Web
+  // Audio only while a media element plays it too.
+  let loudest = 0;
   pc.ontrack = (e) => {
     if (e.track.kind === 'video') video.srcObject = new MediaStream([e.track]);
+    if (e.track.kind !== 'audio') return;
+    const stream = new MediaStream([e.track]);
+    const sink = new Audio();
+    sink.muted = true;
+    sink.srcObject = stream;
+    sink.play().catch(() => {});
+    const ctx = new AudioContext();
+    const analyser = ctx.createAnalyser();
+    ctx.createMediaStreamSource(stream).connect(analyser);
+    const pcm = new Float32Array(analyser.fftSize);
+    setInterval(() => {
+      analyser.getFloatTimeDomainData(pcm);
+      const rms = Math.sqrt(pcm.reduce((a, x) => a + x * x, 0) / pcm.length);
+      loudest = Math.max(loudest, rms);
+    }, 100);
   };
   pc.onconnectionstatechange = () => {
     if (pc.connectionState === 'failed') errors.push('connection failed');
@@ -82,7 +100,8 @@ const WHEP_SETUP: &str = "
     const px = g.getImageData(0, 0, 64, 48).data;
     let sum = 0;
     for (let i = 0; i < px.length; i += 4) sum += px[i] + px[i + 1] + px[i + 2];
-    return '&w=' + video.videoWidth + '&bright=' + (sum / (px.length / 4) / 3).toFixed(1);
+    return '&w=' + video.videoWidth + '&bright=' + (sum / (px.length / 4) / 3).toFixed(1) +
+      '&audio=' + loudest.toFixed(4);
   };";
 
 /// A WHIP publisher: Chromium's fake camera and microphone, sent to `STREAM_URL`.
@@ -295,6 +314,9 @@ fn chromium_plays_whep() {
     assert_eq!(field(&report, "w"), "320", "{report}");
     let bright: f64 = field(&report, "bright").parse().unwrap_or(0.0);
     assert!(bright > 30.0, "a black picture ({report})");
+    // The publisher's AAC tone, transcoded to Opus, is heard.
+    let audio: f64 = field(&report, "audio").parse().unwrap_or(0.0);
+    assert!(audio > 0.05, "silence ({report})");
     let first: f64 = field(&report, "first").parse().unwrap_or(f64::MAX);
     eprintln!("WHEP in Chromium: first picture after {first} ms; {report}");
 }
@@ -311,6 +333,13 @@ fn chromium_publishes_whip_and_another_plays_it_over_whep() {
         std::thread::spawn(move || play_in_chromium("mpegts.js", WHIP_SETUP, &whip, 14000));
     std::thread::sleep(Duration::from_millis(3000));
     let url = format!("http://{}/live/chrome/whep", server.http);
+    // The microphone's Opus is a track of the stream.
+    let (_, _, api) = common::http_request(server.http, "GET", "/api/v1/streams/live/chrome", "");
+    let api = String::from_utf8_lossy(&api).replace(['\n', ' '], "");
+    assert!(
+        api.contains(r#""audio":{"channels":2,"codec":"opus"}"#),
+        "{api}"
+    );
     let report = play_in_chromium("mpegts.js", WHEP_SETUP, &url, 6000);
     let published = publisher.join().expect("the publisher page");
     assert!(field(&published, "err").is_empty(), "WHIP: {published}");
@@ -320,6 +349,9 @@ fn chromium_publishes_whip_and_another_plays_it_over_whep() {
     assert!(t > 3.0, "video played only to {t} s ({report})");
     let bright: f64 = field(&report, "bright").parse().unwrap_or(0.0);
     assert!(bright > 30.0, "a black picture ({report})");
+    // The fake microphone's beeps, passed through as Opus.
+    let audio: f64 = field(&report, "audio").parse().unwrap_or(0.0);
+    assert!(audio > 0.05, "silence ({report})");
     eprintln!("WHIP to WHEP in Chromium: {report}");
 }
 

@@ -44,6 +44,8 @@ async fn request(
 struct Watched {
     /// H.264 access units, Annex B.
     frames: Vec<Vec<u8>>,
+    /// Opus packets.
+    audio: Vec<Vec<u8>>,
     first_frame: Option<Duration>,
     location: String,
 }
@@ -115,6 +117,7 @@ async fn watch(http: SocketAddr, path: &str, frames: usize, limit: Duration) -> 
         offer(http, path, Direction::RecvOnly, true).await;
 
     let mut got = Vec::new();
+    let mut audio = Vec::new();
     let mut first_frame = None;
     let mut buf = vec![0u8; 2048];
     let deadline = start + limit;
@@ -129,6 +132,8 @@ async fn watch(http: SocketAddr, path: &str, frames: usize, limit: Duration) -> 
                 if d.mid == video {
                     first_frame.get_or_insert_with(|| start.elapsed());
                     got.push(d.data.to_vec());
+                } else {
+                    audio.push(d.data.to_vec());
                 }
                 continue;
             }
@@ -139,6 +144,7 @@ async fn watch(http: SocketAddr, path: &str, frames: usize, limit: Duration) -> 
     }
     Watched {
         frames: got,
+        audio,
         first_frame,
         location,
     }
@@ -205,6 +211,10 @@ async fn a_whep_viewer_gets_decodable_h264_from_an_rtmp_publisher() {
     assert!(decoded >= 75, "{decoded} frames decoded: {errors}");
     assert!(errors.is_empty(), "{errors}");
 
+    // The publisher's AAC (a 440 Hz tone) came as Opus, transcoded once for the stream.
+    let hz = opus_tone(&watched.audio);
+    assert!((hz - 440.0).abs() < 10.0, "the Opus carries {hz} Hz");
+
     // DELETE ends the session and gives its UDP place back.
     assert_eq!(udp_sessions(server.http), 1.0);
     let (status, _, _) = request(server.http, "DELETE", &watched.location, "text/plain", "").await;
@@ -216,6 +226,61 @@ async fn a_whep_viewer_gets_decodable_h264_from_an_rtmp_publisher() {
     }
     let (status, _, _) = request(server.http, "DELETE", &watched.location, "text/plain", "").await;
     assert_eq!(status, 404);
+}
+
+/// Decodes Opus packets (at least a second of them); the frequency of the tone they
+/// carry, from the zero crossings after the first 100 ms.
+fn opus_tone(packets: &[Vec<u8>]) -> f64 {
+    assert!(packets.len() >= 50, "{} Opus packets", packets.len());
+    let mut decoder = opus::Decoder::new(48_000, opus::Channels::Mono).unwrap();
+    let mut pcm = Vec::new();
+    let mut buf = vec![0f32; 5760];
+    for p in packets {
+        let n = decoder
+            .decode_float(p, &mut buf, false)
+            .expect("Opus decodes");
+        assert_eq!(n, 960, "20 ms packets");
+        pcm.extend_from_slice(&buf[..n]);
+    }
+    let steady = &pcm[4800..];
+    let loud = steady.iter().map(|s| s * s).sum::<f32>() / steady.len() as f32;
+    assert!(loud.sqrt() > 0.05, "silent: rms {}", loud.sqrt());
+    let crossings = steady
+        .windows(2)
+        .filter(|w| w[0] < 0.0 && w[1] >= 0.0)
+        .count();
+    crossings as f64 * 48_000.0 / steady.len() as f64
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[cfg_attr(not(have_ffmpeg), ignore = "needs ffmpeg and ffprobe")]
+async fn with_transcoding_off_a_whep_viewer_of_aac_gets_video_only() {
+    if !have_ffmpeg() {
+        return;
+    }
+    let server = TestServer::start(&["--webrtc-udp", "127.0.0.1:0", "--webrtc-transcode", "false"]);
+    let _publisher = publish_test_pattern(
+        &format!("rtmp://{}/live/quiet", server.rtmp),
+        "flv",
+        "libx264",
+        20,
+    );
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while common::http_request(server.http, "GET", "/api/v1/streams/live/quiet", "").0 != 200 {
+        assert!(Instant::now() < deadline, "live/quiet never appeared");
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    let watched = watch(server.http, "/live/quiet/whep", 50, Duration::from_secs(15)).await;
+    assert!(
+        watched.frames.len() >= 50,
+        "{} frames",
+        watched.frames.len()
+    );
+    assert!(
+        watched.audio.is_empty(),
+        "{} audio packets",
+        watched.audio.len()
+    );
 }
 
 #[tokio::test]

@@ -16,10 +16,11 @@ use crate::config::{Apps, StreamSettings};
 use crate::core::format::{self, FormatId};
 use crate::core::packet::{Packet, Payload, RtpSource, Shape};
 use crate::core::ring::{Ring, RingLimits};
+use crate::core::transcode::Transcoder;
 use crate::hls::{HlsStream, Replay};
 use crate::record::{Recorder, Tap};
 use arc_swap::ArcSwap;
-use sluice_media::Track;
+use sluice_media::{MediaKind, Track};
 use std::collections::{HashMap, VecDeque};
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
@@ -110,6 +111,9 @@ pub struct Taps {
     rtp: Option<RtpSource>,
     /// RTSP players now: the RTP form is made while there are any.
     rtp_users: usize,
+    /// The AAC-to-Opus thread, while WebRTC players take its Opus.
+    opus: Option<Transcoder>,
+    opus_users: usize,
 }
 
 #[derive(Debug)]
@@ -304,6 +308,20 @@ impl Drop for RtpUse {
     }
 }
 
+/// A WebRTC player's claim on its stream's transcoded Opus (see [`Stream::want_opus`]).
+#[derive(Debug)]
+pub struct OpusUse(Arc<Stream>);
+
+impl Drop for OpusUse {
+    fn drop(&mut self) {
+        let mut taps = self.0.taps();
+        taps.opus_users = taps.opus_users.saturating_sub(1);
+        if taps.opus_users == 0 {
+            taps.opus = None;
+        }
+    }
+}
+
 impl StreamState {
     /// The current decoder configurations, video then audio.
     pub fn tracks(&self) -> [Option<Arc<Track>>; 2] {
@@ -394,6 +412,8 @@ impl Stream {
             taps: Mutex::new(Taps {
                 rtp: config.rtp.then(RtpSource::new),
                 rtp_users: 0,
+                opus: None,
+                opus_users: 0,
             }),
             consumers: std::array::from_fn(|_| AtomicUsize::new(0)),
             shape: config.shape,
@@ -438,7 +458,7 @@ impl Stream {
     /// it for every packet after them.
     pub fn want_rtp(self: &Arc<Self>) -> Option<RtpUse> {
         let mut taps = self.taps();
-        let Taps { rtp, rtp_users } = &mut *taps;
+        let Taps { rtp, rtp_users, .. } = &mut *taps;
         let source = rtp.as_mut()?;
         *rtp_users += 1;
         if *rtp_users == 1 {
@@ -448,7 +468,7 @@ impl Stream {
                 let ring = &state.ring;
                 ring.copy_since(ring.start().unwrap_or(ring.next()), &mut packets);
             }
-            for packet in packets.iter().filter(|p| p.rtp().is_none()) {
+            for packet in packets.iter().filter(|p| p.rtp().is_none() && !p.derived) {
                 if let Payload::Media { frame, .. } = &packet.payload {
                     if let Some(form) = source.packetize(frame) {
                         packet.set_rtp(form);
@@ -457,6 +477,24 @@ impl Stream {
             }
         }
         Some(RtpUse(self.clone()))
+    }
+
+    /// A WebRTC player takes Opus transcoded from the stream's AAC until the returned
+    /// guard is dropped (`None`: this build does not transcode). The first one starts
+    /// the stream's transcoding thread; see `transcode`.
+    pub fn want_opus(self: &Arc<Self>) -> Option<OpusUse> {
+        let mut taps = self.taps();
+        if taps.opus.is_none() {
+            let [_, audio] = self.lock().tracks();
+            taps.opus = Some(Transcoder::spawn(self, audio)?);
+        }
+        taps.opus_users += 1;
+        Some(OpusUse(self.clone()))
+    }
+
+    /// Whether the stream's audio is being transcoded now.
+    pub fn transcoding(&self) -> bool {
+        self.taps().opus.is_some()
     }
 
     /// Someone asked for this stream's HLS: the segmenters run (again) if they were
@@ -482,6 +520,7 @@ impl Stream {
         let replay = (first..).zip(&packets).flat_map(|(pos, p)| {
             let restart = restarts.contains(&pos).then_some(Replay::Discontinuity);
             let item = match &p.payload {
+                _ if p.derived => None,
                 Payload::Config(track) => Some(Replay::Track(track)),
                 Payload::Media { frame, track } => {
                     Some(Replay::Frame(frame, track, newest - p.ts_ms))
@@ -532,6 +571,16 @@ impl Stream {
         }
     }
 
+    /// Appends a packet the server made from the stream's own ([`Packet::derived`]):
+    /// the stream's timeline is the publisher's, so it is not moved.
+    pub fn push_derived(&self, packet: Arc<Packet>) {
+        let mut state = self.lock();
+        state.ring.push(packet);
+        for s in &state.subscribers {
+            s.notify_one();
+        }
+    }
+
     /// Feeds a new media packet to the taps, builds the forms players wait for, and
     /// pushes it: the publisher's path for every frame. HLS gets the frame (while it
     /// segments), RTP gets made (while RTSP players play).
@@ -539,6 +588,9 @@ impl Stream {
         let mut taps = self.taps();
         if let Payload::Media { frame, .. } = &packet.payload {
             self.hls.push(&self.key, frame);
+            if let Some(opus) = taps.opus.as_mut().filter(|_| !packet.is_video()) {
+                opus.frame(frame);
+            }
             if taps.rtp_users > 0 {
                 if let Some(form) = taps.rtp.as_mut().and_then(|r| r.packetize(frame)) {
                     packet.set_rtp(form);
@@ -556,6 +608,13 @@ impl Stream {
         self.hls.set_track(track);
         if let Some(rtp) = &mut taps.rtp {
             rtp.set_track(track);
+        }
+        if let Some(opus) = taps
+            .opus
+            .as_mut()
+            .filter(|_| track.kind() == MediaKind::Audio)
+        {
+            opus.track(track);
         }
         {
             let mut state = self.lock();

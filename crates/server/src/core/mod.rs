@@ -10,3 +10,4 @@ pub mod limits;
 pub mod packet;
 pub mod play;
 pub mod ring;
+pub mod transcode;

@@ -54,6 +54,9 @@ pub struct Packet {
     rtp: OnceLock<RtpForm>,
     /// The payload's bytes, fixed at birth: what the ring counts it for.
     size: usize,
+    /// Made by the server from the stream's own media (Opus from its AAC, for WebRTC
+    /// players): only players that ask for it get it, and no other consumer.
+    pub derived: bool,
 }
 
 /// The stream's RTP source ([`rtp::RtpSource`]) with what it takes from the world:
@@ -103,6 +106,20 @@ impl Default for RtpSource {
 
 impl Packet {
     pub fn new(payload: Payload, ts_ms: i64, key: bool) -> Arc<Packet> {
+        Self::make(payload, ts_ms, key, false)
+    }
+
+    /// A frame the server made from the stream's own (see [`Packet::derived`]) with its
+    /// RTP form, made by the deriving track's own RTP source.
+    pub fn derived(payload: Payload, ts_ms: i64, rtp: Option<RtpForm>) -> Arc<Packet> {
+        let packet = Self::make(payload, ts_ms, false, true);
+        if let Some(form) = rtp {
+            packet.set_rtp(form);
+        }
+        packet
+    }
+
+    fn make(payload: Payload, ts_ms: i64, key: bool, derived: bool) -> Arc<Packet> {
         let size = match &payload {
             Payload::Media { frame, .. } => frame.payload.len(),
             Payload::Config(_) => 64,
@@ -115,6 +132,7 @@ impl Packet {
             forms: std::array::from_fn(|_| OnceLock::new()),
             rtp: OnceLock::new(),
             size,
+            derived,
         })
     }
 
@@ -168,7 +186,7 @@ impl Packet {
     /// not take it), made once per packet and format and shared.
     pub fn bytes(&self, format: Format, shape: &Shape) -> &Bytes {
         static EMPTY: Bytes = Bytes::new();
-        if !format.wants(self.kind()) {
+        if !format.wants(self) {
             return &EMPTY;
         }
         // The fast path first: a built form (per player per packet on every flush).

@@ -684,6 +684,7 @@ impl Rtsp {
             id: FormatId::RTP,
             video: setup.iter().any(|(_, k)| *k == MediaKind::Video),
             audio: setup.iter().any(|(_, k)| *k == MediaKind::Audio),
+            transcoded: false,
         };
         // The stream makes RTP from its start keyframe on, for as long as we play.
         self.rtp_use = stream.want_rtp();
@@ -943,7 +944,7 @@ fn first_packets(stream: &Stream, setup: &[(usize, MediaKind)]) -> (Vec<TrackSta
     for &(track, kind) in setup {
         let first = (start.unwrap_or(ring.next())..ring.next())
             .filter_map(|pos| ring.get(pos))
-            .find_map(|p| p.rtp().filter(|_| p.kind() == Some(kind)));
+            .find_map(|p| p.rtp().filter(|_| p.kind() == Some(kind) && !p.derived));
         if let Some(rtp) = first {
             starts.push(TrackStart {
                 track,

@@ -4,7 +4,9 @@
 
 use crate::core::ingest::Publisher;
 use bytes::Bytes;
+use sluice_media::codec::OpusConfig;
 use sluice_media::rtp::{AacParams, Received, RtpCodec, RtpDepacketizer, RtpReceiver};
+use sluice_media::{MediaKind, Track, TrackConfig};
 use sluice_webrtc::Incoming;
 use std::time::{Duration, Instant};
 
@@ -16,6 +18,9 @@ pub struct WhipIngest {
     pub publisher: Publisher,
     video: Option<RtpReceiver>,
     audio: Option<RtpReceiver>,
+    /// Opus carries no configuration in band: the stream gets one before its first
+    /// audio frame.
+    opus_announced: bool,
 }
 
 fn receiver(codec: RtpCodec, clock: u32) -> Option<RtpReceiver> {
@@ -29,6 +34,7 @@ impl WhipIngest {
             publisher,
             video: video.then(|| receiver(RtpCodec::H264, 90_000)).flatten(),
             audio: audio.then(|| receiver(RtpCodec::Opus, 48_000)).flatten(),
+            opus_announced: false,
         }
     }
 
@@ -69,7 +75,14 @@ impl WhipIngest {
             while let Some(received) = r.poll() {
                 match received {
                     Received::Track(at, track) => self.publisher.set_track(at, track),
-                    Received::Frame(frame) => self.publisher.frame(frame),
+                    Received::Frame(frame) => {
+                        if frame.kind == MediaKind::Audio && !self.opus_announced {
+                            self.opus_announced = true;
+                            let opus = TrackConfig::Opus(OpusConfig::stereo_48k());
+                            self.publisher.set_track(frame.dts, Track::new(opus));
+                        }
+                        self.publisher.frame(frame)
+                    }
                 }
             }
         }

@@ -3,7 +3,7 @@
 //! a bounded count and lifetime), and the session behind each WHEP resource URL.
 
 use crate::core::format::Format;
-use crate::core::hub::Stream;
+use crate::core::hub::{OpusUse, Stream};
 use crate::core::limits::UdpSlot;
 use sluice_webrtc::Peer;
 use std::collections::HashMap;
@@ -14,8 +14,13 @@ use std::time::{Duration, Instant};
 /// What a session is for.
 #[derive(Debug)]
 pub enum Job {
-    /// Play `stream` (WHEP) with the tracks of `format`.
-    Play { stream: Arc<Stream>, format: Format },
+    /// Play `stream` (WHEP) with the tracks of `format`, holding the stream's
+    /// transcoding while its audio is transcoded for the player.
+    Play {
+        stream: Arc<Stream>,
+        format: Format,
+        opus: Option<OpusUse>,
+    },
     /// Publish `key` (WHIP) from `ip`.
     Publish { key: String, ip: IpAddr },
 }

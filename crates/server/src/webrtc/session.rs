@@ -136,9 +136,11 @@ pub fn start(
             let client = ctx.clients.add(id, "webrtc", from);
             let _slot = slot;
             let reason = match job {
-                Job::Play { stream, format } => {
-                    play(&ctx, &session, &client, id, stream, format).await
-                }
+                Job::Play {
+                    stream,
+                    format,
+                    opus: _opus,
+                } => play(&ctx, &session, &client, id, stream, format).await,
                 Job::Publish { key, ip } => publish(&ctx, &session, &client, id, key, ip).await,
             };
             sessions.borrow_mut().remove(&from);

@@ -6,6 +6,7 @@
 
 use super::registry::{Job, Registry, TooManyPending};
 use crate::core::format::{Format, FormatId};
+use crate::core::transcode;
 use crate::ctx::Ctx;
 use crate::http::hls::Reply;
 use bytes::Bytes;
@@ -26,8 +27,8 @@ pub(crate) fn text(status: u16, body: impl Into<String>) -> Reply {
     }
 }
 
-/// What the stream has for WebRTC now.
-fn offered(stream: &crate::core::hub::Stream) -> Offered {
+/// What the stream has for WebRTC now, and whether its audio is to be transcoded.
+fn offered(ctx: &Ctx, stream: &crate::core::hub::Stream) -> (Offered, bool) {
     let [video, audio] = stream.lock().tracks();
     let video = video.and_then(|t| match t.config {
         TrackConfig::H264(_) => Some(VideoCodec::H264),
@@ -36,20 +37,27 @@ fn offered(stream: &crate::core::hub::Stream) -> Offered {
         TrackConfig::Vp9 { .. } => Some(VideoCodec::Vp9),
         _ => None,
     });
-    let opus = match audio.as_deref().map(|t| &t.config) {
-        Some(TrackConfig::Opus(_)) => true,
+    let transcode = ctx.config.webrtc.transcode_audio && transcode::AVAILABLE;
+    let (opus, transcoded) = match audio.as_deref().map(|t| &t.config) {
+        Some(TrackConfig::Opus(_)) => (true, false),
+        Some(TrackConfig::Aac(_)) if transcode => (true, true),
         Some(other) => {
+            let why = if matches!(other, TrackConfig::Aac(_)) {
+                "transcoding is off (webrtc.transcode_audio, or a build without the \
+                 `transcode` feature)"
+            } else {
+                "WebRTC carries Opus, and only AAC is transcoded to it"
+            };
             tracing::info!(
                 stream = %stream.key,
                 codec = ?other,
-                "webrtc: the stream's audio is not Opus; playing video only (transcoding to \
-                 Opus is not built yet)"
+                "webrtc: playing video only: {why}"
             );
-            false
+            (false, false)
         }
-        None => false,
+        None => (false, false),
     };
-    Offered { video, opus }
+    (Offered { video, opus }, transcoded)
 }
 
 /// The SDP offer of `req`, or the answer that refuses it.
@@ -107,7 +115,7 @@ pub(crate) async fn post(
     };
     // Its codecs are known from its first keyframe on.
     stream.wait_start(deadline).await;
-    let offered = offered(&stream);
+    let (offered, transcoded) = offered(ctx, &stream);
     if stream.b_frames.load(std::sync::atomic::Ordering::Relaxed) {
         tracing::info!(
             stream = %key,
@@ -117,12 +125,19 @@ pub(crate) async fn post(
     let role = Role::Play(offered);
     answer_and_park(ctx, registry, offer, role, key, "whep", client, |peer| {
         let (video, audio) = peer.sends();
+        let opus = (audio && transcoded).then(|| stream.want_opus()).flatten();
         let format = Format {
             id: FormatId::RTP,
             video,
-            audio,
+            audio: audio && !transcoded,
+            transcoded: opus.is_some(),
         };
-        (Job::Play { stream, format }, video, audio)
+        let job = Job::Play {
+            stream,
+            format,
+            opus,
+        };
+        (job, video, audio)
     })
 }
 

@@ -105,13 +105,16 @@ impl fmt::Debug for FormatId {
     }
 }
 
-/// What a player takes: a format, and which kinds of track (an RTSP player may set up
-/// only one of them).
+/// What a player takes: a format, and which tracks (an RTSP player may set up only one
+/// of them; a WebRTC player of an AAC stream takes the Opus made from it instead).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Format {
     pub id: FormatId,
     pub video: bool,
+    /// The stream's own audio.
     pub audio: bool,
+    /// The audio the server transcodes from the stream's own ([`Packet::derived`]).
+    pub transcoded: bool,
 }
 
 impl Format {
@@ -121,13 +124,16 @@ impl Format {
             id,
             video: true,
             audio: true,
+            transcoded: false,
         }
     }
 
-    /// Whether a packet of `kind` goes to the player (`None`, metadata: the format
-    /// decides).
-    pub fn wants(self, kind: Option<MediaKind>) -> bool {
-        match kind {
+    /// Whether `packet` goes to the player (metadata: the format decides).
+    pub fn wants(self, packet: &Packet) -> bool {
+        if packet.derived {
+            return self.transcoded;
+        }
+        match packet.kind() {
             Some(MediaKind::Video) => self.video,
             Some(MediaKind::Audio) => self.audio,
             None => true,
@@ -152,5 +158,42 @@ mod tests {
             assert_eq!(id.index(), i);
         }
         assert_eq!(format!("{:?}", FormatId::WS_FLV), "ws-flv");
+    }
+
+    #[test]
+    fn transcoded_audio_goes_only_to_players_that_take_it() {
+        use crate::core::packet::Payload;
+        use sluice_media::codec::OpusConfig;
+        use sluice_media::{Frame, Track, TrackConfig};
+        use std::sync::Arc;
+        let frame = Frame {
+            kind: MediaKind::Audio,
+            dts: 0,
+            pts: 0,
+            keyframe: true,
+            payload: Bytes::from_static(&[0xfc, 0xff, 0xfe]),
+        };
+        let track = Arc::new(Track::new(TrackConfig::Opus(OpusConfig::stereo_48k())));
+        let own = Packet::new(
+            Payload::Media {
+                frame: frame.clone(),
+                track: track.clone(),
+            },
+            0,
+            false,
+        );
+        let derived = Packet::derived(Payload::Media { frame, track }, 0, None);
+        let rtsp = Format::all(FormatId::RTP);
+        let whep = Format {
+            audio: false,
+            transcoded: true,
+            ..rtsp
+        };
+        assert!(rtsp.wants(&own) && !rtsp.wants(&derived));
+        assert!(!whep.wants(&own) && whep.wants(&derived));
+        let shape = Shape {
+            rtmp_chunk_size: 4096,
+        };
+        assert!(derived.bytes(Format::all(FormatId::FLV), &shape).is_empty());
     }
 }
