@@ -215,7 +215,9 @@ async fn a_whep_viewer_gets_decodable_h264_from_an_rtmp_publisher() {
     let hz = opus_tone(&watched.audio);
     assert!((hz - 440.0).abs() < 10.0, "the Opus carries {hz} Hz");
 
-    // DELETE ends the session and gives its UDP place back.
+    // DELETE ends the session and gives its UDP place back; with no WebRTC player
+    // left, the transcoding stops.
+    assert!(transcoding(server.http, "live/cam"));
     assert_eq!(udp_sessions(server.http), 1.0);
     let (status, _, _) = request(server.http, "DELETE", &watched.location, "text/plain", "").await;
     assert_eq!(status, 200);
@@ -224,8 +226,22 @@ async fn a_whep_viewer_gets_decodable_h264_from_an_rtmp_publisher() {
         assert!(Instant::now() < deadline, "the session outlived its DELETE");
         tokio::time::sleep(Duration::from_millis(50)).await;
     }
+    while transcoding(server.http, "live/cam") {
+        assert!(
+            Instant::now() < deadline,
+            "transcoding outlived its last player"
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
     let (status, _, _) = request(server.http, "DELETE", &watched.location, "text/plain", "").await;
     assert_eq!(status, 404);
+}
+
+/// Whether the API says `key`'s audio is being transcoded.
+fn transcoding(http: SocketAddr, key: &str) -> bool {
+    let (_, _, body) = common::http_request(http, "GET", &format!("/api/v1/streams/{key}"), "");
+    let body = String::from_utf8_lossy(&body).replace([' ', '\n'], "");
+    body.contains(r#""transcoding":true"#)
 }
 
 /// Decodes Opus packets (at least a second of them); the frequency of the tone they

@@ -364,6 +364,8 @@ fn stream(s: &Stream, clients: &[ClientInfo], auth: &crate::auth::Auth) -> Value
         "frames_in": s.frames_in.load(Ordering::Relaxed),
         // Frames out of order: WebRTC players may stall (docs/webrtc.md).
         "b_frames": s.b_frames.load(Ordering::Relaxed),
+        // AAC to Opus for WebRTC players, while they play.
+        "transcoding": s.transcoding(),
         "bytes_out": s.bytes_out.load(Ordering::Relaxed),
         "viewers": viewers,
         "players": s.players.load(Ordering::Relaxed),
