@@ -404,7 +404,9 @@ settings! {
         /// refused with 503).
         max_pending: usize = 1_000;
         /// A WHIP publisher is asked for a keyframe this often (browsers send one only when
-        /// asked), so that new players start on a recent one.
+        /// asked), so that new players start on a recent one; and sooner (at most every
+        /// 500 ms) when a WebRTC player of its stream asks for one.
+        #[flag("webrtc-keyframe-interval-ms", "MS")]
         keyframe_interval_ms: u64 = 2_000;
         /// Transcode a stream's AAC audio to Opus for its WebRTC players, once per stream on a
         /// thread of its own while it has any. Off (or a build without the `transcode`

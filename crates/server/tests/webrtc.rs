@@ -112,6 +112,17 @@ async fn step(rtc: &mut Rtc, sock: &UdpSocket, local: SocketAddr, buf: &mut [u8]
 /// Plays `path` (`/app/stream/whep`) over WHEP until `frames` video frames came in or
 /// `limit` passed.
 async fn watch(http: SocketAddr, path: &str, frames: usize, limit: Duration) -> Watched {
+    watch_asking(http, path, frames, limit, None).await
+}
+
+/// [`watch`], asking for a keyframe (a PLI) once `pli_after` frames came.
+async fn watch_asking(
+    http: SocketAddr,
+    path: &str,
+    frames: usize,
+    limit: Duration,
+    pli_after: Option<usize>,
+) -> Watched {
     let start = Instant::now();
     let (mut rtc, sock, local, location, video) =
         offer(http, path, Direction::RecvOnly, true).await;
@@ -132,6 +143,12 @@ async fn watch(http: SocketAddr, path: &str, frames: usize, limit: Duration) -> 
                 if d.mid == video {
                     first_frame.get_or_insert_with(|| start.elapsed());
                     got.push(d.data.to_vec());
+                    if pli_after == Some(got.len()) {
+                        rtc.writer(video)
+                            .unwrap()
+                            .request_keyframe(None, str0m::media::KeyframeRequestKind::Pli)
+                            .unwrap();
+                    }
                 } else {
                     audio.push(d.data.to_vec());
                 }
@@ -381,11 +398,12 @@ async fn publish_whip(
     path: &str,
     aus: Vec<Vec<u8>>,
     until: Instant,
-) -> (String, tokio::task::JoinHandle<usize>) {
+) -> (String, tokio::task::JoinHandle<(usize, usize)>) {
     let (mut rtc, sock, local, location, mid) = offer(http, path, Direction::SendOnly, false).await;
     let task = tokio::spawn(async move {
         let mut buf = vec![0u8; 2048];
         let mut sent = 0;
+        let mut keyframe_requests = 0;
         let mut connected_at = None;
         while Instant::now() < until {
             // The next access unit, 40 ms after the one before.
@@ -414,12 +432,16 @@ async fn publish_whip(
                     connected_at = Some(Instant::now());
                     continue;
                 }
+                Output::Event(Event::KeyframeRequest(_)) => {
+                    keyframe_requests += 1;
+                    continue;
+                }
                 Output::Event(_) => continue,
             };
             let wait = timeout.min(Instant::now() + Duration::from_millis(10));
             step(&mut rtc, &sock, local, &mut buf, wait).await;
         }
-        sent
+        (sent, keyframe_requests)
     });
     (location, task)
 }
@@ -430,7 +452,15 @@ async fn a_whip_publisher_plays_over_http_flv_and_whep() {
     if !have_ffmpeg() {
         return;
     }
-    let server = TestServer::start(&["--webrtc-udp", "127.0.0.1:0", "--workers", "2"]);
+    // No regular keyframe requests during the test: only the viewer's.
+    let server = TestServer::start(&[
+        "--webrtc-udp",
+        "127.0.0.1:0",
+        "--workers",
+        "2",
+        "--webrtc-keyframe-interval-ms",
+        "600000",
+    ]);
     let aus = h264_access_units(8);
     assert!(aus.len() >= 190, "{} access units", aus.len());
     let until = Instant::now() + Duration::from_secs(9);
@@ -440,8 +470,16 @@ async fn a_whip_publisher_plays_over_http_flv_and_whep() {
         assert!(Instant::now() < deadline, "live/whip never appeared");
         tokio::time::sleep(Duration::from_millis(50)).await;
     }
-    // A WHEP viewer of the WHIP stream: H.264 passed through.
-    let watched = watch(server.http, "/live/whip/whep", 50, Duration::from_secs(6)).await;
+    // A WHEP viewer of the WHIP stream: H.264 passed through; its keyframe request
+    // (PLI) is passed on to the publisher.
+    let watched = watch_asking(
+        server.http,
+        "/live/whip/whep",
+        50,
+        Duration::from_secs(6),
+        Some(10),
+    )
+    .await;
     assert!(
         watched.frames.len() >= 50,
         "{} frames",
@@ -473,8 +511,12 @@ async fn a_whip_publisher_plays_over_http_flv_and_whep() {
         );
         tokio::time::sleep(Duration::from_millis(50)).await;
     }
-    let sent = publishing.await.unwrap();
+    let (sent, keyframe_requests) = publishing.await.unwrap();
     assert!(sent > 100, "{sent} sent");
+    assert!(
+        keyframe_requests >= 1,
+        "the viewer's PLI never reached the publisher"
+    );
 }
 
 /// Sessions nobody ends are ended for them: an answered offer whose ICE never starts

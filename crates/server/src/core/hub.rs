@@ -102,6 +102,9 @@ pub struct Stream {
     pub record: Option<Tap>,
     /// The merge window of its players (per app, see `config::StreamSettings`).
     pub merge: Duration,
+    /// A player lost the picture and asks for a keyframe (a WebRTC viewer's PLI): a
+    /// publisher that can make one on demand (WHIP) is asked, rate-limited.
+    pub keyframe_wanted: Notify,
 }
 
 /// See [`Stream::taps`].
@@ -419,6 +422,7 @@ impl Stream {
             shape: config.shape,
             record,
             merge: settings.merge,
+            keyframe_wanted: Notify::new(),
         }
     }
 

@@ -160,6 +160,8 @@ enum Woke {
     /// New events from the peer.
     Events,
     Played(PlayEnd),
+    /// A player of the published stream asked for a keyframe.
+    KeyframeWanted,
     Kicked,
 }
 
@@ -170,6 +172,7 @@ impl Session {
         client: &Client,
         playing: Option<&Playing>,
         extra: Option<Instant>,
+        keyframe_wanted: Option<&Notify>,
     ) -> Woke {
         let at = match (self.timeout.get(), extra) {
             (Some(a), Some(b)) => Some(a.min(b)),
@@ -180,6 +183,7 @@ impl Session {
             () = sleep_until(at.map(tokio::time::Instant::from_std)) => Woke::Timer,
             () = self.wake.notified() => Woke::Events,
             end = player_end(playing) => Woke::Played(end),
+            () = notified(keyframe_wanted) => Woke::KeyframeWanted,
             () = client.kicked() => Woke::Kicked,
         }
     }
@@ -228,21 +232,22 @@ async fn play(
                     playing = Some(Playing::start(&ctx.fanout, &stream, player));
                 }
                 PeerEvent::Disconnected => return "disconnected",
-                // A publisher that makes keyframes on demand sends them regularly
-                // (see `publish`); other publishers cannot be asked.
+                // Passed on to a publisher that makes keyframes on demand (WHIP);
+                // others cannot be asked, and the GOP cache serves new players.
+                PeerEvent::KeyframeRequest => stream.keyframe_wanted.notify_one(),
                 _ => {}
             }
         }
         if !session.peer.borrow().is_alive() {
             return "closed";
         }
-        match session.wait(client, playing.as_ref(), None).await {
+        match session.wait(client, playing.as_ref(), None, None).await {
             Woke::Timer => {
                 if let Err(reason) = session.tick() {
                     return reason;
                 }
             }
-            Woke::Events => {}
+            Woke::Events | Woke::KeyframeWanted => {}
             Woke::Played(PlayEnd::Closed(r)) => {
                 tracing::info!("player closed: {r:?}");
                 session.close();
@@ -271,6 +276,7 @@ async fn publish(
     let interval = Duration::from_millis(ctx.config.webrtc.keyframe_interval_ms.max(100));
     let mut ingest: Option<WhipIngest> = None;
     let mut next_keyframe: Option<Instant> = None;
+    let mut last_keyframe_request = Instant::now();
     loop {
         while let Some(event) = session.next_event() {
             match event {
@@ -306,7 +312,8 @@ async fn publish(
             (Some(a), Some(b)) => Some(a.min(b)),
             (a, b) => a.or(b),
         };
-        match session.wait(client, None, due).await {
+        let wanted = ingest.as_ref().map(|i| &i.publisher.stream.keyframe_wanted);
+        match session.wait(client, None, due, wanted).await {
             Woke::Timer => {
                 let now = Instant::now();
                 if let Some(i) = &mut ingest {
@@ -314,11 +321,18 @@ async fn publish(
                 }
                 if next_keyframe.is_some_and(|at| now >= at) {
                     session.peer.borrow_mut().request_keyframe();
+                    last_keyframe_request = now;
                     next_keyframe = Some(now + interval);
                 }
                 if let Err(reason) = session.tick() {
                     return reason;
                 }
+            }
+            // Sooner than the regular request, but not more often than the players'
+            // requests are worth: a keyframe costs the whole stream bandwidth.
+            Woke::KeyframeWanted => {
+                let soonest = last_keyframe_request + MIN_KEYFRAME_REQUEST_GAP;
+                next_keyframe = next_keyframe.map(|at| at.min(soonest));
             }
             Woke::Events | Woke::Played(_) => {}
             Woke::Kicked => {
@@ -329,9 +343,19 @@ async fn publish(
     }
 }
 
+/// A WHIP publisher is asked for a keyframe for its players at most this often.
+const MIN_KEYFRAME_REQUEST_GAP: Duration = Duration::from_millis(500);
+
 async fn sleep_until(at: Option<tokio::time::Instant>) {
     match at {
         Some(at) => tokio::time::sleep_until(at).await,
+        None => std::future::pending().await,
+    }
+}
+
+async fn notified(notify: Option<&Notify>) {
+    match notify {
+        Some(n) => n.notified().await,
         None => std::future::pending().await,
     }
 }
