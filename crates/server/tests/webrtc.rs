@@ -58,7 +58,7 @@ async fn offer(
     path: &str,
     direction: Direction,
     audio: bool,
-) -> (Rtc, UdpSocket, SocketAddr, String, Mid) {
+) -> (Rtc, UdpSocket, SocketAddr, String, Mid, Option<Mid>) {
     let sock = UdpSocket::bind("127.0.0.1:0").await.unwrap();
     let local = sock.local_addr().unwrap();
     let mut config = RtcConfig::new()
@@ -72,9 +72,7 @@ async fn offer(
     rtc.add_local_candidate(Candidate::host(local, "udp").unwrap());
     let mut api = rtc.sdp_api();
     let video = api.add_media(MediaKind::Video, direction, None, None, None);
-    if audio {
-        api.add_media(MediaKind::Audio, direction, None, None, None);
-    }
+    let audio = audio.then(|| api.add_media(MediaKind::Audio, direction, None, None, None));
     let (offer, pending) = api.apply().unwrap();
     if let Ok(dir) = std::env::var("SLUICE_DUMP_OFFER") {
         std::fs::write(format!("{dir}/offer.sdp"), offer.to_sdp_string()).unwrap();
@@ -93,7 +91,7 @@ async fn offer(
         .to_owned();
     let answer = SdpAnswer::from_sdp_string(&body).unwrap();
     rtc.sdp_api().accept_answer(pending, answer).unwrap();
-    (rtc, sock, local, location, video)
+    (rtc, sock, local, location, video, audio)
 }
 
 /// Hands the peer the next datagram on `sock`, or the time once `until` passed.
@@ -124,7 +122,7 @@ async fn watch_asking(
     pli_after: Option<usize>,
 ) -> Watched {
     let start = Instant::now();
-    let (mut rtc, sock, local, location, video) =
+    let (mut rtc, sock, local, location, video, _) =
         offer(http, path, Direction::RecvOnly, true).await;
 
     let mut got = Vec::new();
@@ -399,7 +397,13 @@ async fn publish_whip(
     aus: Vec<Vec<u8>>,
     until: Instant,
 ) -> (String, tokio::task::JoinHandle<(usize, usize)>) {
-    let (mut rtc, sock, local, location, mid) = offer(http, path, Direction::SendOnly, false).await;
+    let (mut rtc, sock, local, location, mid, audio_mid) =
+        offer(http, path, Direction::SendOnly, true).await;
+    let audio_mid = audio_mid.expect("an audio section");
+    let mut encoder =
+        opus::Encoder::new(48_000, opus::Channels::Mono, opus::Application::Audio).unwrap();
+    let mut tone =
+        (0..).map(|n: u64| (n as f32 * 440.0 * std::f32::consts::TAU / 48_000.0).sin() * 0.3);
     let task = tokio::spawn(async move {
         let mut buf = vec![0u8; 2048];
         let mut sent = 0;
@@ -419,6 +423,24 @@ async fn publish_whip(
                     let time = str0m::media::MediaTime::from_90khz(3600 * sent as u64);
                     w.write(pt, Instant::now(), time, aus[sent].clone())
                         .unwrap();
+                    // Two 20 ms Opus packets per 40 ms video frame: a 440 Hz tone.
+                    let pt = rtc
+                        .writer(audio_mid)
+                        .unwrap()
+                        .payload_params()
+                        .find(|p| p.spec().codec == str0m::format::Codec::Opus)
+                        .unwrap()
+                        .pt();
+                    for half in 0..2u64 {
+                        let w = rtc.writer(audio_mid).unwrap();
+                        let pcm: Vec<f32> = tone.by_ref().take(960).collect();
+                        let packet = encoder.encode_vec_float(&pcm, 1500).unwrap();
+                        let at = str0m::media::MediaTime::new(
+                            1920 * sent as u64 + 960 * half,
+                            str0m::media::Frequency::FORTY_EIGHT_KHZ,
+                        );
+                        w.write(pt, Instant::now(), at, packet).unwrap();
+                    }
                     sent += 1;
                 }
             }
@@ -453,6 +475,9 @@ async fn a_whip_publisher_plays_over_http_flv_and_whep() {
         return;
     }
     // No regular keyframe requests during the test: only the viewer's.
+    let root = scratch("webrtc-whip-record");
+    let _ = std::fs::remove_dir_all(&root);
+    std::fs::create_dir_all(&root).unwrap();
     let server = TestServer::start(&[
         "--webrtc-udp",
         "127.0.0.1:0",
@@ -460,10 +485,14 @@ async fn a_whip_publisher_plays_over_http_flv_and_whep() {
         "2",
         "--webrtc-keyframe-interval-ms",
         "600000",
+        "--media-root",
+        root.to_str().unwrap(),
+        "--record",
+        "live/*",
     ]);
-    let aus = h264_access_units(8);
-    assert!(aus.len() >= 190, "{} access units", aus.len());
-    let until = Instant::now() + Duration::from_secs(9);
+    let aus = h264_access_units(12);
+    assert!(aus.len() >= 290, "{} access units", aus.len());
+    let until = Instant::now() + Duration::from_secs(13);
     let (location, publishing) = publish_whip(server.http, "/live/whip/whip", aus, until).await;
     let deadline = Instant::now() + Duration::from_secs(5);
     while common::http_request(server.http, "GET", "/api/v1/streams/live/whip", "").0 != 200 {
@@ -486,17 +515,58 @@ async fn a_whip_publisher_plays_over_http_flv_and_whep() {
         watched.frames.len()
     );
 
-    // HTTP-FLV, read by ffprobe: H.264 at 320x240, frames decoding.
+    // Read by ffprobe, all at once while the publisher goes on:
+    // - HTTP-FLV: H.264 at 320x240, frames decoding. (The Opus goes as Enhanced RTMP
+    //   audio, which ffmpeg reads from version 7.1 on: older ones see an unknown
+    //   stream, so the read is bounded by packets, not time.)
+    // - RTSP and HLS in fMP4 carry the Opus as it came; HLS in MPEG-TS has the video
+    //   only (Sluice's TS muxer takes no Opus, and Opus is not transcoded to AAC).
     let url = format!("http://{}/live/whip.flv", server.http);
-    let probe = tokio::task::spawn_blocking(move || common::probe_video(&url, "%+2"))
-        .await
-        .unwrap();
+    let flv = tokio::task::spawn_blocking(move || {
+        let out = std::process::Command::new("ffprobe")
+            .args(["-v", "error", "-rw_timeout", "10000000"])
+            .args(["-analyzeduration", "1000000", "-probesize", "100000"])
+            .args(["-read_intervals", "%+#150"])
+            .args([
+                "-show_entries",
+                "stream=codec_name,width,height:packet=codec_type,pts_time",
+            ])
+            .args(["-of", "csv=p=0", &url])
+            .output()
+            .unwrap();
+        let text = String::from_utf8_lossy(&out.stdout).into_owned();
+        let video = text.lines().filter(|l| l.starts_with("video,")).count();
+        (text, video)
+    });
+    let probes: Vec<_> = [
+        (
+            format!("rtsp://{}/live/whip", server.rtsp.unwrap()),
+            "h264 opus",
+        ),
+        (
+            format!("http://{}/live/whip/index.m3u8", server.http),
+            "h264 opus",
+        ),
+        (format!("http://{}/live/whip.m3u8", server.http), "h264"),
+    ]
+    .into_iter()
+    .map(|(url, codecs)| {
+        let found = tokio::task::spawn_blocking(move || (stream_codecs(&url), url));
+        (found, codecs)
+    })
+    .collect();
+    let probe = flv.await.unwrap();
     assert!(probe.0.contains("h264,320,240"), "{probe:?}");
     assert!(
-        probe.1.len() >= 40,
-        "{} video packets in 2 s",
-        probe.1.len()
+        probe.1 >= 40,
+        "{} video packets in 150: {}",
+        probe.1,
+        &probe.0[..probe.0.len().min(600)]
     );
+    for (found, codecs) in probes {
+        let (found, url) = found.await.unwrap();
+        assert_eq!(found, codecs, "{url}");
+    }
 
     // DELETE ends the publish, and the viewer.
     for resource in [&location, &watched.location] {
@@ -517,6 +587,51 @@ async fn a_whip_publisher_plays_over_http_flv_and_whep() {
         keyframe_requests >= 1,
         "the viewer's PLI never reached the publisher"
     );
+    // The recording has both tracks.
+    let dir = root.join("recordings/live/whip");
+    let deadline = Instant::now() + Duration::from_secs(5);
+    let file = loop {
+        let done = std::fs::read_dir(&dir)
+            .ok()
+            .and_then(|mut d| d.next())
+            .and_then(Result::ok)
+            .map(|e| e.path())
+            .filter(|p| stream_codecs(p.to_str().unwrap()) == "h264 opus");
+        if let Some(f) = done {
+            break f;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "no recording with both tracks in {dir:?}"
+        );
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    };
+    eprintln!("recorded {file:?}");
+}
+
+/// The codecs of `url`'s streams as ffprobe names them, sorted, each once.
+fn stream_codecs(url: &str) -> String {
+    let mut cmd = std::process::Command::new("ffprobe");
+    cmd.args(["-v", "error", "-rw_timeout", "10000000"]);
+    if url.starts_with("rtsp:") {
+        cmd.args(["-rtsp_transport", "tcp"]);
+    }
+    let out = cmd
+        .args(["-show_entries", "stream=codec_name", "-of", "csv=p=0", url])
+        .output()
+        .unwrap();
+    let mut codecs: Vec<String> = String::from_utf8_lossy(&out.stdout)
+        .lines()
+        .map(|l| l.trim().to_owned())
+        .filter(|l| !l.is_empty())
+        .collect();
+    // HLS lists its streams under its program too.
+    codecs.sort();
+    codecs.dedup();
+    if codecs.is_empty() {
+        eprintln!("ffprobe {url}: {}", String::from_utf8_lossy(&out.stderr));
+    }
+    codecs.join(" ")
 }
 
 /// Sessions nobody ends are ended for them: an answered offer whose ICE never starts
