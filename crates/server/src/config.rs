@@ -400,6 +400,11 @@ settings! {
         /// interface addresses. Behind NAT or in Docker, name the public address here.
         #[flag("webrtc-candidate", "HOST")]
         candidates: Vec<String> = Vec::new();
+        /// STUN servers ("host:port") asked at start which address they see the UDP port
+        /// at; that address is announced first (behind NAT, where it is not known in
+        /// advance). None by default: nothing is sent anywhere unless configured.
+        #[flag("webrtc-stun", "HOST:PORT")]
+        stun_servers: Vec<String> = Vec::new();
         /// Answered sessions whose ICE has not started yet, at most (SDP offers past it are
         /// refused with 503).
         max_pending: usize = 1_000;

@@ -157,7 +157,13 @@ impl Server {
             Some(addr) => {
                 let (bound, sockets) = crate::webrtc::bind_sockets(addr, workers)
                     .map_err(|e| io::Error::new(e.kind(), format!("WebRTC UDP on {addr}: {e}")))?;
-                let candidates = crate::webrtc::candidates(&config.webrtc.candidates, bound);
+                // Discovered addresses first: they are the ones NAT lets browsers reach.
+                let mut candidates = crate::webrtc::discover(&sockets, &config.webrtc.stun_servers);
+                for c in crate::webrtc::candidates(&config.webrtc.candidates, bound) {
+                    if !candidates.contains(&c) {
+                        candidates.push(c);
+                    }
+                }
                 tracing::info!(?candidates, "webrtc: ICE candidates");
                 let registry = crate::webrtc::Registry::new(
                     candidates,

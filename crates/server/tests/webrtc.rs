@@ -683,3 +683,78 @@ async fn abandoned_sessions_are_dropped() {
     let after = gone(Duration::from_secs(30)).await;
     eprintln!("a vanished viewer was dropped after {after:?}");
 }
+
+/// A STUN server on loopback that says every binding request comes from `mapped`.
+fn fake_stun_server(mapped: SocketAddr) -> SocketAddr {
+    let sock = std::net::UdpSocket::bind("127.0.0.1:0").unwrap();
+    let addr = sock.local_addr().unwrap();
+    std::thread::spawn(move || {
+        let mut buf = [0u8; 1500];
+        while let Ok((n, from)) = sock.recv_from(&mut buf) {
+            if n < 20 || buf[..2] != [0x00, 0x01] {
+                continue;
+            }
+            let SocketAddr::V4(v4) = mapped else {
+                return;
+            };
+            let mut d = vec![0x01, 0x01, 0x00, 0x0c];
+            d.extend_from_slice(&buf[4..20]);
+            d.extend_from_slice(&[0x00, 0x20, 0x00, 0x08, 0x00, 0x01]);
+            d.extend_from_slice(&(v4.port() ^ 0x2112).to_be_bytes());
+            let ip = u32::from(*v4.ip()) ^ 0x2112_a442;
+            d.extend_from_slice(&ip.to_be_bytes());
+            let _ = sock.send_to(&d, from);
+        }
+    });
+    addr
+}
+
+/// With `--webrtc-stun`, the address a STUN server sees the UDP port at is announced
+/// first, before the configured ones.
+#[tokio::test]
+async fn the_address_stun_finds_is_announced_first() {
+    let mapped: SocketAddr = "203.0.113.7:40000".parse().unwrap();
+    let stun = fake_stun_server(mapped);
+    let server = TestServer::start(&[
+        "--webrtc-udp",
+        "127.0.0.1:0",
+        "--webrtc-stun",
+        &stun.to_string(),
+    ]);
+    let sock = UdpSocket::bind("127.0.0.1:0").await.unwrap();
+    let mut rtc = RtcConfig::new()
+        .set_crypto_provider(Arc::new(str0m::crypto::from_feature_flags()))
+        .clear_codecs()
+        .enable_h264(true)
+        .build(Instant::now());
+    rtc.add_local_candidate(Candidate::host(sock.local_addr().unwrap(), "udp").unwrap());
+    let mut api = rtc.sdp_api();
+    api.add_media(MediaKind::Video, Direction::SendOnly, None, None, None);
+    let (offer, _) = api.apply().unwrap();
+    let (status, head, body) = request(
+        server.http,
+        "POST",
+        "/live/stun/whip",
+        "application/sdp",
+        &offer.to_sdp_string(),
+    )
+    .await;
+    assert_eq!(status, 201, "{head}{body}");
+    let candidates: Vec<&str> = body
+        .lines()
+        .filter(|l| l.starts_with("a=candidate"))
+        .collect();
+    assert!(
+        candidates
+            .first()
+            .is_some_and(|c| c.contains("203.0.113.7 40000")),
+        "{candidates:?}"
+    );
+    let udp = server.webrtc.unwrap();
+    assert!(
+        candidates[1..]
+            .iter()
+            .any(|c| c.contains(&format!("127.0.0.1 {}", udp.port()))),
+        "{candidates:?}"
+    );
+}

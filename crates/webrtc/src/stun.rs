@@ -1,6 +1,9 @@
 //! Just enough STUN (RFC 8489) to route a datagram to its session before any session
 //! has seen its sender: is it STUN, and whose ICE username fragment does a binding
-//! request name. Everything else about STUN is str0m's.
+//! request name; and to ask a STUN server which address it sees us at (the public
+//! address candidates announce behind NAT). Everything else about STUN is str0m's.
+
+use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr};
 
 /// STUN's magic cookie (RFC 8489 §5).
 const MAGIC_COOKIE: u32 = 0x2112_a442;
@@ -13,6 +16,10 @@ const USERNAME: u16 = 0x0006;
 
 /// Longest USERNAME accepted (RFC 8489 §14.3: under 509 bytes).
 const MAX_USERNAME: usize = 512;
+
+/// The address attributes of a binding response.
+const MAPPED_ADDRESS: u16 = 0x0001;
+const XOR_MAPPED_ADDRESS: u16 = 0x0020;
 
 /// What kind of packet a datagram on a WebRTC port is (RFC 7983 §7, by first byte).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -37,34 +44,93 @@ pub fn classify(datagram: &[u8]) -> DatagramKind {
 /// (our) ufrag, then the sender's. `None` for anything else, or anything malformed.
 pub fn binding_username(datagram: &[u8]) -> Option<(&str, &str)> {
     // A binding request: method 0x001, class request.
-    if be16(datagram, 0)? != 0x0001 {
+    let mut attributes = attributes(datagram, 0x0001)?;
+    let value = attributes.find(|(kind, _)| *kind == USERNAME)?.1;
+    if value.len() > MAX_USERNAME {
+        return None;
+    }
+    std::str::from_utf8(value).ok()?.split_once(':')
+}
+
+/// A binding request to a STUN server, with no attributes (RFC 8489 §6): it asks the
+/// server which address it sees the request come from.
+pub fn binding_request(transaction: [u8; 12]) -> [u8; HEADER_LEN] {
+    let mut d = [0u8; HEADER_LEN];
+    d[..2].copy_from_slice(&0x0001u16.to_be_bytes());
+    d[4..8].copy_from_slice(&MAGIC_COOKIE.to_be_bytes());
+    d[8..].copy_from_slice(&transaction);
+    d
+}
+
+/// The address a binding success response to `transaction` says the request came
+/// from: its XOR-MAPPED-ADDRESS, or the MAPPED-ADDRESS of old servers. `None` for
+/// anything else, or anything malformed.
+pub fn mapped_address(datagram: &[u8], transaction: &[u8; 12]) -> Option<SocketAddr> {
+    // A binding success response: method 0x001, class success.
+    let attributes = attributes(datagram, 0x0101)?;
+    if datagram.get(8..HEADER_LEN)? != transaction {
+        return None;
+    }
+    let mut plain = None;
+    for (kind, value) in attributes {
+        match kind {
+            XOR_MAPPED_ADDRESS => return address(value, Some(transaction)),
+            MAPPED_ADDRESS => plain = address(value, None),
+            _ => {}
+        }
+    }
+    plain
+}
+
+/// An address attribute's value (RFC 8489 §14.1, §14.2); XORed with the cookie and
+/// `transaction` when that is given.
+fn address(value: &[u8], transaction: Option<&[u8; 12]>) -> Option<SocketAddr> {
+    let cookie = MAGIC_COOKIE.to_be_bytes();
+    let mut port = be16(value, 2)?;
+    let ip = match (value.get(1)?, value.len()) {
+        (0x01, 8) => {
+            let mut b: [u8; 4] = value.get(4..8)?.try_into().ok()?;
+            if transaction.is_some() {
+                b.iter_mut().zip(cookie).for_each(|(x, c)| *x ^= c);
+            }
+            IpAddr::V4(Ipv4Addr::from(b))
+        }
+        (0x02, 20) => {
+            let mut b: [u8; 16] = value.get(4..20)?.try_into().ok()?;
+            if let Some(t) = transaction {
+                let key = cookie.iter().chain(t.iter());
+                b.iter_mut().zip(key).for_each(|(x, k)| *x ^= k);
+            }
+            IpAddr::V6(Ipv6Addr::from(b))
+        }
+        _ => return None,
+    };
+    if transaction.is_some() {
+        port ^= (MAGIC_COOKIE >> 16) as u16;
+    }
+    Some(SocketAddr::new(ip, port))
+}
+
+/// The attributes (type, value) of a STUN message of type `message`, after checking
+/// its header; `None` when the header is not one.
+fn attributes(datagram: &[u8], message: u16) -> Option<impl Iterator<Item = (u16, &[u8])>> {
+    if be16(datagram, 0)? != message {
         return None;
     }
     let len = usize::from(be16(datagram, 2)?);
     let cookie: [u8; 4] = datagram.get(4..8)?.try_into().ok()?;
-    if u32::from_be_bytes(cookie) != MAGIC_COOKIE {
+    if u32::from_be_bytes(cookie) != MAGIC_COOKIE || len % 4 != 0 {
         return None;
     }
-    if len % 4 != 0 {
-        return None;
-    }
-    let mut attributes = datagram.get(HEADER_LEN..HEADER_LEN + len)?;
-    while attributes.len() >= 4 {
-        let kind = be16(attributes, 0)?;
-        let alen = usize::from(be16(attributes, 2)?);
-        let value = attributes.get(4..4 + alen)?;
-        if kind == USERNAME {
-            if alen > MAX_USERNAME {
-                return None;
-            }
-            let name = std::str::from_utf8(value).ok()?;
-            return name.split_once(':');
-        }
+    let mut rest = datagram.get(HEADER_LEN..HEADER_LEN + len)?;
+    Some(std::iter::from_fn(move || {
+        let kind = be16(rest, 0)?;
+        let alen = usize::from(be16(rest, 2)?);
+        let value = rest.get(4..4 + alen)?;
         // Values are padded to a multiple of four.
-        let next = 4 + alen.div_ceil(4) * 4;
-        attributes = attributes.get(next..)?;
-    }
-    None
+        rest = rest.get(4 + alen.div_ceil(4) * 4..).unwrap_or_default();
+        Some((kind, value))
+    }))
 }
 
 fn be16(b: &[u8], at: usize) -> Option<u16> {
@@ -113,5 +179,78 @@ mod tests {
         assert_eq!(binding_username(&[]), None);
         assert_eq!(classify(&[0x16, 0xfe]), DatagramKind::Dtls);
         assert_eq!(classify(&[0x80]), DatagramKind::Rtp);
+    }
+
+    /// A binding success response to `transaction` with `attributes` (type, value).
+    fn response(transaction: [u8; 12], attributes: &[(u16, &[u8])]) -> Vec<u8> {
+        let mut body = Vec::new();
+        for (kind, value) in attributes {
+            body.extend_from_slice(&kind.to_be_bytes());
+            body.extend_from_slice(&(value.len() as u16).to_be_bytes());
+            body.extend_from_slice(value);
+            body.resize(body.len().div_ceil(4) * 4, 0);
+        }
+        let mut d = vec![0x01, 0x01];
+        d.extend_from_slice(&(body.len() as u16).to_be_bytes());
+        d.extend_from_slice(&MAGIC_COOKIE.to_be_bytes());
+        d.extend_from_slice(&transaction);
+        d.extend_from_slice(&body);
+        d
+    }
+
+    #[test]
+    fn a_binding_request_is_a_bare_header() {
+        let r = binding_request([9; 12]);
+        assert_eq!(&r[..8], &[0x00, 0x01, 0x00, 0x00, 0x21, 0x12, 0xa4, 0x42]);
+        assert_eq!(&r[8..], &[9; 12]);
+    }
+
+    #[test]
+    fn the_mapped_address_is_read_from_a_response() {
+        // RFC 5769 §2.2's address, 192.0.2.1 port 32853, XORed with the cookie.
+        let t = [
+            0xb7, 0xe7, 0xa7, 0x01, 0xbc, 0x34, 0xd6, 0x86, 0xfa, 0x87, 0xdf, 0xae,
+        ];
+        let xor_v4 = [0x00, 0x01, 0xa1, 0x47, 0xe1, 0x12, 0xa6, 0x43];
+        let d = response(
+            t,
+            &[(0x8022, b"test vector"), (XOR_MAPPED_ADDRESS, &xor_v4)],
+        );
+        let want: SocketAddr = "192.0.2.1:32853".parse().unwrap();
+        assert_eq!(mapped_address(&d, &t), Some(want));
+        // RFC 5769 §2.3's IPv6 address, 2001:db8:1234:5678:11:2233:4455:6677 port 32853.
+        let xor_v6 = [
+            0x00, 0x02, 0xa1, 0x47, 0x01, 0x13, 0xa9, 0xfa, 0xa5, 0xd3, 0xf1, 0x79, 0xbc, 0x25,
+            0xf4, 0xb5, 0xbe, 0xd2, 0xb9, 0xd9,
+        ];
+        let d = response(t, &[(XOR_MAPPED_ADDRESS, &xor_v6)]);
+        let want: SocketAddr = "[2001:db8:1234:5678:11:2233:4455:6677]:32853"
+            .parse()
+            .unwrap();
+        assert_eq!(mapped_address(&d, &t), Some(want));
+        // An old server's plain MAPPED-ADDRESS.
+        let plain = [0x00, 0x01, 0x1f, 0x90, 203, 0, 113, 9];
+        let d = response(t, &[(MAPPED_ADDRESS, &plain)]);
+        assert_eq!(
+            mapped_address(&d, &t),
+            Some("203.0.113.9:8080".parse().unwrap())
+        );
+    }
+
+    #[test]
+    fn other_responses_say_no_address() {
+        let t = [1; 12];
+        let xor_v4 = [0x00, 0x01, 0xa1, 0x47, 0xe1, 0x12, 0xa6, 0x43];
+        let good = response(t, &[(XOR_MAPPED_ADDRESS, &xor_v4)]);
+        // Another transaction, an error response, a bad family, truncated, empty.
+        assert_eq!(mapped_address(&good, &[2; 12]), None);
+        let mut error = good.clone();
+        error[0] = 0x01;
+        error[1] = 0x11;
+        assert_eq!(mapped_address(&error, &t), None);
+        let bad_family = response(t, &[(XOR_MAPPED_ADDRESS, &[0, 3, 0, 0, 1, 2, 3, 4])]);
+        assert_eq!(mapped_address(&bad_family, &t), None);
+        assert_eq!(mapped_address(&good[..good.len() - 2], &t), None);
+        assert_eq!(mapped_address(&response(t, &[]), &t), None);
     }
 }

@@ -24,7 +24,8 @@ pub mod whip;
 pub use registry::Registry;
 pub use udp::{bind_sockets, serve};
 
-use std::net::{IpAddr, SocketAddr, ToSocketAddrs};
+use std::net::{IpAddr, SocketAddr, ToSocketAddrs, UdpSocket};
+use std::time::{Duration, Instant};
 
 /// The host candidates of the UDP port `bound`: the configured addresses (IPs or
 /// names, resolved now), else the bound IP when it is one, else this machine's IPv4
@@ -82,4 +83,62 @@ fn interface_addresses() -> Vec<IpAddr> {
         libc::freeifaddrs(list);
     }
     out
+}
+
+/// How long each STUN server has to answer, and how often it is asked in that time.
+const STUN_WAIT: Duration = Duration::from_millis(1500);
+const STUN_TRIES: u32 = 3;
+
+/// The addresses STUN `servers` (`host:port`) see the UDP port at, asked from the
+/// port's sockets before the workers start (a server's answer may reach any socket of
+/// the SO_REUSEPORT group, so all are read). A server that does not answer in time
+/// is logged and skipped.
+pub fn discover(sockets: &[UdpSocket], servers: &[String]) -> Vec<SocketAddr> {
+    let mut found: Vec<SocketAddr> = Vec::new();
+    let Some(first) = sockets.first() else {
+        return found;
+    };
+    for server in servers {
+        let target = match server.to_socket_addrs().map(|mut a| a.next()) {
+            Ok(Some(a)) => a,
+            Ok(None) | Err(_) => {
+                tracing::warn!(server, "webrtc: STUN server not resolved");
+                continue;
+            }
+        };
+        let transaction: [u8; 12] = rand::random();
+        let request = sluice_webrtc::stun::binding_request(transaction);
+        let mut answer = None;
+        'tries: for _ in 0..STUN_TRIES {
+            if let Err(e) = first.send_to(&request, target) {
+                tracing::warn!(server, "webrtc: STUN request not sent: {e}");
+                break;
+            }
+            let until = Instant::now() + STUN_WAIT / STUN_TRIES;
+            while Instant::now() < until {
+                let mut buf = [0u8; 576];
+                for sock in sockets {
+                    // The sockets are non-blocking: nothing there is WouldBlock.
+                    if let Ok((n, from)) = sock.recv_from(&mut buf) {
+                        let mapped = sluice_webrtc::stun::mapped_address(&buf[..n], &transaction);
+                        if from == target && mapped.is_some() {
+                            answer = mapped;
+                            break 'tries;
+                        }
+                    }
+                }
+                std::thread::sleep(Duration::from_millis(10));
+            }
+        }
+        match answer {
+            Some(a) => {
+                tracing::info!(server, address = %a, "webrtc: STUN says the UDP port is at");
+                if !found.contains(&a) {
+                    found.push(a);
+                }
+            }
+            None => tracing::warn!(server, "webrtc: no answer from the STUN server"),
+        }
+    }
+    found
 }
