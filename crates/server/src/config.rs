@@ -395,6 +395,11 @@ settings! {
         /// UDP address of WebRTC media (every worker shares it), or "off".
         #[flag("webrtc-udp", "ADDR")]
         udp: String = "0.0.0.0:8189";
+        /// TCP address for ICE over TCP (RFC 6544 passive candidates, RFC 4571 framing), for
+        /// browsers on networks that block UDP; "off" by default. With `udp` off, WebRTC is
+        /// TCP only.
+        #[flag("webrtc-tcp", "ADDR")]
+        tcp: String = "off";
         /// Addresses (IPs or host names) browsers reach the UDP port at, announced as ICE
         /// candidates. Empty: the UDP address's IP when it names one, else this machine's
         /// interface addresses. Behind NAT or in Docker, name the public address here.

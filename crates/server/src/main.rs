@@ -55,13 +55,15 @@ fn main() -> std::process::ExitCode {
     // One line a script can read the bound ports from (useful with port 0).
     let addr = |a: Option<std::net::SocketAddr>| a.map_or("off".into(), |a| a.to_string());
     println!(
-        "sluice listening rtmp={} rtsp={} http={} https={} api={} webrtc={} workers={workers}",
+        "sluice listening rtmp={} rtsp={} http={} https={} api={} webrtc={} webrtc_tcp={} \
+         workers={workers}",
         addr(server.rtmp),
         addr(server.rtsp),
         addr(server.http),
         addr(server.https),
         addr(server.api),
         addr(server.webrtc),
+        addr(server.webrtc_tcp),
     );
     signals.wait(|| server.reload());
     tracing::info!("shutting down");

@@ -40,6 +40,8 @@ pub struct Server {
     pub api: Option<SocketAddr>,
     /// WebRTC's UDP port, if on.
     pub webrtc: Option<SocketAddr>,
+    /// The ICE-TCP listener's address.
+    pub webrtc_tcp: Option<SocketAddr>,
     pub hub: Arc<Hub>,
     shutdown: watch::Sender<bool>,
     threads: Vec<JoinHandle<()>>,
@@ -133,7 +135,8 @@ impl Server {
             apps: Arc::new(config.apps()),
             // RTSP and WebRTC players share the stream's RTP form.
             rtp: Config::listener(&config.rtsp.listen).is_some()
-                || Config::listener(&config.webrtc.udp).is_some(),
+                || Config::listener(&config.webrtc.udp).is_some()
+                || Config::listener(&config.webrtc.tcp).is_some(),
             shape: Shape {
                 rtmp_chunk_size: config.rtmp.chunk_size as usize,
             },
@@ -157,23 +160,34 @@ impl Server {
             Some(addr) => {
                 let (bound, sockets) = crate::webrtc::bind_sockets(addr, workers)
                     .map_err(|e| io::Error::new(e.kind(), format!("WebRTC UDP on {addr}: {e}")))?;
-                // Discovered addresses first: they are the ones NAT lets browsers reach.
-                let mut candidates = crate::webrtc::discover(&sockets, &config.webrtc.stun_servers);
+                (Some(bound), sockets)
+            }
+            None => (None, Vec::new()),
+        };
+        let (webrtc_tcp, mut webrtc_tcp_listeners) =
+            listeners("WebRTC TCP", &config.webrtc.tcp, workers)?;
+        let registry = (webrtc.is_some() || webrtc_tcp.is_some()).then(|| {
+            // Discovered addresses first: they are the ones NAT lets browsers reach.
+            let mut candidates = Vec::new();
+            if let Some(bound) = webrtc {
+                candidates = crate::webrtc::discover(&webrtc_sockets, &config.webrtc.stun_servers);
                 for c in crate::webrtc::candidates(&config.webrtc.candidates, bound) {
                     if !candidates.contains(&c) {
                         candidates.push(c);
                     }
                 }
-                tracing::info!(?candidates, "webrtc: ICE candidates");
-                let registry = crate::webrtc::Registry::new(
-                    candidates,
-                    config.webrtc.max_pending,
-                    config.limits.handshake_bound(),
-                );
-                (Some((bound, Arc::new(registry))), sockets)
             }
-            None => (None, Vec::new()),
-        };
+            let tcp_candidates = webrtc_tcp
+                .map(|bound| crate::webrtc::candidates(&config.webrtc.candidates, bound))
+                .unwrap_or_default();
+            tracing::info!(udp = ?candidates, tcp = ?tcp_candidates, "webrtc: ICE candidates");
+            Arc::new(crate::webrtc::Registry::new(
+                candidates,
+                tcp_candidates,
+                config.webrtc.max_pending,
+                config.limits.handshake_bound(),
+            ))
+        });
         let files = Arc::new(crate::io::filemap::FileMaps::default());
         let vods = Arc::new(crate::vod::Vods::default());
         let (shutdown, _) = watch::channel(false);
@@ -199,16 +213,28 @@ impl Server {
                     crate::http::start(ctx, http, https, api)
                 }));
             }
-            if let (Some((_, registry)), Some(sock)) = (&webrtc, webrtc_sockets.pop()) {
+            if let (Some(registry), Some(sock)) = (&registry, webrtc_sockets.pop()) {
                 let registry = registry.clone();
                 starts.push(Box::new(move |ctx| {
                     tokio::task::spawn_local(crate::webrtc::serve(ctx.clone(), registry, sock));
                     Vec::new()
                 }));
             }
+            if let (Some(registry), Some(l)) = (&registry, webrtc_tcp_listeners.pop()) {
+                let registry = registry.clone();
+                starts.push(Box::new(move |ctx| {
+                    vec![(l, crate::webrtc::tcp::accept(ctx, registry))]
+                }));
+            }
+            if let Some(registry) = registry.clone().filter(|_| worker == 0) {
+                starts.push(Box::new(move |_| {
+                    tokio::task::spawn_local(crate::webrtc::sweep(registry));
+                    Vec::new()
+                }));
+            }
             let ctx = WorkerParts {
                 worker,
-                webrtc: webrtc.as_ref().map(|(_, r)| r.clone()),
+                webrtc: registry.clone(),
                 config: config.clone(),
                 hub: hub.clone(),
                 files: files.clone(),
@@ -232,7 +258,8 @@ impl Server {
             http,
             https,
             api,
-            webrtc: webrtc.map(|(bound, _)| bound),
+            webrtc,
+            webrtc_tcp,
             hub,
             shutdown,
             threads,

@@ -321,6 +321,31 @@ fn chromium_plays_whep() {
     eprintln!("WHEP in Chromium: first picture after {first} ms; {report}");
 }
 
+/// A network without UDP: the server offers ICE over TCP only, and Chromium plays
+/// through it.
+#[test]
+#[cfg_attr(
+    not(all(have_ffmpeg, have_chromium)),
+    ignore = "needs ffmpeg and chromium"
+)]
+fn chromium_plays_whep_over_ice_tcp() {
+    if !have_ffmpeg() || !have("chromium") {
+        return;
+    }
+    let server = TestServer::start(&["--webrtc-udp", "off", "--webrtc-tcp", "127.0.0.1:0"]);
+    let _publisher = publish(&server, "rtctcp");
+    std::thread::sleep(Duration::from_millis(1500));
+    let url = format!("http://{}/live/rtctcp/whep", server.http);
+    let report = play_in_chromium("mpegts.js", WHEP_SETUP, &url, 6000);
+    let errors = field(&report, "err");
+    assert!(errors.is_empty(), "WHEP errors {errors} ({report})");
+    let t: f64 = field(&report, "t").parse().unwrap_or(0.0);
+    assert!(t > 3.0, "video played only to {t} s ({report})");
+    let bright: f64 = field(&report, "bright").parse().unwrap_or(0.0);
+    assert!(bright > 30.0, "a black picture ({report})");
+    eprintln!("WHEP over ICE-TCP in Chromium: {report}");
+}
+
 #[test]
 #[cfg_attr(not(have_chromium), ignore = "needs chromium")]
 fn chromium_publishes_whip_and_another_plays_it_over_whep() {

@@ -758,3 +758,170 @@ async fn the_address_stun_finds_is_announced_first() {
         "{candidates:?}"
     );
 }
+
+/// A WHEP viewer whose network has no UDP: ICE over TCP (an active candidate against
+/// the server's passive one, RFC 4571 framing), H.264 frames received. Returns how
+/// many came within `limit`.
+async fn watch_over_tcp(http: SocketAddr, tcp: SocketAddr, path: &str, limit: Duration) -> usize {
+    let mut conn = TcpStream::connect(tcp).await.unwrap();
+    let local = conn.local_addr().unwrap();
+    let mut rtc = RtcConfig::new()
+        .set_crypto_provider(Arc::new(str0m::crypto::from_feature_flags()))
+        .clear_codecs()
+        .enable_h264(true)
+        .build(Instant::now());
+    let candidate = Candidate::builder()
+        .tcp()
+        .host(local)
+        .tcptype(str0m::net::TcpType::Active)
+        .build()
+        .unwrap();
+    rtc.add_local_candidate(candidate);
+    let mut api = rtc.sdp_api();
+    let video = api.add_media(MediaKind::Video, Direction::RecvOnly, None, None, None);
+    let (offer, pending) = api.apply().unwrap();
+    let (status, head, body) = request(
+        http,
+        "POST",
+        path,
+        "application/sdp",
+        &offer.to_sdp_string(),
+    )
+    .await;
+    assert_eq!(status, 201, "{head}{body}");
+    assert!(
+        body.contains(" tcp ") && body.contains("tcptype passive"),
+        "{body}"
+    );
+    let answer = SdpAnswer::from_sdp_string(&body).unwrap();
+    rtc.sdp_api().accept_answer(pending, answer).unwrap();
+
+    let deadline = Instant::now() + limit;
+    let mut frames = 0;
+    let mut inbox: Vec<u8> = Vec::new();
+    let mut buf = vec![0u8; 65536];
+    while Instant::now() < deadline {
+        let timeout = match rtc.poll_output().unwrap() {
+            Output::Timeout(t) => t,
+            Output::Transmit(t) => {
+                let mut framed = (t.contents.len() as u16).to_be_bytes().to_vec();
+                framed.extend_from_slice(&t.contents);
+                conn.write_all(&framed).await.unwrap();
+                continue;
+            }
+            Output::Event(Event::MediaData(d)) => {
+                if d.mid == video {
+                    frames += 1;
+                }
+                continue;
+            }
+            Output::Event(_) => continue,
+        };
+        let wait = timeout
+            .min(Instant::now() + Duration::from_millis(50))
+            .saturating_duration_since(Instant::now());
+        let input = match tokio::time::timeout(wait, conn.read(&mut buf)).await {
+            Ok(Ok(0)) | Ok(Err(_)) => break,
+            Ok(Ok(n)) => {
+                inbox.extend_from_slice(&buf[..n]);
+                None
+            }
+            Err(_) => Some(Input::Timeout(Instant::now())),
+        };
+        if let Some(input) = input {
+            rtc.handle_input(input).unwrap();
+        }
+        // Every whole frame the server sent.
+        while inbox.len() >= 2 {
+            let len = usize::from(u16::from_be_bytes([inbox[0], inbox[1]]));
+            if inbox.len() < 2 + len {
+                break;
+            }
+            let frame: Vec<u8> = inbox.drain(..2 + len).skip(2).collect();
+            let r = Receive::new(Protocol::Tcp, tcp, local, &frame).unwrap();
+            rtc.handle_input(Input::Receive(Instant::now(), r)).unwrap();
+        }
+    }
+    frames
+}
+
+/// With UDP off and ICE-TCP on, a viewer reaches the server over TCP only.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[cfg_attr(not(have_ffmpeg), ignore = "needs ffmpeg and ffprobe")]
+async fn a_whep_viewer_plays_over_ice_tcp() {
+    if !have_ffmpeg() {
+        return;
+    }
+    let server = TestServer::start(&[
+        "--webrtc-udp",
+        "off",
+        "--webrtc-tcp",
+        "127.0.0.1:0",
+        "--workers",
+        "2",
+    ]);
+    let tcp = server.webrtc_tcp.expect("the ICE-TCP port");
+    assert!(server.webrtc.is_none());
+    let _publisher = publish_test_pattern(
+        &format!("rtmp://{}/live/tcp", server.rtmp),
+        "flv",
+        "libx264",
+        20,
+    );
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while common::http_request(server.http, "GET", "/api/v1/streams/live/tcp", "").0 != 200 {
+        assert!(Instant::now() < deadline, "live/tcp never appeared");
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    let frames = watch_over_tcp(server.http, tcp, "/live/tcp/whep", Duration::from_secs(4)).await;
+    assert!(frames >= 50, "{frames} frames over ICE-TCP in 4 s");
+}
+
+/// ICE-TCP connections that are not ICE are closed: a first frame that is no binding
+/// request at once, one that never completes at the handshake bound.
+#[tokio::test]
+async fn ice_tcp_connections_that_are_not_ice_are_closed() {
+    let server = TestServer::start(&[
+        "--webrtc-udp",
+        "off",
+        "--webrtc-tcp",
+        "127.0.0.1:0",
+        "--handshake-timeout-ms",
+        "1000",
+    ]);
+    let tcp = server.webrtc_tcp.unwrap();
+    let closed = |mut conn: TcpStream| async move {
+        let mut buf = [0u8; 16];
+        matches!(
+            tokio::time::timeout(Duration::from_secs(5), conn.read(&mut buf)).await,
+            Ok(Ok(0)) | Ok(Err(_))
+        )
+    };
+    // Garbage in a frame, and a binding request naming nobody.
+    let mut garbage = TcpStream::connect(tcp).await.unwrap();
+    garbage
+        .write_all(&[0, 4, 0xde, 0xad, 0xbe, 0xef])
+        .await
+        .unwrap();
+    let mut nobody = TcpStream::connect(tcp).await.unwrap();
+    let mut request = vec![0x00, 0x01, 0x00, 0x0c, 0x21, 0x12, 0xa4, 0x42];
+    request.extend_from_slice(&[7; 12]);
+    request.extend_from_slice(&[0x00, 0x06, 0x00, 0x07]);
+    request.extend_from_slice(b"abc:def\0");
+    let mut framed = (request.len() as u16).to_be_bytes().to_vec();
+    framed.extend_from_slice(&request);
+    nobody.write_all(&framed).await.unwrap();
+    let started = Instant::now();
+    assert!(closed(garbage).await, "garbage kept open");
+    assert!(closed(nobody).await, "an unknown ufrag kept open");
+    assert!(
+        started.elapsed() < Duration::from_millis(900),
+        "not at once"
+    );
+    // A frame announced long and never sent: closed at the handshake bound.
+    let mut slow = TcpStream::connect(tcp).await.unwrap();
+    slow.write_all(&[0xff, 0xff, 1, 2, 3]).await.unwrap();
+    let started = Instant::now();
+    assert!(closed(slow).await, "a never-finished frame kept open");
+    assert!(started.elapsed() >= Duration::from_millis(500));
+}

@@ -13,6 +13,7 @@ fn main() {
         .unwrap_or(2000);
     let config = PeerConfig {
         candidates: vec!["127.0.0.1:8189".parse().expect("an address")],
+        tcp_candidates: vec!["127.0.0.1:8189".parse().expect("an address")],
     };
     let role = Role::Play(Offered {
         video: Some(VideoCodec::H264),

@@ -18,6 +18,6 @@ mod peer;
 pub mod stun;
 
 pub use peer::{
-    Answer, Incoming, Offered, Peer, PeerConfig, PeerError, PeerEvent, PeerOutput, Role,
+    Answer, Incoming, Offered, Peer, PeerConfig, PeerError, PeerEvent, PeerOutput, Role, Via,
     VideoCodec, MAX_OFFER,
 };

@@ -15,7 +15,7 @@ use str0m::change::SdpOffer;
 use str0m::crypto::CryptoProvider;
 use str0m::format::Codec;
 use str0m::media::{Direction, MediaKind, Mid, Pt};
-use str0m::net::{Protocol, Receive};
+use str0m::net::{Protocol, Receive, TcpType};
 use str0m::rtp::{RtpWrite, Ssrc};
 use str0m::{Candidate, Event, IceConnectionState, Input, Output, Rtc, RtcConfig};
 use thiserror::Error;
@@ -81,10 +81,20 @@ pub enum Incoming {
 }
 
 /// A peer's settings.
-#[derive(Debug, Clone)]
+#[derive(Debug, Clone, Default)]
 pub struct PeerConfig {
     /// The server's host candidates: where the WebRTC UDP port is reached.
     pub candidates: Vec<SocketAddr>,
+    /// Its passive ICE-TCP candidates (RFC 6544): where its TCP port is reached, for
+    /// networks that block UDP.
+    pub tcp_candidates: Vec<SocketAddr>,
+}
+
+/// How a datagram came: over UDP, or framed on a TCP connection (RFC 4571).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Via {
+    Udp,
+    Tcp,
 }
 
 /// What the peer asks of its driver.
@@ -127,8 +137,10 @@ struct Sender {
 /// One WebRTC peer. See the module doc.
 pub struct Peer {
     rtc: Rtc,
-    /// The address datagrams are taken as sent to (the first candidate).
+    /// The addresses datagrams are taken as sent to: the first candidate of each
+    /// transport.
     local: SocketAddr,
+    local_tcp: Option<SocketAddr>,
     offered: Offered,
     video: Option<Sender>,
     audio: Option<Sender>,
@@ -214,10 +226,26 @@ impl Peer {
         }
         let offer =
             SdpOffer::from_sdp_string(offer).map_err(|e| PeerError::Offer(e.to_string()))?;
-        let local = *settings.candidates.first().ok_or(PeerError::NoCandidate)?;
+        let local_tcp = settings.tcp_candidates.first().copied();
+        let local = settings
+            .candidates
+            .first()
+            .copied()
+            .or(local_tcp)
+            .ok_or(PeerError::NoCandidate)?;
         let mut rtc = config(role).build(now);
         for addr in &settings.candidates {
             if let Ok(c) = Candidate::host(*addr, "udp") {
+                rtc.add_local_candidate(c);
+            }
+        }
+        for addr in &settings.tcp_candidates {
+            let c = Candidate::builder()
+                .tcp()
+                .host(*addr)
+                .tcptype(TcpType::Passive)
+                .build();
+            if let Ok(c) = c {
                 rtc.add_local_candidate(c);
             }
         }
@@ -235,6 +263,7 @@ impl Peer {
         let mut peer = Peer {
             rtc,
             local,
+            local_tcp,
             offered,
             video: None,
             audio: None,
@@ -367,11 +396,16 @@ impl Peer {
     pub fn handle_datagram(
         &mut self,
         now: Instant,
+        via: Via,
         source: SocketAddr,
         datagram: &[u8],
     ) -> Result<(), PeerError> {
         self.now = now;
-        let receive = Receive::new(Protocol::Udp, source, self.local, datagram)
+        let (proto, local) = match via {
+            Via::Udp => (Protocol::Udp, self.local),
+            Via::Tcp => (Protocol::Tcp, self.local_tcp.unwrap_or(self.local)),
+        };
+        let receive = Receive::new(proto, source, local, datagram)
             .map_err(|e| PeerError::Offer(e.to_string()))?;
         self.rtc.handle_input(Input::Receive(now, receive))?;
         Ok(())

@@ -17,12 +17,13 @@
 mod ingest;
 mod registry;
 mod session;
+pub mod tcp;
 mod udp;
 pub mod whep;
 pub mod whip;
 
 pub use registry::Registry;
-pub use udp::{bind_sockets, serve};
+pub use udp::{bind_sockets, serve, sweep};
 
 use std::net::{IpAddr, SocketAddr, ToSocketAddrs, UdpSocket};
 use std::time::{Duration, Instant};

@@ -41,8 +41,9 @@ pub struct Pending {
 /// See the module doc.
 #[derive(Debug)]
 pub struct Registry {
-    /// Host candidates announced in answers.
+    /// Host candidates announced in answers, UDP then TCP (passive).
     pub candidates: Vec<SocketAddr>,
+    pub tcp_candidates: Vec<SocketAddr>,
     max_pending: usize,
     /// How long an answered session may wait for ICE to start.
     handshake: Duration,
@@ -56,9 +57,15 @@ pub struct Registry {
 pub struct TooManyPending;
 
 impl Registry {
-    pub fn new(candidates: Vec<SocketAddr>, max_pending: usize, handshake: Duration) -> Self {
+    pub fn new(
+        candidates: Vec<SocketAddr>,
+        tcp_candidates: Vec<SocketAddr>,
+        max_pending: usize,
+        handshake: Duration,
+    ) -> Self {
         Registry {
             candidates,
+            tcp_candidates,
             max_pending,
             handshake,
             pending: Mutex::default(),

@@ -4,6 +4,7 @@
 
 use super::ingest::WhipIngest;
 use super::registry::{Job, Pending, Registry};
+use super::tcp::TcpOut;
 use super::udp::Socket;
 use crate::core::fanout::Player;
 use crate::core::format::Format;
@@ -13,7 +14,7 @@ use crate::ctx::Ctx;
 use crate::io::sock::{Ready, Sock, Transport};
 use crate::ops::Client;
 use sluice_media::rtp::{next_interleaved, RtpPacket};
-use sluice_webrtc::{Peer, PeerEvent, PeerOutput};
+use sluice_webrtc::{Peer, PeerEvent, PeerOutput, Via};
 use std::cell::{Cell, RefCell};
 use std::collections::{HashMap, VecDeque};
 use std::io::{self, IoSlice};
@@ -26,11 +27,45 @@ use tokio::sync::Notify;
 /// This worker's sessions by remote address.
 pub type Sessions = Rc<RefCell<HashMap<SocketAddr, Rc<Session>>>>;
 
+/// Where a session's datagrams go: the worker's UDP socket, or its own TCP
+/// connection (ICE-TCP).
+#[derive(Debug)]
+pub enum Link {
+    Udp(Rc<Socket>),
+    Tcp(Rc<TcpOut>),
+}
+
+impl Link {
+    fn via(&self) -> Via {
+        match self {
+            Link::Udp(_) => Via::Udp,
+            Link::Tcp(_) => Via::Tcp,
+        }
+    }
+
+    /// Sends what it can now; the rest is lost, as UDP may lose it.
+    fn send_all(&self, datagrams: &[(SocketAddr, Vec<u8>)]) {
+        match self {
+            Link::Udp(sock) => sock.send_all(datagrams),
+            Link::Tcp(tcp) => tcp.send_all(datagrams),
+        }
+    }
+
+    /// The shared form of one stream packet's payload (see `udp::Socket::payload`);
+    /// a TCP session, rare, keeps its own copy.
+    fn payload(&self, key: super::udp::PayloadKey, payload: &[u8]) -> Arc<[u8]> {
+        match self {
+            Link::Udp(sock) => sock.payload(key, payload),
+            Link::Tcp(_) => Arc::from(payload),
+        }
+    }
+}
+
 /// A viewer's peer and what its task must act on.
 #[derive(Debug)]
 pub struct Session {
     peer: RefCell<Peer>,
-    sock: Rc<Socket>,
+    link: Link,
     /// Datagrams gathered for one batched send.
     out: RefCell<Vec<(SocketAddr, Vec<u8>)>>,
     /// Events the peer produced, for the task.
@@ -40,15 +75,18 @@ pub struct Session {
     /// What the task's timer is set to.
     armed: Cell<Option<Instant>>,
     wake: Notify,
+    /// Notified when the session's task has ended.
+    ended: Notify,
 }
 
 impl Session {
     /// A datagram from `from`: into the peer, and whatever it answers out.
     pub fn receive(&self, from: SocketAddr, datagram: &[u8]) {
+        let via = self.link.via();
         let result = self
             .peer
             .borrow_mut()
-            .handle_datagram(Instant::now(), from, datagram);
+            .handle_datagram(Instant::now(), via, from, datagram);
         if let Err(e) = result {
             tracing::debug!("webrtc: datagram dropped: {e}");
         }
@@ -64,7 +102,7 @@ impl Session {
         drop(peer);
         // A full socket drops datagrams: RTP and STUN recover from loss, and waiting
         // here would hold every other session.
-        self.sock.send_all(&out);
+        self.link.send_all(&out);
         out.clear();
         drop(out);
         let sooner = match (self.timeout.get(), self.armed.get()) {
@@ -98,14 +136,15 @@ impl Session {
     }
 }
 
-/// Starts the session of `pending` on this worker, its peer at `from`.
+/// Starts the session of `pending` on this worker, its peer at `from` over `link`;
+/// a UDP session is in this worker's `sessions` until it ends.
 pub fn start(
     ctx: &Rc<Ctx>,
-    sock: &Rc<Socket>,
+    link: Link,
     registry: &Arc<Registry>,
     pending: Pending,
     from: SocketAddr,
-    sessions: &Sessions,
+    sessions: Option<&Sessions>,
 ) -> Rc<Session> {
     let Pending {
         peer,
@@ -117,12 +156,13 @@ pub fn start(
     } = pending;
     let session = Rc::new(Session {
         peer: RefCell::new(peer),
-        sock: sock.clone(),
+        link,
         out: RefCell::default(),
         events: RefCell::default(),
         timeout: Cell::new(None),
         armed: Cell::new(None),
         wake: Notify::new(),
+        ended: Notify::new(),
     });
     let span = tracing::info_span!("webrtc", id, peer = %from);
     let task = {
@@ -130,7 +170,7 @@ pub fn start(
             ctx.clone(),
             registry.clone(),
             session.clone(),
-            sessions.clone(),
+            sessions.cloned(),
         );
         async move {
             let client = ctx.clients.add(id, "webrtc", from);
@@ -143,10 +183,13 @@ pub fn start(
                 } => play(&ctx, &session, &client, id, stream, format).await,
                 Job::Publish { key, ip } => publish(&ctx, &session, &client, id, key, ip).await,
             };
-            sessions.borrow_mut().remove(&from);
+            if let Some(sessions) = sessions {
+                sessions.borrow_mut().remove(&from);
+            }
             registry.forget(&resource);
             tracing::info!(reason, "webrtc session ended");
             client.ended(reason);
+            session.ended.notify_one();
         }
     };
     tokio::task::spawn_local(tracing::Instrument::instrument(task, span));
@@ -206,6 +249,17 @@ impl Session {
     fn close(&self) {
         self.peer.borrow_mut().close();
         self.drain();
+    }
+
+    /// The peer's connection is gone (its TCP connection closed): the task ends.
+    pub fn hang_up(&self) {
+        self.peer.borrow_mut().close();
+        self.wake.notify_one();
+    }
+
+    /// Returns once the session's task has ended.
+    pub async fn ended(&self) {
+        self.ended.notified().await;
     }
 }
 
@@ -407,7 +461,7 @@ impl Transport for PeerOut {
                             h.sequence,
                             h.timestamp,
                         );
-                        let payload = self.0.sock.payload(key, p.payload);
+                        let payload = self.0.link.payload(key, p.payload);
                         peer.write_rtp(channel == 0, h.timestamp, h.marker, payload, now);
                         queued += 1;
                         // A burst (the GOP cache at the start) goes through str0m's

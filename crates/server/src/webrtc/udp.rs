@@ -64,7 +64,7 @@ pub struct Socket {
 
 /// A stream packet's identity: where its payload lies in the shared buffer, its
 /// length, and its SSRC, sequence number and timestamp.
-type PayloadKey = (usize, usize, u32, u16, u32);
+pub type PayloadKey = (usize, usize, u32, u16, u32);
 
 /// The payloads of the stream packets written lately, as shared buffers: every viewer
 /// of this worker gets the same `Arc` for a packet, so their retransmission caches
@@ -140,6 +140,21 @@ fn runs(
     udp_send::gso_runs(datagrams, gso, |(dest, d)| (*dest, d.len()))
 }
 
+/// Drops answered sessions whose ICE never started (one worker runs it).
+pub async fn sweep(registry: Arc<Registry>) {
+    let mut every = tokio::time::interval(Duration::from_secs(1));
+    loop {
+        every.tick().await;
+        let gone = registry.sweep(Instant::now());
+        if gone > 0 {
+            tracing::info!(
+                gone,
+                "webrtc: answered sessions that never started ICE dropped"
+            );
+        }
+    }
+}
+
 /// Serves this worker's socket until the worker stops.
 pub async fn serve(ctx: Rc<Ctx>, registry: Arc<Registry>, socket: StdUdpSocket) {
     let sock = match UdpSocket::from_std(socket) {
@@ -153,23 +168,11 @@ pub async fn serve(ctx: Rc<Ctx>, registry: Arc<Registry>, socket: StdUdpSocket) 
     };
     let sessions: Sessions = Rc::default();
     let mut buf = vec![0u8; MAX_DATAGRAM];
-    let mut sweep = tokio::time::interval(Duration::from_secs(1));
     loop {
-        let (n, from) = tokio::select! {
-            r = sock.sock.recv_from(&mut buf) => match r {
-                Ok(r) => r,
-                // An ICMP error from an earlier send (a viewer gone): nothing to read.
-                Err(_) => continue,
-            },
-            _ = sweep.tick() => {
-                if ctx.worker == 0 {
-                    let gone = registry.sweep(Instant::now());
-                    if gone > 0 {
-                        tracing::info!(gone, "webrtc: answered sessions that never started ICE dropped");
-                    }
-                }
-                continue;
-            }
+        let (n, from) = match sock.sock.recv_from(&mut buf).await {
+            Ok(r) => r,
+            // An ICMP error from an earlier send (a viewer gone): nothing to read.
+            Err(_) => continue,
         };
         let datagram = buf.get(..n).unwrap_or_default();
         let known = sessions.borrow().get(&from).cloned();
@@ -182,7 +185,8 @@ pub async fn serve(ctx: Rc<Ctx>, registry: Arc<Registry>, socket: StdUdpSocket) 
                 let Some(pending) = registry.take(ours) else {
                     continue;
                 };
-                let s = session::start(&ctx, &sock, &registry, pending, from, &sessions);
+                let link = session::Link::Udp(sock.clone());
+                let s = session::start(&ctx, link, &registry, pending, from, Some(&sessions));
                 sessions.borrow_mut().insert(from, s.clone());
                 s
             }

@@ -161,6 +161,7 @@ pub(super) fn answer_and_park(
     };
     let settings = PeerConfig {
         candidates: registry.candidates.clone(),
+        tcp_candidates: registry.tcp_candidates.clone(),
     };
     let answer = match Peer::answer(offer, role, &settings, Instant::now()) {
         Ok(a) => a,

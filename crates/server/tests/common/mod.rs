@@ -26,6 +26,8 @@ pub struct TestServer {
     pub rtsp: Option<SocketAddr>,
     /// WebRTC's UDP port, when the flags turn it on.
     pub webrtc: Option<SocketAddr>,
+    /// WebRTC's ICE-TCP port, when the flags turn it on.
+    pub webrtc_tcp: Option<SocketAddr>,
 }
 
 impl TestServer {
@@ -78,6 +80,7 @@ impl TestServer {
             api: optional("api"),
             rtsp: optional("rtsp"),
             webrtc: optional("webrtc"),
+            webrtc_tcp: optional("webrtc_tcp"),
             rtmp: field("rtmp"),
             http: field("http"),
             child,

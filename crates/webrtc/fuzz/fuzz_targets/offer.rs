@@ -11,6 +11,7 @@ fuzz_target!(|data: &[u8]| {
     };
     let config = PeerConfig {
         candidates: vec!["127.0.0.1:8189".parse().expect("an address")],
+        tcp_candidates: vec!["127.0.0.1:8189".parse().expect("an address")],
     };
     for video in [Some(VideoCodec::H264), Some(VideoCodec::H265), None] {
         let role = Role::Play(Offered { video, opus: true });
