@@ -13,8 +13,8 @@
 #
 # rtsp-pp / rtsp-udp-pp run the RTSP players against Sluice with --rtsp-batch false
 # (one send call per RTP packet), to measure what frame batching saves.
-# whep: WebRTC players (sluice-bench's str0m peers; video only with the AAC clips, as
-# AAC is not transcoded to Opus).
+# whep: WebRTC players (sluice-bench's str0m peers), video and the clip's AAC as Opus
+# (transcoded once by the server).
 # -c small publishes the 600 kbit/s 360p clip instead (small_clip in lib.sh).
 # Usage: bench/fanout.sh [-n PLAYERS] [-d SECONDS] [-m MERGE_MS] [-c small]
 #                        [-p "flv rtmp hls ll-hls rtsp rtsp-udp ws-flv

@@ -422,7 +422,7 @@ async fn player_end(playing: Option<&Playing>) -> PlayEnd {
 }
 
 /// Packets handed to a peer before its queue is emptied into datagrams.
-const BURST: usize = 32;
+const BURST: usize = 16;
 
 /// The transport the fan-out writes a WebRTC viewer through: each RTP packet of the
 /// stream's shared form goes into the peer (its header, SRTP) and out as a datagram.
