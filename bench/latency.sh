@@ -5,12 +5,13 @@
 # players' lag over its minimum shows what the merge window adds to delivery jitter.
 # Publish-to-play delay: the bench publisher stamps its send time into every H.264
 # frame (an SEI NAL unit); players read it back (FLV/RTMP in each video message, RTSP in
-# each depacketized frame, HLS inside TS segments and fMP4 parts as they arrive).
+# each depacketized frame, WebRTC (whep) in the frame's RTP payloads, HLS inside TS
+# segments and fMP4 parts as they arrive).
 # Measured with 1 player (8 s) and with the N background players. The floor plays a file
 # (no publisher): no stamps.
 #
 # Usage: bench/latency.sh [-n BACKGROUND_PLAYERS] [-j JOINERS] [-m MERGE_MS]
-#                         [-p "rtmp flv ws-flv rtsp hls ll-hls"] [-x "floor nginx"] [-o OUTDIR]
+#                         [-p "rtmp flv ws-flv rtsp hls ll-hls whep"] [-x "floor nginx"] [-o OUTDIR]
 # Writes OUTDIR/latency.md and the JSON reports.
 set -euo pipefail
 . "$(dirname "$0")/lib.sh"

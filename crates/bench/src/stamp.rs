@@ -94,6 +94,30 @@ pub(crate) fn find_in_nals(mut nals: &[u8]) -> Option<u64> {
     None
 }
 
+/// The stamp in one H.264 RTP payload (RFC 6184): a single SEI NAL unit, or one in an
+/// aggregation packet (STAP-A), where a packetizer puts small NAL units that precede a
+/// frame's slices.
+pub(crate) fn find_in_rtp(payload: &[u8]) -> Option<u64> {
+    match payload.first()? & 0x1f {
+        6 => sei_stamp(payload),
+        24 => {
+            let mut rest = payload.get(1..)?;
+            while let Some(&[a, b]) = rest.get(..2) {
+                let len = usize::from(u16::from_be_bytes([a, b]));
+                let nal = rest.get(2..2 + len)?;
+                if nal.first().is_some_and(|h| h & 0x1f == 6) {
+                    if let Some(t) = sei_stamp(nal) {
+                        return Some(t);
+                    }
+                }
+                rest = rest.get(2 + len..)?;
+            }
+            None
+        }
+        _ => None,
+    }
+}
+
 /// Fills `out` from `escaped` with the emulation-prevention bytes (a 3 after two
 /// zeros) taken out; returns how many bytes it filled.
 pub(crate) fn unescape(escaped: &[u8], out: &mut [u8]) -> usize {
@@ -174,6 +198,22 @@ mod tests {
         stamp_frame(&mut other, &frame, 7);
         other[12] ^= 0xff;
         assert_eq!(find(&other), None);
+    }
+
+    #[test]
+    fn stamps_are_found_in_rtp_payloads() {
+        let mut sei = bytes::BytesMut::new();
+        push_sei(&mut sei, 1_234_567);
+        let nal = sei.to_vec();
+        assert_eq!(find_in_rtp(&nal), Some(1_234_567));
+        let mut stap = vec![24u8];
+        for n in [&[0x67u8, 1, 2][..], &nal, &[0x68, 3]] {
+            stap.extend_from_slice(&(n.len() as u16).to_be_bytes());
+            stap.extend_from_slice(n);
+        }
+        assert_eq!(find_in_rtp(&stap), Some(1_234_567));
+        assert_eq!(find_in_rtp(&[0x65, 1, 2, 3]), None);
+        assert_eq!(find_in_rtp(&stap[..stap.len() - 8]), None);
     }
 
     #[test]

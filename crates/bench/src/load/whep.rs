@@ -144,6 +144,8 @@ pub(crate) async fn play(ctx: &Ctx, row: &mut PlayerRow) -> Result<(), Failure> 
         .collect();
     let mut buf = vec![0u8; MAX_DATAGRAM];
     let mut keyframe = false;
+    // The publisher's wall-clock stamp in the frame, when it carries one.
+    let mut stamp = None;
     let result = loop {
         if Instant::now() >= ctx.end {
             break Ok(());
@@ -166,9 +168,12 @@ pub(crate) async fn play(ctx: &Ctx, row: &mut PlayerRow) -> Result<(), Failure> 
                 ctx.live.add_bytes(n);
                 if h264.contains(&p.header.payload_type) {
                     keyframe |= starts_keyframe(&p.payload);
+                    if stamp.is_none() {
+                        stamp = crate::stamp::find_in_rtp(&p.payload);
+                    }
                     if p.header.marker {
                         let ts_ms = p.header.timestamp / 90;
-                        row.on_video_frame(ts_ms, keyframe, None, now, start);
+                        row.on_video_frame(ts_ms, keyframe, stamp.take(), now, start);
                         keyframe = false;
                     }
                 } else {
