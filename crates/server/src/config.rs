@@ -334,6 +334,10 @@ settings! {
         /// RTMP listener address, or "off".
         #[flag("rtmp", "ADDR")]
         listen: String = "0.0.0.0:1935";
+        /// RTMPS (RTMP over TLS) listener address, or "off"; it serves the HTTPS certificate
+        /// (`http.tls_cert`, `http.tls_key`, or `--tls-self-signed`) and is off without one.
+        #[flag("rtmps", "ADDR")]
+        rtmps: String = "off";
         /// Outgoing RTMP chunk size; the same for every player so chunked bytes are shared.
         chunk_size: u32 = 4096;
         /// Largest RTMP message accepted from a peer, in bytes.

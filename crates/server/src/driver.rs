@@ -296,6 +296,8 @@ impl<S: Session> Conn<S> {
                     tokio::time::timeout(DRAIN_TIMEOUT, write_all(&self.sock, &mut self.out)).await;
             }
         }
+        // TLS says goodbye (close_notify): some clients (GnuTLS) complain otherwise.
+        self.sock.close();
     }
 }
 

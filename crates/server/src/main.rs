@@ -55,9 +55,10 @@ fn main() -> std::process::ExitCode {
     // One line a script can read the bound ports from (useful with port 0).
     let addr = |a: Option<std::net::SocketAddr>| a.map_or("off".into(), |a| a.to_string());
     println!(
-        "sluice listening rtmp={} rtsp={} http={} https={} api={} webrtc={} webrtc_tcp={} \
-         workers={workers}",
+        "sluice listening rtmp={} rtmps={} rtsp={} http={} https={} api={} webrtc={} \
+         webrtc_tcp={} workers={workers}",
         addr(server.rtmp),
+        addr(server.rtmps),
         addr(server.rtsp),
         addr(server.http),
         addr(server.https),

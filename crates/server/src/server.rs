@@ -30,6 +30,8 @@ pub struct Server {
     config: Arc<Config>,
     /// Where RTMP listens, if on.
     pub rtmp: Option<SocketAddr>,
+    /// The RTMPS listener's address (it needs a certificate).
+    pub rtmps: Option<SocketAddr>,
     /// Where RTSP listens, if on.
     pub rtsp: Option<SocketAddr>,
     /// Where HTTP listens, if on.
@@ -154,6 +156,16 @@ impl Server {
             "off"
         };
         let (https, mut https_listeners) = listeners("HTTPS", https_addr, workers)?;
+        let rtmps_tls = tls.as_deref().map(crate::io::tls::rtmps_config);
+        let rtmps_addr = if rtmps_tls.is_some() {
+            config.rtmp.rtmps.as_str()
+        } else {
+            if Config::listener(&config.rtmp.rtmps).is_some() {
+                tracing::warn!("RTMPS off: it needs a certificate (--tls-cert and --tls-key)");
+            }
+            "off"
+        };
+        let (rtmps, mut rtmps_listeners) = listeners("RTMPS", rtmps_addr, workers)?;
         let (api, mut api_listeners) = listeners("API", &config.api.listen, workers)?;
         let mut udp_pairs = rtp_pairs(&config.rtsp, rtsp, workers);
         let (webrtc, mut webrtc_sockets) = match Config::listener(&config.webrtc.udp) {
@@ -198,6 +210,11 @@ impl Server {
             let mut starts: Vec<Start> = Vec::new();
             if let Some(l) = rtmp_listeners.pop() {
                 starts.push(Box::new(move |ctx| vec![(l, crate::rtmp::accept(ctx))]));
+            }
+            if let (Some(l), Some(tls)) = (rtmps_listeners.pop(), rtmps_tls.clone()) {
+                starts.push(Box::new(move |ctx| {
+                    vec![(l, crate::rtmp::accept_tls(ctx, tls))]
+                }));
             }
             if let Some(l) = rtsp_listeners.pop() {
                 let udp = udp_pairs.pop().flatten();
@@ -254,6 +271,7 @@ impl Server {
             ops,
             config,
             rtmp,
+            rtmps,
             rtsp,
             http,
             https,

@@ -61,6 +61,10 @@ pub trait Transport: fmt::Debug {
         false
     }
 
+    /// The end of the connection, said in the protocol where it has a way to (TLS's
+    /// close_notify); pushed out without waiting.
+    fn close(&self) {}
+
     /// Waits until the peer may have sent something (TLS may also hold decrypted
     /// bytes: callers read until `WouldBlock` after each wake-up).
     fn readable(&self) -> Ready<'_>;
@@ -128,6 +132,11 @@ impl Sock {
 
     pub fn has_pending_output(&self) -> bool {
         self.0.has_pending_output()
+    }
+
+    /// See [`Transport::close`].
+    pub fn close(&self) {
+        self.0.close()
     }
 }
 
@@ -229,6 +238,11 @@ impl Transport for Tls {
 
     fn has_pending_output(&self) -> bool {
         self.tls.borrow().get_ref().1.wants_write()
+    }
+
+    fn close(&self) {
+        self.tls.borrow_mut().get_mut().1.send_close_notify();
+        let _ = self.try_flush();
     }
 
     /// Readable at once when rustls holds decrypted bytes already (a request that came

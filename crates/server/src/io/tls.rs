@@ -109,3 +109,12 @@ pub fn server_config(config: &HttpSettings) -> Result<Option<ServerTls>, TlsErro
     tls.alpn_protocols = vec![b"h2".to_vec(), b"http/1.1".to_vec()];
     Ok(Some((Arc::new(tls), certificate)))
 }
+
+/// RTMPS's TLS: HTTPS's certificate (replaced with it on reload), no ALPN, and no TLS 1.3
+/// session tickets, which OBS builds on mbedTLS 3.6.0 fail on.
+pub fn rtmps_config(https: &rustls::ServerConfig) -> Arc<rustls::ServerConfig> {
+    let mut tls = https.clone();
+    tls.alpn_protocols = Vec::new();
+    tls.send_tls13_tickets = 0;
+    Arc::new(tls)
+}

@@ -1,5 +1,5 @@
-//! RTMP connections: `sluice_rtmp::ServerSession` run by the common driver, and what
-//! its events mean for the hub.
+//! RTMP and RTMPS connections: `sluice_rtmp::ServerSession` run by the common driver
+//! (over TCP, or TLS for RTMPS), and what its events mean for the hub.
 //!
 //! A connection starts as a plain session (handshake, connect, createStream), then
 //! becomes a publisher (its media goes to a [`Publisher`]) or a player (the driver
@@ -12,14 +12,15 @@ use crate::core::format::{Format, FormatId};
 use crate::core::ingest::Publisher;
 use crate::ctx::{Accept, Ctx};
 use crate::driver::{self, Adapter, Conn, DriveError, Next};
-use crate::io::sock::Sock;
+use crate::io::sock::{IntoSock, SharedTcp, Sock};
 use crate::vod::VodPlay;
 use sluice_rtmp::{
     Event, Media, RtmpError, ServerConfig, ServerEvent, ServerNotice, ServerSession, StreamRequest,
 };
 use std::net::SocketAddr;
 use std::rc::Rc;
-use tokio::net::TcpStream;
+use std::sync::Arc;
+use tokio_rustls::TlsAcceptor;
 use tracing::Instrument;
 
 type Error = DriveError<RtmpError>;
@@ -28,26 +29,60 @@ type Error = DriveError<RtmpError>;
 pub fn accept(ctx: &Rc<Ctx>) -> Accept {
     let ctx = ctx.clone();
     Rc::new(move |sock, peer, admission| {
-        let served = serve(ctx.clone(), sock, peer);
-        tokio::task::spawn_local(async move {
-            served.await;
-            drop(admission);
-        });
+        let id = ctx.hub.next_id();
+        let span = tracing::info_span!("rtmp", id, %peer);
+        let served = serve(ctx.clone(), Sock::tcp_stream(sock), peer, id, "rtmp");
+        tokio::task::spawn_local(
+            async move {
+                served.await;
+                drop(admission);
+            }
+            .instrument(span),
+        );
     })
 }
 
-async fn serve(ctx: Rc<Ctx>, sock: TcpStream, peer: SocketAddr) {
-    let id = ctx.hub.next_id();
-    let span = tracing::info_span!("rtmp", id, %peer);
-    async move {
+/// Accepts RTMPS connections: the TLS handshake (bounded in time), then RTMP.
+pub fn accept_tls(ctx: &Rc<Ctx>, tls: Arc<rustls::ServerConfig>) -> Accept {
+    let ctx = ctx.clone();
+    let acceptor = TlsAcceptor::from(tls);
+    Rc::new(move |sock, peer, admission| {
+        let (ctx, acceptor) = (ctx.clone(), acceptor.clone());
+        let id = ctx.hub.next_id();
+        let span = tracing::info_span!("rtmps", id, %peer);
+        tokio::task::spawn_local(
+            async move {
+                let handshake = ctx.config.limits.handshake_bound();
+                let accepting = acceptor.accept(SharedTcp(Rc::new(sock)));
+                let mut tls = match tokio::time::timeout(handshake, accepting).await {
+                    Ok(Ok(tls)) => tls,
+                    // A plain RTMP client, a scanner: closed at once.
+                    Ok(Err(e)) => return tracing::info!("TLS handshake failed: {e}"),
+                    Err(_) => return tracing::info!("TLS handshake timed out"),
+                };
+                // rustls's default buffer (64 KiB of ciphertext) per player is too much.
+                tls.get_mut().1.set_buffer_limit(Some(TLS_BUFFER));
+                serve(ctx, tls.into_sock(), peer, id, "rtmps").await;
+                drop(admission);
+            }
+            .instrument(span),
+        );
+    })
+}
+
+/// Ciphertext rustls may hold per RTMPS connection beyond what the socket took.
+const TLS_BUFFER: usize = 16 << 10;
+
+async fn serve(ctx: Rc<Ctx>, sock: Sock, peer: SocketAddr, id: u64, protocol: &'static str) {
+    {
         tracing::debug!("connected");
         let session = ServerSession::new(ServerConfig {
             out_chunk_size: ctx.config.rtmp.chunk_size,
             max_message_len: ctx.config.rtmp.max_message_len,
             ..ServerConfig::default()
         });
-        let client = ctx.clients.add(id, "rtmp", peer);
-        let mut conn = Conn::new(ctx, client, Rc::new(Sock::tcp_stream(sock)), session);
+        let client = ctx.clients.add(id, protocol, peer);
+        let mut conn = Conn::new(ctx, client, Rc::new(sock), session);
         let mut rtmp = Rtmp {
             publishing: None,
             vod: None,
@@ -56,8 +91,6 @@ async fn serve(ctx: Rc<Ctx>, sock: TcpStream, peer: SocketAddr) {
         rtmp.publishing = None;
         driver::log_end(&result);
     }
-    .instrument(span)
-    .await
 }
 
 /// The RTMP adapter: a connection's publisher, if it publishes, and the file it

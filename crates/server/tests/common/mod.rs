@@ -28,6 +28,8 @@ pub struct TestServer {
     pub webrtc: Option<SocketAddr>,
     /// WebRTC's ICE-TCP port, when the flags turn it on.
     pub webrtc_tcp: Option<SocketAddr>,
+    /// RTMPS, when the flags turn it on (with a certificate).
+    pub rtmps: Option<SocketAddr>,
 }
 
 impl TestServer {
@@ -81,6 +83,7 @@ impl TestServer {
             rtsp: optional("rtsp"),
             webrtc: optional("webrtc"),
             webrtc_tcp: optional("webrtc_tcp"),
+            rtmps: optional("rtmps"),
             rtmp: field("rtmp"),
             http: field("http"),
             child,
