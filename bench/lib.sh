@@ -14,7 +14,7 @@ bench=$root/target/release/sluice-bench
 nginx_bin=${NGINX:-/usr/sbin/nginx}
 base=${BENCH_PORT_BASE:-29300}
 S_RTMP=$((base + 1)) S_HTTP=$((base + 2)) F_HTTP=$((base + 3)) N_RTMP=$((base + 4)) N_HTTP=$((base + 5))
-S_RTSP=$((base + 6)) S_HTTPS=$((base + 7)) N_HTTPS=$((base + 8))
+S_RTSP=$((base + 6)) S_HTTPS=$((base + 7)) N_HTTPS=$((base + 8)) S_RTMPS=$((base + 9))
 server_cpus=${SERVER_CPUS:-0} client_cpus=${CLIENT_CPUS:-1}
 pids=()
 
@@ -231,6 +231,7 @@ play_flags() { case $1 in *-tls) echo "--insecure" ;; esac; }
 ingest_url() {
   case $1:${2:-rtmp} in
     sluice:rtmp) echo "rtmp://127.0.0.1:$S_RTMP/live/x" ;;
+    sluice:rtmps) echo "rtmps://127.0.0.1:$S_RTMPS/live/x" ;;
     nginx:rtmp) echo "rtmp://127.0.0.1:$N_RTMP/live/x" ;;
     sluice:rtsp | sluice:rtsp-udp) echo "rtsp://127.0.0.1:$S_RTSP/live/x" ;;
     *) echo "" ;;

@@ -3,16 +3,18 @@
 # 600 kbit/s clip over RTMP, each writing every packet as it is due (sluice-bench's
 # publisher writes all frames due at one instant together, so it reads as fewer, larger
 # sends). Reports the server's cores over D seconds (from /proc/PID/stat, after a
-# settle time) for Sluice and nginx-rtmp, rounds interleaved.
+# settle time) for Sluice and nginx-rtmp, rounds interleaved. `sluice-rtmps` is Sluice
+# with the publishers on RTMPS (TLS 1.3, a self-signed certificate; ffmpeg's GnuTLS).
 #
-# Usage: bench/publishers-ffmpeg.sh [-n PUBLISHERS] [-d SECONDS] [-r ROUNDS] [-x "sluice nginx"] [-o OUTDIR]
+# Usage: bench/publishers-ffmpeg.sh [-n PUBLISHERS] [-d SECONDS] [-r ROUNDS]
+#                                   [-x "sluice sluice-rtmps nginx"] [-o OUTDIR]
 set -euo pipefail
 . "$(dirname "$0")/lib.sh"
 n=100 dur=10 rounds=2 servers="sluice nginx" out="$root/target/bench"
 while getopts n:d:r:x:o: opt; do
   case $opt in
     n) n=$OPTARG ;; d) dur=$OPTARG ;; r) rounds=$OPTARG ;; x) servers=$OPTARG ;; o) out=$OPTARG ;;
-    *) sed -n '2,9p' "$0" >&2; exit 2 ;;
+    *) sed -n '2,11p' "$0" >&2; exit 2 ;;
   esac
 done
 have_nginx || servers=${servers//nginx/}
@@ -33,8 +35,14 @@ report=$out/publishers-ffmpeg.md
 } >"$report"
 for round in $(seq "$rounds"); do
   for s in $servers; do
-    case $s in sluice) start_sluice --workers 1 ;; nginx) start_nginx ;; esac
-    u=$(ingest_url "$s" rtmp); u=${u%/x}
+    case $s in
+      sluice) start_sluice --workers 1; u=$(ingest_url sluice rtmp) ;;
+      sluice-rtmps)
+        start_sluice --workers 1 --rtmps "127.0.0.1:$S_RTMPS" --https off --tls-self-signed true
+        wait_port "$S_RTMPS"; u=$(ingest_url sluice rtmps) ;;
+      nginx) start_nginx; u=$(ingest_url nginx rtmp) ;;
+    esac
+    u=${u%/x}
     ff=()
     for i in $(seq "$n"); do
       taskset -c "$client_cpus" ffmpeg -hide_banner -loglevel error -re -stream_loop -1 -i "$small" \
