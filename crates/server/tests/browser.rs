@@ -198,6 +198,17 @@ fn play_in_chromium(script: &str, setup: &str, stream_url: &str, watch_ms: u32) 
 
 use common::report_field as field;
 
+/// What every WHEP page must report: no error, the picture advanced past 3 s, and it
+/// is not black.
+fn assert_played(report: &str) {
+    let errors = field(report, "err");
+    assert!(errors.is_empty(), "WHEP errors {errors} ({report})");
+    let t: f64 = field(report, "t").parse().unwrap_or(0.0);
+    assert!(t > 3.0, "video played only to {t} s ({report})");
+    let bright: f64 = field(report, "bright").parse().unwrap_or(0.0);
+    assert!(bright > 30.0, "a black picture ({report})");
+}
+
 fn publish(server: &TestServer, name: &str) -> Kill {
     let url = format!("rtmp://{}/live/{name}", server.rtmp);
     publish_test_pattern(&url, "flv", "libx264", 60)
@@ -307,13 +318,8 @@ fn chromium_plays_whep() {
     std::thread::sleep(Duration::from_millis(1500));
     let url = format!("http://{}/live/rtc/whep", server.http);
     let report = play_in_chromium("mpegts.js", WHEP_SETUP, &url, 6000);
-    let errors = field(&report, "err");
-    assert!(errors.is_empty(), "WHEP errors {errors} ({report})");
-    let t: f64 = field(&report, "t").parse().unwrap_or(0.0);
-    assert!(t > 3.0, "video played only to {t} s ({report})");
+    assert_played(&report);
     assert_eq!(field(&report, "w"), "320", "{report}");
-    let bright: f64 = field(&report, "bright").parse().unwrap_or(0.0);
-    assert!(bright > 30.0, "a black picture ({report})");
     // The publisher's AAC tone, transcoded to Opus, is heard.
     let audio: f64 = field(&report, "audio").parse().unwrap_or(0.0);
     assert!(audio > 0.05, "silence ({report})");
@@ -337,12 +343,7 @@ fn chromium_plays_whep_over_ice_tcp() {
     std::thread::sleep(Duration::from_millis(1500));
     let url = format!("http://{}/live/rtctcp/whep", server.http);
     let report = play_in_chromium("mpegts.js", WHEP_SETUP, &url, 6000);
-    let errors = field(&report, "err");
-    assert!(errors.is_empty(), "WHEP errors {errors} ({report})");
-    let t: f64 = field(&report, "t").parse().unwrap_or(0.0);
-    assert!(t > 3.0, "video played only to {t} s ({report})");
-    let bright: f64 = field(&report, "bright").parse().unwrap_or(0.0);
-    assert!(bright > 30.0, "a black picture ({report})");
+    assert_played(&report);
     eprintln!("WHEP over ICE-TCP in Chromium: {report}");
 }
 
@@ -368,12 +369,7 @@ fn chromium_publishes_whip_and_another_plays_it_over_whep() {
     let report = play_in_chromium("mpegts.js", WHEP_SETUP, &url, 6000);
     let published = publisher.join().expect("the publisher page");
     assert!(field(&published, "err").is_empty(), "WHIP: {published}");
-    let errors = field(&report, "err");
-    assert!(errors.is_empty(), "WHEP errors {errors} ({report})");
-    let t: f64 = field(&report, "t").parse().unwrap_or(0.0);
-    assert!(t > 3.0, "video played only to {t} s ({report})");
-    let bright: f64 = field(&report, "bright").parse().unwrap_or(0.0);
-    assert!(bright > 30.0, "a black picture ({report})");
+    assert_played(&report);
     // The fake microphone's beeps, passed through as Opus.
     let audio: f64 = field(&report, "audio").parse().unwrap_or(0.0);
     assert!(audio > 0.05, "silence ({report})");
@@ -421,11 +417,6 @@ fn chromium_plays_a_stream_with_b_frames_over_whep() {
     let url = format!("http://{}/live/bf/whep", server.http);
     let report = play_in_chromium("mpegts.js", WHEP_SETUP, &url, 6000);
     eprintln!("WHEP of a B-frame stream in Chromium: {report}");
-    let errors = field(&report, "err");
-    assert!(errors.is_empty(), "WHEP errors {errors} ({report})");
-    let t: f64 = field(&report, "t").parse().unwrap_or(0.0);
-    assert!(t > 3.0, "video played only to {t} s ({report})");
+    assert_played(&report);
     assert_eq!(field(&report, "w"), "1280", "{report}");
-    let bright: f64 = field(&report, "bright").parse().unwrap_or(0.0);
-    assert!(bright > 30.0, "a black picture ({report})");
 }

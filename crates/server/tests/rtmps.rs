@@ -34,11 +34,7 @@ fn ffmpeg_publishes_over_rtmps_and_every_protocol_plays() {
         "libx264",
         30,
     );
-    let deadline = Instant::now() + Duration::from_secs(10);
-    while common::http_request(server.http, "GET", "/api/v1/streams/live/tls", "").0 != 200 {
-        assert!(Instant::now() < deadline, "live/tls never appeared");
-        std::thread::sleep(Duration::from_millis(100));
-    }
+    common::wait_live(server.http, "live/tls");
     let (_, _, api) = common::http_request(server.http, "GET", "/api/v1/clients", "");
     let api = String::from_utf8_lossy(&api);
     assert!(

@@ -16,6 +16,15 @@ use str0m::{Candidate, Event, Input, Output, Rtc, RtcConfig};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::{TcpStream, UdpSocket};
 
+/// ffmpeg publishes 20 s of the test pattern to `live/{name}` over RTMP; returns once
+/// the stream is live.
+async fn publish_live(server: &TestServer, name: &str) -> common::Kill {
+    let url = format!("rtmp://{}/live/{name}", server.rtmp);
+    let publisher = publish_test_pattern(&url, "flv", "libx264", 20);
+    common::wait_live_async(server.http, &format!("live/{name}")).await;
+    publisher
+}
+
 /// A raw HTTP/1.1 request with a body: status, head and body of the answer.
 async fn request(
     addr: SocketAddr,
@@ -177,17 +186,7 @@ async fn a_whep_viewer_gets_decodable_h264_from_an_rtmp_publisher() {
     }
     let server = TestServer::start(&["--webrtc-udp", "127.0.0.1:0", "--workers", "2"]);
     assert!(server.webrtc.is_some());
-    let _publisher = publish_test_pattern(
-        &format!("rtmp://{}/live/cam", server.rtmp),
-        "flv",
-        "libx264",
-        20,
-    );
-    let deadline = Instant::now() + Duration::from_secs(10);
-    while common::http_request(server.http, "GET", "/api/v1/streams/live/cam", "").0 != 200 {
-        assert!(Instant::now() < deadline, "live/cam never appeared");
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    }
+    let _publisher = publish_live(&server, "cam").await;
     let watched = watch(server.http, "/live/cam/whep", 75, Duration::from_secs(15)).await;
     assert!(
         watched.frames.len() >= 75,
@@ -290,17 +289,7 @@ async fn with_transcoding_off_a_whep_viewer_of_aac_gets_video_only() {
         return;
     }
     let server = TestServer::start(&["--webrtc-udp", "127.0.0.1:0", "--webrtc-transcode", "false"]);
-    let _publisher = publish_test_pattern(
-        &format!("rtmp://{}/live/quiet", server.rtmp),
-        "flv",
-        "libx264",
-        20,
-    );
-    let deadline = Instant::now() + Duration::from_secs(10);
-    while common::http_request(server.http, "GET", "/api/v1/streams/live/quiet", "").0 != 200 {
-        assert!(Instant::now() < deadline, "live/quiet never appeared");
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    }
+    let _publisher = publish_live(&server, "quiet").await;
     let watched = watch(server.http, "/live/quiet/whep", 50, Duration::from_secs(15)).await;
     assert!(
         watched.frames.len() >= 50,
@@ -494,11 +483,7 @@ async fn a_whip_publisher_plays_over_http_flv_and_whep() {
     assert!(aus.len() >= 290, "{} access units", aus.len());
     let until = Instant::now() + Duration::from_secs(13);
     let (location, publishing) = publish_whip(server.http, "/live/whip/whip", aus, until).await;
-    let deadline = Instant::now() + Duration::from_secs(5);
-    while common::http_request(server.http, "GET", "/api/v1/streams/live/whip", "").0 != 200 {
-        assert!(Instant::now() < deadline, "live/whip never appeared");
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
+    common::wait_live_async(server.http, "live/whip").await;
     // A WHEP viewer of the WHIP stream: H.264 passed through; its keyframe request
     // (PLI) is passed on to the publisher.
     let watched = watch_asking(
@@ -651,11 +636,7 @@ async fn abandoned_sessions_are_dropped() {
     ]);
     let url = format!("rtmp://{}/live/cam", server.rtmp);
     let _publisher = publish_test_pattern(&url, "flv", "libx264", 60);
-    let deadline = Instant::now() + Duration::from_secs(10);
-    while common::http_request(server.http, "GET", "/api/v1/streams/live/cam", "").0 != 200 {
-        assert!(Instant::now() < deadline, "live/cam never appeared");
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    }
+    common::wait_live_async(server.http, "live/cam").await;
     // An offer answered, and nothing after.
     let offer = include_str!("../../webrtc/fuzz/offer.sdp");
     let (status, _, body) = request(
@@ -862,17 +843,7 @@ async fn a_whep_viewer_plays_over_ice_tcp() {
     ]);
     let tcp = server.webrtc_tcp.expect("the ICE-TCP port");
     assert!(server.webrtc.is_none());
-    let _publisher = publish_test_pattern(
-        &format!("rtmp://{}/live/tcp", server.rtmp),
-        "flv",
-        "libx264",
-        20,
-    );
-    let deadline = Instant::now() + Duration::from_secs(10);
-    while common::http_request(server.http, "GET", "/api/v1/streams/live/tcp", "").0 != 200 {
-        assert!(Instant::now() < deadline, "live/tcp never appeared");
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    }
+    let _publisher = publish_live(&server, "tcp").await;
     let frames = watch_over_tcp(server.http, tcp, "/live/tcp/whep", Duration::from_secs(4)).await;
     assert!(frames >= 50, "{frames} frames over ICE-TCP in 4 s");
 }

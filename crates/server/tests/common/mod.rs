@@ -649,3 +649,20 @@ pub fn report_field<'a>(report: &'a str, name: &str) -> &'a str {
         .find_map(|kv| kv.strip_prefix(&format!("{name}=")))
         .unwrap_or("")
 }
+
+/// Waits until `key` is live on the server at `http` (the API knows it), up to 10 s.
+pub fn wait_live(http: SocketAddr, key: &str) {
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+    while http_request(http, "GET", &format!("/api/v1/streams/{key}"), "").0 != 200 {
+        assert!(std::time::Instant::now() < deadline, "{key} never appeared");
+        std::thread::sleep(std::time::Duration::from_millis(50));
+    }
+}
+
+/// [`wait_live`] from async code, without holding up its runtime.
+pub async fn wait_live_async(http: SocketAddr, key: &str) {
+    let key = key.to_owned();
+    tokio::task::spawn_blocking(move || wait_live(http, &key))
+        .await
+        .expect("wait_live");
+}
