@@ -22,7 +22,7 @@ use crate::core::fanout::Player;
 use crate::core::format::{Format, FormatId};
 use crate::ctx::{Accept, Ctx};
 use crate::driver::{self, Adapter, Conn, DriveError, Next};
-use crate::io::sock::{write_all, IntoSock, SharedTcp, Sock};
+use crate::io::sock::{write_all, IntoSock, Sock};
 use crate::vod::VodPlay;
 use bytes::Bytes;
 use sluice_http::{Event, HttpEvent, Method, Request, ServerConfig, ServerEvent, ServerSession};
@@ -44,9 +44,6 @@ impl From<sluice_http::SessionError> for Error {
         DriveError::Session(e)
     }
 }
-
-/// Ciphertext rustls may hold per TLS connection beyond what the socket took.
-const TLS_BUFFER: usize = 16 << 10;
 
 /// Longest stream key (`app/name`) accepted in a path.
 const MAX_KEY_LEN: usize = 256;
@@ -151,18 +148,9 @@ async fn serve_tls(ctx: Rc<Worker>, acceptor: TlsAcceptor, sock: TcpStream, peer
     let id = ctx.hub.next_id();
     let span = tracing::info_span!("https", id, %peer);
     async move {
-        let handshake = ctx.config.limits.handshake_bound();
-        let tls = match tokio::time::timeout(handshake, acceptor.accept(SharedTcp(Rc::new(sock))))
-            .await
-        {
-            Ok(Ok(mut tls)) => {
-                // rustls buffers up to this much ciphertext a socket has not taken yet;
-                // its default (64 KiB) times thousands of players is most of their memory.
-                tls.get_mut().1.set_buffer_limit(Some(TLS_BUFFER));
-                tls
-            }
-            Ok(Err(e)) => return tracing::info!("TLS handshake failed: {e}"),
-            Err(_) => return tracing::info!("TLS handshake timed out"),
+        let bound = ctx.config.limits.handshake_bound();
+        let Some(tls) = crate::io::tls::accept(&acceptor, sock, bound).await else {
+            return;
         };
         if tls.get_ref().1.alpn_protocol() == Some(b"h2") {
             return match h2::serve(ctx, peer, tls).await {

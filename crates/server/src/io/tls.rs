@@ -118,3 +118,31 @@ pub fn rtmps_config(https: &rustls::ServerConfig) -> Arc<rustls::ServerConfig> {
     tls.send_tls13_tickets = 0;
     Arc::new(tls)
 }
+
+/// Ciphertext rustls may hold per TLS connection beyond what the socket took: its
+/// default (64 KiB) times thousands of players is most of their memory.
+const TLS_BUFFER: usize = 16 << 10;
+
+/// A server connection's TLS handshake, bounded by `bound`, with the buffer limit set;
+/// `None` (logged) when it fails or takes too long (a plain-text client, a scanner).
+pub async fn accept(
+    acceptor: &tokio_rustls::TlsAcceptor,
+    tcp: tokio::net::TcpStream,
+    bound: std::time::Duration,
+) -> Option<tokio_rustls::server::TlsStream<crate::io::sock::SharedTcp>> {
+    let accepting = acceptor.accept(crate::io::sock::SharedTcp(std::rc::Rc::new(tcp)));
+    match tokio::time::timeout(bound, accepting).await {
+        Ok(Ok(mut tls)) => {
+            tls.get_mut().1.set_buffer_limit(Some(TLS_BUFFER));
+            Some(tls)
+        }
+        Ok(Err(e)) => {
+            tracing::info!("TLS handshake failed: {e}");
+            None
+        }
+        Err(_) => {
+            tracing::info!("TLS handshake timed out");
+            None
+        }
+    }
+}

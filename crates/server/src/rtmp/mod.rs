@@ -12,7 +12,7 @@ use crate::core::format::{Format, FormatId};
 use crate::core::ingest::Publisher;
 use crate::ctx::{Accept, Ctx};
 use crate::driver::{self, Adapter, Conn, DriveError, Next};
-use crate::io::sock::{IntoSock, SharedTcp, Sock};
+use crate::io::sock::{IntoSock, Sock};
 use crate::vod::VodPlay;
 use sluice_rtmp::{
     Event, Media, RtmpError, ServerConfig, ServerEvent, ServerNotice, ServerSession, StreamRequest,
@@ -52,17 +52,11 @@ pub fn accept_tls(ctx: &Rc<Ctx>, tls: Arc<rustls::ServerConfig>) -> Accept {
         let span = tracing::info_span!("rtmps", id, %peer);
         tokio::task::spawn_local(
             async move {
-                let handshake = ctx.config.limits.handshake_bound();
-                let accepting = acceptor.accept(SharedTcp(Rc::new(sock)));
-                let mut tls = match tokio::time::timeout(handshake, accepting).await {
-                    Ok(Ok(tls)) => tls,
-                    // A plain RTMP client, a scanner: closed at once.
-                    Ok(Err(e)) => return tracing::info!("TLS handshake failed: {e}"),
-                    Err(_) => return tracing::info!("TLS handshake timed out"),
-                };
-                // rustls's default buffer (64 KiB of ciphertext) per player is too much.
-                tls.get_mut().1.set_buffer_limit(Some(TLS_BUFFER));
-                serve(ctx, tls.into_sock(), peer, id, "rtmps").await;
+                let bound = ctx.config.limits.handshake_bound();
+                // A plain RTMP client, a scanner: closed at once.
+                if let Some(tls) = crate::io::tls::accept(&acceptor, sock, bound).await {
+                    serve(ctx, tls.into_sock(), peer, id, "rtmps").await;
+                }
                 drop(admission);
             }
             .instrument(span),
@@ -70,27 +64,22 @@ pub fn accept_tls(ctx: &Rc<Ctx>, tls: Arc<rustls::ServerConfig>) -> Accept {
     })
 }
 
-/// Ciphertext rustls may hold per RTMPS connection beyond what the socket took.
-const TLS_BUFFER: usize = 16 << 10;
-
 async fn serve(ctx: Rc<Ctx>, sock: Sock, peer: SocketAddr, id: u64, protocol: &'static str) {
-    {
-        tracing::debug!("connected");
-        let session = ServerSession::new(ServerConfig {
-            out_chunk_size: ctx.config.rtmp.chunk_size,
-            max_message_len: ctx.config.rtmp.max_message_len,
-            ..ServerConfig::default()
-        });
-        let client = ctx.clients.add(id, protocol, peer);
-        let mut conn = Conn::new(ctx, client, Rc::new(sock), session);
-        let mut rtmp = Rtmp {
-            publishing: None,
-            vod: None,
-        };
-        let result = driver::run(&mut conn, &mut rtmp).await;
-        rtmp.publishing = None;
-        driver::log_end(&result);
-    }
+    tracing::debug!("connected");
+    let session = ServerSession::new(ServerConfig {
+        out_chunk_size: ctx.config.rtmp.chunk_size,
+        max_message_len: ctx.config.rtmp.max_message_len,
+        ..ServerConfig::default()
+    });
+    let client = ctx.clients.add(id, protocol, peer);
+    let mut conn = Conn::new(ctx, client, Rc::new(sock), session);
+    let mut rtmp = Rtmp {
+        publishing: None,
+        vod: None,
+    };
+    let result = driver::run(&mut conn, &mut rtmp).await;
+    rtmp.publishing = None;
+    driver::log_end(&result);
 }
 
 /// The RTMP adapter: a connection's publisher, if it publishes, and the file it

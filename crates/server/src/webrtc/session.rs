@@ -114,9 +114,7 @@ impl Session {
             self.wake.notify_one();
         }
     }
-}
 
-impl Session {
     /// Takes the peer's outputs up to its timeout: datagrams into `out`, events and the
     /// timeout for the task.
     fn collect(&self, peer: &mut Peer, out: &mut Vec<(SocketAddr, Vec<u8>)>) {
