@@ -288,12 +288,6 @@ fn api_and_metrics_need_the_token_when_one_is_set() {
     assert_eq!(status, 200);
 }
 
-/// A self-signed certificate for `localhost`, as (certificate PEM, key PEM).
-fn certificate() -> (String, String) {
-    let cert = rcgen::generate_simple_self_signed(vec!["localhost".to_string()]).expect("rcgen");
-    (cert.cert.pem(), cert.signing_key.serialize_pem())
-}
-
 /// Whether curl, trusting only `ca`, accepts the certificate HTTPS presents now.
 fn presents(https: SocketAddr, ca: &std::path::Path) -> bool {
     std::process::Command::new("curl")
@@ -315,7 +309,10 @@ fn a_certificate_reload_keeps_https_players_playing() {
     }
     let dir = common::scratch("api-reload");
     let (cert_path, key_path) = (dir.join("cert.pem"), dir.join("key.pem"));
-    let (a, b) = (certificate(), certificate());
+    let (a, b) = (
+        common::localhost_certificate(),
+        common::localhost_certificate(),
+    );
     let (ca_a, ca_b) = (dir.join("a.pem"), dir.join("b.pem"));
     std::fs::write(&ca_a, &a.0).unwrap();
     std::fs::write(&ca_b, &b.0).unwrap();

@@ -102,11 +102,7 @@ fn publishers_per_address_and_streams_are_bounded() {
     let server = TestServer::start(&["--max-publishers-per-ip", "1", "--max-streams", "2"]);
     let url = |name: &str| format!("rtmp://{}/live/{name}", server.rtmp);
     let _first = publish_test_pattern(&url("a"), "flv", "libx264", 20);
-    let deadline = Instant::now() + Duration::from_secs(10);
-    while http_request(server.http, "GET", "/api/v1/streams/live/a", "").0 != 200 {
-        assert!(Instant::now() < deadline, "live/a never appeared");
-        std::thread::sleep(Duration::from_millis(100));
-    }
+    common::wait_live(server.http, "live/a");
     let mut second = publish_test_pattern(&url("b"), "flv", "libx264", 2);
     assert!(
         !second.0.wait().unwrap().success(),
@@ -274,11 +270,7 @@ fn udp_sessions_are_bounded() {
         "libx264",
         30,
     );
-    let deadline = Instant::now() + Duration::from_secs(10);
-    while http_request(server.http, "GET", "/api/v1/streams/live/a", "").0 != 200 {
-        assert!(Instant::now() < deadline, "live/a never appeared");
-        std::thread::sleep(Duration::from_millis(100));
-    }
+    common::wait_live(server.http, "live/a");
     let url = format!("rtsp://{rtsp}/live/a");
     let probe = || {
         Command::new("ffprobe")

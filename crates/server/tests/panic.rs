@@ -25,11 +25,7 @@ fn a_panicking_session_ends_alone() {
         "libx264",
         30,
     );
-    let deadline = Instant::now() + Duration::from_secs(10);
-    while http_request(server.http, "GET", "/api/v1/streams/live/cam", "").0 != 200 {
-        assert!(Instant::now() < deadline, "live/cam never appeared");
-        std::thread::sleep(Duration::from_millis(100));
-    }
+    common::wait_live(server.http, "live/cam");
     // A player of live/cam over HTTP-FLV, reading all along.
     let mut player = TcpStream::connect(server.http).unwrap();
     std::io::Write::write_all(

@@ -61,10 +61,10 @@ fn ffmpeg_publishes_over_rtmps_and_every_protocol_plays() {
 #[test]
 fn rtmps_connections_end_with_close_notify() {
     let dir = common::scratch("rtmps-cert");
-    let cert = rcgen::generate_simple_self_signed(vec!["localhost".to_string()]).unwrap();
+    let (cert, key) = common::localhost_certificate();
     let (cert_path, key_path) = (dir.join("cert.pem"), dir.join("key.pem"));
-    std::fs::write(&cert_path, cert.cert.pem()).unwrap();
-    std::fs::write(&key_path, cert.signing_key.serialize_pem()).unwrap();
+    std::fs::write(&cert_path, &cert).unwrap();
+    std::fs::write(&key_path, &key).unwrap();
     let server = TestServer::start(&[
         "--rtmps",
         "127.0.0.1:0",
@@ -76,7 +76,9 @@ fn rtmps_connections_end_with_close_notify() {
         key_path.to_str().unwrap(),
     ]);
     let mut roots = rustls::RootCertStore::empty();
-    roots.add(cert.cert.der().clone()).unwrap();
+    use rustls::pki_types::pem::PemObject;
+    let der = rustls::pki_types::CertificateDer::from_pem_slice(cert.as_bytes()).unwrap();
+    roots.add(der).unwrap();
     let provider = std::sync::Arc::new(rustls::crypto::aws_lc_rs::default_provider());
     let config = rustls::ClientConfig::builder_with_provider(provider)
         .with_safe_default_protocol_versions()

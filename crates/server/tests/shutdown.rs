@@ -4,7 +4,7 @@
 
 mod common;
 
-use common::{have_ffmpeg, http_request, publish_test_pattern, TestServer};
+use common::{have_ffmpeg, publish_test_pattern, TestServer};
 use std::io::{Read, Write};
 use std::net::TcpStream;
 use std::time::{Duration, Instant};
@@ -22,11 +22,7 @@ fn sigterm_ends_sessions_within_the_grace() {
         "libx264",
         60,
     );
-    let deadline = Instant::now() + Duration::from_secs(10);
-    while http_request(server.http, "GET", "/api/v1/streams/live/cam", "").0 != 200 {
-        assert!(Instant::now() < deadline, "live/cam never appeared");
-        std::thread::sleep(Duration::from_millis(100));
-    }
+    common::wait_live(server.http, "live/cam");
     let mut player = TcpStream::connect(server.http).unwrap();
     player
         .write_all(b"GET /live/cam.flv HTTP/1.1\r\nHost: x\r\n\r\n")

@@ -666,3 +666,9 @@ pub async fn wait_live_async(http: SocketAddr, key: &str) {
         .await
         .expect("wait_live");
 }
+
+/// A self-signed certificate for `localhost`, as (certificate PEM, key PEM).
+pub fn localhost_certificate() -> (String, String) {
+    let cert = rcgen::generate_simple_self_signed(vec!["localhost".to_string()]).expect("rcgen");
+    (cert.cert.pem(), cert.signing_key.serialize_pem())
+}
