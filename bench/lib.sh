@@ -14,7 +14,7 @@ bench=$root/target/release/sluice-bench
 nginx_bin=${NGINX:-/usr/sbin/nginx}
 base=${BENCH_PORT_BASE:-29300}
 S_RTMP=$((base + 1)) S_HTTP=$((base + 2)) F_HTTP=$((base + 3)) N_RTMP=$((base + 4)) N_HTTP=$((base + 5))
-S_RTSP=$((base + 6)) S_HTTPS=$((base + 7)) N_HTTPS=$((base + 8)) S_RTMPS=$((base + 9))
+S_RTSP=$((base + 6)) S_HTTPS=$((base + 7)) N_HTTPS=$((base + 8)) S_RTMPS=$((base + 9)) S_SRT=$((base + 10))
 server_cpus=${SERVER_CPUS:-0} client_cpus=${CLIENT_CPUS:-1}
 pids=()
 
@@ -89,7 +89,7 @@ wait_port() { # wait_port PORT: until something listens (5 s at most)
 start_sluice() {
   port_free "$S_RTMP"; port_free "$S_HTTP"; port_free "$S_RTSP"
   taskset -c "$server_cpus" "$sluice" --rtmp "127.0.0.1:$S_RTMP" --http "127.0.0.1:$S_HTTP" \
-    --rtsp "127.0.0.1:$S_RTSP" --rtp-ports 0 --webrtc-udp 127.0.0.1:0 --log warn --max-connections 0 \
+    --rtsp "127.0.0.1:$S_RTSP" --rtp-ports 0 --webrtc-udp 127.0.0.1:0 --srt "127.0.0.1:$S_SRT" --log warn --max-connections 0 \
     --max-connections-per-ip 0 --max-publishers-per-ip 0 --max-streams 0 \
     "$@" >"$out/sluice.log" 2>&1 &
   srv=$!; pids+=("$srv")

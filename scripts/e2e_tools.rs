@@ -77,6 +77,13 @@ pub const WEBDAV: Tool = Tool {
     gst_elements: &[],
 };
 
+pub const SRT_TOOLS: Tool = Tool {
+    cfg: "have_srt_tools",
+    what: "srt-live-transmit (srt-tools)",
+    programs: &["srt-live-transmit"],
+    gst_elements: &[],
+};
+
 pub const WGET: Tool = Tool {
     cfg: "have_wget",
     what: "wget",

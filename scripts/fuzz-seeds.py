@@ -127,10 +127,29 @@ def files(tmp):
     seed("media", "codec_configs", "asc", b"\x02" + audios[0][2:])
 
 
+def ts(tmp):
+    """MPEG-TS as an SRT publisher sends it: H.264 with AAC and with Opus, H.265 with AAC.
+    ts_demux reads two bytes first that seed the piece lengths (0: all at once)."""
+    h264 = ENC[:ENC.index("-c:a")]
+    for name, video, audio in [
+            ("ffmpeg-h264-aac.ts", h264, ["-c:a", "aac", "-ac", "1", "-b:a", "16k"]),
+            ("ffmpeg-h264-opus.ts", h264, ["-c:a", "libopus", "-ac", "1", "-b:a", "16k"]),
+            ("ffmpeg-hevc-aac.ts",
+             ["-c:v", "libx265", "-x265-params", "log-level=error:keyint=5", "-pix_fmt", "yuv420p"],
+             ["-c:a", "aac", "-ac", "1", "-b:a", "16k"])]:
+        path = os.path.join(tmp, name)
+        ffmpeg(*TEST, "-t", "1", *video, *audio, "-f", "mpegts", path)
+        data = open(path, "rb").read()
+        seed("media", "ts_demux", name, b"\x00\x00" + data)
+        if name == "ffmpeg-h264-aac.ts":
+            # Its first datagrams again, cut into pieces of 1 to 400 bytes.
+            seed("media", "ts_demux", "ffmpeg-h264-aac-pieces.ts", b"\x12\x34" + data[:8 * 1316])
+
+
 def start_sluice(tmp):
     out = open(os.path.join(tmp, "out.txt"), "w")
     p = subprocess.Popen([SLUICE, "--rtmp", "127.0.0.1:0", "--rtsp", "127.0.0.1:0",
-                          "--http", "127.0.0.1:0", "--webrtc-udp", "off", "--log", "warn"], stdout=subprocess.PIPE,
+                          "--http", "127.0.0.1:0", "--webrtc-udp", "off", "--srt", "127.0.0.1:0", "--log", "warn"], stdout=subprocess.PIPE,
                          stdin=subprocess.DEVNULL)
     line = p.stdout.readline().decode()
     addrs = dict(w.split("=", 1) for w in line.split() if "=" in w)
@@ -240,6 +259,7 @@ def hls():
 def main():
     with tempfile.TemporaryDirectory() as tmp:
         files(tmp)
+        ts(tmp)
         sdp(tmp)
         hls()
         transcode(tmp)

@@ -31,6 +31,7 @@ missing_packages() {
   command -v wget >/dev/null || printf 'wget\twget\n'
   command -v rclone >/dev/null || printf 'rclone\trclone\n'
   command -v cadaver >/dev/null || printf 'cadaver\tcadaver\n'
+  command -v srt-live-transmit >/dev/null || printf 'srt-tools\tsrt-live-transmit\n'
   # The opus crate links Debian's libopus (WebRTC's AAC-to-Opus transcoding).
   command -v pkg-config >/dev/null || printf 'pkg-config\tpkg-config\n'
   pkg-config --exists opus 2>/dev/null || printf 'libopus-dev\tlibopus-dev\n'

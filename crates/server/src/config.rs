@@ -429,6 +429,29 @@ settings! {
         transcode_audio: bool = true;
     }
 
+    /// SRT in (publishers) and out (players): MPEG-TS over SRT on one UDP port. Callers say
+    /// what they want in their stream id: `#!::r=app/stream,m=publish` (or `m=request`),
+    /// `publish:app/stream`, `read:app/stream`.
+    [srt] SrtSettings {
+        /// SRT listener address (UDP; every worker shares it), or "off".
+        #[flag("srt", "ADDR")]
+        listen: String = "0.0.0.0:8890";
+        /// The receiver latency this server asks for, in ms (TSBPD): how long a lost packet may
+        /// be waited for. The larger of both sides' wins; libsrt's default is 120.
+        #[flag("srt-latency-ms", "MS")]
+        latency_ms: u64 = 120;
+        /// Passphrase (10 to 79 characters) every SRT caller must use; empty (the default):
+        /// callers must not encrypt.
+        #[flag("srt-passphrase", "TEXT")]
+        passphrase: String = "";
+        /// AES key length in bytes announced to callers that do not choose one: 16, 24 or 32.
+        #[flag("srt-pbkeylen", "BYTES")]
+        pbkeylen: usize = 16;
+        /// A peer silent for this long (ms) is disconnected; libsrt's default is 5000.
+        #[flag("srt-idle-timeout-ms", "MS")]
+        peer_idle_timeout_ms: u64 = 5_000;
+    }
+
     /// Live HLS: streams segmented in memory while asked for, MPEG-TS at /app/stream.m3u8, fMP4 with
     /// Low-Latency HLS at /app/stream/index.m3u8.
     [hls] HlsSettings {
@@ -954,6 +977,7 @@ impl Config {
             ("rtsp.listen", &self.rtsp.listen),
             ("http.listen", &self.http.listen),
             ("http.https", &self.http.https),
+            ("srt.listen", &self.srt.listen),
         ] {
             if value != "off" && value.parse::<SocketAddr>().is_err() {
                 return Err(ConfigError::Invalid {
@@ -961,6 +985,19 @@ impl Config {
                     why: format!("{value:?} is neither an address like 0.0.0.0:1935 nor \"off\""),
                 });
             }
+        }
+        if !matches!(self.srt.pbkeylen, 16 | 24 | 32) {
+            return Err(ConfigError::Invalid {
+                key: "srt.pbkeylen",
+                why: format!("{} is not 16, 24 or 32", self.srt.pbkeylen),
+            });
+        }
+        let phrase = self.srt.passphrase.len();
+        if phrase != 0 && !(10..=79).contains(&phrase) {
+            return Err(ConfigError::Invalid {
+                key: "srt.passphrase",
+                why: format!("{phrase} characters: SRT takes 10 to 79"),
+            });
         }
         if !matches!(self.rtsp.auth.as_str(), "publish" | "all") {
             return Err(ConfigError::Invalid {

@@ -28,6 +28,7 @@ mod record;
 mod rtmp;
 mod rtsp;
 mod server;
+mod srt;
 #[cfg(test)]
 mod test_alloc;
 mod vod;

@@ -56,7 +56,7 @@ fn main() -> std::process::ExitCode {
     let addr = |a: Option<std::net::SocketAddr>| a.map_or("off".into(), |a| a.to_string());
     println!(
         "sluice listening rtmp={} rtmps={} rtsp={} http={} https={} api={} webrtc={} \
-         webrtc_tcp={} workers={workers}",
+         webrtc_tcp={} srt={} workers={workers}",
         addr(server.rtmp),
         addr(server.rtmps),
         addr(server.rtsp),
@@ -65,6 +65,7 @@ fn main() -> std::process::ExitCode {
         addr(server.api),
         addr(server.webrtc),
         addr(server.webrtc_tcp),
+        addr(server.srt),
     );
     signals.wait(|| server.reload());
     tracing::info!("shutting down");

@@ -44,6 +44,8 @@ pub struct Server {
     pub webrtc: Option<SocketAddr>,
     /// The ICE-TCP listener's address.
     pub webrtc_tcp: Option<SocketAddr>,
+    /// SRT's UDP port, if on.
+    pub srt: Option<SocketAddr>,
     pub hub: Arc<Hub>,
     shutdown: watch::Sender<bool>,
     threads: Vec<JoinHandle<()>>,
@@ -200,6 +202,15 @@ impl Server {
                 config.limits.handshake_bound(),
             ))
         });
+        let (srt, mut srt_sockets) = match Config::listener(&config.srt.listen) {
+            Some(addr) => {
+                let (bound, sockets) = crate::io::udp_send::bind_shared(addr, workers)
+                    .map_err(|e| io::Error::new(e.kind(), format!("SRT on {addr}: {e}")))?;
+                (Some(bound), sockets)
+            }
+            None => (None, Vec::new()),
+        };
+        let srt_shared = srt.map(|_| crate::srt::Shared::new(&config.srt));
         let files = Arc::new(crate::io::filemap::FileMaps::default());
         let vods = Arc::new(crate::vod::Vods::default());
         let (shutdown, _) = watch::channel(false);
@@ -243,6 +254,13 @@ impl Server {
                     vec![(l, crate::webrtc::tcp::accept(ctx, registry))]
                 }));
             }
+            if let (Some(shared), Some(sock)) = (&srt_shared, srt_sockets.pop()) {
+                let shared = shared.clone();
+                starts.push(Box::new(move |ctx| {
+                    tokio::task::spawn_local(crate::srt::serve(ctx.clone(), shared, sock));
+                    Vec::new()
+                }));
+            }
             if let Some(registry) = registry.clone().filter(|_| worker == 0) {
                 starts.push(Box::new(move |_| {
                     tokio::task::spawn_local(crate::webrtc::sweep(registry));
@@ -278,6 +296,7 @@ impl Server {
             api,
             webrtc,
             webrtc_tcp,
+            srt,
             hub,
             shutdown,
             threads,

@@ -80,7 +80,7 @@ pub struct Conclusion {
     pub socket_id: u32,
     /// The first sequence number the caller sends with.
     pub peer_isn: u32,
-    /// The first sequence number we send with.
+    /// The first sequence number we send with: the caller's, as libsrt does.
     pub isn: u32,
     /// What the caller asked for (not yet parsed: see `StreamId`).
     pub stream_id: Option<String>,
@@ -231,8 +231,11 @@ impl Acceptor {
         hs: &HandshakePacket<'_>,
         cookie: u32,
         socket_id: u32,
-        isn: u32,
+        _isn: u32,
     ) -> Result<Handshake, AcceptError> {
+        // Both directions number from the caller's first sequence number: libsrt's
+        // listener adopts it, and its callers expect our packets to start there too.
+        let isn = hs.initial_seq_number;
         let mut listener = ListenerHandshake::new(socket_id, cookie, self.handshake_config(isn));
         // The machine expects the induction it answered; we kept none, so it hears
         // this caller's again first (its answer is dropped: the caller had it).
@@ -285,6 +288,17 @@ impl Acceptor {
             keys,
             response,
         }))
+    }
+}
+
+/// The caller's socket id, if `datagram` is a conclusion handshake (a repeated one
+/// finds the connection it made).
+pub fn conclusion_from(datagram: &[u8]) -> Option<u32> {
+    match ControlPacket::parse(datagram).ok()? {
+        ControlPacket::Handshake(h) if h.handshake_type == HandshakeType::Conclusion => {
+            Some(h.srt_socket_id)
+        }
+        _ => None,
     }
 }
 
@@ -389,7 +403,7 @@ mod tests {
         assert_eq!(done.stream_id.as_deref(), Some("#!::r=live/a,m=publish"));
         assert_eq!(done.latency, Duration::from_millis(200));
         assert_eq!((done.peer_socket_id, done.socket_id), (0x1111, 0x2222));
-        assert_eq!((done.peer_isn, done.isn), (555, 9));
+        assert_eq!((done.peer_isn, done.isn), (555, 555));
         assert!(done.keys.is_none());
         c.feed_bytes(&done.response).unwrap();
         assert_eq!(c.state(), CallerHandshakeState::Connected);

@@ -1,7 +1,8 @@
 //! Opus: the identification header `OpusHead` (RFC 7845 §5.1).
 //!
 //! Why: Enhanced RTMP and MP4 (`dOps`) carry Opus configuration as this header; WebRTC
-//! and RTSP ingest have none, so [`OpusConfig::stereo_48k`] supplies the usual one.
+//! and RTSP ingest have none, so [`OpusConfig::stereo_48k`] supplies the usual one, and
+//! MPEG-TS ingest has only a channel count, for which [`OpusConfig::new`] builds one.
 
 use super::CodecError;
 use bytes::Bytes;
@@ -11,6 +12,17 @@ const MAGIC: &[u8; 8] = b"OpusHead";
 const MIN_HEAD_LEN: usize = 19;
 /// Pre-skip of libopus at 48 kHz (3.25 ms lookahead plus decoder delay).
 const DEFAULT_PRE_SKIP: u16 = 312;
+/// Mapping family 1 (RFC 7845 §5.1.1.2) for 3 to 8 channels, in the Vorbis channel
+/// order: stream count, coupled stream count, channel mapping. These are libopus's
+/// surround layouts, and what ffmpeg's MPEG-TS demuxer builds from a channel count.
+const VORBIS_LAYOUTS: [(u8, u8, &[u8]); 6] = [
+    (2, 1, &[0, 2, 1]),
+    (2, 2, &[0, 1, 2, 3]),
+    (3, 2, &[0, 4, 1, 2, 3]),
+    (4, 2, &[0, 4, 1, 2, 3, 5]),
+    (4, 3, &[0, 4, 1, 2, 3, 5, 6]),
+    (5, 3, &[0, 6, 1, 2, 3, 4, 5, 7]),
+];
 
 /// An Opus decoder configuration.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -88,17 +100,49 @@ impl OpusConfig {
     /// The configuration of a plain stereo 48 kHz stream (family 0, libopus pre-skip),
     /// for sources that carry no `OpusHead` (WebRTC, RTSP).
     pub fn stereo_48k() -> Self {
-        let mut head = Vec::with_capacity(MIN_HEAD_LEN);
+        Self::with_layout(2, None)
+    }
+
+    /// The configuration of a 48 kHz stream of `channels` channels (1 to 8) with the
+    /// libopus pre-skip, for sources that announce only a channel count (MPEG-TS).
+    /// One or two channels use mapping family 0; three to eight use family 1 with the
+    /// Vorbis channel order (RFC 7845 §5.1.1.2). Other counts are
+    /// [`CodecError::Unsupported`].
+    pub fn new(channels: u8) -> Result<Self, CodecError> {
+        match channels {
+            1 | 2 => Ok(Self::with_layout(channels, None)),
+            _ => {
+                let layout = usize::from(channels)
+                    .checked_sub(3)
+                    .and_then(|i| VORBIS_LAYOUTS.get(i))
+                    .ok_or(CodecError::Unsupported {
+                        what: "Opus channel count without a mapping",
+                    })?;
+                Ok(Self::with_layout(channels, Some(*layout)))
+            }
+        }
+    }
+
+    /// An `OpusHead` for `channels`, family 0 without `mapping`, family 1 with it.
+    fn with_layout(channels: u8, mapping: Option<(u8, u8, &[u8])>) -> Self {
+        let mut head = Vec::with_capacity(MIN_HEAD_LEN + 2 + usize::from(channels));
         head.extend_from_slice(MAGIC);
         head.push(1); // version
-        head.push(2); // channels
+        head.push(channels);
         head.extend_from_slice(&DEFAULT_PRE_SKIP.to_le_bytes());
         head.extend_from_slice(&48_000u32.to_le_bytes());
         head.extend_from_slice(&0i16.to_le_bytes()); // output gain
-        head.push(0); // mapping family
+        match mapping {
+            None => head.push(0), // mapping family
+            Some((streams, coupled, table)) => {
+                head.push(1);
+                head.extend_from_slice(&[streams, coupled]);
+                head.extend_from_slice(table);
+            }
+        }
         OpusConfig {
             head: Bytes::from(head),
-            channels: 2,
+            channels,
             pre_skip: DEFAULT_PRE_SKIP,
             input_sample_rate: 48_000,
         }
@@ -114,6 +158,20 @@ mod tests {
         let d = OpusConfig::stereo_48k();
         assert_eq!(d.head.len(), MIN_HEAD_LEN);
         assert_eq!(OpusConfig::parse(d.head.clone()), Ok(d));
+    }
+
+    #[test]
+    fn channel_counts_build_heads_that_parse() {
+        assert_eq!(OpusConfig::new(2), Ok(OpusConfig::stereo_48k()));
+        for channels in 1..=8u8 {
+            let c = OpusConfig::new(channels).expect("1 to 8 channels");
+            assert_eq!(c.channels, channels);
+            assert_eq!(OpusConfig::parse(c.head.clone()), Ok(c.clone()));
+            let family = if channels > 2 { 1 } else { 0 };
+            assert_eq!(c.head[18], family, "{channels} channels");
+        }
+        assert!(OpusConfig::new(0).is_err());
+        assert!(OpusConfig::new(9).is_err());
     }
 
     #[test]

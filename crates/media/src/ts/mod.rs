@@ -1,15 +1,19 @@
-//! MPEG-TS (ISO/IEC 13818-1): the muxer behind HLS with `.ts` segments.
+//! MPEG-TS (ISO/IEC 13818-1): the muxer behind HLS with `.ts` segments, and the
+//! demuxer behind SRT ingest.
 //!
 //! Why: most HLS players still ask for MPEG-TS segments. The fragment engine
 //! ([`crate::fragment`]) calls [`TsMuxer`] once per frame per output, and the bytes it
 //! writes form the segment every viewer of that stream downloads, so each frame is
-//! muxed exactly once.
+//! muxed exactly once. SRT publishers send MPEG-TS; [`TsDemuxer`] turns it back into
+//! tracks and frames.
 //!
 //! - `psi`: the PAT and PMT sections with their CRC, one packet each.
 //! - `packet`: 188-byte packets, the adaptation field (PCR, random access, stuffing)
 //!   and the PES header.
 //! - `muxer`: [`TsMuxer`], which turns [`Frame`](crate::Frame)s into PES packets:
 //!   Annex-B access units for H.264/H.265, ADTS frames for AAC, MP3 frames as they are.
+//! - `demux`: [`TsDemuxer`], the reverse for H.264/H.265, AAC and Opus, from packets
+//!   in any split; see its module for what it reads and its limits.
 //!
 //! # Layout of what we write
 //! One program (number 1). PAT on PID 0, PMT on [`PMT_PID`], video on [`VIDEO_PID`],
@@ -31,10 +35,14 @@
 //! - NAL payloads are copied once, into the caller's buffer; nothing else is allocated
 //!   per frame once the muxer's scratch list has grown to the largest frame's NAL count.
 
+mod demux;
 mod muxer;
 mod packet;
 mod psi;
 
+pub use demux::{
+    DemuxStats, Demuxed, TsDemuxer, MAX_AUDIO_PES_LEN, MAX_QUEUED_OUTPUTS, MAX_VIDEO_PES_LEN,
+};
 pub use muxer::TsMuxer;
 pub use packet::PACKET_LEN;
 

@@ -92,6 +92,8 @@ pub struct LocalStream {
     done: Cell<bool>,
     /// The worker's [`Fanout::first_frame`].
     first_frame: Histogram,
+    /// The buffers of one write, for transports that take them shared (reused).
+    shared: RefCell<Vec<Bytes>>,
 }
 
 #[derive(Debug, Default)]
@@ -310,6 +312,7 @@ impl LocalStream {
             policy,
             done: Cell::new(false),
             first_frame,
+            shared: RefCell::default(),
         });
         tokio::task::spawn_local(local.clone().pump());
         local
@@ -401,9 +404,12 @@ impl LocalStream {
             player.close(CloseReason::TooSlow);
             return;
         }
+        let shared = player.sock.takes_shared();
         while !io.blocked {
             // On the stack: no allocation per player per write.
             let mut iov = [IoSlice::new(&[]); MAX_IOV];
+            let mut refs = self.shared.borrow_mut();
+            refs.clear();
             let mut n = 0;
             let mut offered = 0usize;
             for b in &io.pending {
@@ -411,6 +417,9 @@ impl LocalStream {
                     break;
                 }
                 iov[n] = IoSlice::new(b);
+                if shared {
+                    refs.push(b.clone());
+                }
                 n += 1;
                 offered += b.len();
             }
@@ -423,6 +432,9 @@ impl LocalStream {
                     let bytes = p.bytes(player.format, shape);
                     if !bytes.is_empty() {
                         iov[n] = IoSlice::new(bytes);
+                        if shared {
+                            refs.push(bytes.clone());
+                        }
                         n += 1;
                         offered += bytes.len();
                     }
@@ -444,7 +456,13 @@ impl LocalStream {
                     }
                 }
             }
-            let written = match player.sock.try_write_vectored(&iov[..n]) {
+            let result = if shared {
+                player.sock.try_write_shared(&refs)
+            } else {
+                player.sock.try_write_vectored(&iov[..n])
+            };
+            drop(refs);
+            let written = match result {
                 Ok(n) => n,
                 Err(e) if e.kind() == io::ErrorKind::WouldBlock => {
                     io.blocked = true;

@@ -13,7 +13,7 @@
 //! consumer that arrives starts its output from the packets already in the ring.
 
 use crate::config::{Apps, StreamSettings};
-use crate::core::format::{self, FormatId};
+use crate::core::format::{self, FormatId, TsSource};
 use crate::core::packet::{Packet, Payload, RtpSource, Shape};
 use crate::core::ring::{Ring, RingLimits};
 use crate::core::transcode::Transcoder;
@@ -117,6 +117,10 @@ pub struct Taps {
     /// The AAC-to-Opus thread, while WebRTC players take its Opus.
     opus: Option<Transcoder>,
     opus_users: usize,
+    /// The TS muxer of SRT players, made by the first of them.
+    ts: Option<TsSource>,
+    /// SRT players now: the TS form is made while there are any.
+    ts_users: usize,
 }
 
 #[derive(Debug)]
@@ -311,6 +315,17 @@ impl Drop for RtpUse {
     }
 }
 
+/// An SRT player's claim on its stream's TS form (see [`Stream::want_ts`]).
+#[derive(Debug)]
+pub struct TsUse(Arc<Stream>);
+
+impl Drop for TsUse {
+    fn drop(&mut self) {
+        let mut taps = self.0.taps();
+        taps.ts_users = taps.ts_users.saturating_sub(1);
+    }
+}
+
 /// A WebRTC player's claim on its stream's transcoded Opus (see [`Stream::want_opus`]).
 #[derive(Debug)]
 pub struct OpusUse(Arc<Stream>);
@@ -417,6 +432,8 @@ impl Stream {
                 rtp_users: 0,
                 opus: None,
                 opus_users: 0,
+                ts: None,
+                ts_users: 0,
             }),
             consumers: std::array::from_fn(|_| AtomicUsize::new(0)),
             shape: config.shape,
@@ -481,6 +498,31 @@ impl Stream {
             }
         }
         Some(RtpUse(self.clone()))
+    }
+
+    /// An SRT player needs the TS form until the returned guard is dropped. The first
+    /// one starts it at the start keyframe, as [`Stream::want_rtp`] does the RTP form.
+    pub fn want_ts(self: &Arc<Self>) -> TsUse {
+        let mut taps = self.taps();
+        let Taps { ts, ts_users, .. } = &mut *taps;
+        *ts_users += 1;
+        if *ts_users == 1 {
+            let mut packets = VecDeque::new();
+            let tracks = {
+                let state = self.lock();
+                let ring = &state.ring;
+                ring.copy_since(ring.start().unwrap_or(ring.next()), &mut packets);
+                state.tracks()
+            };
+            let [video, audio] = tracks;
+            let source = ts.get_or_insert_with(|| TsSource::new(video, audio));
+            for packet in packets.iter().filter(|p| !p.derived) {
+                if let Payload::Media { frame, .. } = &packet.payload {
+                    packet.set_form(FormatId::TS, source.mux(frame));
+                }
+            }
+        }
+        TsUse(self.clone())
     }
 
     /// A WebRTC player takes Opus transcoded from the stream's AAC until the returned
@@ -600,6 +642,11 @@ impl Stream {
                     packet.set_rtp(form);
                 }
             }
+            if taps.ts_users > 0 {
+                if let Some(ts) = &mut taps.ts {
+                    packet.set_form(FormatId::TS, ts.mux(frame));
+                }
+            }
         }
         self.prepare(&packet);
         self.push(packet);
@@ -612,6 +659,9 @@ impl Stream {
         self.hls.set_track(track);
         if let Some(rtp) = &mut taps.rtp {
             rtp.set_track(track);
+        }
+        if let Some(ts) = &mut taps.ts {
+            ts.set_track(track);
         }
         if let Some(opus) = taps
             .opus

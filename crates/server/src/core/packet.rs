@@ -203,6 +203,11 @@ impl Packet {
         slot.get().unwrap_or(&EMPTY)
     }
 
+    /// Gives the packet a form made in stream order by its stream (MPEG-TS); once.
+    pub(crate) fn set_form(&self, id: FormatId, bytes: Bytes) {
+        let _ = self.forms[id.index()].set(bytes);
+    }
+
     /// Whether the form of `id` was built (for tests of who builds what).
     #[cfg(test)]
     pub fn built(&self, id: FormatId) -> bool {

@@ -82,6 +82,20 @@ pub trait Transport: fmt::Debug {
     fn plain_tcp(&self) -> Option<&TcpStream> {
         None
     }
+
+    /// Whether the transport takes the writer's shared buffers themselves
+    /// ([`Transport::try_write_shared`]): one that keeps what it sent for retransmission
+    /// (SRT) then holds references to the stream's bytes instead of copies.
+    fn takes_shared(&self) -> bool {
+        false
+    }
+
+    /// As `try_write_vectored`, with the buffers by reference count. Only called
+    /// when [`Transport::takes_shared`] says so.
+    fn try_write_shared(&self, bufs: &[Bytes]) -> io::Result<usize> {
+        let slices: Vec<IoSlice<'_>> = bufs.iter().map(|b| IoSlice::new(b)).collect();
+        self.try_write_vectored(&slices)
+    }
 }
 
 /// A connection's transport.
@@ -128,6 +142,14 @@ impl Sock {
 
     pub fn try_flush(&self) -> io::Result<bool> {
         self.0.try_flush()
+    }
+
+    pub fn takes_shared(&self) -> bool {
+        self.0.takes_shared()
+    }
+
+    pub fn try_write_shared(&self, bufs: &[Bytes]) -> io::Result<usize> {
+        self.0.try_write_shared(bufs)
     }
 
     pub fn has_pending_output(&self) -> bool {

@@ -14,6 +14,38 @@ use std::mem::{size_of, zeroed};
 use std::net::SocketAddr;
 use std::os::fd::{AsRawFd, BorrowedFd};
 
+/// One socket per worker on `addr`, all sharing its port (SO_REUSEPORT), non-blocking;
+/// and the address they are bound to (the port chosen when `addr` asks for 0).
+pub fn bind_shared(
+    addr: SocketAddr,
+    workers: usize,
+) -> io::Result<(SocketAddr, Vec<std::net::UdpSocket>)> {
+    // A plain bind first: SO_REUSEPORT would share the port with another server left
+    // running and silently split its sessions.
+    if addr.port() != 0 {
+        drop(std::net::UdpSocket::bind(addr)?);
+    }
+    let first = bind(addr)?;
+    let bound = first.local_addr()?;
+    let mut all = vec![first];
+    for _ in 1..workers {
+        all.push(bind(bound)?);
+    }
+    Ok((bound, all))
+}
+
+fn bind(addr: SocketAddr) -> io::Result<std::net::UdpSocket> {
+    use socket2::{Domain, Socket, Type};
+    let socket = Socket::new(Domain::for_address(addr), Type::DGRAM, None)?;
+    socket.set_reuse_port(true)?;
+    socket.set_nonblocking(true)?;
+    // Room for bursts of many viewers' packets (the kernel caps it at rmem_max).
+    let _ = socket.set_recv_buffer_size(4 << 20);
+    let _ = socket.set_send_buffer_size(4 << 20);
+    socket.bind(&addr.into())?;
+    Ok(socket.into())
+}
+
 /// `UDP_SEGMENT` (linux/udp.h), missing from the libc crate for glibc targets.
 const UDP_SEGMENT: libc::c_int = 103;
 /// The kernel's limit on segments per GSO message (`UDP_MAX_SEGMENTS`).

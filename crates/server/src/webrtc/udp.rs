@@ -9,48 +9,17 @@ use crate::io::udp_send;
 use sluice_webrtc::stun;
 use std::cell::{Cell, RefCell};
 use std::collections::HashMap;
-use std::io;
 use std::net::{SocketAddr, UdpSocket as StdUdpSocket};
+
 use std::os::fd::AsFd;
 use std::rc::Rc;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 use tokio::net::UdpSocket;
+pub use udp_send::bind_shared as bind_sockets;
 
 /// Largest datagram read; WebRTC keeps packets under the path MTU.
 const MAX_DATAGRAM: usize = 2048;
-
-/// One socket per worker on `addr`, all sharing its port (SO_REUSEPORT), non-blocking;
-/// and the address they are bound to (the port chosen when `addr` asks for 0).
-pub fn bind_sockets(
-    addr: SocketAddr,
-    workers: usize,
-) -> io::Result<(SocketAddr, Vec<StdUdpSocket>)> {
-    // A plain bind first: SO_REUSEPORT would share the port with another server left
-    // running and silently split its sessions.
-    if addr.port() != 0 {
-        drop(StdUdpSocket::bind(addr)?);
-    }
-    let first = bind(addr)?;
-    let bound = first.local_addr()?;
-    let mut all = vec![first];
-    for _ in 1..workers {
-        all.push(bind(bound)?);
-    }
-    Ok((bound, all))
-}
-
-fn bind(addr: SocketAddr) -> io::Result<StdUdpSocket> {
-    use socket2::{Domain, Socket, Type};
-    let socket = Socket::new(Domain::for_address(addr), Type::DGRAM, None)?;
-    socket.set_reuse_port(true)?;
-    socket.set_nonblocking(true)?;
-    // Room for bursts of many viewers' packets (the kernel caps it at rmem_max).
-    let _ = socket.set_recv_buffer_size(4 << 20);
-    let _ = socket.set_send_buffer_size(4 << 20);
-    socket.bind(&addr.into())?;
-    Ok(socket.into())
-}
 
 /// A worker's WebRTC socket and what batched sends reuse.
 #[derive(Debug)]

@@ -30,6 +30,8 @@ pub struct TestServer {
     pub webrtc_tcp: Option<SocketAddr>,
     /// RTMPS, when the flags turn it on (with a certificate).
     pub rtmps: Option<SocketAddr>,
+    /// SRT, on a kernel-chosen port unless the flags say otherwise.
+    pub srt: Option<SocketAddr>,
 }
 
 impl TestServer {
@@ -46,6 +48,12 @@ impl TestServer {
         } else {
             &["--webrtc-udp", "off"]
         };
+        // SRT's default port is fixed too: a kernel-chosen one unless asked.
+        let srt: &[&str] = if args.contains(&"--srt") {
+            &[]
+        } else {
+            &["--srt", "127.0.0.1:0"]
+        };
         let mut child = Command::new(env!("CARGO_BIN_EXE_sluice"))
             .args([
                 "--rtmp",
@@ -57,6 +65,7 @@ impl TestServer {
             ])
             .args(rtsp)
             .args(webrtc)
+            .args(srt)
             .args(args)
             .stdout(Stdio::piped())
             .spawn()
@@ -84,6 +93,7 @@ impl TestServer {
             webrtc: optional("webrtc"),
             webrtc_tcp: optional("webrtc_tcp"),
             rtmps: optional("rtmps"),
+            srt: optional("srt"),
             rtmp: field("rtmp"),
             http: field("http"),
             child,

@@ -8,6 +8,9 @@
 mod flv;
 mod rtmp;
 mod rtp;
+mod ts;
+
+pub use ts::TsSource;
 
 use crate::core::packet::{Packet, Shape};
 use bytes::Bytes;
@@ -65,6 +68,8 @@ register! {
     /// All RTP packets of a frame behind their interleave headers (RTSP), made by the
     /// publisher (see `packet::RtpSource`).
     RTP => rtp::Rtp,
+    /// MPEG-TS packets of a frame (SRT), made by the stream's `TsSource` in stream order.
+    TS => ts::Ts,
 }
 
 /// A registered output format.
@@ -152,6 +157,7 @@ mod tests {
             FormatId::FLV,
             FormatId::WS_FLV,
             FormatId::RTP,
+            FormatId::TS,
         ];
         assert_eq!(COUNT, ids.len());
         for (i, id) in ids.iter().enumerate() {

@@ -1,0 +1,97 @@
+//! MPEG-TS for SRT players: each frame's TS packets, made by the stream's
+//! [`TsSource`] in stream order while SRT players play (continuity counters must
+//! follow stream order, so a player never builds this form; see
+//! `hub::Stream::want_ts`). Every SRT player gets the same bytes, cut into the same
+//! datagram payloads.
+//!
+//! The tables (PAT, PMT) go before every video keyframe, where players start, and
+//! every half second of a stream without video. Decoder configurations travel in band:
+//! parameter sets on keyframes, ADTS headers on AAC.
+
+use super::OutputFormat;
+use crate::core::packet::{Packet, Shape};
+use bytes::{Bytes, BytesMut};
+use sluice_media::ts::TsMuxer;
+use sluice_media::{Frame, MediaKind, Timestamp, Track};
+use std::sync::Arc;
+
+pub(super) struct Ts;
+
+impl OutputFormat for Ts {
+    fn name(&self) -> &'static str {
+        "ts"
+    }
+
+    /// Never built on demand: the source sets it (see the module).
+    fn build(&self, _: &Packet, _: &Shape) -> Bytes {
+        Bytes::new()
+    }
+}
+
+/// Tables at least this often (90 kHz) in a stream without video.
+const AUDIO_TABLES_EVERY: Timestamp = 45_000;
+
+/// A stream's TS muxer with what it needs from the world: the stream's tracks.
+#[derive(Debug, Default)]
+pub struct TsSource {
+    video: Option<Arc<Track>>,
+    audio: Option<Arc<Track>>,
+    muxer: Option<TsMuxer>,
+    last_tables: Option<Timestamp>,
+}
+
+impl TsSource {
+    pub fn new(video: Option<Arc<Track>>, audio: Option<Arc<Track>>) -> TsSource {
+        let mut source = TsSource {
+            video,
+            audio,
+            ..TsSource::default()
+        };
+        source.remux();
+        source
+    }
+
+    /// A new decoder configuration: a new muxer for the tracks now.
+    pub fn set_track(&mut self, track: &Arc<Track>) {
+        match track.kind() {
+            MediaKind::Video => self.video = Some(track.clone()),
+            MediaKind::Audio => self.audio = Some(track.clone()),
+        }
+        self.remux();
+    }
+
+    fn remux(&mut self) {
+        let (v, a) = (self.video.as_deref(), self.audio.as_deref());
+        // A codec TS cannot carry here (Opus, AV1) leaves the other track playing.
+        self.muxer = TsMuxer::new(v, a)
+            .or_else(|_| TsMuxer::new(v, None))
+            .or_else(|_| TsMuxer::new(None, a))
+            .ok();
+        self.last_tables = None;
+    }
+
+    /// The TS form of `frame`: empty when the muxer cannot take it.
+    pub fn mux(&mut self, frame: &Frame) -> Bytes {
+        let Some(muxer) = &mut self.muxer else {
+            return Bytes::new();
+        };
+        let mut out = BytesMut::new();
+        let tables = match frame.kind {
+            MediaKind::Video => frame.keyframe,
+            MediaKind::Audio => {
+                self.video.is_none()
+                    && self
+                        .last_tables
+                        .is_none_or(|t| frame.dts - t >= AUDIO_TABLES_EVERY || frame.dts < t)
+            }
+        } || self.last_tables.is_none();
+        if tables {
+            muxer.write_tables(&mut out);
+            self.last_tables = Some(frame.dts);
+        }
+        if muxer.write_frame(frame, &mut out).is_err() {
+            return Bytes::new();
+        }
+        out.freeze()
+    }
+}
