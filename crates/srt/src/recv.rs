@@ -155,8 +155,14 @@ impl Receiver {
         if to < 0 {
             return;
         }
-        let to = (to as usize).min(self.slots.len().saturating_sub(1));
-        for slot in self.slots.range_mut(from.min(to)..=to) {
+        let Some(last) = self.slots.len().checked_sub(1) else {
+            return;
+        };
+        let to = (to as usize).min(last);
+        if from > to {
+            return;
+        }
+        for slot in self.slots.range_mut(from..=to) {
             if matches!(slot, Slot::Missing) {
                 *slot = Slot::Dropped;
             }
@@ -397,6 +403,19 @@ mod tests {
         r.dropped(0, 2, now);
         assert_eq!(drain(&mut r), [3]);
         assert_eq!(r.stats.lost, 0);
+    }
+
+    #[test]
+    fn a_drop_request_before_anything_arrived_is_harmless() {
+        // Found by the connection fuzz target: an empty window.
+        let now = Instant::now();
+        let mut r = Receiver::new(9, 0, 64, Duration::from_secs(1), now);
+        r.dropped(0, 5, now);
+        r.dropped(5, 0, now);
+        r.packet(2, false, b(2), now, 0);
+        r.dropped(7, 9, now);
+        r.dropped(0, 1, now);
+        assert_eq!(drain(&mut r), [2]);
     }
 
     #[test]

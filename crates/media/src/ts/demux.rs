@@ -15,7 +15,7 @@
 //!
 //! # Invariants
 //! - No input panics or grows memory without bound: partial input is at most one
-//!   packet and one byte, a PES at most [`MAX_VIDEO_PES_LEN`] or
+//!   packet, a PES at most [`MAX_VIDEO_PES_LEN`] or
 //!   [`MAX_AUDIO_PES_LEN`], a PSI section 1024 bytes, the output queue
 //!   [`MAX_QUEUED_OUTPUTS`] entries (whose payloads came from the bytes pushed since
 //!   the last drain).
@@ -51,8 +51,8 @@ use crate::{Frame, Timestamp, Track};
 /// Largest video PES we reassemble: a 4K keyframe at a high bit rate is a few MiB;
 /// more is a peer making us buffer.
 pub const MAX_VIDEO_PES_LEN: usize = 16 << 20;
-/// Largest audio PES we reassemble: `PES_packet_length` is 16 bits, and audio always
-/// has one, so a real audio PES is never longer.
+/// Largest audio PES we reassemble: the most a 16-bit `PES_packet_length` can say.
+/// Encoders put a few frames (tens of milliseconds, a few KiB) in each.
 pub const MAX_AUDIO_PES_LEN: usize = 64 << 10;
 /// Most outputs queued between two drains. One 1316-byte datagram yields at most a
 /// few hundred (Opus packets of a few bytes each), so a caller that drains after
@@ -282,7 +282,7 @@ impl Table {
 /// program's first DTS is 0, and 33-bit wrap-arounds are unwrapped.
 #[derive(Debug)]
 pub struct TsDemuxer {
-    /// Bytes not yet decided on: the start of a packet, at most one packet and a byte.
+    /// Bytes not yet decided on between pushes: the start of a packet, at most 188 bytes.
     carry: Vec<u8>,
     /// Whether packet boundaries are known: the last packet was followed by a sync byte.
     locked: bool,
@@ -344,7 +344,7 @@ impl TsDemuxer {
                 bytes = bytes.get(past..).unwrap_or_default();
                 carry.clear();
             } else {
-                carry.drain(..used);
+                carry.drain(..used.min(carry.len()));
                 bytes = tail;
             }
             self.carry = carry;
