@@ -333,10 +333,10 @@ fn stream(s: &Stream, clients: &[ClientInfo], auth: &crate::auth::Auth) -> Value
     }
     let mut viewers = serde_json::Map::new();
     for f in FormatId::all() {
-        let name = if f == FormatId::RTP {
-            "rtsp"
-        } else {
-            f.format().name()
+        let name = match f {
+            FormatId::RTP => "rtsp",
+            FormatId::TS => "srt",
+            _ => f.format().name(),
         };
         viewers.insert(name.into(), s.consumers(f).into());
     }

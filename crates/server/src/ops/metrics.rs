@@ -64,6 +64,7 @@ pub fn render(
         for f in FormatId::all() {
             let protocol = match f {
                 FormatId::RTP => "rtsp",
+                FormatId::TS => "srt",
                 _ => f.format().name(),
             };
             viewers
