@@ -406,7 +406,7 @@ where
                 () = &mut hold, if holding => Woke::HoldEnd,
                 () = &mut timer, if timer_armed.is_some() => Woke::Timer,
                 () = &mut idle, if idle_armed.is_some() => Woke::Idle,
-                end = player_end(conn.playing.as_ref()) => Woke::Player(end),
+                end = crate::core::play::end_of(conn.playing.as_ref()) => Woke::Player(end),
                 w = wait => Woke::Adapter(w),
                 () = conn.client.kicked() => Woke::Kicked,
             }
@@ -536,14 +536,6 @@ fn arm(
             timer.reset(w);
             *armed = Some(w);
         }
-    }
-}
-
-/// Until the fan-out ends the player (or never, when not playing).
-async fn player_end(playing: Option<&Playing>) -> PlayEnd {
-    match playing {
-        Some(p) => p.wait_end().await,
-        None => std::future::pending().await,
     }
 }
 

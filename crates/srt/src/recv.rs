@@ -312,11 +312,11 @@ impl Receiver {
         if self.last_acked != Some(self.next) || self.packets_since_ack > 0 {
             at = Some(self.last_full_ack.map_or(now, |t| t + FULL_ACK_PERIOD));
         }
-        let hole = self.slots.iter().find_map(|s| match s {
-            Slot::Held(_, t) => Some(*t + self.latency),
-            _ => None,
-        });
         if matches!(self.slots.front(), Some(Slot::Missing)) {
+            let hole = self.slots.iter().find_map(|s| match s {
+                Slot::Held(_, t) => Some(*t + self.latency),
+                _ => None,
+            });
             let nak = self.last_nak.map_or(now, |t| t + self.rtt.nak_interval());
             at = [at, Some(nak), hole].into_iter().flatten().min();
         }

@@ -408,8 +408,11 @@ impl LocalStream {
         while !io.blocked {
             // On the stack: no allocation per player per write.
             let mut iov = [IoSlice::new(&[]); MAX_IOV];
-            let mut refs = self.shared.borrow_mut();
-            refs.clear();
+            // Only players whose transport keeps shared buffers take the scratch list.
+            let mut refs = shared.then(|| self.shared.borrow_mut());
+            if let Some(r) = refs.as_mut() {
+                r.clear();
+            }
             let mut n = 0;
             let mut offered = 0usize;
             for b in &io.pending {
@@ -417,8 +420,8 @@ impl LocalStream {
                     break;
                 }
                 iov[n] = IoSlice::new(b);
-                if shared {
-                    refs.push(b.clone());
+                if let Some(r) = refs.as_mut() {
+                    r.push(b.clone());
                 }
                 n += 1;
                 offered += b.len();
@@ -432,8 +435,8 @@ impl LocalStream {
                     let bytes = p.bytes(player.format, shape);
                     if !bytes.is_empty() {
                         iov[n] = IoSlice::new(bytes);
-                        if shared {
-                            refs.push(bytes.clone());
+                        if let Some(r) = refs.as_mut() {
+                            r.push(bytes.clone());
                         }
                         n += 1;
                         offered += bytes.len();
@@ -456,10 +459,9 @@ impl LocalStream {
                     }
                 }
             }
-            let result = if shared {
-                player.sock.try_write_shared(&refs)
-            } else {
-                player.sock.try_write_vectored(&iov[..n])
+            let result = match &refs {
+                Some(r) => player.sock.try_write_shared(r),
+                None => player.sock.try_write_vectored(&iov[..n]),
             };
             drop(refs);
             let written = match result {

@@ -118,3 +118,12 @@ async fn drain(local: &LocalStream, player: &Player) {
     })
     .await;
 }
+
+/// The end of `playing`, or never when nothing plays: for the `select!` of a task that
+/// plays only some of the time.
+pub async fn end_of(playing: Option<&Playing>) -> PlayEnd {
+    match playing {
+        Some(p) => p.wait_end().await,
+        None => std::future::pending().await,
+    }
+}

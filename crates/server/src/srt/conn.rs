@@ -327,7 +327,7 @@ async fn serve(conn: &Rc<Conn>, client: &Client, playing: Option<&Playing>) -> &
         tokio::select! {
             () = sleep_until(at) => conn.tick(),
             () = conn.wake.notified() => {}
-            end = player_end(playing) => {
+            end = crate::core::play::end_of(playing) => {
                 conn.close();
                 return match end {
                     PlayEnd::Closed(r) => {
@@ -348,13 +348,6 @@ async fn serve(conn: &Rc<Conn>, client: &Client, playing: Option<&Playing>) -> &
 async fn sleep_until(at: Option<Instant>) {
     match at {
         Some(at) => tokio::time::sleep_until(at.into()).await,
-        None => std::future::pending().await,
-    }
-}
-
-async fn player_end(playing: Option<&Playing>) -> PlayEnd {
-    match playing {
-        Some(p) => p.wait_end().await,
         None => std::future::pending().await,
     }
 }

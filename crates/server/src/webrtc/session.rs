@@ -223,7 +223,7 @@ impl Session {
         tokio::select! {
             () = sleep_until(at.map(tokio::time::Instant::from_std)) => Woke::Timer,
             () = self.wake.notified() => Woke::Events,
-            end = player_end(playing) => Woke::Played(end),
+            end = crate::core::play::end_of(playing) => Woke::Played(end),
             () = notified(keyframe_wanted) => Woke::KeyframeWanted,
             () = client.kicked() => Woke::Kicked,
         }
@@ -408,13 +408,6 @@ async fn sleep_until(at: Option<tokio::time::Instant>) {
 async fn notified(notify: Option<&Notify>) {
     match notify {
         Some(n) => n.notified().await,
-        None => std::future::pending().await,
-    }
-}
-
-async fn player_end(playing: Option<&Playing>) -> PlayEnd {
-    match playing {
-        Some(p) => p.wait_end().await,
         None => std::future::pending().await,
     }
 }
