@@ -64,6 +64,8 @@ fn rtsp_players_over_tcp_and_udp_get_every_frame() {
         "off",
         "--workers",
         "2",
+        "--srt",
+        "off",
         "--webrtc-udp",
         "off",
         "--log",

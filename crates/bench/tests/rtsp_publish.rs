@@ -32,6 +32,8 @@ fn start_server(extra: &[&str]) -> sluice_server::Server {
         "off",
         "--workers",
         "2",
+        "--srt",
+        "off",
         "--webrtc-udp",
         "off",
         "--log",

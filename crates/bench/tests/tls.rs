@@ -31,6 +31,8 @@ fn start_server(tls: &[&str]) -> sluice_server::Server {
         "250",
         "--workers",
         "2",
+        "--srt",
+        "off",
         "--webrtc-udp",
         "off",
         "--log",

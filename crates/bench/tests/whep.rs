@@ -17,6 +17,8 @@ fn five_hundred_whep_players_started_at_once_all_play() {
         "127.0.0.1:0",
         "--http",
         "127.0.0.1:0",
+        "--srt",
+        "off",
         "--webrtc-udp",
         "127.0.0.1:0",
         "--rtsp",

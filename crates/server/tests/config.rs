@@ -146,7 +146,8 @@ fn printed_configuration_reads_back_unchanged() {
 fn log_of_a_bad_handshake(flags: &[&str]) -> (std::process::ExitStatus, String) {
     let mut child = Command::new(env!("CARGO_BIN_EXE_sluice"))
         .args(["--rtmp", "127.0.0.1:0", "--http", "127.0.0.1:0"])
-        .args(["--rtsp", "off", "--webrtc-udp", "off", "--log", "info"])
+        .args(["--rtsp", "off", "--webrtc-udp", "off", "--srt", "off"])
+        .args(["--log", "info"])
         .args(flags)
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
