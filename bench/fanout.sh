@@ -15,9 +15,11 @@
 # (one send call per RTP packet), to measure what frame batching saves.
 # whep: WebRTC players (sluice-bench's str0m peers), video and the clip's AAC as Opus
 # (transcoded once by the server).
+# srt: SRT players (sluice-bench's callers, sluice_srt): the stream's MPEG-TS, muxed once
+# and cut into shared 1316-byte payloads.
 # -c small publishes the 600 kbit/s 360p clip instead (small_clip in lib.sh).
 # Usage: bench/fanout.sh [-n PLAYERS] [-d SECONDS] [-m MERGE_MS] [-c small]
-#                        [-p "flv rtmp hls ll-hls rtsp rtsp-udp ws-flv
+#                        [-p "flv rtmp hls ll-hls rtsp rtsp-udp ws-flv whep srt
 #                            flv-tls hls-tls ll-hls-tls ws-flv-tls"]
 #                        [-x "floor nginx"] [-o OUTDIR] [-r REPETITIONS]
 # Writes OUTDIR/fanout.md and one JSON per run (sluice-bench's report; repetitions

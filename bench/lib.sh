@@ -194,7 +194,8 @@ stop() { kill_hard "$@"; }
 url() {
   local u
   u=$(url_of "$@")
-  if [ "$2" = sluice ] && [ -n "${PLAY_QUERY:-}" ] && [ -n "$u" ]; then u="$u?$PLAY_QUERY"; fi
+  # An srt:// URL's query is libsrt's options, not the server's.
+  if [ "$2" = sluice ] && [ -n "${PLAY_QUERY:-}" ] && [ -n "$u" ] && [ "$1" != srt ]; then u="$u?$PLAY_QUERY"; fi
   echo "$u"
 }
 
@@ -210,6 +211,7 @@ url_of() {
     nginx:hls) echo "http://127.0.0.1:$N_HTTP/hls/x.m3u8" ;;            # TS files, sendfile
     sluice:rtsp | sluice:rtsp-udp) echo "rtsp://127.0.0.1:$S_RTSP/live/x" ;; # RTP on TCP | UDP
     sluice:whep) echo "http://127.0.0.1:$S_HTTP/live/x/whep" ;;          # WebRTC, UDP port from the kernel
+    sluice:srt) echo "srt://127.0.0.1:$S_SRT?streamid=read:live/x" ;;    # MPEG-TS over SRT
     sluice:flv-tls) echo "https://127.0.0.1:$S_HTTPS/live/x.flv" ;;
     sluice:ws-flv-tls) echo "wss://127.0.0.1:$S_HTTPS/live/x.flv" ;;
     sluice:hls-tls) echo "https://127.0.0.1:$S_HTTPS/live/x.m3u8" ;;

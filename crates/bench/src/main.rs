@@ -26,6 +26,7 @@ mod stamp;
 mod stamp_scan;
 mod target;
 mod tls;
+mod ts_scan;
 
 use clap::{Args, Parser, Subcommand, ValueEnum};
 use figures::{Live, PlayerRow, Spread};
@@ -492,6 +493,7 @@ async fn run_play(a: PlayArgs) -> Result<Report, String> {
             Protocol::Hls | Protocol::LlHls,
         ) => {}
         (Target::Rtsp { .. }, Protocol::Rtsp | Protocol::RtspUdp) => {}
+        (Target::Srt { .. }, Protocol::Srt) => {}
         (
             Target::Http {
                 websocket: false,

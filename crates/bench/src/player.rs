@@ -24,6 +24,8 @@ pub enum Protocol {
     RtspUdp,
     /// WebRTC (WHEP): an SDP offer POSTed to `/app/stream/whep`, media over DTLS-SRTP.
     Whep,
+    /// SRT (`m=request`): the stream's MPEG-TS in 1316-byte payloads.
+    Srt,
 }
 
 /// A connected player.
@@ -57,7 +59,7 @@ impl Player {
                     "HLS has no tag-level player (sluice-bench play only)".into(),
                 ))
             }
-            Protocol::Rtsp | Protocol::RtspUdp | Protocol::Whep => {
+            Protocol::Rtsp | Protocol::RtspUdp | Protocol::Whep | Protocol::Srt => {
                 return Err(ClientError::Refused(
                     "no tag-level player for this protocol (sluice-bench play only)".into(),
                 ))

@@ -118,6 +118,26 @@ pub(crate) fn find_in_rtp(payload: &[u8]) -> Option<u64> {
     }
 }
 
+/// The stamp among the first NAL units of H.264 in Annex B form (start codes), as
+/// an MPEG-TS PES carries them: the search stops at the first slice.
+pub(crate) fn find_in_annexb(data: &[u8]) -> Option<u64> {
+    let mut at = 0;
+    while let Some(i) = memchr::memmem::find(&data[at..], &[0, 0, 1]) {
+        let nal = &data[at + i + 3..];
+        match nal.first()? & 0x1f {
+            6 => {
+                if let Some(t) = sei_stamp(nal) {
+                    return Some(t);
+                }
+            }
+            1..=5 => return None,
+            _ => {}
+        }
+        at += i + 3;
+    }
+    None
+}
+
 /// Fills `out` from `escaped` with the emulation-prevention bytes (a 3 after two
 /// zeros) taken out; returns how many bytes it filled.
 pub(crate) fn unescape(escaped: &[u8], out: &mut [u8]) -> usize {
@@ -163,6 +183,21 @@ pub(crate) fn unix_us() -> u64 {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn annexb_stamps_are_found_before_the_first_slice() {
+        let mut au = bytes::BytesMut::new();
+        au.extend_from_slice(&[0, 0, 0, 1, 9, 0xf0, 0, 0, 0, 1, 0x67, 1, 2, 0, 0, 1]);
+        push_sei(&mut au, 0x0102_0000_0000_0003);
+        au.extend_from_slice(&[0, 0, 1, 0x65, 7, 7]);
+        assert_eq!(find_in_annexb(&au), Some(0x0102_0000_0000_0003));
+        // Behind a slice, or cut short: none.
+        let mut late = bytes::BytesMut::from(&[0u8, 0, 1, 0x41, 5][..]);
+        late.extend_from_slice(&[0, 0, 1]);
+        push_sei(&mut late, 5);
+        assert_eq!(find_in_annexb(&late), None);
+        assert_eq!(find_in_annexb(&au[..20]), None);
+    }
 
     #[test]
     fn stamps_round_trip_with_emulation_prevention() {

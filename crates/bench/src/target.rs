@@ -1,6 +1,8 @@
 //! What the bench connects to, from a URL: `rtmp://host[:port]/app/stream[?q]`,
 //! `http://host:port/path.flv`, `ws://host:port/path.flv`, `rtsp://host[:port]/app/stream`;
-//! `https://` and `wss://` are the HTTP forms over TLS.
+//! `https://` and `wss://` are the HTTP forms over TLS;
+//! `srt://host:port?streamid=...&passphrase=...&pbkeylen=16&latency=120` (libsrt's
+//! URI options, latency in ms as `srt-live-transmit` reads it).
 //!
 //! Why here and not a URL crate: the forms are few and fixed, and the pieces the
 //! clients need (RTMP app, stream name with its query, tcUrl, HTTP path) are not a
@@ -33,6 +35,15 @@ pub(crate) enum Target {
         /// carry, the URL's host without port or brackets.
         tls_name: Option<String>,
     },
+    /// `srt://host:port[?streamid=..&passphrase=..&pbkeylen=..&latency=ms]`.
+    Srt {
+        addr: SocketAddr,
+        /// The stream id as given; `{i}` in it becomes the client's index.
+        stream_id: Option<String>,
+        passphrase: Option<String>,
+        key_len: usize,
+        latency_ms: u16,
+    },
     /// `rtsp://host[:port]/path[?query]`.
     Rtsp {
         addr: SocketAddr,
@@ -46,7 +57,7 @@ impl Target {
     /// Parses `url` and resolves its host.
     pub(crate) fn parse(url: &str) -> Result<Target, String> {
         let (scheme, rest) = url.split_once("://").ok_or_else(|| {
-            format!("{url}: no scheme (rtmp://, rtsp://, http(s):// or ws(s)://)")
+            format!("{url}: no scheme (rtmp://, rtsp://, srt://, http(s):// or ws(s)://)")
         })?;
         let scheme = scheme.to_ascii_lowercase();
         let default_port = match scheme.as_str() {
@@ -54,6 +65,7 @@ impl Target {
             "http" | "ws" => 80,
             "https" | "wss" => 443,
             "rtsp" => 554,
+            "srt" => 8890,
             other => return Err(format!("{url}: unsupported scheme {other}")),
         };
         let (authority, path) = match rest.find(['/', '?']) {
@@ -61,7 +73,9 @@ impl Target {
             None => (rest, ""),
         };
         let addr = resolve(authority, default_port).map_err(|e| format!("{url}: {e}"))?;
-        if scheme == "rtsp" {
+        if scheme == "srt" {
+            srt(addr, path, url)
+        } else if scheme == "rtsp" {
             if path.trim_matches('/').is_empty() || authority.contains('@') {
                 return Err(format!(
                     "{url}: expected rtsp://host[:port]/path (no credentials)"
@@ -103,11 +117,71 @@ impl Target {
     #[cfg(test)]
     pub(crate) fn addr(&self) -> SocketAddr {
         match self {
-            Target::Rtmp { addr, .. } | Target::Http { addr, .. } | Target::Rtsp { addr, .. } => {
-                *addr
-            }
+            Target::Rtmp { addr, .. }
+            | Target::Http { addr, .. }
+            | Target::Rtsp { addr, .. }
+            | Target::Srt { addr, .. } => *addr,
         }
     }
+}
+
+/// An SRT target from the rest of its URL (`?key=value&...`, percent-encoded).
+fn srt(addr: SocketAddr, rest: &str, url: &str) -> Result<Target, String> {
+    let query = rest.trim_start_matches('/');
+    let query = query.strip_prefix('?').unwrap_or(query);
+    let (mut stream_id, mut passphrase, mut key_len, mut latency_ms) = (None, None, 16, 120);
+    for pair in query.split('&').filter(|p| !p.is_empty()) {
+        let (k, v) = pair.split_once('=').unwrap_or((pair, ""));
+        let v = percent_decode(v).ok_or_else(|| format!("{url}: bad escape in {k}"))?;
+        match k {
+            "streamid" => stream_id = Some(v),
+            "passphrase" => passphrase = Some(v),
+            "pbkeylen" => {
+                key_len = v
+                    .parse()
+                    .ok()
+                    .filter(|n| matches!(n, 16 | 24 | 32))
+                    .ok_or_else(|| format!("{url}: pbkeylen is 16, 24 or 32"))?
+            }
+            "latency" => {
+                latency_ms = v
+                    .parse()
+                    .map_err(|_| format!("{url}: latency is in ms (0 to 65535)"))?
+            }
+            // Options libsrt takes that change nothing here.
+            "mode" if v == "caller" => {}
+            "transtype" if v == "live" => {}
+            other => return Err(format!("{url}: unsupported SRT option {other}")),
+        }
+    }
+    if passphrase
+        .as_ref()
+        .is_some_and(|p| !(10..=79).contains(&p.len()))
+    {
+        return Err(format!("{url}: a passphrase has 10 to 79 characters"));
+    }
+    Ok(Target::Srt {
+        addr,
+        stream_id,
+        passphrase,
+        key_len,
+        latency_ms,
+    })
+}
+
+/// `%XX` escapes decoded (a stream id carries `#`, `!`, `:`, `,` and `=`).
+fn percent_decode(s: &str) -> Option<String> {
+    let mut out = Vec::with_capacity(s.len());
+    let mut bytes = s.bytes();
+    while let Some(b) = bytes.next() {
+        if b == b'%' {
+            let hex = [bytes.next()?, bytes.next()?];
+            out.push(u8::from_str_radix(std::str::from_utf8(&hex).ok()?, 16).ok()?);
+        } else {
+            out.push(b);
+        }
+    }
+    String::from_utf8(out).ok()
 }
 
 /// The host of `host[:port]` or `[v6][:port]`, without port or brackets.
@@ -247,6 +321,33 @@ mod tests {
                 ..
             }
         ));
+    }
+
+    #[test]
+    fn srt_urls() {
+        let t = Target::parse(
+            "srt://127.0.0.1:9000?streamid=%23!::r=live/a,m=request&passphrase=0123456789&pbkeylen=32&latency=200",
+        )
+        .unwrap();
+        assert_eq!(
+            t,
+            Target::Srt {
+                addr: "127.0.0.1:9000".parse().unwrap(),
+                stream_id: Some("#!::r=live/a,m=request".into()),
+                passphrase: Some("0123456789".into()),
+                key_len: 32,
+                latency_ms: 200,
+            }
+        );
+        let t = Target::parse("srt://localhost?streamid=read:live/b").unwrap();
+        assert_eq!(t.addr(), "127.0.0.1:8890".parse().unwrap());
+        assert!(
+            matches!(t, Target::Srt { stream_id: Some(ref s), key_len: 16, .. } if s == "read:live/b")
+        );
+        assert!(Target::parse("srt://127.0.0.1:1?pbkeylen=20").is_err());
+        assert!(Target::parse("srt://127.0.0.1:1?passphrase=short").is_err());
+        assert!(Target::parse("srt://127.0.0.1:1?mode=listener").is_err());
+        assert!(Target::parse("srt://127.0.0.1:1?streamid=%2").is_err());
     }
 
     #[test]

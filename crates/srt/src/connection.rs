@@ -58,8 +58,8 @@ pub struct Connection {
 }
 
 impl Connection {
-    /// The connection a handshake concluded, `idle` its peer idle timeout; its
-    /// conclusion response is the first thing it sends.
+    /// The connection a handshake concluded, on either side, `idle` its peer idle
+    /// timeout; a listener's conclusion response is the first thing it sends.
     pub fn accepted(c: Conclusion, idle: Duration, now: Instant) -> Connection {
         let key = c.keys.as_ref().map_or(KeyParity::None, Keys::sending);
         let mut conn = Connection {
@@ -76,7 +76,9 @@ impl Connection {
             idle,
             closed: None,
         };
-        conn.control.push(c.response);
+        if !c.response.is_empty() {
+            conn.control.push(c.response);
+        }
         conn
     }
 

@@ -3,6 +3,9 @@
 //!
 //! - [`accept`]: the listener's handshake, stateless until a caller echoes its SYN
 //!   cookie; the HSv5 exchange, latency and key material are srt-runtime's machine.
+//! - [`call`]: the caller's handshake (relays, the bench's players and publishers),
+//!   resent on a timer until answered; it ends in the same [`Conclusion`] as the
+//!   listener's.
 //! - [`stream_id`]: what a caller asks for (`#!::r=app/stream,m=publish`,
 //!   `publish:app/stream`, `read:app/stream`).
 //! - [`connection`]: an established connection: [`recv`] (order, loss reports, ACKs,
@@ -14,9 +17,9 @@
 //! machines, cookies, the key wrap and the AES-CTR primitives. What is ours and why
 //! is in each module's documentation.
 //!
-//! Only the listener side exists yet: callers (pull and push relays) come with them.
 
 pub mod accept;
+pub mod call;
 pub mod connection;
 mod control;
 pub mod keys;
@@ -26,6 +29,7 @@ pub mod stream_id;
 pub mod wire;
 
 pub use accept::{AcceptError, Acceptor, Conclusion, Handshake, ListenConfig};
+pub use call::{CallConfig, CallError, CallSeed, Caller};
 pub use connection::{Closed, Connection, DatagramError};
 pub use send::DataOut;
 pub use stream_id::{Mode, StreamId, StreamIdError};

@@ -22,6 +22,8 @@ pub(crate) mod publish;
 pub(crate) mod publish_rtsp;
 pub(crate) mod rtmp;
 pub(crate) mod rtsp;
+pub(crate) mod srt;
+pub(crate) mod udp;
 pub(crate) mod whep;
 
 use crate::figures::{ErrorKind, Live, PlayerRow};
@@ -96,6 +98,7 @@ pub(crate) async fn play(ctx: Arc<Ctx>, id: usize, slow: bool) -> PlayerRow {
             rtsp::play(&ctx, &mut row).await
         }
         (Target::Http { .. }, Protocol::Whep) => whep::play(&ctx, &mut row).await,
+        (Target::Srt { .. }, Protocol::Srt) => srt::play(&ctx, &mut row).await,
         _ => Err((
             ErrorKind::Protocol,
             "URL scheme does not match --protocol".into(),

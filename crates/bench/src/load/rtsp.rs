@@ -14,7 +14,8 @@
 //! A slow player is paced like the others; over UDP that means the kernel drops what
 //! it has no room for, which shows as `rtp.lost`.
 
-use super::{io_failure, Conn, Ctx, Failure, Woke, READ_BUF, READ_LEN};
+use super::udp::{recv_batch, udp_socket, BATCH};
+use super::{io_failure, Conn, Ctx, Failure, Woke};
 use crate::figures::{ms, ErrorKind, PlayerRow};
 use crate::rtsp::{drain, Lower, PlayError, Player, Rtp, RtspClient, Seen};
 use crate::target::Target;
@@ -28,12 +29,6 @@ use std::task::Poll;
 use tokio::net::UdpSocket;
 use tokio::time::Instant;
 
-/// Datagrams read per `recvmmsg`.
-const BATCH: usize = 16;
-/// Room for one datagram in the thread's buffer. RTP over UDP stays under the path
-/// MTU (Sluice sends at most 1,412 bytes); a longer datagram fails the player rather
-/// than being counted cut short.
-const SLOT: usize = READ_LEN / BATCH;
 /// Receive buffer asked for each RTP socket: the burst of a GOP cache at PLAY (a
 /// second or two of a 2 Mbit/s stream) must fit while thousands of players take their
 /// turn; the kernel caps it at `net.core.rmem_max` and charges only what is queued.
@@ -298,18 +293,6 @@ async fn udp_ready(tracks: &[UdpTrack]) -> io::Result<()> {
     .await
 }
 
-/// A UDP socket bound to `addr`, non-blocking, with a receive buffer of `recv_buffer`.
-fn udp_socket(addr: SocketAddr, recv_buffer: Option<usize>) -> io::Result<std::net::UdpSocket> {
-    use socket2::{Domain, Protocol, Socket, Type};
-    let s = Socket::new(Domain::for_address(addr), Type::DGRAM, Some(Protocol::UDP))?;
-    if let Some(n) = recv_buffer {
-        s.set_recv_buffer_size(n)?;
-    }
-    s.set_nonblocking(true)?;
-    s.bind(&addr.into())?;
-    Ok(s.into())
-}
-
 /// An RTP socket on an even port of `ip` and an RTCP socket on the next.
 pub(crate) fn bind_pair(ip: IpAddr) -> io::Result<(UdpSocket, UdpSocket)> {
     for _ in 0..PAIR_ATTEMPTS {
@@ -328,95 +311,10 @@ pub(crate) fn bind_pair(ip: IpAddr) -> io::Result<(UdpSocket, UdpSocket)> {
     ))
 }
 
-/// Reads up to [`BATCH`] datagrams waiting on `sock` into the thread's buffer and
-/// passes each to `on`; returns how many (0: none waiting).
-fn recv_batch(sock: &UdpSocket, mut on: impl FnMut(&[u8])) -> io::Result<usize> {
-    READ_BUF.with(|buf| {
-        let mut buf = buf.borrow_mut();
-        let mut lens = [0usize; BATCH];
-        let n = match recv_many(sock, &mut buf, &mut lens) {
-            Ok(n) => n,
-            Err(e) if e.kind() == io::ErrorKind::WouldBlock => return Ok(0),
-            Err(e) => return Err(e),
-        };
-        for (slot, &len) in buf.chunks_exact(SLOT).zip(&lens[..n]) {
-            on(&slot[..len.min(SLOT)]);
-        }
-        Ok(n)
-    })
-}
-
-/// `recvmmsg` into [`SLOT`]-byte slots of `buf`: one syscall for a burst of packets.
-#[cfg(target_os = "linux")]
-fn recv_many(sock: &UdpSocket, buf: &mut [u8], lens: &mut [usize; BATCH]) -> io::Result<usize> {
-    use std::os::fd::AsRawFd;
-    use tokio::io::Interest;
-    // SAFETY: iovec and mmsghdr are plain C structs for which all zeroes (null
-    // pointers, zero lengths) is a valid value.
-    let mut iovs: [libc::iovec; BATCH] = unsafe { std::mem::zeroed() };
-    let mut slots = 0;
-    for (iov, slot) in iovs.iter_mut().zip(buf.chunks_exact_mut(SLOT)) {
-        iov.iov_base = slot.as_mut_ptr().cast();
-        iov.iov_len = slot.len();
-        slots += 1;
-    }
-    // SAFETY: as above.
-    let mut msgs: [libc::mmsghdr; BATCH] = unsafe { std::mem::zeroed() };
-    for (m, iov) in msgs.iter_mut().zip(iovs.iter_mut()) {
-        m.msg_hdr.msg_iov = iov;
-        m.msg_hdr.msg_iovlen = 1;
-    }
-    let n = sock.try_io(Interest::READABLE, || {
-        // SAFETY: the first `slots` headers each point at one iovec of `iovs`, each
-        // at its own SLOT-byte slot of `buf`; all of them outlive the call, and the
-        // kernel writes only within them (and the headers' length and flag fields).
-        let r = unsafe {
-            libc::recvmmsg(
-                sock.as_raw_fd(),
-                msgs.as_mut_ptr(),
-                slots as _,
-                libc::MSG_DONTWAIT as _,
-                std::ptr::null_mut(),
-            )
-        };
-        if r < 0 {
-            Err(io::Error::last_os_error())
-        } else {
-            Ok(r as usize)
-        }
-    })?;
-    for (len, m) in lens.iter_mut().zip(&msgs[..n.min(BATCH)]) {
-        if m.msg_hdr.msg_flags & libc::MSG_TRUNC != 0 {
-            return Err(io::Error::new(
-                io::ErrorKind::InvalidData,
-                format!("an RTP datagram over {SLOT} bytes"),
-            ));
-        }
-        *len = m.msg_len as usize;
-    }
-    Ok(n.min(BATCH))
-}
-
-/// One `recv` per datagram where `recvmmsg` is not available.
-#[cfg(not(target_os = "linux"))]
-fn recv_many(sock: &UdpSocket, buf: &mut [u8], lens: &mut [usize; BATCH]) -> io::Result<usize> {
-    let mut n = 0;
-    for (len, slot) in lens.iter_mut().zip(buf.chunks_exact_mut(SLOT)) {
-        match sock.try_recv(slot) {
-            Ok(got) => {
-                *len = got;
-                n += 1;
-            }
-            Err(e) if e.kind() == io::ErrorKind::WouldBlock && n > 0 => break,
-            Err(e) => return Err(e),
-        }
-    }
-    Ok(n)
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::load::udp::SLOT;
 
     #[tokio::test]
     async fn pairs_are_even_then_odd_and_batches_read_every_datagram() {
