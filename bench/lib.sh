@@ -228,14 +228,15 @@ play_proto() { echo "${1%-tls}"; }
 # servers' certificates are self-signed).
 play_flags() { case $1 in *-tls) echo "--insecure" ;; esac; }
 
-# ingest_url SERVER [PROTO]: where a publisher of PROTO (rtmp, the default; rtsp or
-# rtsp-udp, Sluice only) sends live/x; empty when SERVER does not take PROTO.
+# ingest_url SERVER [PROTO]: where a publisher of PROTO (rtmp, the default; rtsp,
+# rtsp-udp or srt, Sluice only) sends live/x; empty when SERVER does not take PROTO.
 ingest_url() {
   case $1:${2:-rtmp} in
     sluice:rtmp) echo "rtmp://127.0.0.1:$S_RTMP/live/x" ;;
     sluice:rtmps) echo "rtmps://127.0.0.1:$S_RTMPS/live/x" ;;
     nginx:rtmp) echo "rtmp://127.0.0.1:$N_RTMP/live/x" ;;
     sluice:rtsp | sluice:rtsp-udp) echo "rtsp://127.0.0.1:$S_RTSP/live/x" ;;
+    sluice:srt) echo "srt://127.0.0.1:$S_SRT?streamid=publish:live/x" ;;
     *) echo "" ;;
   esac
 }

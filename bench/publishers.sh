@@ -5,10 +5,11 @@
 # saturates or the publishers fall behind (ingest below 95% of N x the clip's
 # bitrate: the server does not read fast enough), with CPU per publisher. nginx-rtmp
 # beside it with -x "sluice nginx". -p picks the protocols: rtmp (the default), rtsp
-# (ANNOUNCE/RECORD, RTP interleaved on TCP), rtsp-udp (RTP over UDP); RTSP runs on
-# Sluice only and shows as server "sluice-rtsp" ("sluice-rtsp-udp").
+# (ANNOUNCE/RECORD, RTP interleaved on TCP), rtsp-udp (RTP over UDP), srt (MPEG-TS
+# over SRT); those run on Sluice only and show as server "sluice-rtsp"
+# ("sluice-rtsp-udp", "sluice-srt").
 #
-# Usage: bench/publishers.sh [-s "100 200 ..."] [-d SECONDS] [-x "sluice nginx"] [-p "rtmp rtsp"] [-o OUTDIR]
+# Usage: bench/publishers.sh [-s "100 200 ..."] [-d SECONDS] [-x "sluice nginx"] [-p "rtmp rtsp rtsp-udp srt"] [-o OUTDIR]
 # Writes OUTDIR/publishers.md, publishers.png and one JSON per step.
 set -euo pipefail
 . "$(dirname "$0")/lib.sh"

@@ -108,6 +108,8 @@ enum PublishProtocol {
     Rtsp,
     /// RTSP ANNOUNCE and RECORD, RTP over UDP to the server's ports.
     RtspUdp,
+    /// SRT caller (`m=publish`), MPEG-TS in 1316-byte payloads.
+    Srt,
 }
 
 #[derive(Args, Debug)]
@@ -117,10 +119,12 @@ struct PublishArgs {
     protocol: PublishProtocol,
     /// rtmp://host[:port]/app/stream, or for rtsp and rtsp-udp rtsp://host[:port]/app/stream;
     /// `{i}` in the stream name becomes the publisher's index, and without it `-i` is
-    /// appended when -n > 1.
+    /// appended when -n > 1. SRT: srt://host:port?streamid=publish:app/stream (with
+    /// -n > 1 the stream id needs `{i}`).
     #[arg(long)]
     url: String,
-    /// The FLV file to loop (RTSP: its H.264/H.265 and AAC/Opus/G.711 tracks).
+    /// The FLV file to loop (RTSP: its H.264/H.265 and AAC/Opus/G.711 tracks; SRT: its
+    /// H.264/H.265 and AAC).
     #[arg(long)]
     clip: PathBuf,
     /// Send each tag when its timestamp is due (the default).
@@ -598,6 +602,22 @@ async fn run_publish(a: PublishArgs) -> Result<Report, String> {
                     clip: rtsp,
                 },
             )
+        }
+        (target @ Target::Srt { .. }, PublishProtocol::Srt) => {
+            let (addr, config) = load::srt::call_config(&target, None).expect("an srt target");
+            if a.common.n > 1 && !config.stream_id.as_ref().is_some_and(|s| s.contains("{i}")) {
+                return Err(format!(
+                    "{}: with -n > 1 the stream id needs {{i}} (one stream each)",
+                    a.url
+                ));
+            }
+            let rtsp = RtspClip::new(&clip).map_err(|e| format!("{}: {e}", a.clip.display()))?;
+            let (_, note) = load::publish_srt::muxer(&rtsp)
+                .map_err(|e| format!("{}: {e}", a.clip.display()))?;
+            for note in rtsp.notes.iter().chain(&note) {
+                eprintln!("sluice-bench: {}: {note}", a.clip.display());
+            }
+            (addr, Ingest::Srt { config, clip: rtsp })
         }
         (_, p) => return Err(format!("{} is not a URL for --protocol {p:?}", a.url)),
     };

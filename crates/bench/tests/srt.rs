@@ -137,3 +137,67 @@ fn encrypted_players_play_and_a_wrong_passphrase_is_refused() {
     let error = wrong["players"][0]["error"].as_str().unwrap_or_default();
     assert!(error.contains("1010"), "{error}");
 }
+
+#[test]
+fn srt_publishers_feed_rtmp_and_srt_players() {
+    let server = start(&[]);
+    let srt = server.srt.expect("srt");
+    let rtmp = server.rtmp.expect("rtmp");
+    let dir = scratch("srt-publishers");
+    let clip = dir.join("clip.flv");
+    write_clip(&clip);
+    let json = dir.join("publish.json");
+    let publishers = bench(&[
+        "publish",
+        "--protocol",
+        "srt",
+        "--url",
+        &format!("srt://{srt}?streamid=%23!::r=live/cam{{i}},m=publish"),
+        "--clip",
+        clip.to_str().expect("path"),
+        "-n",
+        "3",
+        "--duration",
+        "9s",
+        "--quiet",
+        "--json",
+        json.to_str().expect("path"),
+    ]);
+    std::thread::sleep(Duration::from_millis(1500));
+    let rtmp_json = dir.join("rtmp.json");
+    let rtmp_players = bench(&[
+        "play",
+        "--protocol",
+        "rtmp",
+        "--url",
+        &format!("rtmp://{rtmp}/live/cam0"),
+        "-n",
+        "2",
+        "--duration",
+        "5s",
+        "--quiet",
+        "--json",
+        rtmp_json.to_str().expect("path"),
+    ]);
+    let over_srt = play(
+        &dir,
+        "srt",
+        &format!("srt://{srt}?streamid=read:live/cam2"),
+        "2",
+    );
+    let over_rtmp = report(rtmp_players, &rtmp_json);
+    let published = report(publishers, &json);
+    server.stop();
+    assert_eq!(published["protocol"], "srt");
+    assert_eq!(u(&published["ok"]), 3, "{published}");
+    for (r, frames) in [(&over_srt, 100), (&over_rtmp, 80)] {
+        assert_eq!(u(&r["ok"]), 2, "{r}");
+        for p in r["players"].as_array().expect("players") {
+            assert!(p["first_keyframe_ms"].as_f64().is_some(), "{p}");
+            assert!(u(&p["video_frames"]) >= frames, "{p}");
+            assert!(u(&p["audio_frames"]) >= 10, "{p}");
+        }
+        // The publisher's stamps went through TS in and out.
+        assert!(u(&r["publish_latency_ms"]["n"]) > 50, "{r}");
+    }
+}

@@ -20,6 +20,7 @@ pub(crate) mod flv;
 pub(crate) mod hls;
 pub(crate) mod publish;
 pub(crate) mod publish_rtsp;
+pub(crate) mod publish_srt;
 pub(crate) mod rtmp;
 pub(crate) mod rtsp;
 pub(crate) mod srt;

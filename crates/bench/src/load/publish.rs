@@ -1,6 +1,7 @@
 //! Publishers looping a clip with a continuous timeline: RTMP here (as
 //! `sluice_bench::publish::publish_clip`, but bounded by the run's end at every await,
-//! flushing as it goes when not paced, and counting bytes), RTSP in `publish_rtsp`.
+//! flushing as it goes when not paced, and counting bytes), RTSP in `publish_rtsp`,
+//! SRT in `publish_srt`.
 //! Both fill the same [`PublisherRow`].
 
 use super::publish_rtsp::RtspClip;
@@ -33,6 +34,12 @@ pub(crate) enum Ingest {
         /// `rtsp://host:port/path`; `{i}` in it becomes the publisher's index.
         url: String,
         lower: Lower,
+        clip: RtspClip,
+    },
+    /// SRT caller with `config`'s stream id (`{i}` becomes the publisher's index),
+    /// MPEG-TS of the clip's frames.
+    Srt {
+        config: sluice_srt::CallConfig,
         clip: RtspClip,
     },
 }
@@ -107,6 +114,12 @@ pub(crate) async fn publish(ctx: Arc<PublishCtx>, id: usize, n: usize) -> Publis
             let url = stream_name(url, id, n);
             row.stream = rtsp_path(&url).to_string();
             super::publish_rtsp::run(&ctx, clip, &url, *lower, &mut row).await
+        }
+        Ingest::Srt { config, clip } => {
+            let mut config = config.clone();
+            config.stream_id = config.stream_id.map(|s| s.replace("{i}", &id.to_string()));
+            row.stream = config.stream_id.clone().unwrap_or_default();
+            super::publish_srt::run(&ctx, clip, ctx.addr, config, &mut row).await
         }
     };
     let result = result.and_then(|()| match row.connect_ms {

@@ -50,29 +50,30 @@ const TEARDOWN_LIMIT: Duration = Duration::from_millis(500);
 
 /// One coded frame of the clip, ready to packetize.
 #[derive(Debug, Clone)]
-struct ClipFrame {
+pub(crate) struct ClipFrame {
     /// Index into [`RtspClip::tracks`].
-    track: usize,
+    pub(crate) track: usize,
     kind: MediaKind,
     /// Decode time in the clip, ms.
-    ts_ms: i64,
+    pub(crate) ts_ms: i64,
     /// Composition offset, ms.
     cts_ms: i32,
-    keyframe: bool,
+    pub(crate) keyframe: bool,
     /// Length-prefixed NAL units (H.264/H.265) or the raw audio frame: a slice of the tag.
-    payload: Bytes,
+    pub(crate) payload: Bytes,
     /// An H.264 frame with 4-byte NAL lengths: it gets the wall-clock SEI.
-    stampable: bool,
+    pub(crate) stampable: bool,
 }
 
-/// The clip as RTP needs it: the tracks to ANNOUNCE and every coded frame in order.
+/// The clip as RTP needs it: the tracks to ANNOUNCE and every coded frame in order
+/// (the SRT publishers mux the same frames into MPEG-TS).
 #[derive(Debug)]
 pub(crate) struct RtspClip {
     /// Video first, then audio (at most one of each): the SDP's order.
-    tracks: Vec<Track>,
-    frames: Vec<ClipFrame>,
+    pub(crate) tracks: Vec<Track>,
+    pub(crate) frames: Vec<ClipFrame>,
     /// The loop period, as the RTMP publishers use it.
-    duration_ms: i64,
+    pub(crate) duration_ms: i64,
     /// What of the clip was left out, and why (for a warning).
     pub(crate) notes: Vec<String>,
 }
@@ -211,7 +212,7 @@ impl RtspClip {
 
 impl ClipFrame {
     /// The frame at decode time `ts_ms` on the publisher's timeline.
-    fn frame(&self, ts_ms: i64, payload: Bytes) -> Frame {
+    pub(crate) fn frame(&self, ts_ms: i64, payload: Bytes) -> Frame {
         let dts = Frame::ticks_from_ms(ts_ms);
         Frame {
             kind: self.kind,

@@ -29,8 +29,9 @@ const PEER_IDLE: Duration = Duration::from_secs(5);
 /// Batches read per wake-up before timers and transmits get their turn.
 const BATCHES_PER_WAKE: usize = 8;
 
-/// The caller's settings from an `srt://` target, for client `i`.
-pub(crate) fn call_config(target: &Target, i: usize) -> Option<(SocketAddr, CallConfig)> {
+/// The caller's settings from an `srt://` target, for client `i` (`{i}` in the
+/// stream id becomes it; `None` keeps the pattern).
+pub(crate) fn call_config(target: &Target, i: Option<usize>) -> Option<(SocketAddr, CallConfig)> {
     let Target::Srt {
         addr,
         stream_id,
@@ -44,7 +45,10 @@ pub(crate) fn call_config(target: &Target, i: usize) -> Option<(SocketAddr, Call
     Some((
         *addr,
         CallConfig {
-            stream_id: stream_id.as_ref().map(|s| s.replace("{i}", &i.to_string())),
+            stream_id: stream_id.as_ref().map(|s| match i {
+                Some(i) => s.replace("{i}", &i.to_string()),
+                None => s.clone(),
+            }),
             latency: Duration::from_millis(u64::from(*latency_ms)),
             passphrase: passphrase.as_ref().map(|p| p.as_bytes().to_vec()),
             key_len: *key_len,
@@ -139,7 +143,7 @@ pub(crate) fn flush(sock: &UdpSocket, conn: &mut Connection, scratch: &mut Vec<u
 }
 
 pub(crate) async fn play(ctx: &Ctx, row: &mut PlayerRow) -> Result<(), Failure> {
-    let (addr, config) = call_config(&ctx.target, row.id)
+    let (addr, config) = call_config(&ctx.target, Some(row.id))
         .ok_or((ErrorKind::Protocol, "SRT needs an srt:// URL".to_string()))?;
     let sock = socket(addr)?;
     let start = Instant::now();
