@@ -25,6 +25,7 @@
 pub mod dav;
 pub mod files;
 mod request;
+pub mod response;
 mod session;
 pub mod ws;
 

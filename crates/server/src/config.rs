@@ -452,6 +452,33 @@ settings! {
         peer_idle_timeout_ms: u64 = 5_000;
     }
 
+    /// Edge mode: a stream asked for here that nobody publishes here is pulled from an
+    /// origin (RTMP, RTMPS or HTTP-FLV) and played from this server by every protocol; one
+    /// pull per stream, however many viewers, stopped a while after the last one leaves.
+    /// An origin that fails is replaced by the next, and players continue. [[apps]]
+    /// entries may name their own origins.
+    [edge] EdgeSettings {
+        /// Origins, tried in order: rtmp://HOST[:PORT], rtmps://HOST[:PORT] or
+        /// http(s)://HOST[:PORT] (HTTP-FLV), each optionally with a path prefix; the stream's
+        /// app/stream is appended (rtmp://origin:1935 pulls live/cam as
+        /// rtmp://origin:1935/live/cam). Repeat the flag for more. Empty: not an edge.
+        #[flag("origin", "URL")]
+        origins: Vec<String> = Vec::new();
+        /// Stop pulling a stream this many ms after its last viewer left.
+        #[flag("edge-idle-ms", "MS")]
+        idle_ms: u64 = 5_000;
+        /// After every origin failed in turn, wait this long before the next round; the wait
+        /// doubles each round up to retry_max_ms.
+        retry_min_ms: u64 = 500;
+        retry_max_ms: u64 = 8_000;
+        /// Failed attempts in a row after which a pull with no viewers gives up (viewers keep
+        /// it trying, with backoff).
+        max_failures: u32 = 6;
+        /// How long an origin has to start sending a stream (connect, handshake, play).
+        #[flag("edge-connect-timeout-ms", "MS")]
+        connect_timeout_ms: u64 = 5_000;
+    }
+
     /// Live HLS: streams segmented in memory while asked for, MPEG-TS at /app/stream.m3u8, fMP4 with
     /// Low-Latency HLS at /app/stream/index.m3u8.
     [hls] HlsSettings {
@@ -692,6 +719,8 @@ pub struct AppConfig {
     pub auth_read: Option<bool>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub auth_hook: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub origins: Option<Vec<String>>,
 }
 
 /// One `[[users]]` entry: a user of the authorization (see `[auth]`).
@@ -765,6 +794,11 @@ const APP_KEYS: &[(&str, &str)] = &[
     (
         "auth_hook",
         "The auth hook URL for these streams, instead of auth.hook_url (\"\": none).",
+    ),
+    (
+        "origins",
+        "The origins these streams are pulled from when asked for and not published here, \
+         instead of edge.origins ([]: none, these streams are never pulled).",
     ),
 ];
 
@@ -985,6 +1019,25 @@ impl Config {
                     why: format!("{value:?} is neither an address like 0.0.0.0:1935 nor \"off\""),
                 });
             }
+        }
+        let origins = self
+            .edge
+            .origins
+            .iter()
+            .chain(self.apps.iter().flat_map(|a| a.origins.iter().flatten()));
+        for url in origins {
+            if let Err(e) = crate::relay::Origin::parse(url) {
+                return Err(ConfigError::Invalid {
+                    key: "edge.origins",
+                    why: e.to_string(),
+                });
+            }
+        }
+        if self.edge.retry_min_ms == 0 || self.edge.retry_max_ms < self.edge.retry_min_ms {
+            return Err(ConfigError::Invalid {
+                key: "edge.retry_min_ms",
+                why: "retry_min_ms must be above 0 and at most retry_max_ms".into(),
+            });
         }
         if !matches!(self.srt.pbkeylen, 16 | 24 | 32) {
             return Err(ConfigError::Invalid {
@@ -1520,6 +1573,7 @@ mod tests {
             auth_publish: Some(true),
             auth_read: Some(false),
             auth_hook: Some(String::new()),
+            origins: Some(vec!["rtmp://origin".into()]),
         };
         let table = toml::Table::try_from(full).unwrap();
         let keys: Vec<&str> = table.keys().map(String::as_str).collect();

@@ -44,6 +44,8 @@ pub struct Ctx {
     pub read_buf: RefCell<Box<[u8]>>,
     /// WebRTC's shared state, when its UDP port is on.
     pub webrtc: Option<Arc<crate::webrtc::Registry>>,
+    /// Pulls from origins, when this server is an edge.
+    pub relays: Option<Arc<crate::relay::Relays>>,
 }
 
 /// How long a publisher taking a stream over waits for the one it displaces to go.
@@ -156,11 +158,21 @@ impl Ctx {
                     None
                 }
             },
-            None => {
-                let wait = Duration::from_millis(self.config.players.wait_ms);
-                self.hub.find_or_wait(key, wait).await.map(|s| (s, None))
+            None => self.find_live(key).await.map(|s| (s, None)),
+        }
+    }
+
+    /// The live stream `key`, waiting up to `players.wait_ms` for its publisher; on
+    /// an edge, a stream not published here is pulled from an origin, and waited for
+    /// as long as an origin may take to start sending it.
+    pub async fn find_live(&self, key: &str) -> Option<Arc<Stream>> {
+        let mut wait = Duration::from_millis(self.config.players.wait_ms);
+        if let Some(relays) = &self.relays {
+            if relays.ensure(key) {
+                wait = wait.max(relays.config.connect_timeout);
             }
         }
+        self.hub.find_or_wait(key, wait).await
     }
 
     /// Whether `key` (`vod/<path>` for a file) can be played now.
@@ -170,7 +182,11 @@ impl Ctx {
                 let root = Path::new(&self.config.media_root);
                 self.vods.open(&self.files, root, path).await.is_ok()
             }
-            None => self.hub.find(key).is_some(),
+            // An edge pulls what it does not have, and says yes once the pull delivers.
+            None => {
+                self.hub.find(key).is_some()
+                    || (self.relays.is_some() && self.find_live(key).await.is_some())
+            }
         }
     }
 }

@@ -25,6 +25,7 @@ mod http;
 mod io;
 mod ops;
 mod record;
+mod relay;
 mod rtmp;
 mod rtsp;
 mod server;

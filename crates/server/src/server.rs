@@ -147,6 +147,7 @@ impl Server {
         });
         let limits = crate::core::limits::Limits::new(config.limit_settings());
         let hub = Arc::new(hub.with_recorder(recorder).with_limits(limits.clone()));
+        let relays = crate::relay::Relays::new(&config, hub.clone());
         let (rtmp, mut rtmp_listeners) = listeners("RTMP", &config.rtmp.listen, workers)?;
         let (rtsp, mut rtsp_listeners) = listeners("RTSP", &config.rtsp.listen, workers)?;
         let (http, mut http_listeners) = listeners("HTTP", &config.http.listen, workers)?;
@@ -270,6 +271,7 @@ impl Server {
             let ctx = WorkerParts {
                 worker,
                 webrtc: registry.clone(),
+                relays: relays.clone(),
                 config: config.clone(),
                 hub: hub.clone(),
                 files: files.clone(),
@@ -341,6 +343,7 @@ impl Drop for Server {
 struct WorkerParts {
     worker: usize,
     webrtc: Option<Arc<crate::webrtc::Registry>>,
+    relays: Option<Arc<crate::relay::Relays>>,
     config: Arc<Config>,
     hub: Arc<Hub>,
     files: Arc<crate::io::filemap::FileMaps>,
@@ -397,6 +400,7 @@ fn run_worker(parts: WorkerParts, starts: Vec<Start>, mut stop: watch::Receiver<
             ops: parts.ops,
             read_buf: RefCell::new(vec![0; crate::driver::READ_CHUNK].into_boxed_slice()),
             webrtc: parts.webrtc,
+            relays: parts.relays,
         });
         if worker == 0 {
             tokio::task::spawn_local(refresh_jwks(ctx.auth.clone()));

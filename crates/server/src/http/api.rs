@@ -165,6 +165,7 @@ pub(crate) async fn reply(
                 &workers,
                 ctx.ops.started_at.elapsed().as_secs_f64(),
                 ctx.config.api.metrics_per_connection,
+                ctx.relays.as_deref(),
             );
             Reply {
                 status: 200,
@@ -189,12 +190,15 @@ pub(crate) async fn reply(
                 .hub
                 .streams()
                 .iter()
-                .map(|s| stream(s, &clients, &ctx.auth.load()))
+                .map(|s| stream(s, &clients, &ctx.auth.load(), pull(ctx, &s.key)))
                 .collect();
             json_reply(200, &json!({ "streams": list }))
         }
         (ApiPath::Stream(key), true, _) => match ctx.hub.find(key) {
-            Some(s) => json_reply(200, &stream(&s, &clients(ctx).await, &ctx.auth.load())),
+            Some(s) => {
+                let clients = clients(ctx).await;
+                json_reply(200, &stream(&s, &clients, &ctx.auth.load(), pull(ctx, key)))
+            }
             None => error(404, "no such stream"),
         },
         (ApiPath::Stream(key), false, Method::Delete) => match ctx.hub.find(key) {
@@ -303,8 +307,27 @@ fn track(track: &TrackConfig) -> Value {
     }
 }
 
-/// One stream as the API shows it; its publisher from `clients`.
-fn stream(s: &Stream, clients: &[ClientInfo], auth: &crate::auth::Auth) -> Value {
+/// Where an edge pulls stream `key` from, as the API shows it (`null`: not pulled).
+fn pull(ctx: &crate::ctx::Ctx, key: &str) -> Value {
+    let Some(p) = ctx.relays.as_ref().and_then(|r| r.pull_of(key)) else {
+        return Value::Null;
+    };
+    let since = p
+        .since
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_secs());
+    json!({
+        "origin": p.origin(),
+        "since": since,
+        "bytes": p.bytes.load(Ordering::Relaxed),
+        "reconnects": p.reconnects.load(Ordering::Relaxed),
+        "failovers": p.failovers.load(Ordering::Relaxed),
+    })
+}
+
+/// One stream as the API shows it; its publisher from `clients`, its pull from an
+/// origin (on an edge) as [`pull`] gives it.
+fn stream(s: &Stream, clients: &[ClientInfo], auth: &crate::auth::Auth, pull: Value) -> Value {
     let (tracks, ring_bytes, ring_frames, span_ms, live) = {
         let state = s.lock();
         let ring = &state.ring;
@@ -357,6 +380,7 @@ fn stream(s: &Stream, clients: &[ClientInfo], auth: &crate::auth::Auth) -> Value
         "name": name,
         "live": live,
         "publisher": publisher,
+        "pull": pull,
         "video": video,
         "audio": audio,
         "bitrate_in_kbps": (bitrate_in * 10.0).round() / 10.0,

@@ -151,7 +151,12 @@ pub(crate) async fn reply(
         reply.headers.extend(auth_cookie.map(|c| ("Set-Cookie", c)));
         return reply;
     }
-    let Some(stream) = ctx.hub.find(key) else {
+    // An edge pulls a stream a playlist asks for (segments name streams it has).
+    let found = match ctx.hub.find(key) {
+        None if playlist && ctx.relays.is_some() => ctx.find_live(key).await,
+        found => found,
+    };
+    let Some(stream) = found else {
         return Reply::text(404, "not found\n");
     };
     stream.want_hls();

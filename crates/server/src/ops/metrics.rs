@@ -28,6 +28,39 @@ fn with(mut labels: Labels, name: &'static str, value: impl Into<String>) -> Lab
     labels
 }
 
+/// An edge's pulls from its origins.
+fn relay_metrics(reg: &mut Registry, r: &crate::relay::Relays) {
+    let counter = |v: &AtomicU64| {
+        let c: Counter = Counter::default();
+        c.inc_by(v.load(Ordering::Relaxed));
+        c
+    };
+    let c = &r.counters;
+    reg.register(
+        "relay_pulls",
+        "Pulls from origins started",
+        counter(&c.pulls),
+    );
+    reg.register(
+        "relay_received_bytes",
+        "Bytes read from origins",
+        counter(&c.bytes),
+    );
+    reg.register(
+        "relay_reconnects",
+        "Connections to an origin after a pull's first (any cause)",
+        counter(&c.reconnects),
+    );
+    reg.register(
+        "relay_failovers",
+        "Moves of a pull to the next origin after one failed",
+        counter(&c.failovers),
+    );
+    let active: Gauge = Gauge::default();
+    active.set(r.pulls().len() as i64);
+    reg.register("relay_active_pulls", "Pulls running now", active);
+}
+
 /// Renders every metric.
 pub fn render(
     hub: &Hub,
@@ -36,8 +69,12 @@ pub fn render(
     workers: &[Snapshot],
     uptime_s: f64,
     per_connection: bool,
+    relays: Option<&crate::relay::Relays>,
 ) -> String {
     let mut reg = Registry::with_prefix("sluice");
+    if let Some(r) = relays {
+        relay_metrics(&mut reg, r);
+    }
 
     let up: Gauge<f64, AtomicU64> = Gauge::default();
     up.set(uptime_s);

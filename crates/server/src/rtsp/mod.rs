@@ -543,12 +543,12 @@ impl Rtsp {
         if let Some(path) = key.strip_prefix("vod/") {
             return self.describe_file(conn, path).await;
         }
-        let wait = Duration::from_millis(self.worker.config.players.wait_ms);
-        let deadline = tokio::time::Instant::now() + wait;
-        let Some(stream) = self.worker.hub.find_or_wait(&key, wait).await else {
+        let Some(stream) = self.worker.find_live(&key).await else {
             tracing::info!(stream = %key, "describe: not live");
             return Ok(conn.session.not_found()?);
         };
+        let wait = Duration::from_millis(self.worker.config.players.wait_ms);
+        let deadline = tokio::time::Instant::now() + wait;
         let tracks: Vec<Arc<Track>> = if stream.wait_start(deadline).await {
             let state = stream.lock();
             state

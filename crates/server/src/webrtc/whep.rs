@@ -108,11 +108,11 @@ pub(crate) async fn post(
     {
         return denied;
     }
-    let wait = Duration::from_millis(ctx.config.players.wait_ms);
-    let deadline = tokio::time::Instant::now() + wait;
-    let Some(stream) = ctx.hub.find_or_wait(key, wait).await else {
+    let Some(stream) = ctx.find_live(key).await else {
         return text(404, format!("stream {key} is not live"));
     };
+    let wait = Duration::from_millis(ctx.config.players.wait_ms);
+    let deadline = tokio::time::Instant::now() + wait;
     // Its codecs are known from its first keyframe on.
     stream.wait_start(deadline).await;
     let (offered, transcoded) = offered(ctx, &stream);

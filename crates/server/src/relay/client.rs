@@ -1,0 +1,322 @@
+//! Reading a live stream from an origin: RTMP or RTMPS play over
+//! `sluice_rtmp::ClientSession`, HTTP(S)-FLV over `sluice_http::response` and
+//! `sluice_media::flv::TagReader`. What comes out is FLV tag bodies with their
+//! timestamps, as an RTMP publisher's media, for `core::ingest`.
+//!
+//! # Invariants
+//! - Everything an origin can make us hold is bounded: the read buffer (one read),
+//!   the RTMP chunk reader's and FLV tag reader's limits, the response head.
+//! - An origin that sends nothing for [`SILENCE`] is taken for dead.
+
+use super::origin::{Origin, Scheme};
+use bytes::{Bytes, BytesMut};
+use sluice_http::response::{read_response_head, BodyFraming, ChunkedDecoder};
+use sluice_media::flv::{TagReader, TAG_AUDIO, TAG_SCRIPT, TAG_VIDEO};
+use sluice_rtmp::{ClientConfig, ClientEvent, ClientOutput, ClientSession};
+use std::collections::VecDeque;
+use std::time::Duration;
+use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
+use tokio::net::TcpStream;
+use tokio::time::Instant;
+
+/// Bytes per read.
+const READ_LEN: usize = 64 << 10;
+/// An origin silent this long (no media, no keep-alive) is taken for dead.
+const SILENCE: Duration = Duration::from_secs(10);
+
+/// One piece of the stream, as an RTMP publisher would send it.
+#[derive(Debug)]
+pub enum Media {
+    Video(i64, Bytes),
+    Audio(i64, Bytes),
+    /// `onMetaData` and its object (AMF0).
+    Metadata(Bytes),
+}
+
+trait Io: AsyncRead + AsyncWrite + Unpin {}
+impl<T: AsyncRead + AsyncWrite + Unpin> Io for T {}
+
+/// How the stream is read.
+enum Proto {
+    Rtmp(Box<ClientSession>),
+    Flv {
+        tags: TagReader,
+        /// `None`: the body runs until the connection closes.
+        chunked: Option<ChunkedDecoder>,
+        /// Body bytes not yet read into tags.
+        body: BytesMut,
+        /// `Content-Length` bytes still to come.
+        left: Option<u64>,
+    },
+}
+
+/// A stream being read from an origin.
+pub struct Reader {
+    io: Box<dyn Io>,
+    proto: Proto,
+    /// Bytes read and not yet given to [`Reader::next`]'s parser.
+    input: BytesMut,
+    queue: VecDeque<Media>,
+    /// Bytes read since [`Reader::take_bytes`].
+    bytes: u64,
+    last_data: Instant,
+    /// RTMP: the origin answered `NetStream.Play.Start`.
+    playing: bool,
+}
+
+/// `app` and `stream` of an RTMP path: the first segment, and the rest.
+fn rtmp_parts(path: &str) -> Result<(&str, &str), String> {
+    path.split_once('/')
+        .filter(|(a, s)| !a.is_empty() && !s.is_empty())
+        .ok_or_else(|| format!("{path:?} is not app/stream"))
+}
+
+async fn connect(origin: &Origin) -> Result<Box<dyn Io>, String> {
+    let tcp = TcpStream::connect((origin.host.as_str(), origin.port))
+        .await
+        .map_err(|e| format!("connect to {}: {e}", origin.authority()))?;
+    let _ = tcp.set_nodelay(true);
+    let tls = matches!(origin.scheme, Scheme::Rtmps | Scheme::Flv { tls: true });
+    if !tls {
+        return Ok(Box::new(tcp));
+    }
+    let name = rustls::pki_types::ServerName::try_from(origin.host.clone())
+        .map_err(|_| format!("{} is not a TLS server name", origin.host))?;
+    let tls = tokio_rustls::TlsConnector::from(crate::io::http_client::tls_config())
+        .connect(name, tcp)
+        .await
+        .map_err(|e| format!("TLS with {}: {e}", origin.authority()))?;
+    Ok(Box::new(tls))
+}
+
+impl Reader {
+    /// Connects to `origin` and asks for stream `key`; returns once the origin said
+    /// it plays it (RTMP `NetStream.Play.Start`, HTTP 200).
+    pub async fn open(origin: &Origin, key: &str) -> Result<Reader, String> {
+        let io = connect(origin).await?;
+        let path = origin.path_of(key);
+        let proto = match origin.scheme {
+            Scheme::Rtmp | Scheme::Rtmps => {
+                let (app, stream) = rtmp_parts(&path)?;
+                let scheme = if origin.scheme == Scheme::Rtmps {
+                    "rtmps"
+                } else {
+                    "rtmp"
+                };
+                let mut session = ClientSession::new(ClientConfig {
+                    app: app.to_string(),
+                    tc_url: format!("{scheme}://{}/{app}", origin.authority()),
+                    chunk_size: 4096,
+                    digest_handshake: false,
+                });
+                session.play(stream);
+                Proto::Rtmp(Box::new(session))
+            }
+            Scheme::Flv { .. } => Proto::Flv {
+                tags: TagReader::new(),
+                chunked: None,
+                body: BytesMut::new(),
+                left: None,
+            },
+        };
+        let mut reader = Reader {
+            io,
+            proto,
+            input: BytesMut::with_capacity(READ_LEN),
+            queue: VecDeque::new(),
+            bytes: 0,
+            last_data: Instant::now(),
+            playing: false,
+        };
+        match &mut reader.proto {
+            Proto::Rtmp(_) => {
+                reader.flush_rtmp().await?;
+                while !reader.playing {
+                    reader.read().await?;
+                    reader.rtmp_input()?;
+                    reader.flush_rtmp().await?;
+                }
+            }
+            Proto::Flv { .. } => {
+                let request = format!(
+                    "GET /{path}.flv HTTP/1.1\r\nHost: {}\r\nUser-Agent: sluice/{}\r\n\
+                     Accept: */*\r\nConnection: close\r\n\r\n",
+                    origin.authority(),
+                    env!("CARGO_PKG_VERSION")
+                );
+                reader
+                    .io
+                    .write_all(request.as_bytes())
+                    .await
+                    .map_err(|e| format!("write: {e}"))?;
+                let head = loop {
+                    if let Some(head) =
+                        read_response_head(&mut reader.input).map_err(|e| e.to_string())?
+                    {
+                        break head;
+                    }
+                    reader.read().await?;
+                };
+                if head.status != 200 {
+                    return Err(format!("the origin answered {}", head.status));
+                }
+                if let Proto::Flv { chunked, left, .. } = &mut reader.proto {
+                    match head.framing {
+                        BodyFraming::Chunked => *chunked = Some(ChunkedDecoder::new()),
+                        BodyFraming::Length(n) => *left = Some(n),
+                        BodyFraming::Close => {}
+                    }
+                }
+                reader.flv_input()?;
+            }
+        }
+        Ok(reader)
+    }
+
+    /// Bytes read from the origin since the last call.
+    pub fn take_bytes(&mut self) -> u64 {
+        std::mem::take(&mut self.bytes)
+    }
+
+    /// The next piece of the stream, or `None` when nothing came within `wait`; an
+    /// error when the origin closed, went silent, ended the stream or sent garbage.
+    pub async fn next(&mut self, wait: Duration) -> Result<Option<Media>, String> {
+        if let Some(m) = self.queue.pop_front() {
+            return Ok(Some(m));
+        }
+        match tokio::time::timeout(wait, self.read()).await {
+            Err(_) if self.last_data.elapsed() >= SILENCE => {
+                return Err(format!("the origin sent nothing for {SILENCE:?}"))
+            }
+            Err(_) => return Ok(None),
+            Ok(r) => r?,
+        }
+        match self.proto {
+            Proto::Rtmp(_) => {
+                self.rtmp_input()?;
+                self.flush_rtmp().await?;
+            }
+            Proto::Flv { .. } => self.flv_input()?,
+        }
+        Ok(self.queue.pop_front())
+    }
+
+    /// One read into `input`.
+    async fn read(&mut self) -> Result<(), String> {
+        self.input.reserve(READ_LEN);
+        let n = self
+            .io
+            .read_buf(&mut self.input)
+            .await
+            .map_err(|e| format!("read: {e}"))?;
+        if n == 0 {
+            return Err("the origin closed the connection".into());
+        }
+        self.bytes += n as u64;
+        self.last_data = Instant::now();
+        Ok(())
+    }
+
+    /// Feeds `input` to the RTMP session and queues its media.
+    fn rtmp_input(&mut self) -> Result<(), String> {
+        let Proto::Rtmp(session) = &mut self.proto else {
+            return Ok(());
+        };
+        let input = self.input.split();
+        session.handle_input(&input).map_err(|e| e.to_string())
+    }
+
+    /// Writes what the RTMP session has to send, and queues what it received.
+    async fn flush_rtmp(&mut self) -> Result<(), String> {
+        let Proto::Rtmp(session) = &mut self.proto else {
+            return Ok(());
+        };
+        let mut out = BytesMut::new();
+        while let Some(o) = session.poll_output() {
+            match o {
+                ClientOutput::Write(b) => out.extend_from_slice(&b),
+                ClientOutput::Event(e) => match e {
+                    ClientEvent::Video {
+                        timestamp_ms,
+                        payload,
+                    } => self.queue.push_back(Media::Video(timestamp_ms, payload)),
+                    ClientEvent::Audio {
+                        timestamp_ms,
+                        payload,
+                    } => self.queue.push_back(Media::Audio(timestamp_ms, payload)),
+                    ClientEvent::Metadata { payload } => {
+                        self.queue.push_back(Media::Metadata(payload))
+                    }
+                    ClientEvent::PlayStarted => self.playing = true,
+                    ClientEvent::Rejected { code, description } => {
+                        return Err(format!("the origin refused: {code} {description}"))
+                    }
+                    ClientEvent::Status { code, .. }
+                        if matches!(
+                            code.as_str(),
+                            "NetStream.Play.UnpublishNotify"
+                                | "NetStream.Play.Stop"
+                                | "NetStream.Play.Complete"
+                                | "NetStream.Play.StreamNotFound"
+                        ) =>
+                    {
+                        return Err(format!("the origin's stream ended ({code})"))
+                    }
+                    _ => {}
+                },
+            }
+        }
+        if !out.is_empty() {
+            self.io
+                .write_all(&out)
+                .await
+                .map_err(|e| format!("write: {e}"))?;
+        }
+        Ok(())
+    }
+
+    /// Decodes the FLV body in `input` and queues its tags.
+    fn flv_input(&mut self) -> Result<(), String> {
+        let Proto::Flv {
+            tags,
+            chunked,
+            body,
+            left,
+        } = &mut self.proto
+        else {
+            return Ok(());
+        };
+        match chunked {
+            Some(d) => {
+                d.decode(&mut self.input, body).map_err(|e| e.to_string())?;
+                if d.done() {
+                    return Err("the origin ended the stream".into());
+                }
+            }
+            None => {
+                let n = left.map_or(self.input.len(), |l| {
+                    usize::try_from(l)
+                        .unwrap_or(usize::MAX)
+                        .min(self.input.len())
+                });
+                body.extend_from_slice(&self.input.split_to(n));
+                if let Some(l) = left {
+                    *l -= n as u64;
+                    if *l == 0 {
+                        return Err("the origin ended the stream".into());
+                    }
+                }
+            }
+        }
+        while let Some(tag) = tags.read(body).map_err(|e| e.to_string())? {
+            let ts = i64::from(tag.timestamp_ms);
+            match tag.tag_type {
+                TAG_VIDEO => self.queue.push_back(Media::Video(ts, tag.body)),
+                TAG_AUDIO => self.queue.push_back(Media::Audio(ts, tag.body)),
+                TAG_SCRIPT => self.queue.push_back(Media::Metadata(tag.body)),
+                _ => {}
+            }
+        }
+        Ok(())
+    }
+}

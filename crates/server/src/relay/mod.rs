@@ -1,0 +1,203 @@
+//! Edge pulls: a stream asked for here and published nowhere here is pulled from an
+//! origin and published into the hub like any publisher's, so every protocol plays
+//! it from this server.
+//!
+//! - [`Relays`]: the server's pulls, one per stream key whatever the number of viewers
+//!   (and of workers): the first request starts it, the others find it running.
+//! - [`pull`]: one pull's life. It tries the origins in order; one that fails (refused,
+//!   unreachable, or its stream ended) gives way to the next at once. Its publisher
+//!   handle drops meanwhile, which leaves the stream to its players for the grace
+//!   window (`limits.publish_grace_ms`): the next origin's media continues the same
+//!   stream with timestamps moved to follow on (`core::ingest`), and HLS marks one
+//!   discontinuity. After a full round of failures it waits, doubling from
+//!   `edge.retry_min_ms` to `edge.retry_max_ms`; with no viewers it gives up after
+//!   `edge.max_failures` failures in a row, and it stops `edge.idle_ms` after the
+//!   last viewer left.
+//! - [`origin`]: origin URLs. [`client`]: reading a stream from one (RTMP, RTMPS,
+//!   HTTP-FLV), over the sans-IO clients of `sluice-rtmp` and `sluice-http`.
+//!
+//! An edge's origins may be edges themselves: a pull is a play request there, which
+//! starts that edge's own pull.
+
+mod client;
+pub mod origin;
+mod pull;
+
+pub use origin::Origin;
+
+use crate::config::Config;
+use crate::core::hub::Hub;
+use crate::record::Pattern;
+use std::collections::HashMap;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, SystemTime};
+
+/// The edge's settings, as the pulls use them.
+#[derive(Debug, Clone)]
+pub struct EdgeConfig {
+    pub idle: Duration,
+    pub retry_min: Duration,
+    pub retry_max: Duration,
+    pub max_failures: u32,
+    pub connect_timeout: Duration,
+}
+
+/// What the metrics count of all pulls.
+#[derive(Debug, Default)]
+pub struct RelayCounters {
+    /// Pulls started.
+    pub pulls: AtomicU64,
+    /// Bytes read from origins.
+    pub bytes: AtomicU64,
+    /// Connections to an origin after the first of a pull (any cause).
+    pub reconnects: AtomicU64,
+    /// Moves to another origin after one failed.
+    pub failovers: AtomicU64,
+}
+
+/// One running pull, as the API shows it.
+#[derive(Debug)]
+pub struct PullInfo {
+    pub key: String,
+    /// The URL being pulled now (or tried last).
+    origin: Mutex<String>,
+    pub since: SystemTime,
+    pub bytes: AtomicU64,
+    pub reconnects: AtomicU64,
+    pub failovers: AtomicU64,
+}
+
+impl PullInfo {
+    pub fn origin(&self) -> String {
+        self.origin
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .clone()
+    }
+
+    fn set_origin(&self, url: String) {
+        *self.origin.lock().unwrap_or_else(|e| e.into_inner()) = url;
+    }
+}
+
+/// The server's pulls, shared by every worker.
+#[derive(Debug)]
+pub struct Relays {
+    hub: Arc<Hub>,
+    pub config: EdgeConfig,
+    /// Every stream's origins unless an app names its own.
+    origins: Vec<Origin>,
+    /// `[[apps]]` entries with `origins`, in order: the first match wins.
+    apps: Vec<(Pattern, Vec<Origin>)>,
+    pulls: Mutex<HashMap<String, Arc<PullInfo>>>,
+    pub counters: RelayCounters,
+}
+
+impl Relays {
+    /// The pulls of a server configured with origins (for every stream or some apps'),
+    /// else `None`. The URLs were checked with the configuration.
+    pub fn new(config: &Config, hub: Arc<Hub>) -> Option<Arc<Relays>> {
+        let parse = |urls: &[String]| -> Vec<Origin> {
+            urls.iter().filter_map(|u| Origin::parse(u).ok()).collect()
+        };
+        let origins = parse(&config.edge.origins);
+        let apps: Vec<_> = config
+            .apps
+            .iter()
+            .filter_map(|a| {
+                let urls = a.origins.as_ref()?;
+                let pattern = crate::config::app_pattern(&a.name).ok()?;
+                Some((pattern, parse(urls)))
+            })
+            .collect();
+        if origins.is_empty() && apps.iter().all(|(_, o)| o.is_empty()) {
+            return None;
+        }
+        let e = &config.edge;
+        Some(Arc::new(Relays {
+            hub,
+            config: EdgeConfig {
+                idle: Duration::from_millis(e.idle_ms),
+                retry_min: Duration::from_millis(e.retry_min_ms),
+                retry_max: Duration::from_millis(e.retry_max_ms),
+                max_failures: e.max_failures.max(1),
+                connect_timeout: Duration::from_millis(e.connect_timeout_ms),
+            },
+            origins,
+            apps,
+            pulls: Mutex::new(HashMap::new()),
+            counters: RelayCounters::default(),
+        }))
+    }
+
+    /// The origins of stream `key`: its app's, or the global ones.
+    pub fn origins_for(&self, key: &str) -> &[Origin] {
+        self.apps
+            .iter()
+            .find(|(p, _)| p.matches(key))
+            .map_or(&self.origins, |(_, o)| o)
+    }
+
+    /// Starts pulling `key` on this worker unless it is pulled already, published
+    /// here, or has no origin; whether a pull is running now.
+    pub fn ensure(self: &Arc<Self>, key: &str) -> bool {
+        let origins = self.origins_for(key);
+        if origins.is_empty() || key.starts_with("vod/") {
+            return false;
+        }
+        let mut pulls = self.pulls.lock().unwrap_or_else(|e| e.into_inner());
+        if pulls.contains_key(key) {
+            return true;
+        }
+        if self
+            .hub
+            .find(key)
+            .is_some_and(|s| s.lock().publisher.is_some())
+        {
+            return false;
+        }
+        let info = Arc::new(PullInfo {
+            key: key.to_string(),
+            origin: Mutex::new(origins[0].url_of(key)),
+            since: SystemTime::now(),
+            bytes: AtomicU64::new(0),
+            reconnects: AtomicU64::new(0),
+            failovers: AtomicU64::new(0),
+        });
+        pulls.insert(key.to_string(), info.clone());
+        drop(pulls);
+        self.counters.pulls.fetch_add(1, Ordering::Relaxed);
+        tokio::task::spawn_local(pull::run(self.clone(), info, origins.to_vec()));
+        true
+    }
+
+    /// The pull of `key`, if one runs.
+    pub fn pull_of(&self, key: &str) -> Option<Arc<PullInfo>> {
+        self.pulls
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .get(key)
+            .cloned()
+    }
+
+    /// Every running pull.
+    pub fn pulls(&self) -> Vec<Arc<PullInfo>> {
+        let mut all: Vec<_> = self
+            .pulls
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .values()
+            .cloned()
+            .collect();
+        all.sort_by(|a, b| a.key.cmp(&b.key));
+        all
+    }
+
+    fn finished(&self, key: &str) {
+        self.pulls
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .remove(key);
+    }
+}

@@ -1,0 +1,184 @@
+//! One pull's life: origins in turn, backoff, failover, idle stop (see the module
+//! above for the rules).
+
+use super::client::{Media, Reader};
+use super::{Origin, PullInfo, Relays};
+use crate::core::hub::{Hub, PublishError};
+use crate::core::ingest::Publisher;
+use std::sync::atomic::Ordering;
+use std::sync::Arc;
+use std::time::Duration;
+use tokio::time::Instant;
+
+/// How often a pull that receives nothing looks at its viewers.
+const TICK: Duration = Duration::from_millis(500);
+/// The least time between two connections of one pull, whatever happened.
+const MIN_GAP: Duration = Duration::from_millis(100);
+
+/// How one connection to an origin ended.
+enum Once {
+    /// No viewers for `edge.idle_ms`.
+    Idle,
+    /// The stream got a publisher of its own here: the pull is not wanted.
+    Superseded,
+    /// The origin failed; `delivered` when it had sent media first.
+    Failed { why: String, delivered: bool },
+}
+
+/// Players and HLS viewers of `key` here.
+fn viewers(hub: &Hub, key: &str) -> usize {
+    hub.find(key).map_or(0, |s| {
+        s.players.load(Ordering::Relaxed) + s.hls_viewers.load(Ordering::Relaxed)
+    })
+}
+
+pub(super) async fn run(relays: Arc<Relays>, info: Arc<PullInfo>, origins: Vec<Origin>) {
+    let key = info.key.clone();
+    let config = relays.config.clone();
+    let hub = relays.hub.clone();
+    let id = hub.next_id();
+    let (mut at, mut failures, mut attempts) = (0usize, 0u32, 0u64);
+    let mut wait = config.retry_min;
+    // When viewers were last seen (the first is on its way when a pull starts).
+    let mut watched = Instant::now();
+    tracing::info!(stream = %key, origin = %origins[0], "edge: pull");
+    loop {
+        let origin = &origins[at];
+        info.set_origin(origin.url_of(&key));
+        if attempts > 0 {
+            info.reconnects.fetch_add(1, Ordering::Relaxed);
+            relays.counters.reconnects.fetch_add(1, Ordering::Relaxed);
+        }
+        attempts += 1;
+        let started = Instant::now();
+        match once(&relays, &info, origin, id, &mut watched).await {
+            Once::Idle => {
+                tracing::info!(stream = %key, "edge: no viewers, pull stopped");
+                break;
+            }
+            Once::Superseded => {
+                tracing::info!(stream = %key, "edge: published here, pull stopped");
+                break;
+            }
+            Once::Failed { why, delivered } => {
+                tracing::warn!(stream = %key, origin = %origin.url_of(&key), "edge: {why}");
+                if delivered {
+                    failures = 0;
+                    wait = config.retry_min;
+                } else {
+                    failures += 1;
+                }
+                let now = Instant::now();
+                if viewers(&hub, &key) > 0 {
+                    watched = now;
+                }
+                let unwatched = now.duration_since(watched);
+                if unwatched >= config.idle
+                    || (failures >= config.max_failures && unwatched > Duration::ZERO)
+                {
+                    tracing::info!(stream = %key, failures, "edge: pull given up");
+                    break;
+                }
+                let next = (at + 1) % origins.len();
+                if next != at {
+                    info.failovers.fetch_add(1, Ordering::Relaxed);
+                    relays.counters.failovers.fetch_add(1, Ordering::Relaxed);
+                }
+                at = next;
+                let mut pause = MIN_GAP.saturating_sub(started.elapsed());
+                // Every origin failed in turn without media: back off.
+                if at == 0 && !delivered {
+                    pause = pause.max(wait);
+                    wait = (wait * 2).min(config.retry_max);
+                }
+                tokio::time::sleep(pause).await;
+            }
+        }
+    }
+    relays.finished(&key);
+    // Nobody waits for a stream without viewers: it ends now, not after the grace window.
+    if let Some(stream) = hub.find(&key) {
+        let orphan = stream.lock().publisher.is_none();
+        if orphan && viewers(&hub, &key) == 0 && hub.end(&stream) {
+            tracing::info!(stream = %key, "stream ended");
+        }
+    }
+}
+
+/// One connection to `origin`, publishing what it sends into the hub.
+async fn once(
+    relays: &Relays,
+    info: &PullInfo,
+    origin: &Origin,
+    id: u64,
+    watched: &mut Instant,
+) -> Once {
+    let (hub, key, config) = (&relays.hub, info.key.as_str(), &relays.config);
+    let opened = tokio::time::timeout(config.connect_timeout, Reader::open(origin, key)).await;
+    let mut reader = match opened {
+        Ok(Ok(r)) => r,
+        Ok(Err(why)) => {
+            return Once::Failed {
+                why,
+                delivered: false,
+            }
+        }
+        Err(_) => {
+            return Once::Failed {
+                why: format!("no stream within {:?}", config.connect_timeout),
+                delivered: false,
+            }
+        }
+    };
+    let mut publisher: Option<Publisher> = None;
+    let mut delivered = false;
+    loop {
+        let next = reader.next(TICK).await;
+        let bytes = reader.take_bytes();
+        info.bytes.fetch_add(bytes, Ordering::Relaxed);
+        relays.counters.bytes.fetch_add(bytes, Ordering::Relaxed);
+        let media = match next {
+            Err(why) => return Once::Failed { why, delivered },
+            Ok(media) => media,
+        };
+        if let Some(media) = media {
+            let p = match &mut publisher {
+                Some(p) => p,
+                None => match Publisher::new(hub, key, id) {
+                    Ok(p) => {
+                        tracing::info!(stream = %key, origin = %origin.url_of(key), "edge: pulling");
+                        publisher.insert(p)
+                    }
+                    Err(PublishError::InUse(_)) => return Once::Superseded,
+                    Err(e) => {
+                        return Once::Failed {
+                            why: e.to_string(),
+                            delivered,
+                        }
+                    }
+                },
+            };
+            delivered = true;
+            let applied = match media {
+                Media::Video(ts, body) => p.video(ts, &body),
+                Media::Audio(ts, body) => p.audio(ts, &body),
+                Media::Metadata(body) => {
+                    p.metadata(body);
+                    Ok(())
+                }
+            };
+            if let Err(e) = applied {
+                return Once::Failed {
+                    why: format!("bad media from the origin: {e}"),
+                    delivered,
+                };
+            }
+        }
+        let now = Instant::now();
+        if viewers(hub, key) > 0 {
+            *watched = now;
+        } else if now.duration_since(*watched) >= config.idle {
+            return Once::Idle;
+        }
+    }
+}

@@ -1,0 +1,243 @@
+//! Origin and edges, as separate processes on 127.0.0.1: an edge pulls a stream it
+//! does not have from its origin (RTMP or HTTP-FLV) when a viewer asks, every
+//! protocol plays it there, an edge pulls from an edge, many viewers make one pull,
+//! the pull stops after the last viewer, and an origin that dies gives way to the
+//! next one while the edge's viewers keep playing.
+
+mod common;
+
+use common::{
+    have_ffmpeg, http_request, probe_video, publish_test_pattern, scratch, wait_live, Kill,
+    TestServer,
+};
+use serde_json::Value;
+use std::io::{Read, Write};
+use std::net::{SocketAddr, TcpStream};
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
+
+fn json(addr: SocketAddr, path: &str) -> (u16, Value) {
+    let (status, _, body) = http_request(addr, "GET", path, "");
+    (status, serde_json::from_slice(&body).unwrap_or(Value::Null))
+}
+
+/// Waits up to `within` for `ok` of the JSON at `path`; the last answer.
+fn wait_json(addr: SocketAddr, path: &str, within: Duration, ok: impl Fn(u16, &Value) -> bool) {
+    let deadline = Instant::now() + within;
+    loop {
+        let (status, v) = json(addr, path);
+        if ok(status, &v) {
+            return;
+        }
+        assert!(Instant::now() < deadline, "{path}: {status} {v}");
+        std::thread::sleep(Duration::from_millis(100));
+    }
+}
+
+/// The value of a metric series that starts with `prefix` at `addr`'s `/metrics`.
+fn metric(addr: SocketAddr, prefix: &str) -> f64 {
+    let (_, _, body) = http_request(addr, "GET", "/metrics", "");
+    let text = String::from_utf8_lossy(&body).into_owned();
+    text.lines()
+        .find_map(|l| l.strip_prefix(prefix)?.trim().parse().ok())
+        .unwrap_or_else(|| panic!("no {prefix} in\n{text}"))
+}
+
+/// Players of `live/cam` at `addr` over `protocol`, as its API counts them.
+fn viewers(addr: SocketAddr, protocol: &str) -> u64 {
+    json(addr, "/api/v1/streams/live/cam").1["viewers"][protocol]
+        .as_u64()
+        .unwrap_or(0)
+}
+
+fn edge_of(origins: &[String], extra: &[&str]) -> TestServer {
+    let mut args: Vec<&str> = Vec::new();
+    for o in origins {
+        args.extend(["--origin", o.as_str()]);
+    }
+    args.extend_from_slice(extra);
+    TestServer::start(&args)
+}
+
+#[test]
+fn every_protocol_plays_from_an_edge_and_from_an_edge_of_an_edge() {
+    if !have_ffmpeg() {
+        return;
+    }
+    let origin = TestServer::start(&[]);
+    let edge = edge_of(&[format!("rtmp://{}", origin.rtmp)], &[]);
+    // The second level pulls from the first over HTTP-FLV.
+    let edge2 = edge_of(&[format!("http://{}", edge.http)], &[]);
+    let _publisher = publish_test_pattern(
+        &format!("rtmp://{}/live/cam", origin.rtmp),
+        "flv",
+        "libx264",
+        40,
+    );
+    wait_live(origin.http, "live/cam");
+    // Nothing is pulled before a viewer asks.
+    assert_eq!(json(edge.http, "/api/v1/streams/live/cam").0, 404);
+
+    let rtsp = edge.rtsp.expect("rtsp");
+    for url in [
+        format!("rtmp://{}/live/cam", edge.rtmp),
+        format!("http://{}/live/cam.flv", edge.http),
+        format!("rtsp://{rtsp}/live/cam"),
+        format!("http://{}/live/cam.m3u8", edge.http),
+        format!("http://{}/live/cam.flv", edge2.http),
+        format!("rtmp://{}/live/cam", edge2.rtmp),
+    ] {
+        let (streams, times) = probe_video(&url, "%+#100");
+        assert!(streams.contains("h264"), "{url}: {streams}");
+        assert!(streams.contains("aac"), "{url}: {streams}");
+        assert!(times.len() >= 25, "{url}: {} video packets", times.len());
+    }
+
+    // Each edge says where its stream comes from.
+    let (_, s) = json(edge.http, "/api/v1/streams/live/cam");
+    let want = format!("rtmp://{}/live/cam", origin.rtmp);
+    assert_eq!(s["pull"]["origin"], want.as_str(), "{s}");
+    assert!(s["pull"]["bytes"].as_u64().unwrap_or(0) > 10_000, "{s}");
+    let (_, s) = json(edge2.http, "/api/v1/streams/live/cam");
+    let want = format!("http://{}/live/cam.flv", edge.http);
+    assert_eq!(s["pull"]["origin"], want.as_str(), "{s}");
+    // The origin publishes its stream itself.
+    assert!(json(origin.http, "/api/v1/streams/live/cam").1["pull"].is_null());
+}
+
+/// Sends `GET path` on a new connection to `addr` and reads the answer's first bytes.
+fn start_flv(addr: SocketAddr, path: &str) -> TcpStream {
+    let mut s = TcpStream::connect(addr).expect("connect");
+    s.set_read_timeout(Some(Duration::from_secs(15)))
+        .expect("timeout");
+    write!(s, "GET {path} HTTP/1.1\r\nHost: x\r\n\r\n").expect("request");
+    s
+}
+
+#[test]
+fn two_hundred_viewers_make_one_pull_which_stops_after_the_last_leaves() {
+    if !have_ffmpeg() {
+        return;
+    }
+    let origin = TestServer::start(&[]);
+    let edge = edge_of(
+        &[format!("rtmp://{}", origin.rtmp)],
+        &["--edge-idle-ms", "1000", "--max-connections-per-ip", "0"],
+    );
+    let _publisher = publish_test_pattern(
+        &format!("rtmp://{}/live/cam", origin.rtmp),
+        "flv",
+        "libx264",
+        40,
+    );
+    wait_live(origin.http, "live/cam");
+    // All at once: every request is in before any answer.
+    let mut socks: Vec<TcpStream> = (0..200)
+        .map(|_| start_flv(edge.http, "/live/cam.flv"))
+        .collect();
+    for s in &mut socks {
+        let mut head = [0u8; 12];
+        s.read_exact(&mut head).expect("an answer");
+        assert_eq!(&head, b"HTTP/1.1 200", "{}", String::from_utf8_lossy(&head));
+    }
+    wait_json(
+        edge.http,
+        "/api/v1/streams/live/cam",
+        Duration::from_secs(5),
+        |_, v| v["viewers"]["flv"] == 200,
+    );
+    assert_eq!(metric(edge.http, "sluice_relay_pulls_total"), 1.0);
+    assert_eq!(viewers(origin.http, "rtmp"), 1);
+
+    // The last viewer leaves: the pull stops a second later, and the stream ends.
+    drop(socks);
+    wait_json(
+        edge.http,
+        "/api/v1/streams/live/cam",
+        Duration::from_secs(6),
+        |status, _| status == 404,
+    );
+    let deadline = Instant::now() + Duration::from_secs(3);
+    while viewers(origin.http, "rtmp") != 0 {
+        assert!(Instant::now() < deadline, "the origin still has the pull");
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    assert_eq!(metric(edge.http, "sluice_relay_active_pulls"), 0.0);
+
+    // A stream no origin has: refused, after bounded tries.
+    let started = Instant::now();
+    let (status, _, _) = http_request(edge.http, "GET", "/live/none.flv", "");
+    assert_eq!(status, 404);
+    assert!(started.elapsed() < Duration::from_secs(8));
+}
+
+#[test]
+fn a_dead_origin_gives_way_to_the_next_and_viewers_keep_playing() {
+    if !have_ffmpeg() {
+        return;
+    }
+    let mut first = TestServer::start(&[]);
+    let second = TestServer::start(&[]);
+    // The same stream on both origins, as a publisher sending to two would.
+    let _p1 = publish_test_pattern(
+        &format!("rtmp://{}/live/cam", first.rtmp),
+        "flv",
+        "libx264",
+        40,
+    );
+    let _p2 = publish_test_pattern(
+        &format!("rtmp://{}/live/cam", second.rtmp),
+        "flv",
+        "libx264",
+        40,
+    );
+    wait_live(first.http, "live/cam");
+    wait_live(second.http, "live/cam");
+    let edge = edge_of(
+        &[
+            format!("rtmp://{}", first.rtmp),
+            format!("rtmp://{}", second.rtmp),
+        ],
+        &[],
+    );
+    let dir = scratch("edge-failover");
+    let out = dir.join("viewer.flv");
+    let _ = std::fs::remove_file(&out);
+    // A viewer of the edge records 8 s of what it plays.
+    let viewer = Kill(
+        Command::new("ffmpeg")
+            .args([
+                "-hide_banner",
+                "-loglevel",
+                "error",
+                "-y",
+                "-rw_timeout",
+                "10000000",
+            ])
+            .args(["-i", &format!("http://{}/live/cam.flv", edge.http)])
+            .args(["-t", "8", "-c", "copy", "-f", "flv"])
+            .arg(&out)
+            .stdin(Stdio::null())
+            .spawn()
+            .expect("ffmpeg"),
+    );
+    std::thread::sleep(Duration::from_secs(3));
+    first.kill();
+    let mut viewer = viewer;
+    let status = viewer.0.wait().expect("ffmpeg ends");
+    assert!(status.success(), "the viewer failed: {status}");
+
+    // The edge moved to the second origin once.
+    let (_, s) = json(edge.http, "/api/v1/streams/live/cam");
+    let want = format!("rtmp://{}/live/cam", second.rtmp);
+    assert_eq!(s["pull"]["origin"], want.as_str(), "{s}");
+    assert_eq!(s["pull"]["failovers"], 1, "{s}");
+    assert!(metric(edge.http, "sluice_relay_failovers_total") >= 1.0);
+
+    // The viewer got 8 s of video with times that only go forward.
+    let (_, times) = probe_video(out.to_str().expect("path"), "%+#1000");
+    assert!(times.len() >= 150, "{} video frames", times.len());
+    assert!(times.windows(2).all(|w| w[1] >= w[0]), "{times:?}");
+    let span = times.last().unwrap_or(&0.0) - times.first().unwrap_or(&0.0);
+    assert!(span >= 7.0, "{span} s of video");
+}
