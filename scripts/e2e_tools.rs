@@ -84,6 +84,14 @@ pub const SRT_TOOLS: Tool = Tool {
     gst_elements: &[],
 };
 
+/// nginx, with the RTMP module (push relays) and `proxy_cache` (HLS behind a cache).
+pub const NGINX: Tool = Tool {
+    cfg: "have_nginx",
+    what: "nginx (with libnginx-mod-rtmp)",
+    programs: &["nginx"],
+    gst_elements: &[],
+};
+
 pub const WGET: Tool = Tool {
     cfg: "have_wget",
     what: "wget",

@@ -477,6 +477,10 @@ settings! {
         /// How long an origin has to start sending a stream (connect, handshake, play).
         #[flag("edge-connect-timeout-ms", "MS")]
         connect_timeout_ms: u64 = 5_000;
+        /// Streams published here are also pushed to their first rtmp:// or rtmps:// origin
+        /// (an edge that takes publishers for its origin).
+        #[flag("edge-forward-publish", "BOOL")]
+        forward_publish: bool = false;
     }
 
     /// Live HLS: streams segmented in memory while asked for, MPEG-TS at /app/stream.m3u8, fMP4 with
@@ -721,6 +725,8 @@ pub struct AppConfig {
     pub auth_hook: Option<String>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub origins: Option<Vec<String>>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub push: Option<Vec<String>>,
 }
 
 /// One `[[users]]` entry: a user of the authorization (see `[auth]`).
@@ -799,6 +805,12 @@ const APP_KEYS: &[(&str, &str)] = &[
         "origins",
         "The origins these streams are pulled from when asked for and not published here, \
          instead of edge.origins ([]: none, these streams are never pulled).",
+    ),
+    (
+        "push",
+        "RTMP or RTMPS URLs these streams are pushed to while published here \
+         (rtmp://host[:port]/app/stream[?query]; {name} becomes the stream's name, {key} \
+         its app/stream), reconnecting with backoff (edge.retry_min_ms to retry_max_ms).",
     ),
 ];
 
@@ -1030,6 +1042,15 @@ impl Config {
                 return Err(ConfigError::Invalid {
                     key: "edge.origins",
                     why: e.to_string(),
+                });
+            }
+        }
+        let pushes = self.apps.iter().flat_map(|a| a.push.iter().flatten());
+        for url in pushes {
+            if let Err(why) = crate::relay::push::PushTarget::parse(url) {
+                return Err(ConfigError::Invalid {
+                    key: "apps.push",
+                    why,
                 });
             }
         }
@@ -1574,6 +1595,7 @@ mod tests {
             auth_read: Some(false),
             auth_hook: Some(String::new()),
             origins: Some(vec!["rtmp://origin".into()]),
+            push: Some(vec!["rtmp://target/app/{name}".into()]),
         };
         let table = toml::Table::try_from(full).unwrap();
         let keys: Vec<&str> = table.keys().map(String::as_str).collect();

@@ -110,6 +110,9 @@ impl Ctx {
         }
         let mut publisher = publisher?;
         publisher.hold(slot);
+        if let Some(relays) = &self.relays {
+            relays.on_publish(&publisher.stream);
+        }
         if let Some(after) = settings.no_viewers {
             let task = tokio::task::spawn_local(crate::ops::disconnect_without_viewers(
                 publisher.stream.clone(),

@@ -241,3 +241,114 @@ fn a_dead_origin_gives_way_to_the_next_and_viewers_keep_playing() {
     let span = times.last().unwrap_or(&0.0) - times.first().unwrap_or(&0.0);
     assert!(span >= 7.0, "{span} s of video");
 }
+
+/// A port the kernel had free a moment ago, for a server that cannot take port 0
+/// (nginx).
+fn free_port() -> u16 {
+    std::net::TcpListener::bind("127.0.0.1:0")
+        .and_then(|l| l.local_addr())
+        .map(|a| a.port())
+        .expect("a free port")
+}
+
+/// nginx with the RTMP module, live application `live`, on its own prefix; stopped
+/// when dropped.
+struct Nginx {
+    _child: Kill,
+    rtmp: SocketAddr,
+}
+
+fn nginx_rtmp(name: &str) -> Option<Nginx> {
+    let module = "/usr/lib/nginx/modules/ngx_rtmp_module.so";
+    if !common::tools_present(
+        "nginx with the RTMP module",
+        cfg!(have_nginx),
+        &[&["sh", "-c", &format!("command -v nginx && test -e {module}")]],
+    ) {
+        return None;
+    }
+    let dir = scratch(name);
+    std::fs::create_dir_all(dir.join("logs")).expect("logs dir");
+    let rtmp: SocketAddr = ([127, 0, 0, 1], free_port()).into();
+    let conf = format!(
+        "load_module {module};\ndaemon off;\nmaster_process off;\nworker_processes 1;\n\
+         error_log {d}/logs/error.log warn;\npid {d}/logs/nginx.pid;\n\
+         events {{ worker_connections 256; }}\n\
+         rtmp {{ server {{ listen {rtmp}; application live {{ live on; }} }} }}\n",
+        d = dir.display()
+    );
+    std::fs::write(dir.join("nginx.conf"), conf).expect("nginx.conf");
+    let child = Kill(
+        Command::new("nginx")
+            .arg("-p")
+            .arg(&dir)
+            .arg("-c")
+            .arg(dir.join("nginx.conf"))
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .expect("start nginx"),
+    );
+    let deadline = Instant::now() + Duration::from_secs(5);
+    while TcpStream::connect(rtmp).is_err() {
+        assert!(Instant::now() < deadline, "nginx did not listen on {rtmp}");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    Some(Nginx {
+        _child: child,
+        rtmp,
+    })
+}
+
+#[test]
+fn published_streams_are_pushed_to_nginx_rtmp_and_an_edge_forwards_to_its_origin() {
+    if !have_ffmpeg() {
+        return;
+    }
+    let Some(nginx) = nginx_rtmp("push-nginx") else {
+        return;
+    };
+    let dir = scratch("push-config");
+    let config = dir.join("sluice.toml");
+    std::fs::write(
+        &config,
+        format!(
+            "[[apps]]\nname = \"live\"\npush = [\"rtmp://{}/live/{{name}}-copy\"]\n",
+            nginx.rtmp
+        ),
+    )
+    .expect("config");
+    let server = TestServer::start(&["--config", config.to_str().expect("utf-8")]);
+    let _publisher = publish_test_pattern(
+        &format!("rtmp://{}/live/cam", server.rtmp),
+        "flv",
+        "libx264",
+        30,
+    );
+    wait_live(server.http, "live/cam");
+    // nginx plays what Sluice pushed.
+    let (streams, times) = probe_video(&format!("rtmp://{}/live/cam-copy", nginx.rtmp), "%+#200");
+    assert!(
+        streams.contains("h264") && streams.contains("aac"),
+        "{streams}"
+    );
+    assert!(times.len() >= 40, "{} video packets", times.len());
+    assert_eq!(metric(server.http, "sluice_relay_pushes_total"), 1.0);
+
+    // An edge that takes publishers sends them on to its origin.
+    let origin = TestServer::start(&[]);
+    let edge = edge_of(
+        &[format!("rtmp://{}", origin.rtmp)],
+        &["--edge-forward-publish", "true"],
+    );
+    let _publisher2 = publish_test_pattern(
+        &format!("rtmp://{}/live/studio", edge.rtmp),
+        "flv",
+        "libx264",
+        30,
+    );
+    wait_live(origin.http, "live/studio");
+    let (streams, _) = probe_video(&format!("rtmp://{}/live/studio", origin.rtmp), "%+#60");
+    assert!(streams.contains("h264"), "{streams}");
+}

@@ -56,6 +56,21 @@ fn relay_metrics(reg: &mut Registry, r: &crate::relay::Relays) {
         "Moves of a pull to the next origin after one failed",
         counter(&c.failovers),
     );
+    reg.register(
+        "relay_pushes",
+        "Pushes to other servers started",
+        counter(&c.pushes),
+    );
+    reg.register(
+        "relay_pushed_bytes",
+        "Media bytes pushed to other servers",
+        counter(&c.push_bytes),
+    );
+    reg.register(
+        "relay_push_reconnects",
+        "Connections of a push after its first (any cause)",
+        counter(&c.push_reconnects),
+    );
     let active: Gauge = Gauge::default();
     active.set(r.pulls().len() as i64);
     reg.register("relay_active_pulls", "Pulls running now", active);

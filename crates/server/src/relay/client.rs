@@ -33,7 +33,8 @@ pub enum Media {
     Metadata(Bytes),
 }
 
-trait Io: AsyncRead + AsyncWrite + Unpin {}
+/// A connection to another server, over TCP or TLS.
+pub(super) trait Io: AsyncRead + AsyncWrite + Unpin {}
 impl<T: AsyncRead + AsyncWrite + Unpin> Io for T {}
 
 /// How the stream is read.
@@ -72,20 +73,25 @@ fn rtmp_parts(path: &str) -> Result<(&str, &str), String> {
 }
 
 async fn connect(origin: &Origin) -> Result<Box<dyn Io>, String> {
-    let tcp = TcpStream::connect((origin.host.as_str(), origin.port))
-        .await
-        .map_err(|e| format!("connect to {}: {e}", origin.authority()))?;
-    let _ = tcp.set_nodelay(true);
     let tls = matches!(origin.scheme, Scheme::Rtmps | Scheme::Flv { tls: true });
+    connect_to(&origin.host, origin.port, tls).await
+}
+
+/// A connection to `host:port`, over TLS (the web PKI's roots) when `tls`.
+pub(super) async fn connect_to(host: &str, port: u16, tls: bool) -> Result<Box<dyn Io>, String> {
+    let tcp = TcpStream::connect((host, port))
+        .await
+        .map_err(|e| format!("connect to {host}:{port}: {e}"))?;
+    let _ = tcp.set_nodelay(true);
     if !tls {
         return Ok(Box::new(tcp));
     }
-    let name = rustls::pki_types::ServerName::try_from(origin.host.clone())
-        .map_err(|_| format!("{} is not a TLS server name", origin.host))?;
+    let name = rustls::pki_types::ServerName::try_from(host.to_string())
+        .map_err(|_| format!("{host} is not a TLS server name"))?;
     let tls = tokio_rustls::TlsConnector::from(crate::io::http_client::tls_config())
         .connect(name, tcp)
         .await
-        .map_err(|e| format!("TLS with {}: {e}", origin.authority()))?;
+        .map_err(|e| format!("TLS with {host}:{port}: {e}"))?;
     Ok(Box::new(tls))
 }
 

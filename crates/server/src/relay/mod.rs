@@ -16,12 +16,16 @@
 //! - [`origin`]: origin URLs. [`client`]: reading a stream from one (RTMP, RTMPS,
 //!   HTTP-FLV), over the sans-IO clients of `sluice-rtmp` and `sluice-http`.
 //!
+//! - [`push`]: a stream published here sent on to other servers (`[[apps]]` `push`
+//!   URLs; on an edge with `edge.forward_publish`, its first RTMP origin).
+//!
 //! An edge's origins may be edges themselves: a pull is a play request there, which
 //! starts that edge's own pull.
 
 mod client;
 pub mod origin;
 mod pull;
+pub mod push;
 
 pub use origin::Origin;
 
@@ -54,6 +58,12 @@ pub struct RelayCounters {
     pub reconnects: AtomicU64,
     /// Moves to another origin after one failed.
     pub failovers: AtomicU64,
+    /// Pushes started.
+    pub pushes: AtomicU64,
+    /// Tag bytes sent by pushes.
+    pub push_bytes: AtomicU64,
+    /// Connections of a push after its first.
+    pub push_reconnects: AtomicU64,
 }
 
 /// One running pull, as the API shows it.
@@ -91,6 +101,12 @@ pub struct Relays {
     /// `[[apps]]` entries with `origins`, in order: the first match wins.
     apps: Vec<(Pattern, Vec<Origin>)>,
     pulls: Mutex<HashMap<String, Arc<PullInfo>>>,
+    /// `[[apps]]` entries with `push` URLs, in order: every match pushes.
+    push_rules: Vec<(Pattern, Vec<push::PushTarget>)>,
+    /// Publishes here go on to the stream's first RTMP(S) origin.
+    forward_publish: bool,
+    /// Pushes running: (stream id, target).
+    pushes: Mutex<std::collections::HashSet<(u64, String)>>,
     pub counters: RelayCounters,
 }
 
@@ -111,7 +127,23 @@ impl Relays {
                 Some((pattern, parse(urls)))
             })
             .collect();
-        if origins.is_empty() && apps.iter().all(|(_, o)| o.is_empty()) {
+        let push_rules: Vec<_> = config
+            .apps
+            .iter()
+            .filter_map(|a| {
+                let urls = a.push.as_ref()?;
+                let pattern = crate::config::app_pattern(&a.name).ok()?;
+                let targets: Vec<_> = urls
+                    .iter()
+                    .filter_map(|u| push::PushTarget::parse(u).ok())
+                    .collect();
+                Some((pattern, targets))
+            })
+            .collect();
+        if origins.is_empty()
+            && apps.iter().all(|(_, o)| o.is_empty())
+            && push_rules.iter().all(|(_, t)| t.is_empty())
+        {
             return None;
         }
         let e = &config.edge;
@@ -127,6 +159,9 @@ impl Relays {
             origins,
             apps,
             pulls: Mutex::new(HashMap::new()),
+            push_rules,
+            forward_publish: e.forward_publish,
+            pushes: Mutex::new(std::collections::HashSet::new()),
             counters: RelayCounters::default(),
         }))
     }
@@ -192,6 +227,47 @@ impl Relays {
             .collect();
         all.sort_by(|a, b| a.key.cmp(&b.key));
         all
+    }
+
+    /// A publisher started publishing `stream` here: its pushes start, unless they
+    /// run already (a publisher back within the grace window).
+    pub fn on_publish(self: &Arc<Self>, stream: &Arc<crate::core::hub::Stream>) {
+        let key = stream.key.as_str();
+        let mut targets: Vec<push::PushTarget> = self
+            .push_rules
+            .iter()
+            .filter(|(p, _)| p.matches(key))
+            .flat_map(|(_, t)| t.iter().map(|t| t.for_stream(key)))
+            .collect();
+        if self.forward_publish {
+            let origin = self
+                .origins_for(key)
+                .iter()
+                .find(|o| !matches!(o.scheme, origin::Scheme::Flv { .. }));
+            if let Some(t) = origin.and_then(|o| push::PushTarget::parse(&o.url_of(key)).ok()) {
+                targets.push(t);
+            }
+        }
+        for target in targets {
+            let running = (stream.id, target.display());
+            if !self
+                .pushes
+                .lock()
+                .unwrap_or_else(|e| e.into_inner())
+                .insert(running)
+            {
+                continue;
+            }
+            self.counters.pushes.fetch_add(1, Ordering::Relaxed);
+            tokio::task::spawn_local(push::run(self.clone(), stream.clone(), target));
+        }
+    }
+
+    fn push_ended(&self, stream: u64, target: &push::PushTarget) {
+        self.pushes
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .remove(&(stream, target.display()));
     }
 
     fn finished(&self, key: &str) {

@@ -64,6 +64,11 @@ fn tag(packet: &Packet) -> Option<Bytes> {
     Some(out.freeze())
 }
 
+/// The tag type and body of `packet` as an RTMP publisher sends it (a push relay).
+pub fn message_of(packet: &Packet) -> Option<(u8, Bytes)> {
+    tag_parts(&tag(packet)?)
+}
+
 /// The tag type and body of an FLV tag made by [`Flv`] (what RTMP sends as a message).
 pub(super) fn tag_parts(tag: &Bytes) -> Option<(u8, Bytes)> {
     if tag.len() < HEAD + TRAIL {

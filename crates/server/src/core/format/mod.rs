@@ -5,7 +5,7 @@
 //!
 //! Adding a format (WebRTC's RTP, SRT's TS): write its module, add its line below.
 
-mod flv;
+pub mod flv;
 mod rtmp;
 mod rtp;
 mod ts;

@@ -1,0 +1,298 @@
+//! Push relays: a stream published here is sent on to other servers (a video
+//! platform's RTMP or RTMPS ingest, or an edge's origin), as an RTMP publisher.
+//!
+//! A push reads the stream's ring like a player does (a cursor, woken by the
+//! stream's notifier), starting at its newest keyframe with the current decoder
+//! configurations, and turns each packet into the message an RTMP publisher sends
+//! (`core::format::flv::message_of`). A target that does not keep up is moved to the
+//! ring's newest keyframe, as a slow player is; a target that fails is connected
+//! again, with backoff, while the stream lives. A publisher returning within the
+//! grace window keeps the same push.
+
+use super::client::connect_to;
+use crate::core::format::flv::message_of;
+use crate::core::hub::Stream;
+use crate::core::packet::{Packet, Payload};
+use bytes::BytesMut;
+use sluice_media::flv::{TAG_AUDIO, TAG_SCRIPT, TAG_VIDEO};
+use sluice_rtmp::{ClientConfig, ClientEvent, ClientOutput, ClientSession};
+use std::collections::VecDeque;
+use std::sync::atomic::Ordering;
+use std::sync::Arc;
+use std::time::Duration;
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::sync::Notify;
+
+/// How long a target has to accept the publish, and to take one write.
+const TIMEOUT: Duration = Duration::from_secs(10);
+
+/// Where a push goes: `rtmp(s)://HOST[:PORT]/APP/STREAM[?QUERY]`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct PushTarget {
+    pub tls: bool,
+    pub host: String,
+    pub port: u16,
+    pub app: String,
+    /// The stream name with its query; `{name}` and `{key}` are replaced per stream.
+    pub stream: String,
+}
+
+impl PushTarget {
+    pub fn parse(url: &str) -> Result<PushTarget, String> {
+        let bad = |why: &str| format!("bad push URL {url:?}: {why}");
+        let origin_part = url.find("://").map_or(url, |i| {
+            let rest = &url[i + 3..];
+            &url[..i + 3 + rest.find('/').unwrap_or(rest.len())]
+        });
+        let origin = super::Origin::parse(origin_part).map_err(|e| e.to_string())?;
+        let tls = match origin.scheme {
+            super::origin::Scheme::Rtmp => false,
+            super::origin::Scheme::Rtmps => true,
+            super::origin::Scheme::Flv { .. } => {
+                return Err(bad("pushes go over rtmp:// or rtmps://"))
+            }
+        };
+        let path = &url[origin_part.len()..];
+        let (app, stream) = path
+            .trim_start_matches('/')
+            .split_once('/')
+            .filter(|(a, s)| !a.is_empty() && !s.is_empty())
+            .ok_or_else(|| bad("expected rtmp://host[:port]/app/stream"))?;
+        Ok(PushTarget {
+            tls,
+            host: origin.host,
+            port: origin.port,
+            app: app.to_string(),
+            stream: stream.to_string(),
+        })
+    }
+
+    /// The target for stream `key`: `{key}` becomes `app/stream`, `{name}` its name.
+    pub fn for_stream(&self, key: &str) -> PushTarget {
+        let name = key.split_once('/').map_or(key, |(_, n)| n);
+        PushTarget {
+            stream: self.stream.replace("{key}", key).replace("{name}", name),
+            ..self.clone()
+        }
+    }
+
+    fn authority(&self) -> String {
+        if self.host.contains(':') {
+            format!("[{}]:{}", self.host, self.port)
+        } else {
+            format!("{}:{}", self.host, self.port)
+        }
+    }
+
+    /// The URL without the stream's query (which may hold a platform's secret key).
+    pub fn display(&self) -> String {
+        let scheme = if self.tls { "rtmps" } else { "rtmp" };
+        let stream = self.stream.split('?').next().unwrap_or_default();
+        format!("{scheme}://{}/{}/{stream}", self.authority(), self.app)
+    }
+}
+
+/// Removes the notifier from the stream when the push ends.
+struct Subscribed<'a>(&'a Stream, Arc<Notify>);
+
+impl Drop for Subscribed<'_> {
+    fn drop(&mut self) {
+        self.0.unsubscribe(&self.1);
+    }
+}
+
+/// Pushes `stream` to `target` until the stream ends.
+pub(super) async fn run(relays: Arc<super::Relays>, stream: Arc<Stream>, target: PushTarget) {
+    let config = relays.config.clone();
+    let mut wait = config.retry_min;
+    let url = target.display();
+    tracing::info!(stream = %stream.key, target = %url, "push");
+    let notify = Arc::new(Notify::new());
+    stream.subscribe(notify.clone());
+    let _subscribed = Subscribed(&stream, notify.clone());
+    let mut attempts = 0u64;
+    loop {
+        if stream.lock().closed {
+            break;
+        }
+        if attempts > 0 {
+            relays
+                .counters
+                .push_reconnects
+                .fetch_add(1, Ordering::Relaxed);
+        }
+        attempts += 1;
+        match once(&relays, &stream, &target, &notify).await {
+            Ok(()) => break,
+            Err((why, delivered)) => {
+                tracing::warn!(stream = %stream.key, target = %url, "push: {why}");
+                if delivered {
+                    wait = config.retry_min;
+                }
+                tokio::time::sleep(wait).await;
+                wait = (wait * 2).min(config.retry_max);
+            }
+        }
+    }
+    tracing::info!(stream = %stream.key, target = %url, "push ended");
+    relays.push_ended(stream.id, &target);
+}
+
+/// One connection to the target: `Ok` when the stream ended, else why it failed and
+/// whether media went out first.
+async fn once(
+    relays: &super::Relays,
+    stream: &Stream,
+    target: &PushTarget,
+    notify: &Notify,
+) -> Result<(), (String, bool)> {
+    let fail = |why: String| (why, false);
+    let mut io = tokio::time::timeout(TIMEOUT, connect_to(&target.host, target.port, target.tls))
+        .await
+        .map_err(|_| fail("connect: timed out".into()))?
+        .map_err(fail)?;
+    let scheme = if target.tls { "rtmps" } else { "rtmp" };
+    let mut session = ClientSession::new(ClientConfig {
+        app: target.app.clone(),
+        tc_url: format!("{scheme}://{}/{}", target.authority(), target.app),
+        chunk_size: 4096,
+        digest_handshake: false,
+    });
+    session.publish(&target.stream);
+    let mut out = BytesMut::new();
+    let mut input = BytesMut::with_capacity(16 << 10);
+    // Handshake, connect, publish.
+    let started = tokio::time::timeout(TIMEOUT, async {
+        loop {
+            if drain(&mut session, &mut out)? {
+                return Ok(());
+            }
+            write(&mut io, &mut out).await?;
+            input.clear();
+            if io.read_buf(&mut input).await.map_err(|e| e.to_string())? == 0 {
+                return Err("the target closed the connection".to_string());
+            }
+            session.handle_input(&input).map_err(|e| e.to_string())?;
+        }
+    })
+    .await
+    .map_err(|_| fail("the target did not accept the publish in time".into()))?;
+    started.map_err(fail)?;
+    let mut delivered = false;
+    let failed = |why: String, delivered: bool| (why, delivered);
+    // Start at the newest keyframe, after the current configurations.
+    let mut batch: VecDeque<Arc<Packet>> = VecDeque::new();
+    let mut cursor = loop {
+        let notified = notify.notified();
+        {
+            let state = stream.lock();
+            if state.closed {
+                return Ok(());
+            }
+            if let Some(start) = state.ring.start() {
+                batch.extend(
+                    [&state.metadata, &state.video_config, &state.audio_config]
+                        .into_iter()
+                        .flatten()
+                        .cloned(),
+                );
+                break start;
+            }
+        }
+        notified.await;
+    };
+    loop {
+        let notified = notify.notified();
+        {
+            let state = stream.lock();
+            if state.closed {
+                return Ok(());
+            }
+            let ring = &state.ring;
+            if cursor < ring.first() {
+                // Too slow a target: on to the newest keyframe.
+                cursor = ring.start().unwrap_or(ring.next());
+            }
+            ring.copy_since(cursor, &mut batch);
+            cursor = ring.next();
+        }
+        for packet in batch.drain(..) {
+            let Some((tag_type, body)) = message_of(&packet) else {
+                continue;
+            };
+            let ts = packet.ts_ms as u32;
+            match tag_type {
+                TAG_VIDEO => session.send_video(ts, &body),
+                TAG_AUDIO => session.send_audio(ts, &body),
+                TAG_SCRIPT if matches!(packet.payload, Payload::Metadata(_)) => {
+                    session.send_metadata(&body)
+                }
+                _ => {}
+            }
+            relays
+                .counters
+                .push_bytes
+                .fetch_add(body.len() as u64, Ordering::Relaxed);
+        }
+        drain(&mut session, &mut out).map_err(|e| failed(e, delivered))?;
+        if !out.is_empty() {
+            tokio::time::timeout(TIMEOUT, write(&mut io, &mut out))
+                .await
+                .map_err(|_| failed("the target takes nothing".into(), delivered))?
+                .map_err(|e| failed(e, delivered))?;
+            delivered = true;
+        }
+        // Wait for media, and read what the target says meanwhile (acks, pings).
+        input.clear();
+        tokio::select! {
+            () = notified => {}
+            r = io.read_buf(&mut input) => match r {
+                Ok(0) => return Err(failed("the target closed the connection".into(), delivered)),
+                Ok(_) => session.handle_input(&input).map_err(|e| failed(e.to_string(), delivered))?,
+                Err(e) => return Err(failed(e.to_string(), delivered)),
+            },
+        }
+    }
+}
+
+/// Moves the session's output to `out`; `true` once the target accepted the publish.
+fn drain(session: &mut ClientSession, out: &mut BytesMut) -> Result<bool, String> {
+    let mut started = false;
+    while let Some(o) = session.poll_output() {
+        match o {
+            ClientOutput::Write(b) => out.extend_from_slice(&b),
+            ClientOutput::Event(ClientEvent::PublishStarted) => started = true,
+            ClientOutput::Event(ClientEvent::Rejected { code, description }) => {
+                return Err(format!("the target refused: {code} {description}"))
+            }
+            ClientOutput::Event(_) => {}
+        }
+    }
+    Ok(started)
+}
+
+async fn write(io: &mut Box<dyn super::client::Io>, out: &mut BytesMut) -> Result<(), String> {
+    io.write_all(out).await.map_err(|e| format!("write: {e}"))?;
+    out.clear();
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn push_urls() {
+        let t = PushTarget::parse("rtmp://127.0.0.1:1935/live2/{name}?key=secret").unwrap();
+        assert_eq!((t.tls, t.port, t.app.as_str()), (false, 1935, "live2"));
+        let s = t.for_stream("live/cam");
+        assert_eq!(s.stream, "cam?key=secret");
+        assert_eq!(s.display(), "rtmp://127.0.0.1:1935/live2/cam");
+        let t = PushTarget::parse("rtmps://ingest.example/app/{key}").unwrap();
+        assert_eq!((t.tls, t.port), (true, 443));
+        assert_eq!(t.for_stream("a/b").stream, "a/b");
+        for bad in ["http://o/app/s", "rtmp://o/app", "rtmp://o", "o/app/s"] {
+            assert!(PushTarget::parse(bad).is_err(), "{bad}");
+        }
+    }
+}
