@@ -468,8 +468,9 @@ settings! {
         #[flag("edge-idle-ms", "MS")]
         idle_ms: u64 = 5_000;
         /// After every origin failed in turn, wait this long before the next round; the wait
-        /// doubles each round up to retry_max_ms.
+        /// doubles each round up to retry_max_ms. Pushes wait the same way between attempts.
         retry_min_ms: u64 = 500;
+        /// The longest wait between rounds of attempts (pulls and pushes).
         retry_max_ms: u64 = 8_000;
         /// Failed attempts in a row after which a pull with no viewers gives up (viewers keep
         /// it trying, with backoff).
