@@ -20,7 +20,8 @@
 //! target durations of the playlist's end (the spec's removal rule), `EXTINF` with
 //! three decimals, and its URI. For Low-Latency, then the parts of the segment in
 //! progress (with its discontinuity and date) and an `EXT-X-PRELOAD-HINT` for the
-//! next part. `EXT-X-ENDLIST` once the stream ended (and no hint).
+//! next part (none between segments when the caller names them: the next name is not
+//! known yet). `EXT-X-ENDLIST` once the stream ended (and no hint).
 //!
 //! URIs come from the caller's [`SegmentNames`]; any byte that may not appear in a
 //! quoted playlist string or URI line (controls, space, `"`, non-ASCII) is
@@ -39,11 +40,14 @@ pub const VERSION_FMP4: u32 = 6;
 
 /// How the server names its segments, parts and init segment in playlists.
 /// Each method appends a URI, relative to the playlist or absolute, to `out`.
+///
+/// A segment is known by its *name*: its msn, unless the timeline's caller named it
+/// (`Timeline::start_named_segment`).
 pub trait SegmentNames {
-    /// The URI of segment `msn`.
-    fn segment(&self, msn: u64, out: &mut String);
-    /// The URI of part `part` of segment `msn`.
-    fn part(&self, msn: u64, part: u32, out: &mut String);
+    /// The URI of the segment named `name`.
+    fn segment(&self, name: u64, out: &mut String);
+    /// The URI of part `part` of the segment named `name`.
+    fn part(&self, name: u64, part: u32, out: &mut String);
     /// The URI of the init segment (`EXT-X-MAP`); asked for the fMP4 variant only.
     fn init(&self, out: &mut String);
 }
@@ -97,7 +101,7 @@ impl Timeline {
             out.push_str("#EXTINF:");
             write_seconds(out, ticks_to_ms(segment.duration));
             out.push_str(",\n");
-            push_uri(out, |out| names.segment(segment.msn, out));
+            push_uri(out, |out| names.segment(segment.name, out));
             out.push('\n');
         }
 
@@ -106,22 +110,26 @@ impl Timeline {
             return;
         }
         if low_latency {
-            let (msn, part) = match &self.open {
+            let hint = match &self.open {
                 Some(open) => {
                     if !open.parts.is_empty() {
                         write_prelude(out, open);
                         write_parts(out, names, open);
                     }
-                    (
-                        open.msn,
+                    Some((
+                        open.name,
                         u32::try_from(open.parts.len()).unwrap_or(u32::MAX),
-                    )
+                    ))
                 }
-                None => (self.next_msn, 0),
+                // Between segments: the next one's name is its msn, unless the caller
+                // names segments (then it is not known before the segment starts).
+                None => (!self.named).then_some((self.next_msn, 0)),
             };
-            out.push_str("#EXT-X-PRELOAD-HINT:TYPE=PART,URI=\"");
-            push_uri(out, |out| names.part(msn, part, out));
-            out.push_str("\"\n");
+            if let Some((name, part)) = hint {
+                out.push_str("#EXT-X-PRELOAD-HINT:TYPE=PART,URI=\"");
+                push_uri(out, |out| names.part(name, part, out));
+                out.push_str("\"\n");
+            }
         }
     }
 
@@ -165,7 +173,7 @@ fn write_parts(out: &mut String, names: &dyn SegmentNames, segment: &Segment) {
         out.push_str("#EXT-X-PART:DURATION=");
         write_seconds(out, ticks_to_ms(part.duration));
         out.push_str(",URI=\"");
-        push_uri(out, |out| names.part(segment.msn, index, out));
+        push_uri(out, |out| names.part(segment.name, index, out));
         out.push('"');
         if part.independent {
             out.push_str(",INDEPENDENT=YES");

@@ -14,6 +14,15 @@
 //!   dropped at once.
 //! - A track change (new decoder configuration) takes effect at the next start point,
 //!   with a discontinuity, and for fMP4 a new init segment.
+//! - Segments follow the stream's timeline, not the moment segmenting began: they are
+//!   cut by aligned rules (a segment ends at the first keyframe nearest another
+//!   multiple of the target duration), named by the decode time of their first frame
+//!   (90 kHz ticks), and the first one is numbered by its slot of the timeline
+//!   ([`CutRules::slot`]). fMP4 decode times are the stream's own, and each segment's
+//!   first fragment is numbered from its start. So two servers segmenting the same
+//!   stream, from whichever keyframe, give the same media the same name and bytes
+//!   (TS segments may differ in their continuity counters) and, while every slot holds
+//!   a keyframe, the same msn.
 
 use crate::{HlsConfig, HlsError, Timeline, Variant};
 use bytes::{Bytes, BytesMut};
@@ -40,14 +49,42 @@ pub enum SegmentError {
 }
 
 /// The cut rules of a variant: segments of the target duration at start points,
-/// LL-HLS parts when asked, and a size bound.
+/// aligned to the stream's timeline, LL-HLS parts when asked, and a size bound.
 fn rules(config: &HlsConfig, parts: bool) -> CutRules {
     let ticks = |ms: u32| Timestamp::from(ms) * 90;
     CutRules {
+        aligned: true,
         part_ticks: parts.then(|| ticks(config.part_duration_ms)),
         max_bytes: Some(MAX_SEGMENT_BYTES),
         ..CutRules::at_start_points(ticks(config.target_duration_ms))
     }
+}
+
+/// Starts the segment whose first frame decodes at `dts` on `timeline`: named by
+/// `dts`, and, if it is the first, numbered by its slot of the stream's timeline.
+fn start_segment(
+    timeline: &mut Timeline,
+    rules: &CutRules,
+    discontinuity: bool,
+    wall_clock_ms: i64,
+    dts: Timestamp,
+) -> Result<u64, HlsError> {
+    if timeline.kept().end == 0 && timeline.in_progress().is_none() {
+        // Before the first segment only; an error says it was not the first.
+        let _ = timeline.set_first_msn(u64::try_from(rules.slot(dts)).unwrap_or(0));
+    }
+    timeline.start_named_segment(
+        discontinuity,
+        wall_clock_ms,
+        u64::try_from(dts).unwrap_or(0),
+    )
+}
+
+/// The `mfhd` sequence number of a segment's first fragment: its start in ms (the low
+/// 32 bits). Its parts follow it; they are at least a millisecond each, so the next
+/// segment's number is above them.
+fn first_sequence(dts: Timestamp) -> u32 {
+    (dts.div_euclid(90) & i64::from(u32::MAX)) as u32
 }
 
 /// The MPEG-TS variant: whole segments only.
@@ -117,12 +154,18 @@ impl TsSegmenter {
                     self.had_init = true;
                     Ok(())
                 }
-                Output::Begin { .. } => {
+                Output::Begin { dts, .. } => {
                     changed = true;
-                    self.timeline
-                        .start_segment(std::mem::take(&mut self.discontinuity), wall_clock_ms)
-                        .map(|_| ())
-                        .map_err(SegmentError::from)
+                    let rules = self.fragmenter.config().rules;
+                    start_segment(
+                        &mut self.timeline,
+                        &rules,
+                        std::mem::take(&mut self.discontinuity),
+                        wall_clock_ms,
+                        dts,
+                    )
+                    .map(|_| ())
+                    .map_err(SegmentError::from)
                 }
                 Output::Piece { bytes, .. } => {
                     self.current.push(bytes);
@@ -220,7 +263,9 @@ impl Fmp4Segmenter {
             fragmenter: Fragmenter::new(FragmenterConfig {
                 container: Container::Fmp4,
                 rules: rules(&config, config.low_latency),
-                origin: Origin::FirstFrame,
+                // The stream's own decode times, as TS: a segment's bytes do not
+                // depend on where segmenting began.
+                origin: Origin::At(0),
                 late_tracks_join: false,
             }),
             low_latency: config.low_latency,
@@ -266,12 +311,19 @@ impl Fmp4Segmenter {
                     self.init = Some(bytes);
                     Ok(())
                 }
-                Output::Begin { .. } => {
+                Output::Begin { dts, .. } => {
                     changed = true;
-                    self.timeline
-                        .start_segment(std::mem::take(&mut self.discontinuity), wall_clock_ms)
-                        .map(|_| ())
-                        .map_err(SegmentError::from)
+                    self.fragmenter.set_sequence(first_sequence(dts));
+                    let rules = self.fragmenter.config().rules;
+                    start_segment(
+                        &mut self.timeline,
+                        &rules,
+                        std::mem::take(&mut self.discontinuity),
+                        wall_clock_ms,
+                        dts,
+                    )
+                    .map(|_| ())
+                    .map_err(SegmentError::from)
                 }
                 Output::Piece {
                     bytes,
@@ -466,7 +518,7 @@ mod tests {
     fn ts_cuts_two_second_segments_at_keyframes() {
         let mut seg = TsSegmenter::new(HlsConfig::default()).unwrap();
         seg.set_tracks(Some(&video()), Some(&audio()));
-        for f in frames(11, 25) {
+        for f in frames(11, 50) {
             seg.push(&f, 0).unwrap();
         }
         let kept = seg.timeline().kept();
@@ -602,5 +654,70 @@ mod tests {
         let mut playlist = String::new();
         seg.timeline().render(&Names, &mut playlist);
         assert!(playlist.contains("#EXT-X-DISCONTINUITY"), "{playlist}");
+    }
+
+    /// Names TS segments `N.ts` and parts `N.P.m4s`.
+    struct Uris;
+
+    impl crate::SegmentNames for Uris {
+        fn segment(&self, name: u64, out: &mut String) {
+            out.push_str(&format!("{name}.m4s"));
+        }
+        fn part(&self, name: u64, part: u32, out: &mut String) {
+            out.push_str(&format!("{name}.{part}.m4s"));
+        }
+        fn init(&self, out: &mut String) {
+            out.push_str("init.mp4");
+        }
+    }
+
+    #[test]
+    fn segmenters_started_at_different_keyframes_agree_on_names_numbers_and_bytes() {
+        // Keyframes every second, 2 s segments: slot n holds the keyframes nearest
+        // n * 2 s, so segments run from odd second to odd second. One server starts
+        // segmenting at 0 s, another at 5 s (the first keyframe of slot 3), a third
+        // at 6 s (the second).
+        let all = frames(12, 25);
+        let start_at = |seconds: i64| {
+            let mut seg = Fmp4Segmenter::new(HlsConfig::default()).unwrap();
+            seg.set_tracks(Some(&video()), Some(&audio()));
+            for f in all.iter().filter(|f| f.dts >= seconds * 90_000) {
+                seg.push(f, 0).unwrap();
+            }
+            seg
+        };
+        // Each listed segment as (msn, name, bytes).
+        let listed = |s: &Fmp4Segmenter| {
+            let mut text = String::new();
+            s.timeline().render(&Uris, &mut text);
+            let first: u64 = text
+                .lines()
+                .find_map(|l| l.strip_prefix("#EXT-X-MEDIA-SEQUENCE:"))
+                .unwrap()
+                .parse()
+                .unwrap();
+            let uris = text.lines().filter(|l| !l.starts_with('#'));
+            (first..)
+                .zip(uris)
+                .map(|(msn, uri)| {
+                    let name: u64 = uri.trim_end_matches(".m4s").parse().unwrap();
+                    let bytes: Vec<u8> =
+                        s.segments()[&msn].iter().flat_map(|b| b.to_vec()).collect();
+                    (msn, name, bytes)
+                })
+                .collect::<Vec<_>>()
+        };
+        let a = listed(&start_at(0));
+        let b = listed(&start_at(5));
+        let c = listed(&start_at(6));
+        let names =
+            |l: &[(u64, u64, Vec<u8>)]| l.iter().map(|s| (s.0, s.1 / 90_000)).collect::<Vec<_>>();
+        assert_eq!(names(&a), [(0, 0), (1, 1), (2, 3), (3, 5), (4, 7), (5, 9)]);
+        assert_eq!(names(&b), [(3, 5), (4, 7), (5, 9)]);
+        // The third began mid-slot: its first segment is its own, named for its start.
+        assert_eq!(names(&c), [(3, 6), (4, 7), (5, 9)]);
+        // From each one's second segment on, the bytes are the same too.
+        assert_eq!(b[1..], a[4..]);
+        assert_eq!(c[1..], a[4..]);
     }
 }

@@ -12,9 +12,16 @@
 //! order is [`HlsError::Unexpected`] and changes nothing. Time is an input: the
 //! caller passes durations (90 kHz ticks) and the wall clock; nothing here reads a clock.
 //!
+//! Names: a segment's URI is made from its *name*, a number that is its msn unless the
+//! caller names segments itself (`start_named_segment`): live HLS names them by their
+//! start on the stream's timeline, so that the same media has the same URI on every
+//! server, and numbers the first one from the timeline too (`set_first_msn`).
+//!
 //! # Invariants
-//! - msn are consecutive from 0 and never reused: `kept` holds `kept_start..next`
-//!   complete segments, oldest first, then at most one segment in progress.
+//! - msn are consecutive from the first (0 unless set) and never reused: `kept` holds
+//!   `kept_start..next` complete segments, oldest first, then at most one segment in
+//!   progress.
+//! - Names only grow, so a name is never reused either.
 //! - `kept.len() <= window + keep_extra`; the listed segments are the newest
 //!   `min(window, kept.len())` of them. A segment that leaves `kept` is returned once
 //!   by `end_segment`/`end_stream` and is never listed again.
@@ -45,6 +52,8 @@ pub(crate) struct Part {
 pub(crate) struct Segment {
     /// Media sequence number.
     pub(crate) msn: u64,
+    /// What its URI is made from: its msn, or the caller's name for it.
+    pub(crate) name: u64,
     /// Duration in 90 kHz ticks; 0 while in progress.
     pub(crate) duration: u64,
     /// Follows a publisher restart (`EXT-X-DISCONTINUITY`).
@@ -67,6 +76,12 @@ pub struct Timeline {
     pub(crate) open: Option<Segment>,
     /// The msn the next `start_segment` returns.
     pub(crate) next_msn: u64,
+    /// The msn of the first segment.
+    pub(crate) first_msn: u64,
+    /// Segments are named by the caller (`start_named_segment`), not by msn.
+    pub(crate) named: bool,
+    /// The name of the newest segment started, if any.
+    pub(crate) last_name: Option<u64>,
     /// Discontinuities before the first listed segment.
     pub(crate) discontinuity_sequence: u64,
     /// `EXT-X-TARGETDURATION` in whole seconds.
@@ -90,6 +105,9 @@ impl Timeline {
             kept: VecDeque::with_capacity(config.window.saturating_add(config.keep_extra)),
             open: None,
             next_msn: 0,
+            first_msn: 0,
+            named: false,
+            last_name: None,
             discontinuity_sequence: 0,
             target_duration_s: u64::from(config.target_duration_ms).div_ceil(1000),
             part_target_ms: u64::from(config.part_duration_ms),
@@ -101,13 +119,34 @@ impl Timeline {
     /// A new segment begins (always at a keyframe) and becomes the segment in
     /// progress. `discontinuity` when the publisher restarted (ignored on the very
     /// first segment, which follows nothing); `wall_clock_ms` is the Unix time of its
-    /// first frame. Returns its msn.
+    /// first frame. Returns its msn, which is also its name.
     ///
     /// Errors: a segment is already in progress, or the stream has ended.
     pub fn start_segment(
         &mut self,
         discontinuity: bool,
         wall_clock_ms: i64,
+    ) -> Result<u64, HlsError> {
+        self.start(discontinuity, wall_clock_ms, None)
+    }
+
+    /// [`start_segment`](Self::start_segment) for a segment the caller names: its URIs
+    /// are made from `name` instead of its msn. Names only grow: one not above the
+    /// name before is raised to that name plus one. Returns the msn.
+    pub fn start_named_segment(
+        &mut self,
+        discontinuity: bool,
+        wall_clock_ms: i64,
+        name: u64,
+    ) -> Result<u64, HlsError> {
+        self.start(discontinuity, wall_clock_ms, Some(name))
+    }
+
+    fn start(
+        &mut self,
+        discontinuity: bool,
+        wall_clock_ms: i64,
+        name: Option<u64>,
     ) -> Result<u64, HlsError> {
         self.check_not_ended("start_segment")?;
         if self.open.is_some() {
@@ -117,16 +156,50 @@ impl Timeline {
             });
         }
         let msn = self.next_msn;
+        let name = match name {
+            Some(name) => {
+                self.named = true;
+                match self.last_name {
+                    Some(last) if name <= last => last.saturating_add(1),
+                    _ => name,
+                }
+            }
+            None => msn,
+        };
+        self.last_name = Some(name);
         self.open = Some(Segment {
             msn,
+            name,
             duration: 0,
-            discontinuity: discontinuity && msn > 0,
+            discontinuity: discontinuity && !self.is_first(msn),
             wall_clock_ms,
             parts: Vec::new(),
         });
         self.next_msn = msn.saturating_add(1);
         self.bump();
         Ok(msn)
+    }
+
+    /// Numbers the first segment `msn` (and the ones after it from there), instead of
+    /// 0: a live stream's segments are numbered from its timeline, so that two servers
+    /// segmenting it number them alike.
+    ///
+    /// Errors: a segment was started already.
+    pub fn set_first_msn(&mut self, msn: u64) -> Result<(), HlsError> {
+        if self.last_name.is_some() || self.ended {
+            return Err(HlsError::Unexpected {
+                call: "set_first_msn",
+                state: "after the first segment",
+            });
+        }
+        self.next_msn = msn;
+        self.first_msn = msn;
+        Ok(())
+    }
+
+    /// Whether `msn` is the timeline's first segment (which follows nothing).
+    fn is_first(&self, msn: u64) -> bool {
+        msn == self.first_msn
     }
 
     /// A part of the segment in progress is complete (Low-Latency HLS only):
@@ -240,6 +313,17 @@ impl Timeline {
     /// The msn of the segment in progress, if any.
     pub fn in_progress(&self) -> Option<u64> {
         self.open.as_ref().map(|segment| segment.msn)
+    }
+
+    /// The msn of the kept or in-progress segment named `name` (see
+    /// [`start_named_segment`](Self::start_named_segment)), if there is one.
+    pub fn msn_named(&self, name: u64) -> Option<u64> {
+        if let Some(open) = self.open.as_ref().filter(|s| s.name == name) {
+            return Some(open.msn);
+        }
+        // Names grow with msn: a binary search of the kept ones.
+        let index = self.kept.binary_search_by_key(&name, |s| s.name).ok()?;
+        self.kept.get(index).map(|s| s.msn)
     }
 
     /// Discontinuities before the first listed segment (`EXT-X-DISCONTINUITY-SEQUENCE`).

@@ -30,6 +30,7 @@ fuzz_target!(|data: &[u8]| {
         container,
         rules: CutRules {
             fragment_ticks: 1 + i64::from(setup >> 4) * 9000,
+            aligned: setup & 16 != 0,
             part_ticks: (setup & 2 != 0).then_some(3000),
             forced_cut_factor: (setup & 4 != 0).then_some(4),
             max_bytes: (setup & 8 != 0).then_some(4096),

@@ -238,6 +238,16 @@ impl Fragmenter {
         self.run.as_ref().map(|r| r.muxer.origin())
     }
 
+    /// Numbers the next fragment (fMP4 `mfhd`) `sequence`; the ones after follow it.
+    /// Live HLS numbers each segment's first fragment from its start time, so two
+    /// servers write the same bytes for the same segment.
+    pub fn set_sequence(&mut self, sequence: u32) {
+        match self.run.as_mut() {
+            Some(r) => r.muxer.set_sequence(sequence),
+            None => self.sequence = sequence,
+        }
+    }
+
     /// Decode time of the newest frame of `kind` in the output.
     pub fn last_dts(&self, kind: MediaKind) -> Option<Timestamp> {
         self.run.as_ref().and_then(|r| r.muxer.last_dts(kind))
@@ -282,6 +292,7 @@ impl Fragmenter {
             Some(run) => match run.fragment {
                 Some(open) => {
                     let progress = Progress {
+                        start: open.start,
                         fragment: frame.dts.saturating_sub(open.start),
                         part: frame.dts.saturating_sub(open.part_start),
                         bytes: open.bytes,
