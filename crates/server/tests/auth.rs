@@ -243,6 +243,8 @@ fn every_protocol_asks_the_same_authorization() {
         "Connection: close\r\n",
     );
     assert_eq!(status, 200, "{head}");
+    // A stream that needs authorization is no shared cache's business.
+    assert!(head.contains("Cache-Control: private, max-age="), "{head}");
     let cookie = head
         .lines()
         .find_map(|l| l.strip_prefix("Set-Cookie: "))
@@ -259,15 +261,18 @@ fn every_protocol_asks_the_same_authorization() {
         .expect("a segment");
     // Relative to the playlist's directory (`cam/TAG-N.ts`).
     let segment = format!("/live/{segment}");
-    assert_eq!(get(http, &segment, "Connection: close\r\n").0, 401);
-    assert_eq!(
-        get(
-            http,
-            &segment,
-            &format!("Cookie: {cookie}\r\nConnection: close\r\n")
-        )
-        .0,
-        200
+    let (status, head, _) = get(http, &segment, "Connection: close\r\n");
+    assert_eq!(status, 401);
+    assert!(head.contains("Cache-Control: no-store"), "{head}");
+    let (status, head, _) = get(
+        http,
+        &segment,
+        &format!("Cookie: {cookie}\r\nConnection: close\r\n"),
+    );
+    assert_eq!(status, 200);
+    assert!(
+        head.contains("Cache-Control: private, max-age=31536000, immutable"),
+        "{head}"
     );
     assert_eq!(
         get(

@@ -70,15 +70,27 @@ fn ts_and_fmp4_variants_play_with_continuous_timestamps() {
     }
 }
 
-/// The (msn, part) a part URI `TAG-N.P.m4s` names.
-fn part_of(uri: &str) -> (u64, u32) {
-    let stem = uri
-        .rsplit_once('-')
-        .map(|x| x.1)
-        .unwrap_or("")
-        .trim_end_matches(".m4s");
-    let (msn, part) = stem.split_once('.').expect("msn.part");
-    (msn.parse().expect("msn"), part.parse().expect("part"))
+/// The (msn, part index) of every `#EXT-X-PART` of a playlist, in order, and of its
+/// preload hint last (URIs name segments by their start, not their msn: the msn
+/// comes from `#EXT-X-MEDIA-SEQUENCE` and the segments before).
+fn part_positions(playlist: &str) -> Vec<(u64, u32)> {
+    let mut msn: u64 = playlist
+        .lines()
+        .find_map(|l| l.strip_prefix("#EXT-X-MEDIA-SEQUENCE:"))
+        .and_then(|n| n.parse().ok())
+        .expect("media sequence");
+    let mut part = 0;
+    let mut out = Vec::new();
+    for line in playlist.lines() {
+        if line.starts_with("#EXT-X-PART:") || line.starts_with("#EXT-X-PRELOAD-HINT") {
+            out.push((msn, part));
+            part += 1;
+        } else if !line.starts_with('#') && !line.is_empty() {
+            msn += 1;
+            part = 0;
+        }
+    }
+    out
 }
 
 /// The URI of a playlist's tag line `name`.
@@ -94,11 +106,21 @@ fn tag_uri(playlist: &str, name: &str) -> String {
 
 /// The last `#EXT-X-PART`'s (msn, part).
 fn last_part(playlist: &str) -> (u64, u32) {
-    part_of(&tag_uri(playlist, "#EXT-X-PART:"))
+    let positions = part_positions(playlist);
+    positions[positions.len() - 2]
 }
 
-fn preload_hint(playlist: &str) -> String {
-    tag_uri(playlist, "#EXT-X-PRELOAD-HINT")
+/// The preload hint's URI and (msn, part).
+fn preload_hint(playlist: &str) -> (String, (u64, u32)) {
+    let at = *part_positions(playlist).last().expect("a preload hint");
+    (tag_uri(playlist, "#EXT-X-PRELOAD-HINT"), at)
+}
+
+/// The `Cache-Control` value of a response head.
+fn cache_control(head: &str) -> &str {
+    head.lines()
+        .find_map(|l| l.strip_prefix("Cache-Control: "))
+        .unwrap_or_else(|| panic!("no Cache-Control in {head}"))
 }
 
 #[test]
@@ -110,18 +132,25 @@ fn blocking_reload_preload_hints_caching_and_bad_requests() {
     let server = TestServer::start(&[]);
     let _publisher = publish(&server, "ll", 30);
     std::thread::sleep(Duration::from_millis(4000));
-    let playlist = text(server.http, "/live/ll/index.m3u8");
+    let (status, head, body) = get(server.http, "GET", "/live/ll/index.m3u8", "");
+    assert!(status.contains(" 200 "), "{status}");
+    // A plain reload may be cached for half a target duration (2 s: 1 s).
+    assert_eq!(cache_control(&head), "public, max-age=1");
+    let playlist = String::from_utf8(body).expect("utf-8");
     // The hinted part does not exist yet; ask for the one after it, so the answer
     // must wait for the hinted part (and its successor, or the segment's end).
-    let (hint_msn, hint_part) = part_of(&preload_hint(&playlist));
+    let (_, (hint_msn, hint_part)) = preload_hint(&playlist);
     let started = Instant::now();
-    let blocked = text(
-        server.http,
-        &format!(
-            "/live/ll/index.m3u8?_HLS_msn={hint_msn}&_HLS_part={}",
-            hint_part + 1
-        ),
+    let blocking = format!(
+        "/live/ll/index.m3u8?_HLS_msn={hint_msn}&_HLS_part={}",
+        hint_part + 1
     );
+    let (status, head, body) = get(server.http, "GET", &blocking, "");
+    assert!(status.contains(" 200 "), "{status}");
+    // The answer to a blocking request always holds what it asked for: six target
+    // durations.
+    assert_eq!(cache_control(&head), "public, max-age=12");
+    let blocked = String::from_utf8(body).expect("utf-8");
     let waited = started.elapsed();
     let (got_msn, got_part) = last_part(&blocked);
     assert!(
@@ -134,11 +163,20 @@ fn blocking_reload_preload_hints_caching_and_bad_requests() {
     );
 
     // The preload hint names a part that does not exist yet: its request blocks until it does.
-    let hint = preload_hint(&blocked);
+    let (hint, _) = preload_hint(&blocked);
     let (status, head, body) = get(server.http, "GET", &format!("/live/ll/{hint}"), "");
     assert!(status.contains(" 200 "), "{hint}: {status}");
     assert!(head.contains("Content-Type: video/mp4"), "{head}");
+    assert_eq!(cache_control(&head), "public, max-age=31536000, immutable");
     assert!(body.len() > 100 && &body[4..8] == b"moof", "a fragment");
+    // The init segment is named by its bytes, and immutable too.
+    let map = tag_uri(&blocked, "#EXT-X-MAP");
+    let (status, head, body) = get(server.http, "GET", &format!("/live/ll/{map}"), "");
+    assert!(
+        status.contains(" 200 ") && &body[4..8] == b"ftyp",
+        "{map}: {status}"
+    );
+    assert!(cache_control(&head).ends_with("immutable"), "{head}");
 
     // Segments are immutable and revalidate by ETag.
     let ts_list = text(server.http, "/live/ll.m3u8");
@@ -165,6 +203,13 @@ fn blocking_reload_preload_hints_caching_and_bad_requests() {
         &format!("If-None-Match: {etag}\r\n"),
     );
     assert!(status.contains(" 304 "), "{status}");
+    let (_, head, _) = get(
+        server.http,
+        "GET",
+        &format!("/live/{segment}"),
+        &format!("If-None-Match: {etag}\r\n"),
+    );
+    assert!(cache_control(&head).ends_with("immutable"), "{head}");
     // A playlist request without a session gets one (a cookie); one with it does not.
     let (_, head, _) = get(server.http, "GET", "/live/ll.m3u8", "");
     assert!(head.contains("Set-Cookie: sluice_hls="), "{head}");
@@ -180,7 +225,8 @@ fn blocking_reload_preload_hints_caching_and_bad_requests() {
     let (status, head, body) = get(server.http, "HEAD", "/live/ll.m3u8", "");
     assert!(status.contains(" 200 ") && body.is_empty(), "{status}");
     assert!(
-        head.contains("application/vnd.apple.mpegurl") && head.contains("no-cache"),
+        head.contains("application/vnd.apple.mpegurl")
+            && cache_control(&head) == "public, max-age=1",
         "{head}"
     );
     assert!(head.contains("Access-Control-Allow-Origin: *"), "{head}");
@@ -199,14 +245,25 @@ fn blocking_reload_preload_hints_caching_and_bad_requests() {
         ("/live/ll/index.m3u8?_HLS_msn=abc".to_string(), " 400 "),
         ("/live/ll/index.m3u8?_HLS_part=1".to_string(), " 400 "),
         (format!("/live/ll/{tag}-99999999.m4s"), " 404 "),
+        (format!("/live/ll/{tag}-init-0.mp4"), " 404 "),
         ("/live/ll/0-0.ts".to_string(), " 404 "),
         ("/live/nobody.m3u8".to_string(), " 404 "),
         ("/live/../../etc/passwd".to_string(), " 404 "),
         (format!("/live/ll/{tag}-{}.ts", u64::MAX), " 404 "),
     ] {
         let started = Instant::now();
-        let (status, _, _) = get(server.http, "GET", &path, "");
+        let (status, head, _) = get(server.http, "GET", &path, "");
         assert!(status.contains(want), "{path}: {status}");
+        // A 404 may be a moment early: cached for a second at most; errors never.
+        // (A number of 20 digits is no HLS name: the router's 404.)
+        if path.starts_with("/live/ll") && !path.contains(&u64::MAX.to_string()) {
+            let want_cache = if want == " 404 " {
+                "public, max-age=1"
+            } else {
+                "no-store"
+            };
+            assert_eq!(cache_control(&head), want_cache, "{path}");
+        }
         assert!(
             started.elapsed() < Duration::from_secs(2),
             "{path} answered at once"

@@ -397,13 +397,7 @@ impl Stream {
     ) -> Self {
         let limits = config.ring;
         Stream {
-            hls: HlsStream::new(
-                key,
-                id,
-                settings.hls,
-                settings.hls_always,
-                settings.hls_idle,
-            ),
+            hls: HlsStream::new(key, settings.hls, settings.hls_always, settings.hls_idle),
             key: key.to_string(),
             id,
             state: Mutex::new(StreamState {

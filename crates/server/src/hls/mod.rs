@@ -19,9 +19,18 @@
 //! the last one, when the segments are dropped. An app can keep it on always (a CDN
 //! origin, whose edges must find segments that began before they asked).
 //!
-//! Segment URIs carry a tag unique to the stream instance and to each run of its
-//! segmenters, so a URI is never reused and segments can be cached as immutable by
-//! any HTTP cache.
+//! Names (see `docs/cdn.md`): a segment's URI is `TAG-N.ts`, `TAG-N.m4s` or, for a
+//! part, `TAG-N.P.m4s`, where `N` is the decode time of its first frame on the
+//! stream's timeline (90 kHz) and the segmenters cut on a grid of that timeline
+//! (`sluice_hls`), so every server segmenting the same publish, whenever it started,
+//! names the same media alike. `TAG` tells the stream's instances apart: the Unix time
+//! in seconds (hex) of the timeline's time 0, as the stream's first frame measured it
+//! ([`HlsStream::epoch_s`]). A new instance of a stream (a publisher back after the
+//! grace window, whose timestamps start again) has a time 0 at least the grace window
+//! later, so a URI is never reused for other media, and segments, parts and init
+//! segments (named by a hash of their bytes) are cached as immutable. Two servers fed
+//! the same publish measure the same time 0 within their delivery delays: usually the
+//! same second, and each answers the other's tag within [`TAG_SLACK_S`].
 
 use crate::io::memfile::MemFile;
 use arc_swap::ArcSwap;
@@ -29,16 +38,25 @@ use bytes::Bytes;
 use sluice_hls::{Fmp4Segmenter, HlsConfig, SegmentNames, Timeline, TsSegmenter, Variant};
 use sluice_media::{Frame, Track};
 use std::collections::BTreeMap;
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicI64, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 use tokio::sync::watch;
+
+/// How far (in seconds) a tag in a request may be from this stream's and still name
+/// its segments: another server fed the same publish measures its time 0 a little
+/// later or earlier, and may round it to the next second. A stream's next instance
+/// starts at least the grace window later (10 s by default; keep it over 2 s), so its
+/// tag never falls within this of the one before.
+pub const TAG_SLACK_S: i64 = 1;
 
 /// What requests see of one variant.
 #[derive(Debug)]
 pub struct VariantView {
     pub timeline: Timeline,
     pub playlist: Bytes,
+    /// The hash in the init segment's name (fMP4; 0 without one).
+    pub init_id: u64,
     /// Complete segments, each as its pieces in order.
     pub segments: BTreeMap<u64, Vec<Bytes>>,
     pub parts: BTreeMap<(u64, u32), Bytes>,
@@ -50,8 +68,10 @@ pub struct VariantView {
 /// What requests see of a stream's HLS output.
 #[derive(Debug)]
 pub struct HlsView {
-    /// The tag in this run's segment URIs (empty while not segmenting).
+    /// The tag in segment URIs (empty while not segmenting).
     pub tag: String,
+    /// The stream's time 0 in Unix seconds, the tag's value (while segmenting).
+    pub epoch_s: Option<i64>,
     pub ts: Option<VariantView>,
     pub fmp4: Option<VariantView>,
 }
@@ -60,10 +80,37 @@ impl HlsView {
     fn empty() -> HlsView {
         HlsView {
             tag: String::new(),
+            epoch_s: None,
             ts: None,
             fmp4: None,
         }
     }
+
+    /// Whether `tag` (hex, from a request) names this stream's segments: its own, or
+    /// one within [`TAG_SLACK_S`] (another server's of the same publish).
+    pub fn accepts(&self, tag: &str) -> bool {
+        let (Some(epoch), Ok(asked)) = (self.epoch_s, u64::from_str_radix(tag, 16)) else {
+            return false;
+        };
+        // Tags are an i64 as u64 (wrapping): compare as such.
+        let asked = asked as i64;
+        asked
+            .checked_sub(epoch)
+            .is_some_and(|d| d.abs() <= TAG_SLACK_S)
+    }
+}
+
+/// The tag of a stream whose time 0 is `epoch_s`.
+fn tag_of(epoch_s: i64) -> String {
+    format!("{:x}", epoch_s as u64)
+}
+
+/// FNV-1a: the init segment's name is a hash of its bytes, so a new init (new tracks)
+/// gets a new URI. Not for anything adversarial: the bytes are ours.
+fn fnv1a(bytes: &[u8]) -> u64 {
+    bytes.iter().fold(0xcbf2_9ce4_8422_2325, |h, b| {
+        (h ^ u64::from(*b)).wrapping_mul(0x0000_0100_0000_01b3)
+    })
 }
 
 /// A packet the ring kept, replayed into segmenters that start late.
@@ -81,6 +128,7 @@ pub enum Replay<'a> {
 #[derive(Debug)]
 struct Segmenters {
     tag: String,
+    epoch_s: i64,
     ts: TsSegmenter,
     fmp4: Fmp4Segmenter,
     video: Option<Arc<Track>>,
@@ -92,9 +140,10 @@ struct Segmenters {
 }
 
 impl Segmenters {
-    fn new(config: HlsConfig, tag: String) -> Result<Segmenters, sluice_hls::HlsError> {
+    fn new(config: HlsConfig, epoch_s: i64) -> Result<Segmenters, sluice_hls::HlsError> {
         Ok(Segmenters {
-            tag,
+            tag: tag_of(epoch_s),
+            epoch_s,
             ts: TsSegmenter::new(config)?,
             fmp4: Fmp4Segmenter::new(config)?,
             video: None,
@@ -231,7 +280,6 @@ pub const FILES_IDLE: Duration = Duration::from_secs(30);
 /// The HLS output of one stream.
 #[derive(Debug)]
 pub struct HlsStream {
-    id: u64,
     /// `None`: HLS is off for this stream.
     config: Option<HlsConfig>,
     /// Segment from the first frame on, asked for or not.
@@ -245,6 +293,9 @@ pub struct HlsStream {
     /// When an HLS request last came, in whole seconds after `born` plus one (0:
     /// never). Written by the workers at most once a second, read by the publisher.
     requested: AtomicU64,
+    /// The Unix time (ms) of the stream's time 0, as its first frame measured it:
+    /// `i64::MIN` until then. Written once, by the publisher.
+    epoch_ms: AtomicI64,
     view: ArcSwap<HlsView>,
     changed: watch::Sender<u64>,
 }
@@ -255,34 +306,37 @@ fn wall_clock_ms() -> i64 {
         .map_or(0, |d| i64::try_from(d.as_millis()).unwrap_or(0))
 }
 
-/// URIs in the TS playlist (`/app/name.m3u8`): relative, so `name/TAG-N.ts`.
+/// URIs in the TS playlist (`/app/name.m3u8`): relative, so `name/TAG-N.ts`, `N` the
+/// segment's name (its start on the stream's timeline).
 struct TsNames<'a> {
     dir: &'a str,
     tag: &'a str,
 }
 
 impl SegmentNames for TsNames<'_> {
-    fn segment(&self, msn: u64, out: &mut String) {
-        out.push_str(&format!("{}/{}-{msn}.ts", self.dir, self.tag));
+    fn segment(&self, name: u64, out: &mut String) {
+        out.push_str(&format!("{}/{}-{name}.ts", self.dir, self.tag));
     }
     fn part(&self, _: u64, _: u32, _: &mut String) {}
     fn init(&self, _: &mut String) {}
 }
 
-/// URIs in the fMP4 playlist (`/app/name/index.m3u8`): siblings of the playlist.
+/// URIs in the fMP4 playlist (`/app/name/index.m3u8`): siblings of the playlist;
+/// the init segment's is `TAG-init-HASH.mp4`.
 struct Fmp4Names<'a> {
     tag: &'a str,
+    init_id: u64,
 }
 
 impl SegmentNames for Fmp4Names<'_> {
-    fn segment(&self, msn: u64, out: &mut String) {
-        out.push_str(&format!("{}-{msn}.m4s", self.tag));
+    fn segment(&self, name: u64, out: &mut String) {
+        out.push_str(&format!("{}-{name}.m4s", self.tag));
     }
-    fn part(&self, msn: u64, part: u32, out: &mut String) {
-        out.push_str(&format!("{}-{msn}.{part}.m4s", self.tag));
+    fn part(&self, name: u64, part: u32, out: &mut String) {
+        out.push_str(&format!("{}-{name}.{part}.m4s", self.tag));
     }
     fn init(&self, out: &mut String) {
-        out.push_str(&format!("{}-init.mp4", self.tag));
+        out.push_str(&format!("{}-init-{:x}.mp4", self.tag, self.init_id));
     }
 }
 
@@ -290,13 +344,7 @@ impl HlsStream {
     /// `key` is `app/name`; `config` `None` turns HLS off for this stream. With
     /// `always`, segmenting starts now and never stops; otherwise it runs from the
     /// first request ([`HlsStream::start`]) until `idle` after the last.
-    pub fn new(
-        key: &str,
-        id: u64,
-        config: Option<HlsConfig>,
-        always: bool,
-        idle: Duration,
-    ) -> Self {
+    pub fn new(key: &str, config: Option<HlsConfig>, always: bool, idle: Duration) -> Self {
         // A bad configuration is said once, here, and turns HLS off. The fMP4 variant's
         // check is the stricter one (TS segments turn low latency off).
         let config = config.filter(|c| match c.validate(Variant::Fmp4) {
@@ -307,7 +355,6 @@ impl HlsStream {
             }
         });
         let hls = HlsStream {
-            id,
             config,
             always,
             idle,
@@ -315,6 +362,7 @@ impl HlsStream {
             segmenters: Mutex::new(None),
             born: Instant::now(),
             requested: AtomicU64::new(0),
+            epoch_ms: AtomicI64::new(i64::MIN),
             view: ArcSwap::from_pointee(HlsView::empty()),
             changed: watch::channel(0).0,
         };
@@ -322,6 +370,17 @@ impl HlsStream {
             hls.start(key, std::iter::empty(), &[]);
         }
         hls
+    }
+
+    /// The Unix time in seconds (rounded) of the stream's time 0: the tag of its
+    /// segment URIs. Measured at its first frame (by the wall clock, less the frame's
+    /// decode time); before any frame, now.
+    pub fn epoch_s(&self) -> i64 {
+        let ms = match self.epoch_ms.load(Ordering::Relaxed) {
+            i64::MIN => wall_clock_ms(),
+            ms => ms,
+        };
+        ms.saturating_add(500).div_euclid(1000)
     }
 
     /// Whether HLS is on for this stream at all.
@@ -377,8 +436,7 @@ impl HlsStream {
         if guard.is_some() {
             return;
         }
-        let tag = format!("{:x}{:x}", wall_clock_ms(), self.id);
-        let Ok(mut s) = Segmenters::new(config, tag) else {
+        let Ok(mut s) = Segmenters::new(config, self.epoch_s()) else {
             return;
         };
         // Both kinds' tracks before the first frame, as a live publisher gives them: a
@@ -453,6 +511,17 @@ impl HlsStream {
     /// One frame from the publisher, while segmenting; segmenting stops here once
     /// nobody asked for `idle`.
     pub fn push(&self, key: &str, frame: &Frame) {
+        if self.epoch_ms.load(Ordering::Relaxed) == i64::MIN {
+            let epoch = wall_clock_ms().saturating_sub(Frame::ms_from_ticks(frame.dts));
+            self.epoch_ms.store(epoch, Ordering::Relaxed);
+            // Segmenters started before the first frame (`always`) take it now: they
+            // have no segment yet.
+            let epoch_s = self.epoch_s();
+            self.with(|s| {
+                s.epoch_s = epoch_s;
+                s.tag = tag_of(epoch_s);
+            });
+        }
         if !self.segmenting() {
             return;
         }
@@ -506,6 +575,7 @@ impl HlsStream {
             VariantView {
                 timeline: s.ts.timeline().clone(),
                 playlist: Bytes::from(text),
+                init_id: 0,
                 segments: s
                     .ts
                     .segments()
@@ -519,13 +589,20 @@ impl HlsStream {
         });
         let fmp4 =
             (s.fmp4.timeline().in_progress().is_some() || listed(s.fmp4.timeline())).then(|| {
+                // The init segment is a few hundred bytes: hashed at each snapshot.
+                let init_id = s.fmp4.init().map_or(0, |b| fnv1a(b));
                 let mut text = String::new();
-                s.fmp4
-                    .timeline()
-                    .render(&Fmp4Names { tag: &s.tag }, &mut text);
+                s.fmp4.timeline().render(
+                    &Fmp4Names {
+                        tag: &s.tag,
+                        init_id,
+                    },
+                    &mut text,
+                );
                 VariantView {
                     timeline: s.fmp4.timeline().clone(),
                     playlist: Bytes::from(text),
+                    init_id,
                     segments: s.fmp4.segments().clone(),
                     parts: s.fmp4.parts().clone(),
                     init: s.fmp4.init().cloned(),
@@ -534,6 +611,7 @@ impl HlsStream {
             });
         HlsView {
             tag: s.tag.clone(),
+            epoch_s: Some(s.epoch_s),
             ts,
             fmp4,
         }
@@ -605,7 +683,7 @@ mod tests {
             low_latency: true,
             ..HlsConfig::default()
         };
-        let hls = HlsStream::new("live/x", 1, Some(config), true, Duration::from_secs(60));
+        let hls = HlsStream::new("live/x", Some(config), true, Duration::from_secs(60));
         hls.set_track(&avc());
         // Nobody asked: complete segments stay on the heap.
         push(&hls, 0, 100);
@@ -646,7 +724,7 @@ mod tests {
             ..HlsConfig::default()
         };
         // Asked for long ago: an idle time of zero stops it at the next frame.
-        let hls = HlsStream::new("live/x", 1, Some(config), false, Duration::ZERO);
+        let hls = HlsStream::new("live/x", Some(config), false, Duration::ZERO);
         assert!(!hls.segmenting());
         push(&hls, 0, 10);
         assert!(hls.view().ts.is_none(), "nobody asked: nothing segmented");
@@ -678,5 +756,33 @@ mod tests {
         push(&hls, 125, 126);
         assert!(!hls.segmenting());
         assert!(hls.view().ts.is_none());
+    }
+
+    #[test]
+    fn the_tag_is_the_timelines_time_zero_and_neighbours_are_accepted() {
+        let config = HlsConfig {
+            target_duration_ms: 1000,
+            ..HlsConfig::default()
+        };
+        let hls = HlsStream::new("live/x", Some(config), true, Duration::from_secs(60));
+        hls.set_track(&avc());
+        // The first frame is 100 s into the publisher's timeline: time 0 was 100 s ago.
+        push(&hls, 2500, 2600);
+        let epoch = hls.epoch_s();
+        let now = wall_clock_ms() / 1000;
+        assert!((now - 100 - epoch).abs() <= 1, "{epoch} vs {now}");
+        let view = hls.view();
+        assert_eq!(view.tag, format!("{epoch:x}"));
+        let text = std::str::from_utf8(&view.ts.as_ref().expect("TS").playlist).unwrap();
+        // Segments named by their start: the keyframe at frame 2525 (101 s).
+        assert!(
+            text.contains(&format!("x/{epoch:x}-{}.ts", 2525 * 3600)),
+            "{text}"
+        );
+        assert!(view.accepts(&format!("{:x}", epoch + 1)));
+        assert!(view.accepts(&format!("{:x}", epoch - 1)));
+        assert!(!view.accepts(&format!("{:x}", epoch + 2)));
+        assert!(!view.accepts("zz"));
+        assert!(!HlsView::empty().accepts(&view.tag));
     }
 }

@@ -4,6 +4,15 @@
 //! Waits are bounded: a blocking playlist request waits at most three target
 //! durations (then 503), a request for the next part or segment waits as long
 //! (then 404); a request too far ahead is refused at once (400).
+//!
+//! Every answer says how long a cache may keep it (`Cache-Control`, see
+//! `docs/cdn.md`), by what it is: a segment, part or init segment never changes
+//! under its URI (immutable); the answer to a blocking playlist request holds what
+//! it waited for whenever it is asked again (six target durations); a plain playlist
+//! request changes at each segment (half a target duration, at least a second); a 404
+//! may be a moment early (a second); other errors are not stored. A stream that needs
+//! authorization to read is answered `private`: a shared cache must not hand it to
+//! viewers the origin never saw.
 
 use super::access;
 use super::viewers::{session_id, IDLE};
@@ -13,7 +22,7 @@ use crate::driver::Conn;
 use crate::hls::{HlsStream, HlsView, VariantView};
 use crate::io::memfile::MemFile;
 use bytes::Bytes;
-use sluice_hls::{parse_blocking_request, Availability, Readiness};
+use sluice_hls::{parse_blocking_request, Availability, Readiness, Timeline};
 use sluice_http::ServerSession;
 use sluice_http::{Method, Request};
 use std::rc::Rc;
@@ -27,10 +36,12 @@ pub(crate) enum HlsPath<'a> {
     TsPlaylist,
     /// `/app/name/index.m3u8`
     Fmp4Playlist,
-    /// `/app/name/TAG-N.ts`
+    /// `/app/name/TAG-N.ts`: `N` is the segment's name (live: its start on the
+    /// stream's timeline; on demand: its index).
     Ts(&'a str, u64),
-    /// `/app/name/TAG-init.mp4`
-    Init(&'a str),
+    /// `/app/name/TAG-init.mp4` (on demand), `/app/name/TAG-init-HASH.mp4` (live:
+    /// HASH names the init segment's bytes).
+    Init(&'a str, Option<u64>),
     /// `/app/name/TAG-N.m4s`
     Segment(&'a str, u64),
     /// `/app/name/TAG-N.P.m4s`
@@ -45,7 +56,18 @@ impl<'a> HlsPath<'a> {
             return None;
         }
         if rest == "init.mp4" {
-            return Some(HlsPath::Init(tag));
+            return Some(HlsPath::Init(tag, None));
+        }
+        if let Some(hash) = rest
+            .strip_prefix("init-")
+            .and_then(|r| r.strip_suffix(".mp4"))
+        {
+            if hash.is_empty() || hash.len() > 16 || !hash.bytes().all(|b| b.is_ascii_hexdigit()) {
+                return None;
+            }
+            return u64::from_str_radix(hash, 16)
+                .ok()
+                .map(|h| HlsPath::Init(tag, Some(h)));
         }
         if let Some(n) = rest.strip_suffix(".ts") {
             return Some(HlsPath::Ts(tag, number(n)?));
@@ -66,8 +88,71 @@ fn number<T: std::str::FromStr>(s: &str) -> Option<T> {
     s.parse().ok()
 }
 
+/// How long caches may keep an answer; see the module docs and `docs/cdn.md`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Caching {
+    /// A segment, part or init segment: its URI never names other bytes.
+    Immutable,
+    /// A playlist, for this many seconds.
+    For(u64),
+    /// A 404: the object may exist a moment later (or the stream may start).
+    NotFound,
+    /// Any other error.
+    NoStore,
+}
+
+/// How long a cache keeps a segment, part or init segment: a year, the longest
+/// `max-age` HTTP caches honour; the URI never names other bytes (`crate::hls`).
+pub(crate) const IMMUTABLE_MAX_AGE_S: u64 = 31_536_000;
+
+/// Target durations an answer to a blocking playlist request (`_HLS_msn`) may be
+/// cached: it holds what was asked for whenever it is served, so it may be old, but
+/// not so old that a player that gets it falls behind the playlist window (six
+/// segments by default). Apple's LL-HLS guidance: about six target durations.
+pub(crate) const BLOCKING_MAX_AGE_TARGETS: u64 = 6;
+
+/// How long a 404 may be cached: an object asked for a moment early (a stream about
+/// to start) must appear soon, while a flood of requests for it still collapses.
+pub(crate) const NOT_FOUND_MAX_AGE_S: u64 = 1;
+
+impl Caching {
+    /// The `Cache-Control` value; `private` for streams that need authorization.
+    fn header(self, private: bool) -> String {
+        let scope = if private { "private" } else { "public" };
+        match self {
+            Caching::Immutable => format!("{scope}, max-age={IMMUTABLE_MAX_AGE_S}, immutable"),
+            Caching::For(s) => format!("{scope}, max-age={s}"),
+            Caching::NotFound => format!("{scope}, max-age={NOT_FOUND_MAX_AGE_S}"),
+            Caching::NoStore => "no-store".to_string(),
+        }
+    }
+
+    /// What a reply of `status` without its own `Cache-Control` gets.
+    fn of_status(status: u16) -> Caching {
+        match status {
+            404 => Caching::NotFound,
+            _ => Caching::NoStore,
+        }
+    }
+}
+
+/// Seconds a plain (non-blocking) reload of a playlist may be cached: half a target
+/// duration (a new segment comes every target duration), at least one second.
+fn playlist_max_age(timeline: &Timeline) -> u64 {
+    (timeline.target_duration_secs() / 2).max(1)
+}
+
+/// Seconds the answer to a blocking playlist request may be cached.
+fn blocking_max_age(timeline: &Timeline) -> u64 {
+    timeline
+        .target_duration_secs()
+        .saturating_mul(BLOCKING_MAX_AGE_TARGETS)
+        .max(1)
+}
+
 enum Answer {
-    Playlist(Bytes),
+    /// A playlist and how many seconds it may be cached.
+    Playlist(Bytes, u64),
     Media(&'static str, Found, String),
     NotFound,
     BadRequest(&'static str),
@@ -103,13 +188,33 @@ pub(crate) fn header_refs<'a>(
     headers.iter().map(|(n, v)| (*n, v.as_str())).collect()
 }
 
-/// Answers an HLS request for the stream `key`.
+/// Answers an HLS request for the stream `key`, with a `Cache-Control` on every
+/// answer (see the module docs).
 pub(crate) async fn reply(
     ctx: &Rc<Worker>,
     req: &Request,
     key: &str,
     what: HlsPath<'_>,
     peer: std::net::IpAddr,
+) -> Reply {
+    let private = ctx.auth.load().required(crate::auth::Action::Read, key);
+    let mut reply = answer_request(ctx, req, key, what, peer, private).await;
+    if !reply.headers.iter().any(|(n, _)| *n == "Cache-Control") {
+        let caching = Caching::of_status(reply.status);
+        reply
+            .headers
+            .push(("Cache-Control", caching.header(private)));
+    }
+    reply
+}
+
+async fn answer_request(
+    ctx: &Rc<Worker>,
+    req: &Request,
+    key: &str,
+    what: HlsPath<'_>,
+    peer: std::net::IpAddr,
+    private: bool,
 ) -> Reply {
     let playlist = matches!(what, HlsPath::TsPlaylist | HlsPath::Fmp4Playlist);
     // A viewer is authorized at its playlist and then shows the token it got there.
@@ -170,10 +275,10 @@ pub(crate) async fn reply(
             .touch(id, &stream, std::time::Instant::now());
     }
     match answer(&stream.hls, req, what).await {
-        Answer::Playlist(body) => {
+        Answer::Playlist(body, max_age) => {
             let mut headers = vec![
                 ("Content-Type", "application/vnd.apple.mpegurl".to_string()),
-                ("Cache-Control", "no-cache".to_string()),
+                ("Cache-Control", Caching::For(max_age).header(private)),
             ];
             headers.extend(auth_cookie.map(|c| ("Set-Cookie", c)));
             if let Some(id) = new_id {
@@ -193,11 +298,12 @@ pub(crate) async fn reply(
             }
         }
         Answer::Media(kind, Found { bytes: body, file }, etag) => {
+            let cache_control = Caching::Immutable.header(private);
             if req.header("if-none-match") == Some(etag.as_str()) {
                 return Reply {
                     file: None,
                     status: 304,
-                    headers: vec![("ETag", etag)],
+                    headers: vec![("ETag", etag), ("Cache-Control", cache_control)],
                     body: Vec::new(),
                 };
             }
@@ -206,10 +312,7 @@ pub(crate) async fn reply(
                 status: 200,
                 headers: vec![
                     ("Content-Type", kind.to_string()),
-                    (
-                        "Cache-Control",
-                        "public, max-age=31536000, immutable".to_string(),
-                    ),
+                    ("Cache-Control", cache_control),
                     ("ETag", etag),
                 ],
                 body,
@@ -260,7 +363,8 @@ pub(crate) struct Found {
     file: Option<Arc<MemFile>>,
 }
 
-/// The bytes of a segment or part if they exist now; whether to wait otherwise.
+/// The bytes of a segment or part if they exist now; whether to wait otherwise. Live
+/// segments are asked for by name (their start on the timeline), found by msn.
 fn lookup(view: &HlsView, what: HlsPath<'_>) -> Result<Option<Found>, ()> {
     let segment = |v: &VariantView, msn: u64| {
         v.segments.get(&msn).map(|bytes| Found {
@@ -269,36 +373,36 @@ fn lookup(view: &HlsView, what: HlsPath<'_>) -> Result<Option<Found>, ()> {
         })
     };
     let (state, found) = match what {
-        HlsPath::Ts(_, msn) => {
-            let v = variant(view, false);
+        HlsPath::Ts(_, name) | HlsPath::Segment(_, name) => {
+            let v = variant(view, matches!(what, HlsPath::Segment(..)));
+            let msn = v.and_then(|v| Some((v, v.timeline.msn_named(name)?)));
             (
-                v.map(|v| v.timeline.segment_state(msn)),
-                v.and_then(|v| segment(v, msn)),
+                msn.map(|(v, msn)| v.timeline.segment_state(msn)),
+                msn.and_then(|(v, msn)| segment(v, msn)),
             )
         }
-        HlsPath::Segment(_, msn) => {
+        HlsPath::Part(_, name, part) => {
             let v = variant(view, true);
+            let msn = v.and_then(|v| Some((v, v.timeline.msn_named(name)?)));
             (
-                v.map(|v| v.timeline.segment_state(msn)),
-                v.and_then(|v| segment(v, msn)),
+                msn.map(|(v, msn)| v.timeline.part_state(msn, part)),
+                msn.and_then(|(v, msn)| v.parts.get(&(msn, part)))
+                    .map(|b| Found {
+                        bytes: vec![b.clone()],
+                        file: None,
+                    }),
             )
         }
-        HlsPath::Part(_, msn, part) => {
-            let v = variant(view, true);
-            (
-                v.map(|v| v.timeline.part_state(msn, part)),
-                v.and_then(|v| v.parts.get(&(msn, part))).map(|b| Found {
-                    bytes: vec![b.clone()],
+        HlsPath::Init(_, id) => {
+            // None yet: it may be on its way. Another one: gone (old tracks) or never.
+            return match variant(view, true).and_then(|v| Some((v.init.clone()?, v.init_id))) {
+                None => Ok(None),
+                Some((bytes, have)) if id == Some(have) => Ok(Some(Found {
+                    bytes: vec![bytes],
                     file: None,
-                }),
-            )
-        }
-        HlsPath::Init(_) => {
-            let init = variant(view, true).and_then(|v| v.init.clone());
-            return Ok(init.map(|b| Found {
-                bytes: vec![b],
-                file: None,
-            }));
+                })),
+                Some(_) => Err(()),
+            };
         }
         HlsPath::TsPlaylist | HlsPath::Fmp4Playlist => return Err(()),
     };
@@ -311,11 +415,11 @@ fn lookup(view: &HlsView, what: HlsPath<'_>) -> Result<Option<Found>, ()> {
 
 async fn answer(hls: &HlsStream, req: &Request, what: HlsPath<'_>) -> Answer {
     if let HlsPath::Ts(tag, _)
-    | HlsPath::Init(tag)
+    | HlsPath::Init(tag, _)
     | HlsPath::Segment(tag, _)
     | HlsPath::Part(tag, _, _) = what
     {
-        if tag != hls.view().tag {
+        if !hls.view().accepts(tag) {
             return Answer::NotFound;
         }
     }
@@ -324,7 +428,7 @@ async fn answer(hls: &HlsStream, req: &Request, what: HlsPath<'_>) -> Answer {
     };
     match what {
         HlsPath::TsPlaylist => match &hls.view().ts {
-            Some(v) => Answer::Playlist(v.playlist.clone()),
+            Some(v) => Answer::Playlist(v.playlist.clone(), playlist_max_age(&v.timeline)),
             None => Answer::NotFound,
         },
         HlsPath::Fmp4Playlist => {
@@ -338,15 +442,19 @@ async fn answer(hls: &HlsStream, req: &Request, what: HlsPath<'_>) -> Answer {
             let wait = limit(&hls.view(), true);
             let result = wait_for(hls, wait, |view| {
                 let v = view.fmp4.as_ref()?;
+                let max_age = match request {
+                    Some(_) => blocking_max_age(&v.timeline),
+                    None => playlist_max_age(&v.timeline),
+                };
                 match request.map(|r| v.timeline.readiness(r)) {
-                    None | Some(Readiness::Ready) => Some(Ok(v.playlist.clone())),
+                    None | Some(Readiness::Ready) => Some(Ok((v.playlist.clone(), max_age))),
                     Some(Readiness::TooFarAhead) => Some(Err(())),
                     Some(Readiness::Wait) => None,
                 }
             })
             .await;
             match result {
-                Some(Ok(p)) => Answer::Playlist(p),
+                Some(Ok((p, max_age))) => Answer::Playlist(p, max_age),
                 Some(Err(())) => Answer::BadRequest("_HLS_msn/_HLS_part too far ahead\n"),
                 None if hls.view().fmp4.is_none() => Answer::NotFound,
                 None => Answer::Unavailable,
@@ -357,10 +465,13 @@ async fn answer(hls: &HlsStream, req: &Request, what: HlsPath<'_>) -> Answer {
                 HlsPath::Ts(..) => ("video/mp2t", false),
                 _ => ("video/mp4", true),
             };
+            // By this server's tag: the bytes are its own, whichever tag was asked.
+            let tag = hls.view().tag.clone();
             let etag = match what {
-                HlsPath::Ts(t, n) | HlsPath::Segment(t, n) => format!("\"{t}-{n}\""),
-                HlsPath::Part(t, n, p) => format!("\"{t}-{n}.{p}\""),
-                _ => format!("\"{}-init\"", hls.view().tag),
+                HlsPath::Ts(_, n) | HlsPath::Segment(_, n) => format!("\"{tag}-{n}\""),
+                HlsPath::Part(_, n, p) => format!("\"{tag}-{n}.{p}\""),
+                HlsPath::Init(_, id) => format!("\"{tag}-init-{:x}\"", id.unwrap_or(0)),
+                _ => format!("\"{tag}\""),
             };
             let wait = limit(&hls.view(), fmp4);
             let mut gone = false;

@@ -524,8 +524,14 @@ mod tests {
         );
         assert_eq!(
             route("/live/cam/ab-init.mp4"),
-            Route::Hls("live/cam", HlsPath::Init("ab"))
+            Route::Hls("live/cam", HlsPath::Init("ab", None))
         );
+        assert_eq!(
+            route("/live/cam/ab-init-f00d.mp4"),
+            Route::Hls("live/cam", HlsPath::Init("ab", Some(0xf00d)))
+        );
+        assert_eq!(route("/live/cam/ab-init-.mp4"), Route::NotFound);
+        assert_eq!(route("/live/cam/ab-init-xyz.mp4"), Route::NotFound);
         assert_eq!(
             route("/live/cam/ab-7.m4s"),
             Route::Hls("live/cam", HlsPath::Segment("ab", 7))

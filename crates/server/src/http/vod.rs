@@ -42,7 +42,7 @@ pub(crate) async fn reply(ctx: &Rc<Worker>, path: &str, what: HlsPath<'_>) -> Re
             );
         }
         HlsPath::Fmp4Playlist => return playlist(hls.plan().playlist(VodVariant::Fmp4, "", &tag)),
-        HlsPath::Init(t) if same(t) => made(&file, Key::Init, |plan, f| plan.init(&f.movie))
+        HlsPath::Init(t, None) if same(t) => made(&file, Key::Init, |plan, f| plan.init(&f.movie))
             .await
             .map(|b| ("video/mp4", b)),
         HlsPath::Ts(t, n) if same(t) => {
