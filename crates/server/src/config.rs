@@ -482,6 +482,10 @@ settings! {
         /// (an edge that takes publishers for its origin).
         #[flag("edge-forward-publish", "BOOL")]
         forward_publish: bool = false;
+        /// A PEM file of root certificates trusted, besides the web PKI's, for rtmps:// and
+        /// https:// origins and push targets (a private CA). Empty: the web PKI's only.
+        #[flag("edge-tls-ca", "FILE")]
+        tls_ca: String = "";
     }
 
     /// Live HLS: streams segmented in memory while asked for, MPEG-TS at /app/stream.m3u8, fMP4 with
@@ -1051,6 +1055,14 @@ impl Config {
             if let Err(why) = crate::relay::push::PushTarget::parse(url) {
                 return Err(ConfigError::Invalid {
                     key: "apps.push",
+                    why,
+                });
+            }
+        }
+        if !self.edge.tls_ca.is_empty() {
+            if let Err(why) = crate::relay::client_tls(&self.edge.tls_ca) {
+                return Err(ConfigError::Invalid {
+                    key: "edge.tls_ca",
                     why,
                 });
             }

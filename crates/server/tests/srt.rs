@@ -225,12 +225,39 @@ fn srt_live_transmit_reads_a_stream() {
     assert_every_frame("srt-live-transmit", &times);
 }
 
-/// A UDP relay that drops every `nth` datagram each way: SRT's retransmission must
-/// make up for it. (tc netem is the way; this kernel may lack it, the relay
-/// runs everywhere.)
+/// What a link does to a datagram: every `nth` is lost, the rest arrive `delay` later.
+#[derive(Clone, Copy)]
+struct Link {
+    nth: usize,
+    delay: Duration,
+}
+
+/// A sender of datagrams `link.delay` after they were handed to it, in order (the
+/// delay of a path, as tc netem adds it).
+fn delayed(
+    link: Link,
+    send: impl Fn(&[u8]) + Send + 'static,
+) -> std::sync::mpsc::Sender<(std::time::Instant, Vec<u8>)> {
+    let (tx, rx) = std::sync::mpsc::channel::<(std::time::Instant, Vec<u8>)>();
+    std::thread::spawn(move || {
+        while let Ok((at, datagram)) = rx.recv() {
+            let due = at + link.delay;
+            if let Some(wait) = due.checked_duration_since(std::time::Instant::now()) {
+                std::thread::sleep(wait);
+            }
+            send(&datagram);
+        }
+    });
+    tx
+}
+
+/// A UDP relay with a lossy, slow link each way: SRT's retransmission must make up
+/// for the loss within its latency. (tc netem between two addresses of a network
+/// namespace is the way; this kernel lacks sch_netem, and the relay runs
+/// everywhere.)
 fn lossy_relay(
     to: SocketAddr,
-    nth: usize,
+    link: Link,
 ) -> (SocketAddr, std::sync::Arc<std::sync::atomic::AtomicBool>) {
     use std::sync::atomic::{AtomicBool, Ordering};
     let sock = UdpSocket::bind("127.0.0.1:0").unwrap();
@@ -244,12 +271,11 @@ fn lossy_relay(
     let stop = std::sync::Arc::new(AtomicBool::new(false));
     let client: std::sync::Arc<std::sync::Mutex<Option<SocketAddr>>> = Default::default();
     {
-        let (sock, up, stop, client) = (
-            sock.try_clone().unwrap(),
-            up.try_clone().unwrap(),
-            stop.clone(),
-            client.clone(),
-        );
+        let (sock, stop, client) = (sock.try_clone().unwrap(), stop.clone(), client.clone());
+        let upward = up.try_clone().unwrap();
+        let forward = delayed(link, move |d| {
+            let _ = upward.send(d);
+        });
         std::thread::spawn(move || {
             let mut buf = [0u8; 2048];
             let mut n = 0;
@@ -257,8 +283,8 @@ fn lossy_relay(
                 if let Ok((len, from)) = sock.recv_from(&mut buf) {
                     *client.lock().unwrap() = Some(from);
                     n += 1;
-                    if n % nth != 0 {
-                        let _ = up.send(&buf[..len]);
+                    if n % link.nth != 0 {
+                        let _ = forward.send((std::time::Instant::now(), buf[..len].to_vec()));
                     }
                 }
             }
@@ -266,15 +292,21 @@ fn lossy_relay(
     }
     {
         let stop = stop.clone();
+        let back_client = client.clone();
+        let downward = sock.try_clone().unwrap();
+        let back = delayed(link, move |d| {
+            if let Some(to) = *back_client.lock().unwrap() {
+                let _ = downward.send_to(d, to);
+            }
+        });
         std::thread::spawn(move || {
             let mut buf = [0u8; 2048];
             let mut n = 0;
             while !stop.load(Ordering::Relaxed) {
                 if let Ok(len) = up.recv(&mut buf) {
                     n += 1;
-                    let to = *client.lock().unwrap();
-                    if let Some(to) = to.filter(|_| n % nth != 0) {
-                        let _ = sock.send_to(&buf[..len], to);
+                    if n % link.nth != 0 {
+                        let _ = back.send((std::time::Instant::now(), buf[..len].to_vec()));
                     }
                 }
             }
@@ -285,21 +317,26 @@ fn lossy_relay(
 
 #[test]
 #[cfg_attr(not(have_ffmpeg), ignore = "needs ffmpeg and ffprobe")]
-fn five_percent_loss_each_way_loses_no_frame() {
+fn five_percent_loss_and_50_ms_each_way_lose_no_frame() {
     if !have_ffmpeg() {
         return;
     }
     let server = TestServer::start(&[]);
-    let (relay_in, stop_in) = lossy_relay(srt(&server), 20);
+    // 5% loss and 50 ms each way, as the netem link.
+    let link = Link {
+        nth: 20,
+        delay: Duration::from_millis(50),
+    };
+    let (relay_in, stop_in) = lossy_relay(srt(&server), link);
     // The publisher's link loses too.
     let _publisher = publish_srt(
-        &format!("srt://{relay_in}?streamid=publish:live/lossy&latency=200000"),
+        &format!("srt://{relay_in}?streamid=publish:live/lossy&latency=400000"),
         30,
         &[],
     );
     common::wait_live(server.http, "live/lossy");
-    let (relay_out, stop_out) = lossy_relay(srt(&server), 20);
-    let url = format!("srt://{relay_out}?streamid=read:live/lossy&latency=200000");
+    let (relay_out, stop_out) = lossy_relay(srt(&server), link);
+    let url = format!("srt://{relay_out}?streamid=read:live/lossy&latency=400000");
     let (_, times) = probe_srt(&url, &[], 150).expect("plays through the lossy relay");
     assert_every_frame("through 5% loss", &times);
     stop_in.store(true, std::sync::atomic::Ordering::Relaxed);

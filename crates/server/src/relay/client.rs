@@ -14,6 +14,7 @@ use sluice_http::response::{read_response_head, BodyFraming, ChunkedDecoder};
 use sluice_media::flv::{TagReader, TAG_AUDIO, TAG_SCRIPT, TAG_VIDEO};
 use sluice_rtmp::{ClientConfig, ClientEvent, ClientOutput, ClientSession};
 use std::collections::VecDeque;
+use std::sync::Arc;
 use std::time::Duration;
 use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
 use tokio::net::TcpStream;
@@ -72,23 +73,27 @@ fn rtmp_parts(path: &str) -> Result<(&str, &str), String> {
         .ok_or_else(|| format!("{path:?} is not app/stream"))
 }
 
-async fn connect(origin: &Origin) -> Result<Box<dyn Io>, String> {
-    let tls = matches!(origin.scheme, Scheme::Rtmps | Scheme::Flv { tls: true });
+async fn connect(origin: &Origin, tls: &Arc<rustls::ClientConfig>) -> Result<Box<dyn Io>, String> {
+    let tls = matches!(origin.scheme, Scheme::Rtmps | Scheme::Flv { tls: true }).then_some(tls);
     connect_to(&origin.host, origin.port, tls).await
 }
 
-/// A connection to `host:port`, over TLS (the web PKI's roots) when `tls`.
-pub(super) async fn connect_to(host: &str, port: u16, tls: bool) -> Result<Box<dyn Io>, String> {
+/// A connection to `host:port`, over TLS with `tls` when given.
+pub(super) async fn connect_to(
+    host: &str,
+    port: u16,
+    tls: Option<&Arc<rustls::ClientConfig>>,
+) -> Result<Box<dyn Io>, String> {
     let tcp = TcpStream::connect((host, port))
         .await
         .map_err(|e| format!("connect to {host}:{port}: {e}"))?;
     let _ = tcp.set_nodelay(true);
-    if !tls {
+    let Some(tls) = tls else {
         return Ok(Box::new(tcp));
-    }
+    };
     let name = rustls::pki_types::ServerName::try_from(host.to_string())
         .map_err(|_| format!("{host} is not a TLS server name"))?;
-    let tls = tokio_rustls::TlsConnector::from(crate::io::http_client::tls_config())
+    let tls = tokio_rustls::TlsConnector::from(tls.clone())
         .connect(name, tcp)
         .await
         .map_err(|e| format!("TLS with {host}:{port}: {e}"))?;
@@ -98,8 +103,12 @@ pub(super) async fn connect_to(host: &str, port: u16, tls: bool) -> Result<Box<d
 impl Reader {
     /// Connects to `origin` and asks for stream `key`; returns once the origin said
     /// it plays it (RTMP `NetStream.Play.Start`, HTTP 200).
-    pub async fn open(origin: &Origin, key: &str) -> Result<Reader, String> {
-        let io = connect(origin).await?;
+    pub async fn open(
+        origin: &Origin,
+        key: &str,
+        tls: &Arc<rustls::ClientConfig>,
+    ) -> Result<Reader, String> {
+        let io = connect(origin, tls).await?;
         let path = origin.path_of(key);
         let proto = match origin.scheme {
             Scheme::Rtmp | Scheme::Rtmps => {

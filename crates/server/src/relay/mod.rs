@@ -47,6 +47,36 @@ pub struct EdgeConfig {
     pub connect_timeout: Duration,
 }
 
+/// The TLS client configuration of pulls and pushes: the web PKI's roots, and those
+/// of the PEM file `ca` when one is named.
+pub fn client_tls(ca: &str) -> Result<Arc<rustls::ClientConfig>, String> {
+    use rustls::pki_types::pem::PemObject;
+    use rustls::pki_types::CertificateDer;
+    if ca.is_empty() {
+        return Ok(crate::io::http_client::tls_config());
+    }
+    let mut roots = rustls::RootCertStore {
+        roots: webpki_roots::TLS_SERVER_ROOTS.to_vec(),
+    };
+    let certs: Vec<CertificateDer<'static>> = CertificateDer::pem_file_iter(ca)
+        .and_then(|i| i.collect())
+        .map_err(|e| format!("{ca}: {e}"))?;
+    if certs.is_empty() {
+        return Err(format!("{ca}: no certificate"));
+    }
+    for c in certs {
+        roots.add(c).map_err(|e| format!("{ca}: {e}"))?;
+    }
+    let config = rustls::ClientConfig::builder_with_provider(Arc::new(
+        rustls::crypto::aws_lc_rs::default_provider(),
+    ))
+    .with_safe_default_protocol_versions()
+    .map_err(|e| e.to_string())?
+    .with_root_certificates(roots)
+    .with_no_client_auth();
+    Ok(Arc::new(config))
+}
+
 /// What the metrics count of all pulls.
 #[derive(Debug, Default)]
 pub struct RelayCounters {
@@ -101,6 +131,8 @@ pub struct Relays {
     /// `[[apps]]` entries with `origins`, in order: the first match wins.
     apps: Vec<(Pattern, Vec<Origin>)>,
     pulls: Mutex<HashMap<String, Arc<PullInfo>>>,
+    /// TLS towards origins and push targets.
+    tls: Arc<rustls::ClientConfig>,
     /// `[[apps]]` entries with `push` URLs, in order: every match pushes.
     push_rules: Vec<(Pattern, Vec<push::PushTarget>)>,
     /// Publishes here go on to the stream's first RTMP(S) origin.
@@ -159,6 +191,8 @@ impl Relays {
             origins,
             apps,
             pulls: Mutex::new(HashMap::new()),
+            // Checked with the configuration; the web PKI's alone if it went since.
+            tls: client_tls(&e.tls_ca).unwrap_or_else(|_| crate::io::http_client::tls_config()),
             push_rules,
             forward_publish: e.forward_publish,
             pushes: Mutex::new(std::collections::HashSet::new()),

@@ -114,7 +114,11 @@ async fn once(
     watched: &mut Instant,
 ) -> Once {
     let (hub, key, config) = (&relays.hub, info.key.as_str(), &relays.config);
-    let opened = tokio::time::timeout(config.connect_timeout, Reader::open(origin, key)).await;
+    let opened = tokio::time::timeout(
+        config.connect_timeout,
+        Reader::open(origin, key, &relays.tls),
+    )
+    .await;
     let mut reader = match opened {
         Ok(Ok(r)) => r,
         Ok(Err(why)) => {

@@ -147,10 +147,13 @@ async fn once(
     notify: &Notify,
 ) -> Result<(), (String, bool)> {
     let fail = |why: String| (why, false);
-    let mut io = tokio::time::timeout(TIMEOUT, connect_to(&target.host, target.port, target.tls))
-        .await
-        .map_err(|_| fail("connect: timed out".into()))?
-        .map_err(fail)?;
+    let mut io = tokio::time::timeout(
+        TIMEOUT,
+        connect_to(&target.host, target.port, target.tls.then_some(&relays.tls)),
+    )
+    .await
+    .map_err(|_| fail("connect: timed out".into()))?
+    .map_err(fail)?;
     let scheme = if target.tls { "rtmps" } else { "rtmp" };
     let mut session = ClientSession::new(ClientConfig {
         app: target.app.clone(),
