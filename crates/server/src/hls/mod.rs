@@ -293,8 +293,10 @@ pub struct HlsStream {
     /// When an HLS request last came, in whole seconds after `born` plus one (0:
     /// never). Written by the workers at most once a second, read by the publisher.
     requested: AtomicU64,
-    /// The Unix time (ms) of the stream's time 0, as its first frame measured it:
-    /// `i64::MIN` until then. Written once, by the publisher.
+    /// The Unix time (ms) of the stream's time 0: the earliest that any of its frames
+    /// says (its arrival less its decode time; a frame that came late, as those of a
+    /// burst at the start of a pull do, says later). `i64::MAX` before the first
+    /// frame. Written by the publisher only.
     epoch_ms: AtomicI64,
     view: ArcSwap<HlsView>,
     changed: watch::Sender<u64>,
@@ -362,7 +364,7 @@ impl HlsStream {
             segmenters: Mutex::new(None),
             born: Instant::now(),
             requested: AtomicU64::new(0),
-            epoch_ms: AtomicI64::new(i64::MIN),
+            epoch_ms: AtomicI64::new(i64::MAX),
             view: ArcSwap::from_pointee(HlsView::empty()),
             changed: watch::channel(0).0,
         };
@@ -373,11 +375,11 @@ impl HlsStream {
     }
 
     /// The Unix time in seconds (rounded) of the stream's time 0: the tag of its
-    /// segment URIs. Measured at its first frame (by the wall clock, less the frame's
-    /// decode time); before any frame, now.
+    /// segment URIs, taken when segmenting starts. Measured by the frames so far (by the
+    /// wall clock, less their decode time: the earliest); before any frame, now.
     pub fn epoch_s(&self) -> i64 {
         let ms = match self.epoch_ms.load(Ordering::Relaxed) {
-            i64::MIN => wall_clock_ms(),
+            i64::MAX => wall_clock_ms(),
             ms => ms,
         };
         ms.saturating_add(500).div_euclid(1000)
@@ -511,16 +513,19 @@ impl HlsStream {
     /// One frame from the publisher, while segmenting; segmenting stops here once
     /// nobody asked for `idle`.
     pub fn push(&self, key: &str, frame: &Frame) {
-        if self.epoch_ms.load(Ordering::Relaxed) == i64::MIN {
-            let epoch = wall_clock_ms().saturating_sub(Frame::ms_from_ticks(frame.dts));
-            self.epoch_ms.store(epoch, Ordering::Relaxed);
-            // Segmenters started before the first frame (`always`) take it now: they
-            // have no segment yet.
-            let epoch_s = self.epoch_s();
-            self.with(|s| {
-                s.epoch_s = epoch_s;
-                s.tag = tag_of(epoch_s);
-            });
+        let said = wall_clock_ms().saturating_sub(Frame::ms_from_ticks(frame.dts));
+        let epoch = self.epoch_ms.load(Ordering::Relaxed);
+        if said < epoch {
+            self.epoch_ms.store(said, Ordering::Relaxed);
+            if epoch == i64::MAX {
+                // Segmenters started before the first frame (`always`) take its
+                // measure: they have no segment yet.
+                let epoch_s = self.epoch_s();
+                self.with(|s| {
+                    s.epoch_s = epoch_s;
+                    s.tag = tag_of(epoch_s);
+                });
+            }
         }
         if !self.segmenting() {
             return;
@@ -767,11 +772,14 @@ mod tests {
         let hls = HlsStream::new("live/x", Some(config), true, Duration::from_secs(60));
         hls.set_track(&avc());
         // The first frame is 100 s into the publisher's timeline: time 0 was 100 s ago.
+        // (Segmenting from the first frame, the tag is that frame's measure: the
+        // frames after it, pushed faster than real time, say earlier.)
         push(&hls, 2500, 2600);
-        let epoch = hls.epoch_s();
+        let view = hls.view();
+        let epoch = view.epoch_s.expect("segmenting");
         let now = wall_clock_ms() / 1000;
         assert!((now - 100 - epoch).abs() <= 1, "{epoch} vs {now}");
-        let view = hls.view();
+        assert!(hls.epoch_s() <= epoch);
         assert_eq!(view.tag, format!("{epoch:x}"));
         let text = std::str::from_utf8(&view.ts.as_ref().expect("TS").playlist).unwrap();
         // Segments named by their start: the keyframe at frame 2525 (101 s).
