@@ -732,6 +732,10 @@ pub struct AppConfig {
     pub origins: Option<Vec<String>>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub push: Option<Vec<String>>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub pull: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub pull_always: Option<bool>,
 }
 
 /// One `[[users]]` entry: a user of the authorization (see `[auth]`).
@@ -816,6 +820,17 @@ const APP_KEYS: &[(&str, &str)] = &[
         "RTMP or RTMPS URLs these streams are pushed to while published here \
          (rtmp://host[:port]/app/stream[?query]; {name} becomes the stream's name, {key} \
          its app/stream), reconnecting with backoff (edge.retry_min_ms to retry_max_ms).",
+    ),
+    (
+        "pull",
+        "The URL these streams are pulled from when asked for (rtmp://, rtmps://, \
+         http(s):// HTTP-FLV, or srt://HOST:PORT?streamid=...&passphrase=...), whatever \
+         edge.origins says; {name} becomes the stream's name, {key} its app/stream.",
+    ),
+    (
+        "pull_always",
+        "true: pull the stream (name must then be one stream, app/stream) from the server's \
+         start, and keep pulling it whether watched or not, reconnecting with backoff.",
     ),
 ];
 
@@ -1047,6 +1062,27 @@ impl Config {
                 return Err(ConfigError::Invalid {
                     key: "edge.origins",
                     why: e.to_string(),
+                });
+            }
+        }
+        for app in &self.apps {
+            if let Some(url) = &app.pull {
+                if let Err(e) = crate::relay::Origin::parse_exact(url) {
+                    return Err(ConfigError::Invalid {
+                        key: "apps.pull",
+                        why: e.to_string(),
+                    });
+                }
+            }
+            if app.pull_always == Some(true)
+                && (app.pull.is_none() || app.name.contains('*') || !app.name.contains('/'))
+            {
+                return Err(ConfigError::Invalid {
+                    key: "apps.pull_always",
+                    why: format!(
+                        "{:?}: an always-on pull names one stream (app/stream) and its pull URL",
+                        app.name
+                    ),
                 });
             }
         }
@@ -1609,6 +1645,8 @@ mod tests {
             auth_hook: Some(String::new()),
             origins: Some(vec!["rtmp://origin".into()]),
             push: Some(vec!["rtmp://target/app/{name}".into()]),
+            pull: Some("srt://cam:9000?streamid={name}".into()),
+            pull_always: Some(true),
         };
         let table = toml::Table::try_from(full).unwrap();
         let keys: Vec<&str> = table.keys().map(String::as_str).collect();

@@ -404,6 +404,9 @@ fn run_worker(parts: WorkerParts, starts: Vec<Start>, mut stop: watch::Receiver<
         });
         if worker == 0 {
             tokio::task::spawn_local(refresh_jwks(ctx.auth.clone()));
+            if let Some(relays) = &ctx.relays {
+                relays.start_always();
+            }
             tokio::task::spawn_local({
                 let vods = ctx.vods.clone();
                 async move {

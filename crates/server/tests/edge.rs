@@ -432,3 +432,75 @@ fn pulls_and_pushes_go_over_rtmps_to_a_private_ca() {
     );
     wait_live(origin.http, "live/a-pushed");
 }
+
+#[test]
+fn sources_named_per_stream_are_pulled_over_srt_always_and_http_flv_on_demand() {
+    if !have_ffmpeg() {
+        return;
+    }
+    // A camera-like SRT listener: ffmpeg serving MPEG-TS to one caller.
+    let srt_port = std::net::UdpSocket::bind("127.0.0.1:0")
+        .and_then(|s| s.local_addr())
+        .expect("a free UDP port")
+        .port();
+    let _camera = Kill(
+        Command::new("ffmpeg")
+            .args(["-hide_banner", "-loglevel", "error", "-re"])
+            .args(["-f", "lavfi", "-i", "testsrc2=size=320x240:rate=25"])
+            .args(["-f", "lavfi", "-i", "sine=frequency=440:sample_rate=48000"])
+            .args([
+                "-t",
+                "40",
+                "-c:v",
+                "libx264",
+                "-preset",
+                "ultrafast",
+                "-g",
+                "25",
+            ])
+            .args(["-pix_fmt", "yuv420p", "-c:a", "aac", "-f", "mpegts"])
+            .arg(format!(
+                "srt://127.0.0.1:{srt_port}?mode=listener&pkt_size=1316"
+            ))
+            .stdin(Stdio::null())
+            .spawn()
+            .expect("ffmpeg"),
+    );
+    let origin = TestServer::start(&[]);
+    let _publisher = publish_test_pattern(
+        &format!("rtmp://{}/live/cam", origin.rtmp),
+        "flv",
+        "libx264",
+        40,
+    );
+    wait_live(origin.http, "live/cam");
+    let dir = scratch("edge-sources");
+    let config = dir.join("sources.toml");
+    std::fs::write(
+        &config,
+        format!(
+            "[[apps]]\nname = \"cams/door\"\npull = \"srt://127.0.0.1:{srt_port}\"\n\
+             pull_always = true\n\
+             [[apps]]\nname = \"feeds\"\npull = \"http://{}/live/{{name}}.flv\"\n",
+            origin.http
+        ),
+    )
+    .expect("config");
+    let edge = TestServer::start(&["--config", config.to_str().expect("utf-8")]);
+    // The always-on pull runs with nobody watching.
+    wait_live(edge.http, "cams/door");
+    let (_, s) = json(edge.http, "/api/v1/streams/cams/door");
+    assert_eq!(s["pull"]["always"], true, "{s}");
+    let (streams, times) = probe_video(&format!("rtmp://{}/cams/door", edge.rtmp), "%+#100");
+    assert!(
+        streams.contains("h264") && streams.contains("aac"),
+        "{streams}"
+    );
+    assert!(times.len() >= 25, "{} video packets", times.len());
+    // feeds/cam is live/cam at the origin, asked for over HTTP-FLV.
+    let (streams, _) = probe_video(&format!("http://{}/feeds/cam.flv", edge.http), "%+#60");
+    assert!(streams.contains("h264"), "{streams}");
+    let (_, s) = json(edge.http, "/api/v1/streams/feeds/cam");
+    let want = format!("http://{}/live/cam.flv", origin.http);
+    assert_eq!(s["pull"]["origin"], want.as_str(), "{s}");
+}

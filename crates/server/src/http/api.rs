@@ -322,6 +322,7 @@ fn pull(ctx: &crate::ctx::Ctx, key: &str) -> Value {
         "bytes": p.bytes.load(Ordering::Relaxed),
         "reconnects": p.reconnects.load(Ordering::Relaxed),
         "failovers": p.failovers.load(Ordering::Relaxed),
+        "always": p.always,
     })
 }
 

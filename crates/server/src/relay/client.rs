@@ -25,13 +25,57 @@ const READ_LEN: usize = 64 << 10;
 /// An origin silent this long (no media, no keep-alive) is taken for dead.
 const SILENCE: Duration = Duration::from_secs(10);
 
-/// One piece of the stream, as an RTMP publisher would send it.
+/// One piece of the stream: as an RTMP publisher sends it (RTMP, HTTP-FLV), or
+/// demuxed (SRT's MPEG-TS).
 #[derive(Debug)]
 pub enum Media {
     Video(i64, Bytes),
     Audio(i64, Bytes),
     /// `onMetaData` and its object (AMF0).
     Metadata(Bytes),
+    /// A track's configuration from this time (90 kHz) on.
+    Track(sluice_media::Timestamp, sluice_media::Track),
+    Frame(sluice_media::Frame),
+}
+
+/// A stream being read from an origin or source.
+pub enum Reader {
+    Tcp(Box<TcpReader>),
+    Srt(Box<super::srt_pull::SrtReader>),
+}
+
+impl Reader {
+    /// Connects to `origin` and asks for stream `key`; returns once the origin said
+    /// it plays it (RTMP `NetStream.Play.Start`, HTTP 200, SRT's handshake done).
+    pub async fn open(
+        origin: &Origin,
+        key: &str,
+        tls: &Arc<rustls::ClientConfig>,
+    ) -> Result<Reader, String> {
+        Ok(match origin.scheme {
+            Scheme::Srt => Reader::Srt(Box::new(
+                super::srt_pull::SrtReader::open(origin, key).await?,
+            )),
+            _ => Reader::Tcp(Box::new(TcpReader::open(origin, key, tls).await?)),
+        })
+    }
+
+    /// The next piece of the stream, or `None` when nothing came within `wait`; an
+    /// error when the origin closed, went silent, ended the stream or sent garbage.
+    pub async fn next(&mut self, wait: Duration) -> Result<Option<Media>, String> {
+        match self {
+            Reader::Tcp(r) => r.next(wait).await,
+            Reader::Srt(r) => r.next(wait).await,
+        }
+    }
+
+    /// Bytes read from the origin since the last call.
+    pub fn take_bytes(&mut self) -> u64 {
+        match self {
+            Reader::Tcp(r) => std::mem::take(&mut r.bytes),
+            Reader::Srt(r) => r.take_bytes(),
+        }
+    }
 }
 
 /// A connection to another server, over TCP or TLS.
@@ -52,8 +96,8 @@ enum Proto {
     },
 }
 
-/// A stream being read from an origin.
-pub struct Reader {
+/// A stream being read from an origin over TCP (RTMP, RTMPS, HTTP-FLV).
+pub struct TcpReader {
     io: Box<dyn Io>,
     proto: Proto,
     /// Bytes read and not yet given to [`Reader::next`]'s parser.
@@ -100,14 +144,14 @@ pub(super) async fn connect_to(
     Ok(Box::new(tls))
 }
 
-impl Reader {
+impl TcpReader {
     /// Connects to `origin` and asks for stream `key`; returns once the origin said
     /// it plays it (RTMP `NetStream.Play.Start`, HTTP 200).
-    pub async fn open(
+    async fn open(
         origin: &Origin,
         key: &str,
         tls: &Arc<rustls::ClientConfig>,
-    ) -> Result<Reader, String> {
+    ) -> Result<TcpReader, String> {
         let io = connect(origin, tls).await?;
         let path = origin.path_of(key);
         let proto = match origin.scheme {
@@ -127,6 +171,7 @@ impl Reader {
                 session.play(stream);
                 Proto::Rtmp(Box::new(session))
             }
+            Scheme::Srt => return Err("SRT is not read over TCP".into()),
             Scheme::Flv { .. } => Proto::Flv {
                 tags: TagReader::new(),
                 chunked: None,
@@ -134,7 +179,7 @@ impl Reader {
                 left: None,
             },
         };
-        let mut reader = Reader {
+        let mut reader = TcpReader {
             io,
             proto,
             input: BytesMut::with_capacity(READ_LEN),
@@ -154,8 +199,9 @@ impl Reader {
             }
             Proto::Flv { .. } => {
                 let request = format!(
-                    "GET /{path}.flv HTTP/1.1\r\nHost: {}\r\nUser-Agent: sluice/{}\r\n\
+                    "GET {} HTTP/1.1\r\nHost: {}\r\nUser-Agent: sluice/{}\r\n\
                      Accept: */*\r\nConnection: close\r\n\r\n",
+                    origin.flv_path(key),
                     origin.authority(),
                     env!("CARGO_PKG_VERSION")
                 );
@@ -188,14 +234,9 @@ impl Reader {
         Ok(reader)
     }
 
-    /// Bytes read from the origin since the last call.
-    pub fn take_bytes(&mut self) -> u64 {
-        std::mem::take(&mut self.bytes)
-    }
-
     /// The next piece of the stream, or `None` when nothing came within `wait`; an
     /// error when the origin closed, went silent, ended the stream or sent garbage.
-    pub async fn next(&mut self, wait: Duration) -> Result<Option<Media>, String> {
+    async fn next(&mut self, wait: Duration) -> Result<Option<Media>, String> {
         if let Some(m) = self.queue.pop_front() {
             return Ok(Some(m));
         }

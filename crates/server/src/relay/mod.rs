@@ -26,6 +26,7 @@ mod client;
 pub mod origin;
 mod pull;
 pub mod push;
+mod srt_pull;
 
 pub use origin::Origin;
 
@@ -106,6 +107,8 @@ pub struct PullInfo {
     pub bytes: AtomicU64,
     pub reconnects: AtomicU64,
     pub failovers: AtomicU64,
+    /// Pulled whether watched or not, and never given up.
+    pub always: bool,
 }
 
 impl PullInfo {
@@ -130,6 +133,10 @@ pub struct Relays {
     origins: Vec<Origin>,
     /// `[[apps]]` entries with `origins`, in order: the first match wins.
     apps: Vec<(Pattern, Vec<Origin>)>,
+    /// `[[apps]]` entries with a `pull` URL (exact sources), before `apps`; and the
+    /// stream keys pulled always.
+    sources: Vec<(Pattern, Origin)>,
+    always: Vec<String>,
     pulls: Mutex<HashMap<String, Arc<PullInfo>>>,
     /// TLS towards origins and push targets.
     tls: Arc<rustls::ClientConfig>,
@@ -159,6 +166,20 @@ impl Relays {
                 Some((pattern, parse(urls)))
             })
             .collect();
+        let sources: Vec<_> = config
+            .apps
+            .iter()
+            .filter_map(|a| {
+                let source = Origin::parse_exact(a.pull.as_ref()?).ok()?;
+                Some((crate::config::app_pattern(&a.name).ok()?, source))
+            })
+            .collect();
+        let always: Vec<String> = config
+            .apps
+            .iter()
+            .filter(|a| a.pull_always == Some(true) && a.pull.is_some())
+            .map(|a| a.name.clone())
+            .collect();
         let push_rules: Vec<_> = config
             .apps
             .iter()
@@ -173,6 +194,7 @@ impl Relays {
             })
             .collect();
         if origins.is_empty()
+            && sources.is_empty()
             && apps.iter().all(|(_, o)| o.is_empty())
             && push_rules.iter().all(|(_, t)| t.is_empty())
         {
@@ -190,6 +212,8 @@ impl Relays {
             },
             origins,
             apps,
+            sources,
+            always,
             pulls: Mutex::new(HashMap::new()),
             // Checked with the configuration; the web PKI's alone if it went since.
             tls: client_tls(&e.tls_ca).unwrap_or_else(|_| crate::io::http_client::tls_config()),
@@ -200,17 +224,33 @@ impl Relays {
         }))
     }
 
-    /// The origins of stream `key`: its app's, or the global ones.
-    pub fn origins_for(&self, key: &str) -> &[Origin] {
+    /// Where stream `key` is pulled from: its `pull` URL, else its app's origins, else
+    /// the global ones.
+    pub fn origins_for(&self, key: &str) -> Vec<Origin> {
+        if let Some((_, source)) = self.sources.iter().find(|(p, _)| p.matches(key)) {
+            return vec![source.for_stream(key)];
+        }
         self.apps
             .iter()
             .find(|(p, _)| p.matches(key))
             .map_or(&self.origins, |(_, o)| o)
+            .clone()
+    }
+
+    /// Starts the always-on pulls (once, at the server's start).
+    pub fn start_always(self: &Arc<Self>) {
+        for key in self.always.clone() {
+            self.start(&key, true);
+        }
     }
 
     /// Starts pulling `key` on this worker unless it is pulled already, published
     /// here, or has no origin; whether a pull is running now.
     pub fn ensure(self: &Arc<Self>, key: &str) -> bool {
+        self.start(key, false)
+    }
+
+    fn start(self: &Arc<Self>, key: &str, always: bool) -> bool {
         let origins = self.origins_for(key);
         if origins.is_empty() || key.starts_with("vod/") {
             return false;
@@ -233,11 +273,12 @@ impl Relays {
             bytes: AtomicU64::new(0),
             reconnects: AtomicU64::new(0),
             failovers: AtomicU64::new(0),
+            always,
         });
         pulls.insert(key.to_string(), info.clone());
         drop(pulls);
         self.counters.pulls.fetch_add(1, Ordering::Relaxed);
-        tokio::task::spawn_local(pull::run(self.clone(), info, origins.to_vec()));
+        tokio::task::spawn_local(pull::run(self.clone(), info, origins));
         true
     }
 
@@ -274,10 +315,10 @@ impl Relays {
             .flat_map(|(_, t)| t.iter().map(|t| t.for_stream(key)))
             .collect();
         if self.forward_publish {
-            let origin = self
-                .origins_for(key)
+            let origins = self.origins_for(key);
+            let origin = origins
                 .iter()
-                .find(|o| !matches!(o.scheme, origin::Scheme::Flv { .. }));
+                .find(|o| matches!(o.scheme, origin::Scheme::Rtmp | origin::Scheme::Rtmps));
             if let Some(t) = origin.and_then(|o| push::PushTarget::parse(&o.url_of(key)).ok()) {
                 targets.push(t);
             }

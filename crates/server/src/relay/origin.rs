@@ -11,6 +11,8 @@ pub enum Scheme {
     Flv {
         tls: bool,
     },
+    /// MPEG-TS over SRT (`srt://`), as a caller.
+    Srt,
 }
 
 /// An origin: `rtmp://HOST[:PORT][/PREFIX]`, `rtmps://...`, `http(s)://...`.
@@ -20,8 +22,13 @@ pub struct Origin {
     /// The host as written (a name, an IPv4 address, or an IPv6 address without brackets).
     pub host: String,
     pub port: u16,
-    /// Path segments put before the stream's `app/stream`, without slashes at the ends.
+    /// Path segments put before the stream's `app/stream`, without slashes at the ends;
+    /// for an [`Origin::exact`] source, the whole path.
     pub prefix: String,
+    /// The URL names the stream itself (a `pull` entry), not a server holding it.
+    pub exact: bool,
+    /// `srt://` options (`streamid`, `passphrase`, `pbkeylen`, `latency` in ms).
+    pub query: Vec<(String, String)>,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -32,7 +39,18 @@ pub struct OriginError {
 }
 
 impl Origin {
+    /// An origin: a server; the stream's `app/stream` goes after its URL.
     pub fn parse(url: &str) -> Result<Origin, OriginError> {
+        Origin::parse_as(url, false)
+    }
+
+    /// A source: the URL of one stream (`{name}` and `{key}` are replaced per stream,
+    /// see [`Origin::for_stream`]).
+    pub fn parse_exact(url: &str) -> Result<Origin, OriginError> {
+        Origin::parse_as(url, true)
+    }
+
+    fn parse_as(url: &str, exact: bool) -> Result<Origin, OriginError> {
         let bad = |why| OriginError {
             url: url.to_string(),
             why,
@@ -45,11 +63,36 @@ impl Origin {
             "rtmps" => (Scheme::Rtmps, 443),
             "http" => (Scheme::Flv { tls: false }, 80),
             "https" => (Scheme::Flv { tls: true }, 443),
-            _ => return Err(bad("the scheme is not rtmp, rtmps, http or https")),
+            "srt" => (Scheme::Srt, 8890),
+            _ => return Err(bad("the scheme is not rtmp, rtmps, http, https or srt")),
         };
-        let (authority, path) = rest.split_once('/').unwrap_or((rest, ""));
-        if path.contains(['?', '#']) {
-            return Err(bad("an origin has no query: the stream key is appended"));
+        let (rest, query) = match rest.split_once('?') {
+            Some((r, q)) if scheme == Scheme::Srt => (r, q),
+            Some(_) if !exact => {
+                return Err(bad("an origin has no query: the stream key is appended"))
+            }
+            _ => (rest, ""),
+        };
+        let (authority, path) = match rest.find(['/', '?']) {
+            Some(i) => (&rest[..i], rest[i..].trim_start_matches('/')),
+            None => (rest, ""),
+        };
+        if path.contains('#') {
+            return Err(bad("a fragment in the URL"));
+        }
+        if exact && path.is_empty() && scheme != Scheme::Srt {
+            return Err(bad("no stream path"));
+        }
+        let mut options = Vec::new();
+        for pair in query.split('&').filter(|p| !p.is_empty()) {
+            let (k, v) = pair.split_once('=').unwrap_or((pair, ""));
+            let v = percent_decode(v).ok_or(bad("a bad %-escape in the query"))?;
+            if !matches!(k, "streamid" | "passphrase" | "pbkeylen" | "latency") {
+                return Err(bad(
+                    "an SRT option other than streamid, passphrase, pbkeylen, latency",
+                ));
+            }
+            options.push((k.to_string(), v));
         }
         if authority.contains('@') {
             return Err(bad("credentials do not go in an origin URL"));
@@ -75,12 +118,66 @@ impl Origin {
             Some(p) => p.parse().map_err(|_| bad("bad port"))?,
             None => default_port,
         };
-        Ok(Origin {
+        let origin = Origin {
             scheme,
             host: host.to_string(),
             port,
-            prefix: path.trim_matches('/').to_string(),
-        })
+            prefix: if exact {
+                path.to_string()
+            } else {
+                path.trim_matches('/').to_string()
+            },
+            exact,
+            query: options,
+        };
+        if let Some(p) = origin.option("passphrase") {
+            if !(10..=79).contains(&p.len()) {
+                return Err(bad("an SRT passphrase has 10 to 79 characters"));
+            }
+        }
+        if let Some(n) = origin.option("pbkeylen") {
+            if !matches!(n, "16" | "24" | "32") {
+                return Err(bad("pbkeylen is 16, 24 or 32"));
+            }
+        }
+        if origin
+            .option("latency")
+            .is_some_and(|l| l.parse::<u16>().is_err())
+        {
+            return Err(bad("latency is in ms, up to 65535"));
+        }
+        Ok(origin)
+    }
+
+    /// An `srt://` option.
+    pub fn option(&self, name: &str) -> Option<&str> {
+        self.query
+            .iter()
+            .find(|(k, _)| k == name)
+            .map(|(_, v)| v.as_str())
+    }
+
+    /// This source for stream `key`: `{key}` becomes `app/stream`, `{name}` its name.
+    pub fn for_stream(&self, key: &str) -> Origin {
+        let name = key.split_once('/').map_or(key, |(_, n)| n);
+        let fill = |s: &str| s.replace("{key}", key).replace("{name}", name);
+        Origin {
+            prefix: fill(&self.prefix),
+            query: self
+                .query
+                .iter()
+                .map(|(k, v)| (k.clone(), fill(v)))
+                .collect(),
+            ..self.clone()
+        }
+    }
+
+    /// The SRT stream id to ask for `key` with: the URL's, else a standard request.
+    pub fn srt_stream_id(&self, key: &str) -> String {
+        match self.option("streamid") {
+            Some(id) => id.to_string(),
+            None => format!("#!::r={},m=request", self.path_of(key)),
+        }
     }
 
     /// `host:port`, bracketed for IPv6, for connecting and for `Host:`.
@@ -94,26 +191,47 @@ impl Origin {
 
     /// The path of stream `key` (`app/stream`) at this origin, without a leading `/`.
     pub fn path_of(&self, key: &str) -> String {
-        if self.prefix.is_empty() {
+        if self.exact {
+            self.prefix.clone()
+        } else if self.prefix.is_empty() {
             key.to_string()
         } else {
             format!("{}/{key}", self.prefix)
         }
     }
 
-    /// The URL stream `key` is pulled from (for logs and the API).
+    /// The URL stream `key` is pulled from (for logs and the API; an SRT passphrase
+    /// is left out).
     pub fn url_of(&self, key: &str) -> String {
-        let (scheme, suffix) = match self.scheme {
-            Scheme::Rtmp => ("rtmp", ""),
-            Scheme::Rtmps => ("rtmps", ""),
-            Scheme::Flv { tls: false } => ("http", ".flv"),
-            Scheme::Flv { tls: true } => ("https", ".flv"),
+        let (scheme, suffix) = match (self.scheme, self.exact) {
+            (Scheme::Rtmp, _) => ("rtmp", ""),
+            (Scheme::Rtmps, _) => ("rtmps", ""),
+            (Scheme::Flv { tls: false }, false) => ("http", ".flv"),
+            (Scheme::Flv { tls: true }, false) => ("https", ".flv"),
+            (Scheme::Flv { tls: false }, true) => ("http", ""),
+            (Scheme::Flv { tls: true }, true) => ("https", ""),
+            (Scheme::Srt, _) => {
+                return format!(
+                    "srt://{}?streamid={}",
+                    self.authority(),
+                    self.srt_stream_id(key)
+                )
+            }
         };
         format!(
             "{scheme}://{}/{}{suffix}",
             self.authority(),
             self.path_of(key)
         )
+    }
+
+    /// The request path of an HTTP-FLV pull of `key`, with its leading `/`.
+    pub fn flv_path(&self, key: &str) -> String {
+        if self.exact {
+            format!("/{}", self.prefix)
+        } else {
+            format!("/{}.flv", self.path_of(key))
+        }
     }
 }
 
@@ -124,6 +242,7 @@ impl fmt::Display for Origin {
             Scheme::Rtmps => "rtmps",
             Scheme::Flv { tls: false } => "http",
             Scheme::Flv { tls: true } => "https",
+            Scheme::Srt => "srt",
         };
         write!(f, "{scheme}://{}", self.authority())?;
         if !self.prefix.is_empty() {
@@ -131,6 +250,21 @@ impl fmt::Display for Origin {
         }
         Ok(())
     }
+}
+
+/// `%XX` escapes decoded (an SRT stream id carries `#`, `!`, `:`, `,` and `=`).
+fn percent_decode(s: &str) -> Option<String> {
+    let mut out = Vec::with_capacity(s.len());
+    let mut bytes = s.bytes();
+    while let Some(b) = bytes.next() {
+        if b == b'%' {
+            let hex = [bytes.next()?, bytes.next()?];
+            out.push(u8::from_str_radix(std::str::from_utf8(&hex).ok()?, 16).ok()?);
+        } else {
+            out.push(b);
+        }
+    }
+    String::from_utf8(out).ok()
 }
 
 #[cfg(test)]
@@ -153,9 +287,31 @@ mod tests {
             "http://[::1]:8080/edge/a/live/cam.flv"
         );
         assert_eq!(Origin::parse("https://o").unwrap().port, 443);
+        let o = Origin::parse("srt://10.0.0.2:9000").unwrap();
+        assert_eq!(o.srt_stream_id("live/cam"), "#!::r=live/cam,m=request");
+        assert_eq!(
+            o.url_of("live/cam"),
+            "srt://10.0.0.2:9000?streamid=#!::r=live/cam,m=request"
+        );
+        // Sources: the URL names the stream.
+        let s =
+            Origin::parse_exact("srt://cam:9000?streamid=read:%7Bname%7D&passphrase=0123456789")
+                .unwrap()
+                .for_stream("cams/door");
+        assert_eq!(s.srt_stream_id("cams/door"), "read:door");
+        assert_eq!(s.url_of("cams/door"), "srt://cam:9000?streamid=read:door");
+        let s = Origin::parse_exact("http://nvr:8080/feeds/{name}.flv").unwrap();
+        assert_eq!(
+            s.for_stream("cams/door").flv_path("cams/door"),
+            "/feeds/door.flv"
+        );
+        let s = Origin::parse_exact("rtmp://nvr/live/{name}?token=1").unwrap();
+        assert_eq!(s.for_stream("cams/door").path_of("cams/door"), "live/door?token=1");
         for bad in [
+            "srt://o:1?passphrase=short",
+            "srt://o:1?mode=listener",
+            "srt://o:1?pbkeylen=20",
             "origin:1935",
-            "srt://o:1",
             "rtmp://",
             "rtmp://o:x",
             "rtmp://o:99999",
@@ -165,5 +321,6 @@ mod tests {
         ] {
             assert!(Origin::parse(bad).is_err(), "{bad}");
         }
+        assert!(Origin::parse_exact("rtmp://o").is_err());
     }
 }

@@ -73,9 +73,9 @@ pub(super) async fn run(relays: Arc<Relays>, info: Arc<PullInfo>, origins: Vec<O
                     watched = now;
                 }
                 let unwatched = now.duration_since(watched);
-                if unwatched >= config.idle
-                    || (failures >= config.max_failures && unwatched > Duration::ZERO)
-                {
+                let give_up = unwatched >= config.idle
+                    || (failures >= config.max_failures && unwatched > Duration::ZERO);
+                if give_up && !info.always {
                     tracing::info!(stream = %key, failures, "edge: pull given up");
                     break;
                 }
@@ -170,6 +170,14 @@ async fn once(
                     p.metadata(body);
                     Ok(())
                 }
+                Media::Track(at, track) => {
+                    p.set_track(at, track);
+                    Ok(())
+                }
+                Media::Frame(frame) => {
+                    p.frame(frame);
+                    Ok(())
+                }
             };
             if let Err(e) = applied {
                 return Once::Failed {
@@ -179,7 +187,7 @@ async fn once(
             }
         }
         let now = Instant::now();
-        if viewers(hub, key) > 0 {
+        if viewers(hub, key) > 0 || info.always {
             *watched = now;
         } else if now.duration_since(*watched) >= config.idle {
             return Once::Idle;

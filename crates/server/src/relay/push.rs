@@ -48,7 +48,7 @@ impl PushTarget {
         let tls = match origin.scheme {
             super::origin::Scheme::Rtmp => false,
             super::origin::Scheme::Rtmps => true,
-            super::origin::Scheme::Flv { .. } => {
+            super::origin::Scheme::Flv { .. } | super::origin::Scheme::Srt => {
                 return Err(bad("pushes go over rtmp:// or rtmps://"))
             }
         };
