@@ -736,6 +736,8 @@ pub struct AppConfig {
     pub pull: Option<String>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub pull_always: Option<bool>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub pull_transport: Option<String>,
 }
 
 /// One `[[users]]` entry: a user of the authorization (see `[auth]`).
@@ -824,8 +826,14 @@ const APP_KEYS: &[(&str, &str)] = &[
     (
         "pull",
         "The URL these streams are pulled from when asked for (rtmp://, rtmps://, \
-         http(s):// HTTP-FLV, or srt://HOST:PORT?streamid=...&passphrase=...), whatever \
-         edge.origins says; {name} becomes the stream's name, {key} its app/stream.",
+         http(s):// HTTP-FLV, srt://HOST:PORT?streamid=...&passphrase=..., or a camera's \
+         rtsp://user:password@HOST[:PORT]/path), whatever edge.origins says; {name} becomes \
+         the stream's name, {key} its app/stream.",
+    ),
+    (
+        "pull_transport",
+        "\"tcp\" (the default: RTP interleaved on the RTSP connection) or \"udp\" (RTP to a \
+         port pair per track): how an rtsp:// pull receives its media.",
     ),
     (
         "pull_always",
@@ -1647,6 +1655,7 @@ mod tests {
             push: Some(vec!["rtmp://target/app/{name}".into()]),
             pull: Some("srt://cam:9000?streamid={name}".into()),
             pull_always: Some(true),
+            pull_transport: Some("udp".into()),
         };
         let table = toml::Table::try_from(full).unwrap();
         let keys: Vec<&str> = table.keys().map(String::as_str).collect();

@@ -504,3 +504,59 @@ fn sources_named_per_stream_are_pulled_over_srt_always_and_http_flv_on_demand() 
     let want = format!("http://{}/live/cam.flv", origin.http);
     assert_eq!(s["pull"]["origin"], want.as_str(), "{s}");
 }
+
+#[test]
+fn a_camera_is_pulled_over_rtsp_with_digest_over_tcp_and_udp() {
+    if !have_ffmpeg() {
+        return;
+    }
+    // The camera: a Sluice serving RTSP to users with a password (Digest).
+    let camera = TestServer::start(&[
+        "--rtp-ports",
+        "0",
+        "--rtsp-user",
+        "viewer:s3cret",
+        "--rtsp-auth",
+        "all",
+    ]);
+    let rtsp = camera.rtsp.expect("rtsp");
+    let _publisher = publish_test_pattern(
+        &format!("rtmp://{}/live/cam", camera.rtmp),
+        "flv",
+        "libx264",
+        40,
+    );
+    wait_live(camera.http, "live/cam");
+    let dir = scratch("edge-camera");
+    let config = dir.join("camera.toml");
+    std::fs::write(
+        &config,
+        format!(
+            "[[apps]]\nname = \"cams/tcp\"\npull = \"rtsp://viewer:s3cret@{rtsp}/live/cam\"\n\
+             [[apps]]\nname = \"cams/udp\"\npull = \"rtsp://viewer:s3cret@{rtsp}/live/cam\"\n\
+             pull_transport = \"udp\"\n\
+             [[apps]]\nname = \"cams/wrong\"\npull = \"rtsp://viewer:nope@{rtsp}/live/cam\"\n"
+        ),
+    )
+    .expect("config");
+    let edge = TestServer::start(&[
+        "--config",
+        config.to_str().expect("utf-8"),
+        "--rtp-ports",
+        "0",
+        "--edge-connect-timeout-ms",
+        "3000",
+    ]);
+    for key in ["cams/tcp", "cams/udp"] {
+        let (streams, times) = probe_video(&format!("http://{}/{key}.flv", edge.http), "%+#100");
+        assert!(
+            streams.contains("h264") && streams.contains("aac"),
+            "{key}: {streams}"
+        );
+        assert!(times.len() >= 25, "{key}: {} video packets", times.len());
+    }
+    // The camera counts one RTSP player per pull.
+    assert_eq!(viewers(camera.http, "rtsp"), 2);
+    let (status, _, _) = http_request(edge.http, "GET", "/cams/wrong.flv", "");
+    assert_eq!(status, 404);
+}

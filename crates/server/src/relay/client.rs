@@ -42,6 +42,7 @@ pub enum Media {
 pub enum Reader {
     Tcp(Box<TcpReader>),
     Srt(Box<super::srt_pull::SrtReader>),
+    Rtsp(Box<super::rtsp_pull::RtspReader>),
 }
 
 impl Reader {
@@ -56,6 +57,9 @@ impl Reader {
             Scheme::Srt => Reader::Srt(Box::new(
                 super::srt_pull::SrtReader::open(origin, key).await?,
             )),
+            Scheme::Rtsp { udp } => Reader::Rtsp(Box::new(
+                super::rtsp_pull::RtspReader::open(origin, udp).await?,
+            )),
             _ => Reader::Tcp(Box::new(TcpReader::open(origin, key, tls).await?)),
         })
     }
@@ -66,6 +70,7 @@ impl Reader {
         match self {
             Reader::Tcp(r) => r.next(wait).await,
             Reader::Srt(r) => r.next(wait).await,
+            Reader::Rtsp(r) => r.next(wait).await,
         }
     }
 
@@ -74,6 +79,7 @@ impl Reader {
         match self {
             Reader::Tcp(r) => std::mem::take(&mut r.bytes),
             Reader::Srt(r) => r.take_bytes(),
+            Reader::Rtsp(r) => r.take_bytes(),
         }
     }
 }
@@ -171,7 +177,7 @@ impl TcpReader {
                 session.play(stream);
                 Proto::Rtmp(Box::new(session))
             }
-            Scheme::Srt => return Err("SRT is not read over TCP".into()),
+            Scheme::Srt | Scheme::Rtsp { .. } => return Err("not an RTMP or FLV source".into()),
             Scheme::Flv { .. } => Proto::Flv {
                 tags: TagReader::new(),
                 chunked: None,

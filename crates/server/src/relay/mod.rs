@@ -26,6 +26,7 @@ mod client;
 pub mod origin;
 mod pull;
 pub mod push;
+mod rtsp_pull;
 mod srt_pull;
 
 pub use origin::Origin;
@@ -170,7 +171,10 @@ impl Relays {
             .apps
             .iter()
             .filter_map(|a| {
-                let source = Origin::parse_exact(a.pull.as_ref()?).ok()?;
+                let mut source = Origin::parse_exact(a.pull.as_ref()?).ok()?;
+                if let origin::Scheme::Rtsp { udp } = &mut source.scheme {
+                    *udp = a.pull_transport.as_deref() == Some("udp");
+                }
                 Some((crate::config::app_pattern(&a.name).ok()?, source))
             })
             .collect();

@@ -13,6 +13,11 @@ pub enum Scheme {
     },
     /// MPEG-TS over SRT (`srt://`), as a caller.
     Srt,
+    /// RTSP play (a camera's `rtsp://`, credentials allowed): RTP interleaved on the
+    /// connection, or over UDP.
+    Rtsp {
+        udp: bool,
+    },
 }
 
 /// An origin: `rtmp://HOST[:PORT][/PREFIX]`, `rtmps://...`, `http(s)://...`.
@@ -29,6 +34,8 @@ pub struct Origin {
     pub exact: bool,
     /// `srt://` options (`streamid`, `passphrase`, `pbkeylen`, `latency` in ms).
     pub query: Vec<(String, String)>,
+    /// RTSP: the URL as given (credentials and query included), for the client.
+    pub raw: String,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -64,7 +71,18 @@ impl Origin {
             "http" => (Scheme::Flv { tls: false }, 80),
             "https" => (Scheme::Flv { tls: true }, 443),
             "srt" => (Scheme::Srt, 8890),
-            _ => return Err(bad("the scheme is not rtmp, rtmps, http, https or srt")),
+            "rtsp" if exact => (Scheme::Rtsp { udp: false }, 554),
+            _ => {
+                return Err(bad(
+                    "the scheme is not rtmp, rtmps, http, https or srt (or a source's rtsp)",
+                ))
+            }
+        };
+        // A camera's credentials stay in its URL (the RTSP client answers Basic and
+        // Digest with them); the authority is what follows them.
+        let rest = match scheme {
+            Scheme::Rtsp { .. } => rest.rsplit_once('@').map_or(rest, |(_, r)| r),
+            _ => rest,
         };
         let (rest, query) = match rest.split_once('?') {
             Some((r, q)) if scheme == Scheme::Srt => (r, q),
@@ -129,6 +147,7 @@ impl Origin {
             },
             exact,
             query: options,
+            raw: url.to_string(),
         };
         if let Some(p) = origin.option("passphrase") {
             if !(10..=79).contains(&p.len()) {
@@ -163,6 +182,7 @@ impl Origin {
         let fill = |s: &str| s.replace("{key}", key).replace("{name}", name);
         Origin {
             prefix: fill(&self.prefix),
+            raw: fill(&self.raw),
             query: self
                 .query
                 .iter()
@@ -217,6 +237,8 @@ impl Origin {
                     self.srt_stream_id(key)
                 )
             }
+            // Without the credentials.
+            (Scheme::Rtsp { .. }, _) => ("rtsp", ""),
         };
         format!(
             "{scheme}://{}/{}{suffix}",
@@ -243,6 +265,7 @@ impl fmt::Display for Origin {
             Scheme::Flv { tls: false } => "http",
             Scheme::Flv { tls: true } => "https",
             Scheme::Srt => "srt",
+            Scheme::Rtsp { .. } => "rtsp",
         };
         write!(f, "{scheme}://{}", self.authority())?;
         if !self.prefix.is_empty() {
@@ -306,7 +329,10 @@ mod tests {
             "/feeds/door.flv"
         );
         let s = Origin::parse_exact("rtmp://nvr/live/{name}?token=1").unwrap();
-        assert_eq!(s.for_stream("cams/door").path_of("cams/door"), "live/door?token=1");
+        assert_eq!(
+            s.for_stream("cams/door").path_of("cams/door"),
+            "live/door?token=1"
+        );
         for bad in [
             "srt://o:1?passphrase=short",
             "srt://o:1?mode=listener",
@@ -322,5 +348,14 @@ mod tests {
             assert!(Origin::parse(bad).is_err(), "{bad}");
         }
         assert!(Origin::parse_exact("rtmp://o").is_err());
+        let cam = Origin::parse_exact("rtsp://admin:se@cret@10.0.0.9/Streaming/101?x=1").unwrap();
+        assert_eq!(cam.scheme, Scheme::Rtsp { udp: false });
+        assert_eq!((cam.host.as_str(), cam.port), ("10.0.0.9", 554));
+        assert_eq!(
+            cam.url_of("cams/a"),
+            "rtsp://10.0.0.9:554/Streaming/101?x=1"
+        );
+        assert_eq!(cam.raw, "rtsp://admin:se@cret@10.0.0.9/Streaming/101?x=1");
+        assert!(Origin::parse("rtsp://cam/x").is_err());
     }
 }

@@ -48,7 +48,9 @@ impl PushTarget {
         let tls = match origin.scheme {
             super::origin::Scheme::Rtmp => false,
             super::origin::Scheme::Rtmps => true,
-            super::origin::Scheme::Flv { .. } | super::origin::Scheme::Srt => {
+            super::origin::Scheme::Flv { .. }
+            | super::origin::Scheme::Srt
+            | super::origin::Scheme::Rtsp { .. } => {
                 return Err(bad("pushes go over rtmp:// or rtmps://"))
             }
         };
