@@ -24,7 +24,7 @@
 //! stream's timeline (90 kHz) and the segmenters cut on a grid of that timeline
 //! (`sluice_hls`), so every server segmenting the same publish, whenever it started,
 //! names the same media alike. `TAG` tells the stream's instances apart: the Unix time
-//! in seconds (hex) of the timeline's time 0, as the stream's first frame measured it
+//! in seconds (hex) of the timeline's time 0, as the stream's first frames measured it
 //! ([`HlsStream::epoch_s`]). A new instance of a stream (a publisher back after the
 //! grace window, whose timestamps start again) has a time 0 at least the grace window
 //! later, so a URI is never reused for other media, and segments, parts and init
@@ -274,6 +274,12 @@ impl Segmenters {
     }
 }
 
+/// How long a stream's frames measure its time 0 (the tag of its URIs), from the first:
+/// long enough for the burst that starts a pull to be followed by frames on time, and
+/// short, so that servers that start segmenting it at different moments after this
+/// use the same measure.
+pub const EPOCH_WINDOW_MS: i64 = 2000;
+
 /// How long after the last HLS request complete segments still move to memfds.
 pub const FILES_IDLE: Duration = Duration::from_secs(30);
 
@@ -293,11 +299,13 @@ pub struct HlsStream {
     /// When an HLS request last came, in whole seconds after `born` plus one (0:
     /// never). Written by the workers at most once a second, read by the publisher.
     requested: AtomicU64,
-    /// The Unix time (ms) of the stream's time 0: the earliest that any of its frames
-    /// says (its arrival less its decode time; a frame that came late, as those of a
-    /// burst at the start of a pull do, says later). `i64::MAX` before the first
-    /// frame. Written by the publisher only.
+    /// The Unix time (ms) of the stream's time 0: the earliest that its frames of the
+    /// first [`EPOCH_WINDOW_MS`] say (a frame's arrival less its decode time; one that
+    /// came late, as those of the burst that starts a pull do, says later), then fixed.
+    /// `i64::MAX` before the first frame. Written by the publisher only.
     epoch_ms: AtomicI64,
+    /// When the first frame arrived (Unix ms; `i64::MIN` before it).
+    first_frame_ms: AtomicI64,
     view: ArcSwap<HlsView>,
     changed: watch::Sender<u64>,
 }
@@ -365,6 +373,7 @@ impl HlsStream {
             born: Instant::now(),
             requested: AtomicU64::new(0),
             epoch_ms: AtomicI64::new(i64::MAX),
+            first_frame_ms: AtomicI64::new(i64::MIN),
             view: ArcSwap::from_pointee(HlsView::empty()),
             changed: watch::channel(0).0,
         };
@@ -375,8 +384,9 @@ impl HlsStream {
     }
 
     /// The Unix time in seconds (rounded) of the stream's time 0: the tag of its
-    /// segment URIs, taken when segmenting starts. Measured by the frames so far (by the
-    /// wall clock, less their decode time: the earliest); before any frame, now.
+    /// segment URIs, taken when segmenting starts. Measured by the frames of the first
+    /// [`EPOCH_WINDOW_MS`] (by the wall clock, less their decode time: the earliest);
+    /// before any frame, now.
     pub fn epoch_s(&self) -> i64 {
         let ms = match self.epoch_ms.load(Ordering::Relaxed) {
             i64::MAX => wall_clock_ms(),
@@ -513,9 +523,17 @@ impl HlsStream {
     /// One frame from the publisher, while segmenting; segmenting stops here once
     /// nobody asked for `idle`.
     pub fn push(&self, key: &str, frame: &Frame) {
-        let said = wall_clock_ms().saturating_sub(Frame::ms_from_ticks(frame.dts));
+        let now = wall_clock_ms();
+        let first = match self.first_frame_ms.load(Ordering::Relaxed) {
+            i64::MIN => {
+                self.first_frame_ms.store(now, Ordering::Relaxed);
+                now
+            }
+            at => at,
+        };
         let epoch = self.epoch_ms.load(Ordering::Relaxed);
-        if said < epoch {
+        let said = now.saturating_sub(Frame::ms_from_ticks(frame.dts));
+        if said < epoch && now.saturating_sub(first) <= EPOCH_WINDOW_MS {
             self.epoch_ms.store(said, Ordering::Relaxed);
             if epoch == i64::MAX {
                 // Segmenters started before the first frame (`always`) take its
@@ -538,7 +556,7 @@ impl HlsStream {
             return self.stop(key);
         }
         let changed = self.with(|s| {
-            if s.push(key, frame, wall_clock_ms()) {
+            if s.push(key, frame, now) {
                 s.sync_files(key, self.files_wanted());
                 Some(self.snapshot(key, s))
             } else {
