@@ -2,6 +2,8 @@
 //! WebSocket-FLV from Sluice while ffmpeg publishes over RTMP.
 
 mod common;
+#[path = "common/nginx.rs"]
+mod nginx;
 
 use common::{have, have_ffmpeg, publish_test_pattern, Kill, TestServer};
 use std::io::{BufRead, BufReader, Write};
@@ -268,6 +270,48 @@ fn hls_js_plays_ts_and_low_latency_hls() {
             "{url}: {behind} ms behind ({report})"
         );
     }
+}
+
+#[test]
+#[cfg_attr(
+    not(all(have_ffmpeg, have_chromium, have_nginx)),
+    ignore = "needs ffmpeg, chromium and nginx"
+)]
+fn hls_js_plays_low_latency_hls_through_nginx() {
+    if !have_ffmpeg() || !have("chromium") {
+        return;
+    }
+    let server = TestServer::start(&[]);
+    // The cache of docs/cdn.md: blocking reloads and parts come through it.
+    let Some(cache) = nginx::NginxCache::start("browser-cdn", server.http) else {
+        return;
+    };
+    let _publisher = publish(&server, "cdn");
+    std::thread::sleep(Duration::from_millis(4000));
+    let url = format!("http://{}/live/cdn/index.m3u8", cache.addr);
+    let report = play_in_chromium("hls.light.min.js", HLS_SETUP, &url, 8000);
+    let errors = field(&report, "err");
+    assert!(errors.is_empty(), "{url}: player errors {errors}");
+    let t: f64 = field(&report, "t").parse().unwrap_or(0.0);
+    assert!(t > 3.0, "{url}: video played only to {t} s ({report})");
+    let behind: f64 = field(&report, "behind").parse().unwrap_or(f64::NAN);
+    eprintln!("through nginx, hls.js plays {behind:.0} ms behind the server's wall clock");
+    let log = cache.log();
+    let blocking = log.iter().filter(|l| l.uri.contains("_HLS_msn=")).count();
+    let parts = log
+        .iter()
+        .filter(|l| l.uri.ends_with(".m4s") && l.uri.matches('.').count() == 2)
+        .count();
+    assert!(
+        blocking >= 5 && parts >= 5,
+        "{blocking} blocking reloads and {parts} parts through the cache"
+    );
+    // A hinted part may never come (its segment ended first): a 404 the player expects.
+    let failed: Vec<_> = log
+        .iter()
+        .filter(|l| l.status != 200 && !(l.status == 404 && l.uri.ends_with(".m4s")))
+        .collect();
+    assert!(failed.is_empty(), "{failed:?}");
 }
 
 #[test]

@@ -7,6 +7,7 @@
 //!
 //! Included by the tests that need it (`#[path = "common/nginx.rs"] mod nginx;`), next
 //! to `mod common;`.
+#![allow(dead_code)]
 
 use crate::common::{scratch, tools_present, Kill};
 use std::net::{SocketAddr, TcpStream};
