@@ -486,6 +486,12 @@ settings! {
         /// https:// origins and push targets (a private CA). Empty: the web PKI's only.
         #[flag("edge-tls-ca", "FILE")]
         tls_ca: String = "";
+        /// Where an edge asks which origin holds a stream before trying its origins in turn:
+        /// an http(s) URL, {key} replaced by the stream's app/stream. A 200 answer's body is
+        /// the origin's URL (as in origins), tried first; a 404 means no origin has the stream.
+        /// Empty: no lookup.
+        #[flag("edge-lookup-url", "URL")]
+        lookup_url: String = "";
     }
 
     /// Live HLS: streams segmented in memory while asked for, MPEG-TS at /app/stream.m3u8, fMP4 with
@@ -1100,6 +1106,15 @@ impl Config {
                 return Err(ConfigError::Invalid {
                     key: "apps.push",
                     why,
+                });
+            }
+        }
+        if !self.edge.lookup_url.is_empty() {
+            let url = self.edge.lookup_url.replace("{key}", "app/stream");
+            if let Err(e) = crate::io::http_client::Target::parse(&url) {
+                return Err(ConfigError::Invalid {
+                    key: "edge.lookup_url",
+                    why: e.to_string(),
                 });
             }
         }

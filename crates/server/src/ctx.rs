@@ -169,13 +169,22 @@ impl Ctx {
     /// an edge, a stream not published here is pulled from an origin, and waited for
     /// as long as an origin may take to start sending it.
     pub async fn find_live(&self, key: &str) -> Option<Arc<Stream>> {
-        let mut wait = Duration::from_millis(self.config.players.wait_ms);
-        if let Some(relays) = &self.relays {
-            if relays.ensure(key) {
-                wait = wait.max(relays.config.connect_timeout);
+        let wait = Duration::from_millis(self.config.players.wait_ms);
+        let Some(relays) = self.relays.as_ref().filter(|r| r.ensure(key)) else {
+            return self.hub.find_or_wait(key, wait).await;
+        };
+        // A pull that ends without the stream (no origin has it) ends the wait too.
+        let deadline = tokio::time::Instant::now() + wait.max(relays.config.connect_timeout);
+        loop {
+            let left = deadline.saturating_duration_since(tokio::time::Instant::now());
+            let step = left.min(Duration::from_millis(100));
+            if let Some(s) = self.hub.find_or_wait(key, step).await {
+                return Some(s);
+            }
+            if left.is_zero() || relays.pull_of(key).is_none() {
+                return self.hub.find(key);
             }
         }
-        self.hub.find_or_wait(key, wait).await
     }
 
     /// Whether `key` (`vod/<path>` for a file) can be played now.

@@ -560,3 +560,71 @@ fn a_camera_is_pulled_over_rtsp_with_digest_over_tcp_and_udp() {
     let (status, _, _) = http_request(edge.http, "GET", "/cams/wrong.flv", "");
     assert_eq!(status, 404);
 }
+
+/// An HTTP lookup service on 127.0.0.1 answering `GET ...{key}` with `origin` for
+/// `live/cam` and 404 for any other stream, counting the requests.
+fn lookup_service(origin: String) -> (SocketAddr, std::sync::Arc<std::sync::atomic::AtomicUsize>) {
+    use std::sync::atomic::{AtomicUsize, Ordering};
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").expect("bind");
+    let addr = listener.local_addr().expect("addr");
+    let count = std::sync::Arc::new(AtomicUsize::new(0));
+    let counted = count.clone();
+    std::thread::spawn(move || {
+        for sock in listener.incoming() {
+            let Ok(mut sock) = sock else { continue };
+            let mut head = [0u8; 2048];
+            let n = sock.read(&mut head).unwrap_or(0);
+            counted.fetch_add(1, Ordering::Relaxed);
+            let request = String::from_utf8_lossy(&head[..n]).into_owned();
+            let answer = if request.contains("stream=live/cam ") {
+                format!(
+                    "HTTP/1.1 200 OK\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{origin}",
+                    origin.len()
+                )
+            } else {
+                "HTTP/1.1 404 Not Found\r\nContent-Length: 0\r\nConnection: close\r\n\r\n".into()
+            };
+            let _ = sock.write_all(answer.as_bytes());
+        }
+    });
+    (addr, count)
+}
+
+#[test]
+fn a_lookup_url_names_the_origin_and_says_when_none_has_the_stream() {
+    if !have_ffmpeg() {
+        return;
+    }
+    let origin = TestServer::start(&[]);
+    let _publisher = publish_test_pattern(
+        &format!("rtmp://{}/live/cam", origin.rtmp),
+        "flv",
+        "libx264",
+        30,
+    );
+    wait_live(origin.http, "live/cam");
+    let (lookup, asked) = lookup_service(format!("rtmp://{}", origin.rtmp));
+    // The configured origin has nothing; only the lookup knows where the stream is.
+    let dead = free_port();
+    let edge = edge_of(
+        &[format!("rtmp://127.0.0.1:{dead}")],
+        &[
+            "--edge-lookup-url",
+            &format!("http://{lookup}/where?stream={{key}}"),
+        ],
+    );
+    let (streams, _) = probe_video(&format!("http://{}/live/cam.flv", edge.http), "%+#60");
+    assert!(streams.contains("h264"), "{streams}");
+    let (_, s) = json(edge.http, "/api/v1/streams/live/cam");
+    assert_eq!(s["pull"]["failovers"], 0, "{s}");
+    // A stream no origin has is refused at once, without trying the origins.
+    let started = Instant::now();
+    let (status, _, _) = http_request(edge.http, "GET", "/live/none.flv", "");
+    assert_eq!(status, 404);
+    assert!(
+        started.elapsed() < Duration::from_secs(3),
+        "{:?}",
+        started.elapsed()
+    );
+    assert_eq!(asked.load(std::sync::atomic::Ordering::Relaxed), 2);
+}

@@ -42,6 +42,8 @@ use std::time::{Duration, SystemTime};
 /// The edge's settings, as the pulls use them.
 #[derive(Debug, Clone)]
 pub struct EdgeConfig {
+    /// `edge.lookup_url`, `{key}` not yet replaced; empty for none.
+    pub lookup_url: String,
     pub idle: Duration,
     pub retry_min: Duration,
     pub retry_max: Duration,
@@ -77,6 +79,11 @@ pub fn client_tls(ca: &str) -> Result<Arc<rustls::ClientConfig>, String> {
     .with_root_certificates(roots)
     .with_no_client_auth();
     Ok(Arc::new(config))
+}
+
+/// Whether no lookup URL is configured.
+fn no_lookup(config: &Config) -> bool {
+    config.edge.lookup_url.is_empty()
 }
 
 /// What the metrics count of all pulls.
@@ -198,6 +205,7 @@ impl Relays {
             })
             .collect();
         if origins.is_empty()
+            && no_lookup(config)
             && sources.is_empty()
             && apps.iter().all(|(_, o)| o.is_empty())
             && push_rules.iter().all(|(_, t)| t.is_empty())
@@ -208,6 +216,7 @@ impl Relays {
         Some(Arc::new(Relays {
             hub,
             config: EdgeConfig {
+                lookup_url: e.lookup_url.clone(),
                 idle: Duration::from_millis(e.idle_ms),
                 retry_min: Duration::from_millis(e.retry_min_ms),
                 retry_max: Duration::from_millis(e.retry_max_ms),
@@ -256,7 +265,7 @@ impl Relays {
 
     fn start(self: &Arc<Self>, key: &str, always: bool) -> bool {
         let origins = self.origins_for(key);
-        if origins.is_empty() || key.starts_with("vod/") {
+        if (origins.is_empty() && self.config.lookup_url.is_empty()) || key.starts_with("vod/") {
             return false;
         }
         let mut pulls = self.pulls.lock().unwrap_or_else(|e| e.into_inner());
@@ -272,7 +281,7 @@ impl Relays {
         }
         let info = Arc::new(PullInfo {
             key: key.to_string(),
-            origin: Mutex::new(origins[0].url_of(key)),
+            origin: Mutex::new(origins.first().map_or_else(String::new, |o| o.url_of(key))),
             since: SystemTime::now(),
             bytes: AtomicU64::new(0),
             reconnects: AtomicU64::new(0),

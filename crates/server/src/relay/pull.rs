@@ -32,10 +32,69 @@ fn viewers(hub: &Hub, key: &str) -> usize {
     })
 }
 
-pub(super) async fn run(relays: Arc<Relays>, info: Arc<PullInfo>, origins: Vec<Origin>) {
+/// What the lookup URL says of stream `key`.
+enum Lookup {
+    /// This origin has it.
+    At(Origin),
+    /// No origin has it.
+    Nowhere,
+    /// No lookup configured, or no usable answer: try the origins in turn.
+    Unknown,
+}
+
+async fn lookup(url: &str, key: &str, timeout: Duration) -> Lookup {
+    if url.is_empty() {
+        return Lookup::Unknown;
+    }
+    let Ok(target) = crate::io::http_client::Target::parse(&url.replace("{key}", key)) else {
+        return Lookup::Unknown;
+    };
+    match crate::io::http_client::get(&target, timeout).await {
+        Ok(f) if f.status == 200 => {
+            let text = String::from_utf8_lossy(&f.body);
+            match Origin::parse(text.trim()) {
+                Ok(o) => Lookup::At(o),
+                Err(e) => {
+                    tracing::warn!(stream = %key, "edge: lookup answered {e}");
+                    Lookup::Unknown
+                }
+            }
+        }
+        Ok(f) if f.status == 404 => Lookup::Nowhere,
+        Ok(f) => {
+            tracing::warn!(stream = %key, status = f.status, "edge: lookup failed");
+            Lookup::Unknown
+        }
+        Err(e) => {
+            tracing::warn!(stream = %key, "edge: lookup failed: {e}");
+            Lookup::Unknown
+        }
+    }
+}
+
+pub(super) async fn run(relays: Arc<Relays>, info: Arc<PullInfo>, mut origins: Vec<Origin>) {
     let key = info.key.clone();
     let config = relays.config.clone();
     let hub = relays.hub.clone();
+    // Only servers are looked up: a source named per stream is the stream's URL.
+    if !origins.iter().any(|o| o.exact) {
+        match lookup(&config.lookup_url, &key, config.connect_timeout).await {
+            Lookup::At(o) => {
+                origins.retain(|x| *x != o);
+                origins.insert(0, o);
+            }
+            Lookup::Nowhere => {
+                tracing::info!(stream = %key, "edge: no origin has it (lookup)");
+                relays.finished(&key);
+                return;
+            }
+            Lookup::Unknown => {}
+        }
+    }
+    if origins.is_empty() {
+        relays.finished(&key);
+        return;
+    }
     let id = hub.next_id();
     let (mut at, mut failures, mut attempts) = (0usize, 0u32, 0u64);
     let mut wait = config.retry_min;
