@@ -197,7 +197,8 @@ impl Ctx {
             // An edge pulls what it does not have, and says yes once the pull delivers.
             None => {
                 self.hub.find(key).is_some()
-                    || (self.relays.is_some() && self.find_live(key).await.is_some())
+                    || (self.relays.as_ref().is_some_and(|r| r.pulls_here(key))
+                        && self.find_live(key).await.is_some())
             }
         }
     }

@@ -628,3 +628,103 @@ fn a_lookup_url_names_the_origin_and_says_when_none_has_the_stream() {
     );
     assert_eq!(asked.load(std::sync::atomic::Ordering::Relaxed), 2);
 }
+
+/// `method path` with a JSON `body` on a new connection: status and JSON answer.
+fn api(addr: SocketAddr, method: &str, path: &str, body: &str) -> (u16, Value) {
+    let extra = format!(
+        "Content-Type: application/json\r\nContent-Length: {}\r\n",
+        body.len()
+    );
+    let mut s = TcpStream::connect(addr).expect("connect");
+    write!(
+        s,
+        "{method} {path} HTTP/1.1\r\nHost: x\r\n{extra}Connection: close\r\n\r\n{body}"
+    )
+    .expect("send");
+    let mut raw = Vec::new();
+    s.read_to_end(&mut raw).expect("read");
+    let text = String::from_utf8_lossy(&raw).into_owned();
+    let status = text
+        .split_whitespace()
+        .nth(1)
+        .and_then(|c| c.parse().ok())
+        .unwrap_or(0);
+    let body = text.split_once("\r\n\r\n").map_or("", |(_, b)| b);
+    (status, serde_json::from_str(body).unwrap_or(Value::Null))
+}
+
+#[test]
+fn pulls_and_pushes_are_added_and_removed_through_the_api() {
+    if !have_ffmpeg() {
+        return;
+    }
+    let origin = TestServer::start(&[]);
+    let _publisher = publish_test_pattern(
+        &format!("rtmp://{}/live/cam", origin.rtmp),
+        "flv",
+        "libx264",
+        40,
+    );
+    wait_live(origin.http, "live/cam");
+    let server = TestServer::start(&[]);
+
+    // An always-on pull, added while the server runs.
+    let body = format!(
+        r#"{{"stream": "feeds/cam", "url": "http://{}/live/cam.flv", "always": true}}"#,
+        origin.http
+    );
+    assert_eq!(
+        api(server.http, "POST", "/api/v1/relays/pulls", &body).0,
+        201
+    );
+    wait_live(server.http, "feeds/cam");
+    let (_, relays) = json(server.http, "/api/v1/relays");
+    assert_eq!(relays["pull_rules"][0]["stream"], "feeds/cam", "{relays}");
+    assert_eq!(relays["pulls"][0]["pull"]["always"], true, "{relays}");
+    assert_eq!(
+        api(server.http, "POST", "/api/v1/relays/pulls", "{}").0,
+        400
+    );
+
+    // A push of what the server pulls, to the origin under another name.
+    let body = format!(
+        r#"{{"streams": "feeds/*", "url": "rtmp://{}/live/{{name}}-back"}}"#,
+        origin.rtmp
+    );
+    let (status, added) = api(server.http, "POST", "/api/v1/relays/pushes", &body);
+    assert_eq!(status, 201, "{added}");
+    wait_live(origin.http, "live/cam-back");
+    let id = added["id"].as_u64().expect("an id");
+
+    // Removed: the push ends (the origin's copy loses its publisher), the pull stops.
+    assert_eq!(
+        api(
+            server.http,
+            "DELETE",
+            &format!("/api/v1/relays/pushes/{id}"),
+            ""
+        )
+        .0,
+        200
+    );
+    wait_json(
+        origin.http,
+        "/api/v1/streams/live/cam-back",
+        Duration::from_secs(10),
+        |status, v| status == 404 || v["live"] == false,
+    );
+    assert_eq!(
+        api(server.http, "DELETE", "/api/v1/relays/pulls/feeds/cam", "").0,
+        200
+    );
+    wait_json(
+        server.http,
+        "/api/v1/relays",
+        Duration::from_secs(5),
+        |_, v| v["pulls"].as_array().is_some_and(|p| p.is_empty()),
+    );
+    assert_eq!(
+        api(server.http, "DELETE", "/api/v1/relays/pulls/feeds/cam", "").0,
+        404
+    );
+}

@@ -36,6 +36,12 @@ pub(crate) enum ApiPath<'a> {
     Reload,
     OpenApi,
     Metrics,
+    /// Running pulls and pushes, and the rules the API added.
+    Relays,
+    RelayPulls,
+    RelayPull(&'a str),
+    RelayPushes,
+    RelayPush(u64),
     Unknown,
 }
 
@@ -60,8 +66,23 @@ pub(crate) fn route(path: &str) -> Option<ApiPath<'_>> {
         "/config" => ApiPath::Config,
         "/openapi.json" => ApiPath::OpenApi,
         "/reload" => ApiPath::Reload,
+        "/relays" => ApiPath::Relays,
+        "/relays/pulls" => ApiPath::RelayPulls,
+        "/relays/pushes" => ApiPath::RelayPushes,
         _ => {
-            if let Some(key) = rest.strip_prefix("/streams/") {
+            if let Some(key) = rest.strip_prefix("/relays/pulls/") {
+                if super::stream_key(key).is_some() {
+                    return Some(ApiPath::RelayPull(key));
+                }
+            } else if let Some(id) = rest.strip_prefix("/relays/pushes/") {
+                if let Some(id) = id
+                    .parse()
+                    .ok()
+                    .filter(|_| id.bytes().all(|b| b.is_ascii_digit()))
+                {
+                    return Some(ApiPath::RelayPush(id));
+                }
+            } else if let Some(key) = rest.strip_prefix("/streams/") {
                 if super::stream_key(key).is_some() {
                     return Some(ApiPath::Stream(key));
                 }
@@ -259,8 +280,107 @@ pub(crate) async fn reply(
             Ok(done) => json_reply(200, &json!({ "reloaded": done })),
             Err(e) => error(500, &format!("reload failed, nothing changed: {e}")),
         },
+        (ApiPath::Relays, true, _) => json_reply(200, &relays(ctx)),
+        (ApiPath::RelayPulls, false, Method::Post) => add_pull(ctx, &req.body),
+        (ApiPath::RelayPull(key), false, Method::Delete) => {
+            match ctx.relays.as_ref().map(|r| r.remove_pull(key)) {
+                Some(true) => json_reply(200, &json!({ "removed": key })),
+                _ => error(404, "no such pull"),
+            }
+        }
+        (ApiPath::RelayPushes, false, Method::Post) => add_push(ctx, &req.body),
+        (ApiPath::RelayPush(id), false, Method::Delete) => {
+            match ctx.relays.as_ref().map(|r| r.remove_push(id)) {
+                Some(true) => json_reply(200, &json!({ "removed": id })),
+                _ => error(404, "no such push"),
+            }
+        }
         (ApiPath::Unknown, _, _) => error(404, "no such API route"),
         _ => error(405, "method not allowed"),
+    }
+}
+
+/// Running pulls, and the pull and push rules the API added.
+fn relays(ctx: &Worker) -> Value {
+    let Some(r) = &ctx.relays else {
+        return json!({ "pulls": [], "pull_rules": [], "push_rules": [] });
+    };
+    let pulls: Vec<Value> = r
+        .pulls()
+        .iter()
+        .map(|p| json!({ "stream": p.key, "pull": pull(ctx, &p.key) }))
+        .collect();
+    let pull_rules: Vec<Value> = r
+        .pull_rules()
+        .iter()
+        .map(|p| json!({ "stream": p.key, "url": p.source.url_of(&p.key), "always": p.always }))
+        .collect();
+    let push_rules: Vec<Value> = r
+        .push_rules()
+        .iter()
+        .map(|p| json!({ "id": p.id, "streams": p.streams, "url": p.target.display() }))
+        .collect();
+    json!({ "pulls": pulls, "pull_rules": pull_rules, "push_rules": push_rules })
+}
+
+/// `POST /api/v1/relays/pulls` `{"stream": "app/name", "url": "...", "always": false,
+/// "transport": "tcp"}`.
+fn add_pull(ctx: &Worker, body: &[u8]) -> Reply {
+    #[derive(serde::Deserialize)]
+    #[serde(deny_unknown_fields)]
+    struct Add {
+        stream: String,
+        url: String,
+        #[serde(default)]
+        always: bool,
+        #[serde(default)]
+        transport: Option<String>,
+    }
+    let add: Add = match serde_json::from_slice(body) {
+        Ok(a) => a,
+        Err(e) => return error(400, &format!("bad pull: {e}")),
+    };
+    if super::stream_key(&add.stream).is_none() || !add.stream.contains('/') {
+        return error(400, "stream is app/name");
+    }
+    let udp = match add.transport.as_deref() {
+        None | Some("tcp") => false,
+        Some("udp") => true,
+        Some(_) => return error(400, "transport is tcp or udp"),
+    };
+    let Some(relays) = &ctx.relays else {
+        return error(503, "relays are off");
+    };
+    match relays.add_pull(&add.stream, &add.url, add.always, udp) {
+        Ok(()) => {
+            tracing::info!(stream = %add.stream, always = add.always, "pull added by the API");
+            json_reply(201, &json!({ "stream": add.stream }))
+        }
+        Err(e) => error(400, &e),
+    }
+}
+
+/// `POST /api/v1/relays/pushes` `{"streams": "live/*", "url": "rtmp://..."}`.
+fn add_push(ctx: &Worker, body: &[u8]) -> Reply {
+    #[derive(serde::Deserialize)]
+    #[serde(deny_unknown_fields)]
+    struct Add {
+        streams: String,
+        url: String,
+    }
+    let add: Add = match serde_json::from_slice(body) {
+        Ok(a) => a,
+        Err(e) => return error(400, &format!("bad push: {e}")),
+    };
+    let Some(relays) = &ctx.relays else {
+        return error(503, "relays are off");
+    };
+    match relays.add_push(&add.streams, &add.url, &ctx.hub.streams()) {
+        Ok(id) => {
+            tracing::info!(streams = %add.streams, id, "push added by the API");
+            json_reply(201, &json!({ "id": id }))
+        }
+        Err(e) => error(400, &e),
     }
 }
 
@@ -543,6 +663,11 @@ mod tests {
             ApiPath::OpenApi,
             ApiPath::Reload,
             ApiPath::Metrics,
+            ApiPath::Relays,
+            ApiPath::RelayPulls,
+            ApiPath::RelayPull("a/b"),
+            ApiPath::RelayPushes,
+            ApiPath::RelayPush(1),
         ] {
             assert!(
                 seen.contains(&format!("{what:?}").split('(').next().unwrap().to_owned()),

@@ -258,7 +258,9 @@ async fn answer_request(
     }
     // An edge pulls a stream a playlist asks for (segments name streams it has).
     let found = match ctx.hub.find(key) {
-        None if playlist && ctx.relays.is_some() => ctx.find_live(key).await,
+        None if playlist && ctx.relays.as_ref().is_some_and(|r| r.pulls_here(key)) => {
+            ctx.find_live(key).await
+        }
         found => found,
     };
     let Some(stream) = found else {

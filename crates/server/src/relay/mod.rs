@@ -81,11 +81,6 @@ pub fn client_tls(ca: &str) -> Result<Arc<rustls::ClientConfig>, String> {
     Ok(Arc::new(config))
 }
 
-/// Whether no lookup URL is configured.
-fn no_lookup(config: &Config) -> bool {
-    config.edge.lookup_url.is_empty()
-}
-
 /// What the metrics count of all pulls.
 #[derive(Debug, Default)]
 pub struct RelayCounters {
@@ -117,9 +112,15 @@ pub struct PullInfo {
     pub failovers: AtomicU64,
     /// Pulled whether watched or not, and never given up.
     pub always: bool,
+    /// Set when the API removed the pull's rule: the pull ends at its next look.
+    stopped: std::sync::atomic::AtomicBool,
 }
 
 impl PullInfo {
+    pub fn stopped(&self) -> bool {
+        self.stopped.load(Ordering::Relaxed)
+    }
+
     pub fn origin(&self) -> String {
         self.origin
             .lock()
@@ -154,13 +155,39 @@ pub struct Relays {
     forward_publish: bool,
     /// Pushes running: (stream id, target).
     pushes: Mutex<std::collections::HashSet<(u64, String)>>,
+    /// Rules the API added (and may remove).
+    dynamic: Mutex<Dynamic>,
     pub counters: RelayCounters,
 }
 
+/// A pull the API configured: stream `key` from `source`.
+#[derive(Debug, Clone)]
+pub struct PullRule {
+    pub key: String,
+    pub source: Origin,
+    pub always: bool,
+}
+
+/// A push the API configured: streams matching `streams` to `target`.
+#[derive(Debug, Clone)]
+pub struct PushRule {
+    pub id: u64,
+    pub streams: String,
+    pattern: Pattern,
+    pub target: push::PushTarget,
+}
+
+#[derive(Debug, Default)]
+struct Dynamic {
+    pulls: Vec<PullRule>,
+    pushes: Vec<PushRule>,
+    next_push: u64,
+}
+
 impl Relays {
-    /// The pulls of a server configured with origins (for every stream or some apps'),
-    /// else `None`. The URLs were checked with the configuration.
-    pub fn new(config: &Config, hub: Arc<Hub>) -> Option<Arc<Relays>> {
+    /// The server's pulls and pushes: those configured (URLs checked with the
+    /// configuration), and room for the API's.
+    pub fn new(config: &Config, hub: Arc<Hub>) -> Arc<Relays> {
         let parse = |urls: &[String]| -> Vec<Origin> {
             urls.iter().filter_map(|u| Origin::parse(u).ok()).collect()
         };
@@ -204,16 +231,8 @@ impl Relays {
                 Some((pattern, targets))
             })
             .collect();
-        if origins.is_empty()
-            && no_lookup(config)
-            && sources.is_empty()
-            && apps.iter().all(|(_, o)| o.is_empty())
-            && push_rules.iter().all(|(_, t)| t.is_empty())
-        {
-            return None;
-        }
         let e = &config.edge;
-        Some(Arc::new(Relays {
+        Arc::new(Relays {
             hub,
             config: EdgeConfig {
                 lookup_url: e.lookup_url.clone(),
@@ -233,13 +252,150 @@ impl Relays {
             push_rules,
             forward_publish: e.forward_publish,
             pushes: Mutex::new(std::collections::HashSet::new()),
+            dynamic: Mutex::new(Dynamic::default()),
             counters: RelayCounters::default(),
-        }))
+        })
     }
 
-    /// Where stream `key` is pulled from: its `pull` URL, else its app's origins, else
-    /// the global ones.
+    fn dynamic(&self) -> std::sync::MutexGuard<'_, Dynamic> {
+        self.dynamic.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// Whether a play request for `key` may be answered by a pull (so it is worth
+    /// waiting for).
+    pub fn pulls_here(&self, key: &str) -> bool {
+        !self.config.lookup_url.is_empty() || !self.origins_for(key).is_empty()
+    }
+
+    /// The pull rules the API added.
+    pub fn pull_rules(&self) -> Vec<PullRule> {
+        self.dynamic().pulls.clone()
+    }
+
+    /// The push rules the API added.
+    pub fn push_rules(&self) -> Vec<PushRule> {
+        self.dynamic().pushes.clone()
+    }
+
+    /// Adds (or replaces) the API's pull of `key` from `url`; an always-on pull starts
+    /// now.
+    pub fn add_pull(
+        self: &Arc<Self>,
+        key: &str,
+        url: &str,
+        always: bool,
+        udp: bool,
+    ) -> Result<(), String> {
+        let mut source = Origin::parse_exact(url).map_err(|e| e.to_string())?;
+        if let origin::Scheme::Rtsp { udp: u } = &mut source.scheme {
+            *u = udp;
+        }
+        {
+            let mut d = self.dynamic();
+            d.pulls.retain(|r| r.key != key);
+            d.pulls.push(PullRule {
+                key: key.to_string(),
+                source,
+                always,
+            });
+        }
+        if always {
+            self.start(key, true);
+        }
+        Ok(())
+    }
+
+    /// Removes the API's pull of `key` and stops it if it runs; whether there was one.
+    pub fn remove_pull(&self, key: &str) -> bool {
+        let removed = {
+            let mut d = self.dynamic();
+            let before = d.pulls.len();
+            d.pulls.retain(|r| r.key != key);
+            d.pulls.len() < before
+        };
+        if let Some(p) = self.pull_of(key) {
+            p.stopped.store(true, Ordering::Relaxed);
+        }
+        removed
+    }
+
+    /// Adds the API's push of the streams matching `streams` to `url`; streams live now
+    /// start at once. Returns the rule's id.
+    pub fn add_push(
+        self: &Arc<Self>,
+        streams: &str,
+        url: &str,
+        live: &[Arc<crate::core::hub::Stream>],
+    ) -> Result<u64, String> {
+        let pattern = crate::config::app_pattern(streams)?;
+        let target = push::PushTarget::parse(url)?;
+        let id = {
+            let mut d = self.dynamic();
+            d.next_push += 1;
+            let id = d.next_push;
+            d.pushes.push(PushRule {
+                id,
+                streams: streams.to_string(),
+                pattern,
+                target,
+            });
+            id
+        };
+        for s in live {
+            if s.lock().publisher.is_some() {
+                self.on_publish(s);
+            }
+        }
+        Ok(id)
+    }
+
+    /// Removes the API's push rule `id`; its pushes end at their next look.
+    pub fn remove_push(&self, id: u64) -> bool {
+        let mut d = self.dynamic();
+        let before = d.pushes.len();
+        d.pushes.retain(|r| r.id != id);
+        d.pushes.len() < before
+    }
+
+    /// Whether `target` is still wanted for stream `key` (a rule still names it).
+    fn push_wanted(&self, key: &str, target: &push::PushTarget) -> bool {
+        self.push_targets(key).iter().any(|t| t == target)
+    }
+
+    /// Every push target of stream `key`: the configured rules', the API's, and its
+    /// origin's when publishes are forwarded.
+    fn push_targets(&self, key: &str) -> Vec<push::PushTarget> {
+        let mut targets: Vec<push::PushTarget> = self
+            .push_rules
+            .iter()
+            .filter(|(p, _)| p.matches(key))
+            .flat_map(|(_, t)| t.iter().map(|t| t.for_stream(key)))
+            .collect();
+        targets.extend(
+            self.dynamic()
+                .pushes
+                .iter()
+                .filter(|r| r.pattern.matches(key))
+                .map(|r| r.target.for_stream(key)),
+        );
+        if self.forward_publish {
+            let origins = self.origins_for(key);
+            let origin = origins
+                .iter()
+                .find(|o| matches!(o.scheme, origin::Scheme::Rtmp | origin::Scheme::Rtmps));
+            if let Some(t) = origin.and_then(|o| push::PushTarget::parse(&o.url_of(key)).ok()) {
+                targets.push(t);
+            }
+        }
+        targets
+    }
+
+    /// Where stream `key` is pulled from: the API's pull of it, its `pull` URL, else its
+    /// app's origins, else the global ones.
     pub fn origins_for(&self, key: &str) -> Vec<Origin> {
+        if let Some(rule) = self.dynamic().pulls.iter().find(|r| r.key == key) {
+            return vec![rule.source.for_stream(key)];
+        }
         if let Some((_, source)) = self.sources.iter().find(|(p, _)| p.matches(key)) {
             return vec![source.for_stream(key)];
         }
@@ -287,6 +443,7 @@ impl Relays {
             reconnects: AtomicU64::new(0),
             failovers: AtomicU64::new(0),
             always,
+            stopped: std::sync::atomic::AtomicBool::new(false),
         });
         pulls.insert(key.to_string(), info.clone());
         drop(pulls);
@@ -320,22 +477,7 @@ impl Relays {
     /// A publisher started publishing `stream` here: its pushes start, unless they
     /// run already (a publisher back within the grace window).
     pub fn on_publish(self: &Arc<Self>, stream: &Arc<crate::core::hub::Stream>) {
-        let key = stream.key.as_str();
-        let mut targets: Vec<push::PushTarget> = self
-            .push_rules
-            .iter()
-            .filter(|(p, _)| p.matches(key))
-            .flat_map(|(_, t)| t.iter().map(|t| t.for_stream(key)))
-            .collect();
-        if self.forward_publish {
-            let origins = self.origins_for(key);
-            let origin = origins
-                .iter()
-                .find(|o| matches!(o.scheme, origin::Scheme::Rtmp | origin::Scheme::Rtmps));
-            if let Some(t) = origin.and_then(|o| push::PushTarget::parse(&o.url_of(key)).ok()) {
-                targets.push(t);
-            }
-        }
+        let targets = self.push_targets(&stream.key);
         for target in targets {
             let running = (stream.id, target.display());
             if !self

@@ -134,7 +134,7 @@ pub(super) async fn run(relays: Arc<Relays>, info: Arc<PullInfo>, mut origins: V
                 let unwatched = now.duration_since(watched);
                 let give_up = unwatched >= config.idle
                     || (failures >= config.max_failures && unwatched > Duration::ZERO);
-                if give_up && !info.always {
+                if (give_up && !info.always) || info.stopped() {
                     tracing::info!(stream = %key, failures, "edge: pull given up");
                     break;
                 }
@@ -244,6 +244,9 @@ async fn once(
                     delivered,
                 };
             }
+        }
+        if info.stopped() {
+            return Once::Superseded;
         }
         let now = Instant::now();
         if viewers(hub, key) > 0 || info.always {

@@ -114,7 +114,7 @@ pub(super) async fn run(relays: Arc<super::Relays>, stream: Arc<Stream>, target:
     let _subscribed = Subscribed(&stream, notify.clone());
     let mut attempts = 0u64;
     loop {
-        if stream.lock().closed {
+        if stream.lock().closed || !relays.push_wanted(&stream.key, &target) {
             break;
         }
         if attempts > 0 {
@@ -208,6 +208,9 @@ async fn once(
     };
     loop {
         let notified = notify.notified();
+        if !relays.push_wanted(&stream.key, target) {
+            return Ok(());
+        }
         {
             let state = stream.lock();
             if state.closed {
