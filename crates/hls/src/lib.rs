@@ -7,7 +7,8 @@
 //!
 //! Files: `config` (settings and limits), `timeline` (segments, parts, window),
 //! `render` (playlist text), `datetime` (ISO 8601 dates), `query` (`_HLS_*`
-//! directives), `readiness` (blocking reload, preload hints), `error`.
+//! directives), `readiness` (blocking reload, preload hints), `error`; `parse` reads
+//! other servers' playlists (an edge pulling HLS).
 //!
 //! ```
 //! use sluice_hls::{HlsConfig, SegmentNames, Timeline, Variant};
@@ -47,6 +48,7 @@
 mod config;
 mod datetime;
 mod error;
+pub mod parse;
 mod query;
 mod readiness;
 mod render;

@@ -70,17 +70,17 @@ pub fn read_response_head(buf: &mut BytesMut) -> Result<Option<ResponseHead>, Re
             .map_err(|_| ResponseError::Malformed("a header is not UTF-8"))?
             .trim();
         if h.name.eq_ignore_ascii_case("content-length") {
-            let n: u64 = value
-                .parse()
-                .map_err(|_| ResponseError::Malformed("bad Content-Length"))?;
+            let n: u64 = Some(value)
+                .filter(|v| v.bytes().all(|b| b.is_ascii_digit()))
+                .and_then(|v| v.parse().ok())
+                .ok_or(ResponseError::Malformed("bad Content-Length"))?;
             if length.is_some_and(|l| l != n) {
                 return Err(ResponseError::Malformed("two Content-Lengths"));
             }
             length = Some(n);
         } else if h.name.eq_ignore_ascii_case("transfer-encoding") {
-            // Only chunked is a coding a server sends us; it must come last (RFC 9112 §6.3).
-            let last = value.rsplit(',').next().unwrap_or_default().trim();
-            if !last.eq_ignore_ascii_case("chunked") {
+            // Only chunked is read: a body also compressed would be read as garbage.
+            if !value.eq_ignore_ascii_case("chunked") {
                 return Err(ResponseError::Malformed(
                     "a transfer coding other than chunked",
                 ));
@@ -158,8 +158,10 @@ impl ChunkedDecoder {
                     let digits = std::str::from_utf8(digits)
                         .map_err(|_| ResponseError::Malformed("bad chunk size"))?
                         .trim();
-                    let size = u64::from_str_radix(digits, 16)
-                        .map_err(|_| ResponseError::Malformed("bad chunk size"))?;
+                    let size = Some(digits)
+                        .filter(|d| d.bytes().all(|b| b.is_ascii_hexdigit()))
+                        .and_then(|d| u64::from_str_radix(d, 16).ok())
+                        .ok_or(ResponseError::Malformed("bad chunk size"))?;
                     self.state = if size == 0 {
                         Chunk::Trailer
                     } else {
@@ -249,6 +251,8 @@ mod tests {
             b"HTTP/1.1 200 OK\r\nContent-Length: x\r\n\r\n",
             b"HTTP/1.1 200 OK\r\nContent-Length: 1\r\nContent-Length: 2\r\n\r\n",
             b"HTTP/1.1 200 OK\r\nTransfer-Encoding: gzip\r\n\r\n",
+            b"HTTP/1.1 200 OK\r\nTransfer-Encoding: gzip, chunked\r\n\r\n",
+            b"HTTP/1.1 200 OK\r\nContent-Length: +5\r\n\r\n",
         ] {
             assert!(read_response_head(&mut BytesMut::from(bad)).is_err());
         }
@@ -275,7 +279,12 @@ mod tests {
 
     #[test]
     fn bad_chunks_are_errors() {
-        for bad in [&b"zz\r\n"[..], b"2\r\nabc\r\n", b"ffffffffffffffffff\r\n"] {
+        for bad in [
+            &b"zz\r\n"[..],
+            b"2\r\nabc\r\n",
+            b"ffffffffffffffffff\r\n",
+            b"+5\r\n",
+        ] {
             let mut d = ChunkedDecoder::new();
             let mut out = BytesMut::new();
             assert!(

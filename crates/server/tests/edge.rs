@@ -728,3 +728,44 @@ fn pulls_and_pushes_are_added_and_removed_through_the_api() {
         404
     );
 }
+
+#[test]
+fn an_hls_playlist_is_pulled_and_played_over_every_protocol() {
+    if !have_ffmpeg() {
+        return;
+    }
+    let origin = TestServer::start(&[]);
+    let _publisher = publish_test_pattern(
+        &format!("rtmp://{}/live/cam", origin.rtmp),
+        "flv",
+        "libx264",
+        40,
+    );
+    wait_live(origin.http, "live/cam");
+    let dir = scratch("edge-hls");
+    let config = dir.join("hls.toml");
+    std::fs::write(
+        &config,
+        format!(
+            "[[apps]]\nname = \"tv\"\npull = \"http://{}/live/{{name}}.m3u8\"\n",
+            origin.http
+        ),
+    )
+    .expect("config");
+    let edge = TestServer::start(&[
+        "--config",
+        config.to_str().expect("utf-8"),
+        "--edge-connect-timeout-ms",
+        "8000",
+    ]);
+    let (streams, times) = probe_video(&format!("rtmp://{}/tv/cam", edge.rtmp), "%+#150");
+    assert!(
+        streams.contains("h264") && streams.contains("aac"),
+        "{streams}"
+    );
+    assert!(times.len() >= 50, "{} video packets", times.len());
+    assert!(times.windows(2).all(|w| w[1] >= w[0]), "{times:?}");
+    let (_, s) = json(edge.http, "/api/v1/streams/tv/cam");
+    let want = format!("http://{}/live/cam.m3u8", origin.http);
+    assert_eq!(s["pull"]["origin"], want.as_str(), "{s}");
+}

@@ -122,6 +122,8 @@ pub struct Caller {
     passphrase: Option<Vec<u8>>,
     flow_window: u32,
     outgoing: Option<Vec<u8>>,
+    /// The last handshake datagram sent: what goes again when its answer is overdue.
+    last: Vec<u8>,
     next_resend: Instant,
     deadline: Instant,
     outcome: Option<Result<Conclusion, CallError>>,
@@ -153,8 +155,8 @@ impl Caller {
                 salt: seed.salt,
                 sek: seed.key[..config.key_len].to_vec(),
             }),
-            // Our clock resends and gives up (`handle_timeout`); the machine's tick
-            // count must not end the call first.
+            // Our clock resends and gives up (`handle_timeout`); the machine is never
+            // ticked.
             max_retries: u32::MAX,
             ..HandshakeConfig::default()
         };
@@ -168,6 +170,7 @@ impl Caller {
             },
             passphrase: config.passphrase,
             flow_window: config.flow_window,
+            last: induction.clone(),
             outgoing: Some(induction),
             next_resend: now + RESEND,
             deadline: now + config.timeout,
@@ -201,6 +204,7 @@ impl Caller {
         for o in out {
             match o {
                 HandshakeOutput::Send(bytes) => {
+                    self.last.clone_from(&bytes);
                     self.outgoing = Some(bytes);
                     self.next_resend = now + RESEND;
                 }
@@ -251,25 +255,11 @@ impl Caller {
             return;
         }
         if now >= self.next_resend {
-            // The machine's own retransmission counts ticks; ours counts time, so
-            // the last datagram it built goes again as it is.
-            if let Some(bytes) = self.hs_last() {
-                self.outgoing = Some(bytes);
-            }
+            // The machine's own retransmission counts ticks; ours counts time: the
+            // last datagram goes again as it was.
+            self.outgoing = Some(self.last.clone());
             self.next_resend = now + RESEND;
         }
-    }
-
-    fn hs_last(&mut self) -> Option<Vec<u8>> {
-        // Tick the machine until it re-emits: its period is a few ticks.
-        for _ in 0..16 {
-            for o in self.hs.tick() {
-                if let HandshakeOutput::Send(b) = o {
-                    return Some(b);
-                }
-            }
-        }
-        None
     }
 
     /// The next datagram for the listener.

@@ -25,8 +25,8 @@ pub enum FetchError {
     Io(#[from] std::io::Error),
     #[error("HTTP: {0}")]
     Http(String),
-    #[error("answer larger than {MAX_BODY} bytes")]
-    TooLarge,
+    #[error("answer larger than {0} bytes")]
+    TooLarge(usize),
 }
 
 /// An answer: its status and body.
@@ -118,12 +118,22 @@ pub async fn post_json(
     json: String,
     timeout: Duration,
 ) -> Result<Fetched, FetchError> {
-    fetch(target, hyper::Method::POST, Some(json), timeout).await
+    fetch(target, hyper::Method::POST, Some(json), timeout, MAX_BODY).await
 }
 
 /// GETs `target` within `timeout`.
 pub async fn get(target: &Target, timeout: Duration) -> Result<Fetched, FetchError> {
-    fetch(target, hyper::Method::GET, None, timeout).await
+    fetch(target, hyper::Method::GET, None, timeout, MAX_BODY).await
+}
+
+/// GETs `target` within `timeout`, with an answer of up to `max` bytes (an HLS
+/// segment).
+pub async fn get_up_to(
+    target: &Target,
+    timeout: Duration,
+    max: usize,
+) -> Result<Fetched, FetchError> {
+    fetch(target, hyper::Method::GET, None, timeout, max).await
 }
 
 async fn fetch(
@@ -131,8 +141,9 @@ async fn fetch(
     method: hyper::Method,
     json: Option<String>,
     timeout: Duration,
+    max: usize,
 ) -> Result<Fetched, FetchError> {
-    tokio::time::timeout(timeout, exchange(target, method, json))
+    tokio::time::timeout(timeout, exchange(target, method, json, max))
         .await
         .map_err(|_| FetchError::Timeout(timeout))?
 }
@@ -141,6 +152,7 @@ async fn exchange(
     target: &Target,
     method: hyper::Method,
     json: Option<String>,
+    max: usize,
 ) -> Result<Fetched, FetchError> {
     let tcp = TcpStream::connect((target.host.as_str(), target.port)).await?;
     let _ = tcp.set_nodelay(true);
@@ -162,13 +174,13 @@ async fn exchange(
         let tls = tokio_rustls::TlsConnector::from(tls_config())
             .connect(name, tcp)
             .await?;
-        send(TokioIo::new(tls), request).await
+        send(TokioIo::new(tls), request, max).await
     } else {
-        send(TokioIo::new(tcp), request).await
+        send(TokioIo::new(tcp), request, max).await
     }
 }
 
-async fn send<T>(io: T, request: http::Request<String>) -> Result<Fetched, FetchError>
+async fn send<T>(io: T, request: http::Request<String>, max: usize) -> Result<Fetched, FetchError>
 where
     T: hyper::rt::Read + hyper::rt::Write + Unpin + Send + 'static,
 {
@@ -183,12 +195,12 @@ where
     let exchange = async move {
         let response = sender.send_request(request).await.map_err(http)?;
         let status = response.status().as_u16();
-        let body = http_body_util::Limited::new(response.into_body(), MAX_BODY)
+        let body = http_body_util::Limited::new(response.into_body(), max)
             .collect()
             .await
             .map_err(|e| {
                 if e.is::<http_body_util::LengthLimitError>() {
-                    FetchError::TooLarge
+                    FetchError::TooLarge(max)
                 } else {
                     FetchError::Http(e.to_string())
                 }

@@ -43,6 +43,7 @@ pub enum Reader {
     Tcp(Box<TcpReader>),
     Srt(Box<super::srt_pull::SrtReader>),
     Rtsp(Box<super::rtsp_pull::RtspReader>),
+    Hls(Box<super::hls_pull::HlsReader>),
 }
 
 impl Reader {
@@ -60,6 +61,9 @@ impl Reader {
             Scheme::Rtsp { udp } => Reader::Rtsp(Box::new(
                 super::rtsp_pull::RtspReader::open(origin, udp).await?,
             )),
+            Scheme::Hls { .. } => Reader::Hls(Box::new(
+                super::hls_pull::HlsReader::open(&origin.url_of(key)).await?,
+            )),
             _ => Reader::Tcp(Box::new(TcpReader::open(origin, key, tls).await?)),
         })
     }
@@ -71,6 +75,7 @@ impl Reader {
             Reader::Tcp(r) => r.next(wait).await,
             Reader::Srt(r) => r.next(wait).await,
             Reader::Rtsp(r) => r.next(wait).await,
+            Reader::Hls(r) => r.next(wait).await,
         }
     }
 
@@ -80,6 +85,7 @@ impl Reader {
             Reader::Tcp(r) => std::mem::take(&mut r.bytes),
             Reader::Srt(r) => r.take_bytes(),
             Reader::Rtsp(r) => r.take_bytes(),
+            Reader::Hls(r) => r.take_bytes(),
         }
     }
 }
@@ -177,7 +183,9 @@ impl TcpReader {
                 session.play(stream);
                 Proto::Rtmp(Box::new(session))
             }
-            Scheme::Srt | Scheme::Rtsp { .. } => return Err("not an RTMP or FLV source".into()),
+            Scheme::Srt | Scheme::Rtsp { .. } | Scheme::Hls { .. } => {
+                return Err("not an RTMP or FLV source".into())
+            }
             Scheme::Flv { .. } => Proto::Flv {
                 tags: TagReader::new(),
                 chunked: None,
@@ -329,9 +337,10 @@ impl TcpReader {
             }
         }
         if !out.is_empty() {
-            self.io
-                .write_all(&out)
+            // An origin that stops reading must not hold the pull here.
+            tokio::time::timeout(SILENCE, self.io.write_all(&out))
                 .await
+                .map_err(|_| format!("the origin took nothing for {SILENCE:?}"))?
                 .map_err(|e| format!("write: {e}"))?;
         }
         Ok(())

@@ -23,6 +23,7 @@
 //! starts that edge's own pull.
 
 mod client;
+mod hls_pull;
 pub mod origin;
 mod pull;
 pub mod push;
@@ -299,6 +300,10 @@ impl Relays {
                 always,
             });
         }
+        // A running pull goes on from the old rule's source: it makes way.
+        if let Some(p) = self.pull_of(key) {
+            p.stopped.store(true, Ordering::Relaxed);
+        }
         if always {
             self.start(key, true);
         }
@@ -313,8 +318,10 @@ impl Relays {
             d.pulls.retain(|r| r.key != key);
             d.pulls.len() < before
         };
-        if let Some(p) = self.pull_of(key) {
-            p.stopped.store(true, Ordering::Relaxed);
+        if removed {
+            if let Some(p) = self.pull_of(key) {
+                p.stopped.store(true, Ordering::Relaxed);
+            }
         }
         removed
     }
@@ -425,19 +432,26 @@ impl Relays {
             return false;
         }
         let mut pulls = self.pulls.lock().unwrap_or_else(|e| e.into_inner());
-        if pulls.contains_key(key) {
+        // A stopped pull is on its way out: a new one takes its place.
+        if pulls.get(key).is_some_and(|p| !p.stopped()) {
             return true;
         }
-        if self
-            .hub
-            .find(key)
-            .is_some_and(|s| s.lock().publisher.is_some())
+        // Published here: no pull (an always-on one waits for the publisher to go).
+        if !always
+            && self
+                .hub
+                .find(key)
+                .is_some_and(|s| s.lock().publisher.is_some())
         {
             return false;
         }
         let info = Arc::new(PullInfo {
             key: key.to_string(),
-            origin: Mutex::new(origins.first().map_or_else(String::new, |o| o.url_of(key))),
+            origin: Mutex::new(
+                origins
+                    .first()
+                    .map_or_else(String::new, |o| o.display_of(key)),
+            ),
             since: SystemTime::now(),
             bytes: AtomicU64::new(0),
             reconnects: AtomicU64::new(0),
@@ -479,7 +493,7 @@ impl Relays {
     pub fn on_publish(self: &Arc<Self>, stream: &Arc<crate::core::hub::Stream>) {
         let targets = self.push_targets(&stream.key);
         for target in targets {
-            let running = (stream.id, target.display());
+            let running = (stream.id, target.key());
             if !self
                 .pushes
                 .lock()
@@ -497,13 +511,14 @@ impl Relays {
         self.pushes
             .lock()
             .unwrap_or_else(|e| e.into_inner())
-            .remove(&(stream, target.display()));
+            .remove(&(stream, target.key()));
     }
 
-    fn finished(&self, key: &str) {
-        self.pulls
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .remove(key);
+    /// Pull `info` ended: it leaves the map unless another took its place.
+    fn finished(&self, info: &Arc<PullInfo>) {
+        let mut pulls = self.pulls.lock().unwrap_or_else(|e| e.into_inner());
+        if pulls.get(&info.key).is_some_and(|p| Arc::ptr_eq(p, info)) {
+            pulls.remove(&info.key);
+        }
     }
 }

@@ -18,6 +18,10 @@ pub enum Scheme {
     Rtsp {
         udp: bool,
     },
+    /// An HLS playlist (`http(s)://.../x.m3u8`, a source's), MPEG-TS segments.
+    Hls {
+        tls: bool,
+    },
 }
 
 /// An origin: `rtmp://HOST[:PORT][/PREFIX]`, `rtmps://...`, `http(s)://...`.
@@ -39,9 +43,10 @@ pub struct Origin {
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-#[error("bad origin {url:?}: {why}")]
+#[error("bad origin or source URL ({scheme}://...): {why}")]
 pub struct OriginError {
-    url: String,
+    /// The URL's scheme only: the rest may hold credentials.
+    scheme: String,
     why: &'static str,
 }
 
@@ -59,7 +64,13 @@ impl Origin {
 
     fn parse_as(url: &str, exact: bool) -> Result<Origin, OriginError> {
         let bad = |why| OriginError {
-            url: url.to_string(),
+            scheme: url
+                .split("://")
+                .next()
+                .unwrap_or_default()
+                .chars()
+                .take(10)
+                .collect(),
             why,
         };
         let (scheme, rest) = url
@@ -81,7 +92,14 @@ impl Origin {
         // A camera's credentials stay in its URL (the RTSP client answers Basic and
         // Digest with them); the authority is what follows them.
         let rest = match scheme {
-            Scheme::Rtsp { .. } => rest.rsplit_once('@').map_or(rest, |(_, r)| r),
+            Scheme::Rtsp { .. } => {
+                // Only the authority's: a path or query may hold an `@` too.
+                let end = rest.find(['/', '?']).unwrap_or(rest.len());
+                match rest[..end].rfind('@') {
+                    Some(at) => &rest[at + 1..],
+                    None => rest,
+                }
+            }
             _ => rest,
         };
         let (rest, query) = match rest.split_once('?') {
@@ -136,6 +154,15 @@ impl Origin {
             Some(p) => p.parse().map_err(|_| bad("bad port"))?,
             None => default_port,
         };
+        // A source's HTTP URL is HTTP-FLV, or HLS when it names a playlist.
+        let scheme = match scheme {
+            Scheme::Flv { tls }
+                if exact && path.split('?').next().unwrap_or("").ends_with(".m3u8") =>
+            {
+                Scheme::Hls { tls }
+            }
+            s => s,
+        };
         let origin = Origin {
             scheme,
             host: host.to_string(),
@@ -179,7 +206,9 @@ impl Origin {
     /// This source for stream `key`: `{key}` becomes `app/stream`, `{name}` its name.
     pub fn for_stream(&self, key: &str) -> Origin {
         let name = key.split_once('/').map_or(key, |(_, n)| n);
-        let fill = |s: &str| s.replace("{key}", key).replace("{name}", name);
+        // A stream name must not rewrite the URL's query or an SRT stream id.
+        let (key, name) = (escape(key), escape(name));
+        let fill = |s: &str| s.replace("{key}", &key).replace("{name}", &name);
         Origin {
             prefix: fill(&self.prefix),
             raw: fill(&self.raw),
@@ -220,8 +249,17 @@ impl Origin {
         }
     }
 
-    /// The URL stream `key` is pulled from (for logs and the API; an SRT passphrase
-    /// is left out).
+    /// The URL stream `key` is shown as, in logs and the API: without credentials,
+    /// query or SRT passphrase.
+    pub fn display_of(&self, key: &str) -> String {
+        let url = self.url_of(key);
+        match self.scheme {
+            Scheme::Srt => url,
+            _ => url.split('?').next().unwrap_or_default().to_string(),
+        }
+    }
+
+    /// The URL stream `key` is pulled from (an SRT passphrase is left out).
     pub fn url_of(&self, key: &str) -> String {
         let (scheme, suffix) = match (self.scheme, self.exact) {
             (Scheme::Rtmp, _) => ("rtmp", ""),
@@ -239,6 +277,8 @@ impl Origin {
             }
             // Without the credentials.
             (Scheme::Rtsp { .. }, _) => ("rtsp", ""),
+            (Scheme::Hls { tls: false }, _) => ("http", ""),
+            (Scheme::Hls { tls: true }, _) => ("https", ""),
         };
         format!(
             "{scheme}://{}/{}{suffix}",
@@ -266,6 +306,8 @@ impl fmt::Display for Origin {
             Scheme::Flv { tls: true } => "https",
             Scheme::Srt => "srt",
             Scheme::Rtsp { .. } => "rtsp",
+            Scheme::Hls { tls: false } => "http",
+            Scheme::Hls { tls: true } => "https",
         };
         write!(f, "{scheme}://{}", self.authority())?;
         if !self.prefix.is_empty() {
@@ -273,6 +315,19 @@ impl fmt::Display for Origin {
         }
         Ok(())
     }
+}
+
+/// `text` with every byte but unreserved ones and `/` %-escaped.
+fn escape(text: &str) -> String {
+    let mut out = String::with_capacity(text.len());
+    for b in text.bytes() {
+        if b.is_ascii_alphanumeric() || matches!(b, b'-' | b'.' | b'_' | b'~' | b'/') {
+            out.push(b as char);
+        } else {
+            out.push_str(&format!("%{b:02X}"));
+        }
+    }
+    out
 }
 
 /// `%XX` escapes decoded (an SRT stream id carries `#`, `!`, `:`, `,` and `=`).
@@ -357,5 +412,25 @@ mod tests {
         );
         assert_eq!(cam.raw, "rtsp://admin:se@cret@10.0.0.9/Streaming/101?x=1");
         assert!(Origin::parse("rtsp://cam/x").is_err());
+        // An `@` past the authority is not the credentials' end.
+        let cam = Origin::parse_exact("rtsp://admin:pw@10.0.0.9/s?owner=ops@example.com").unwrap();
+        assert_eq!(cam.host, "10.0.0.9");
+        assert_eq!(cam.display_of("a/b"), "rtsp://10.0.0.9:554/s");
+        // Names cannot rewrite the query.
+        let s = Origin::parse_exact("rtmp://nvr/live/{name}?token=1").unwrap();
+        assert_eq!(
+            s.for_stream("cams/x?a=b").path_of(""),
+            "live/x%3Fa%3Db?token=1"
+        );
+        let e = Origin::parse_exact("srt://h:1?passphrase=secret")
+            .unwrap_err()
+            .to_string();
+        assert!(!e.contains("secret"), "{e}");
+        let hls = Origin::parse_exact("https://cdn/live/{name}/index.m3u8?t=1").unwrap();
+        assert_eq!(hls.scheme, Scheme::Hls { tls: true });
+        assert_eq!(
+            hls.for_stream("tv/one").url_of("tv/one"),
+            "https://cdn:443/live/one/index.m3u8?t=1"
+        );
     }
 }

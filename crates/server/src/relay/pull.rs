@@ -12,6 +12,8 @@ use tokio::time::Instant;
 
 /// How often a pull that receives nothing looks at its viewers.
 const TICK: Duration = Duration::from_millis(500);
+/// How long a connection must have lasted for its end to reset the backoff.
+const GOOD_CONNECTION: Duration = Duration::from_secs(5);
 /// The least time between two connections of one pull, whatever happened.
 const MIN_GAP: Duration = Duration::from_millis(100);
 
@@ -85,14 +87,14 @@ pub(super) async fn run(relays: Arc<Relays>, info: Arc<PullInfo>, mut origins: V
             }
             Lookup::Nowhere => {
                 tracing::info!(stream = %key, "edge: no origin has it (lookup)");
-                relays.finished(&key);
+                relays.finished(&info);
                 return;
             }
             Lookup::Unknown => {}
         }
     }
     if origins.is_empty() {
-        relays.finished(&key);
+        relays.finished(&info);
         return;
     }
     let id = hub.next_id();
@@ -100,10 +102,10 @@ pub(super) async fn run(relays: Arc<Relays>, info: Arc<PullInfo>, mut origins: V
     let mut wait = config.retry_min;
     // When viewers were last seen (the first is on its way when a pull starts).
     let mut watched = Instant::now();
-    tracing::info!(stream = %key, origin = %origins[0], "edge: pull");
+    tracing::info!(stream = %key, origin = %origins[0].display_of(&key), "edge: pull");
     loop {
         let origin = &origins[at];
-        info.set_origin(origin.url_of(&key));
+        info.set_origin(origin.display_of(&key));
         if attempts > 0 {
             info.reconnects.fetch_add(1, Ordering::Relaxed);
             relays.counters.reconnects.fetch_add(1, Ordering::Relaxed);
@@ -115,13 +117,19 @@ pub(super) async fn run(relays: Arc<Relays>, info: Arc<PullInfo>, mut origins: V
                 tracing::info!(stream = %key, "edge: no viewers, pull stopped");
                 break;
             }
+            Once::Superseded if info.always && !info.stopped() => {
+                // An always-on pull waits for the stream's own publisher to go.
+                tokio::time::sleep(config.retry_max).await;
+            }
             Once::Superseded => {
-                tracing::info!(stream = %key, "edge: published here, pull stopped");
+                tracing::info!(stream = %key, "edge: published here or removed, pull stopped");
                 break;
             }
             Once::Failed { why, delivered } => {
-                tracing::warn!(stream = %key, origin = %origin.url_of(&key), "edge: {why}");
-                if delivered {
+                tracing::warn!(stream = %key, origin = %origin.display_of(&key), "edge: {why}");
+                // Only a connection that lasted counts as good: one that drops right
+                // after its first media must not be redialled without backoff.
+                if delivered && started.elapsed() >= GOOD_CONNECTION {
                     failures = 0;
                     wait = config.retry_min;
                 } else {
@@ -146,7 +154,7 @@ pub(super) async fn run(relays: Arc<Relays>, info: Arc<PullInfo>, mut origins: V
                 at = next;
                 let mut pause = MIN_GAP.saturating_sub(started.elapsed());
                 // Every origin failed in turn without media: back off.
-                if at == 0 && !delivered {
+                if at == 0 && failures > 0 {
                     pause = pause.max(wait);
                     wait = (wait * 2).min(config.retry_max);
                 }
@@ -154,7 +162,7 @@ pub(super) async fn run(relays: Arc<Relays>, info: Arc<PullInfo>, mut origins: V
             }
         }
     }
-    relays.finished(&key);
+    relays.finished(&info);
     // Nobody waits for a stream without viewers: it ends now, not after the grace window.
     if let Some(stream) = hub.find(&key) {
         let orphan = stream.lock().publisher.is_none();
@@ -209,7 +217,7 @@ async fn once(
                 Some(p) => p,
                 None => match Publisher::new(hub, key, id) {
                     Ok(p) => {
-                        tracing::info!(stream = %key, origin = %origin.url_of(key), "edge: pulling");
+                        tracing::info!(stream = %key, origin = %origin.display_of(key), "edge: pulling");
                         publisher.insert(p)
                     }
                     Err(PublishError::InUse(_)) => return Once::Superseded,

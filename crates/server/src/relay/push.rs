@@ -35,22 +35,35 @@ pub struct PushTarget {
     pub app: String,
     /// The stream name with its query; `{name}` and `{key}` are replaced per stream.
     pub stream: String,
+    /// The name came from `{name}` or `{key}`, so it is no secret (a platform's stream
+    /// key is): logs and the API may show it.
+    named: bool,
 }
 
 impl PushTarget {
     pub fn parse(url: &str) -> Result<PushTarget, String> {
-        let bad = |why: &str| format!("bad push URL {url:?}: {why}");
+        // The URL may hold a platform's key: errors name its scheme only.
+        let scheme = url
+            .split("://")
+            .next()
+            .unwrap_or_default()
+            .chars()
+            .take(10)
+            .collect::<String>();
+        let bad = |why: &str| format!("bad push URL ({scheme}://...): {why}");
         let origin_part = url.find("://").map_or(url, |i| {
             let rest = &url[i + 3..];
             &url[..i + 3 + rest.find('/').unwrap_or(rest.len())]
         });
-        let origin = super::Origin::parse(origin_part).map_err(|e| e.to_string())?;
+        let origin = super::Origin::parse(origin_part)
+            .map_err(|_| bad("expected rtmp(s)://host[:port]/app/stream"))?;
         let tls = match origin.scheme {
             super::origin::Scheme::Rtmp => false,
             super::origin::Scheme::Rtmps => true,
             super::origin::Scheme::Flv { .. }
             | super::origin::Scheme::Srt
-            | super::origin::Scheme::Rtsp { .. } => {
+            | super::origin::Scheme::Rtsp { .. }
+            | super::origin::Scheme::Hls { .. } => {
                 return Err(bad("pushes go over rtmp:// or rtmps://"))
             }
         };
@@ -66,14 +79,20 @@ impl PushTarget {
             port: origin.port,
             app: app.to_string(),
             stream: stream.to_string(),
+            named: stream.contains("{name}") || stream.contains("{key}"),
         })
     }
 
     /// The target for stream `key`: `{key}` becomes `app/stream`, `{name}` its name.
     pub fn for_stream(&self, key: &str) -> PushTarget {
         let name = key.split_once('/').map_or(key, |(_, n)| n);
+        // A stream key is a path: no `?`, `#` or `%` that could rewrite the URL.
+        let clean = |s: &str| s.replace(['?', '#', '%', '&'], "_");
         PushTarget {
-            stream: self.stream.replace("{key}", key).replace("{name}", name),
+            stream: self
+                .stream
+                .replace("{key}", &clean(key))
+                .replace("{name}", &clean(name)),
             ..self.clone()
         }
     }
@@ -86,11 +105,26 @@ impl PushTarget {
         }
     }
 
-    /// The URL without the stream's query (which may hold a platform's secret key).
+    /// The URL as logs and the API show it: without the query, and without the stream
+    /// name unless it is the stream's own (a platform's stream key is a secret).
     pub fn display(&self) -> String {
         let scheme = if self.tls { "rtmps" } else { "rtmp" };
-        let stream = self.stream.split('?').next().unwrap_or_default();
+        let stream = match self.named {
+            true => self.stream.split('?').next().unwrap_or_default(),
+            false => "(key)",
+        };
         format!("{scheme}://{}/{}/{stream}", self.authority(), self.app)
+    }
+
+    /// The whole URL: what tells two targets apart.
+    pub fn key(&self) -> String {
+        let scheme = if self.tls { "rtmps" } else { "rtmp" };
+        format!(
+            "{scheme}://{}/{}/{}",
+            self.authority(),
+            self.app,
+            self.stream
+        )
     }
 }
 
@@ -296,6 +330,13 @@ mod tests {
         let s = t.for_stream("live/cam");
         assert_eq!(s.stream, "cam?key=secret");
         assert_eq!(s.display(), "rtmp://127.0.0.1:1935/live2/cam");
+        // A platform's key is the stream name: never shown.
+        let yt = PushTarget::parse("rtmp://a.rtmp.youtube.com/live2/abcd-efgh").unwrap();
+        assert_eq!(yt.display(), "rtmp://a.rtmp.youtube.com:1935/live2/(key)");
+        assert!(!PushTarget::parse("ftp://x/secret-key")
+            .unwrap_err()
+            .contains("secret"));
+        assert_eq!(t.for_stream("live/a?b").stream, "a_b?key=secret");
         let t = PushTarget::parse("rtmps://ingest.example/app/{key}").unwrap();
         assert_eq!((t.tls, t.port), (true, 443));
         assert_eq!(t.for_stream("a/b").stream, "a/b");

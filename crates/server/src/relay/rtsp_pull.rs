@@ -254,9 +254,10 @@ impl RtspReader {
 
     async fn write(&mut self) -> Result<(), String> {
         if !self.out.is_empty() {
-            self.tcp
-                .write_all(&self.out)
+            // A server that stops reading must not hold the pull here.
+            tokio::time::timeout(SILENCE, self.tcp.write_all(&self.out))
                 .await
+                .map_err(|_| format!("the server took nothing for {SILENCE:?}"))?
                 .map_err(|e| format!("write: {e}"))?;
             self.out.clear();
         }
@@ -318,6 +319,7 @@ impl RtspReader {
                     wake = wake.min(Instant::from_std(t));
                 }
             }
+            self.input.reserve(64 << 10);
             let got = tokio::select! {
                 r = self.tcp.read_buf(&mut self.input) => Got::Tcp(r),
                 r = recv_any(&self.tracks, &mut self.buf) => Got::Udp(r),
