@@ -22,6 +22,8 @@ use tokio::time::Instant;
 
 /// Bytes per read.
 const READ_LEN: usize = 64 << 10;
+/// Media messages kept while waiting for the origin's `NetStream.Play.Start`.
+const MAX_EARLY: usize = 4096;
 /// An origin silent this long (no media, no keep-alive) is taken for dead.
 const SILENCE: Duration = Duration::from_secs(10);
 
@@ -206,6 +208,10 @@ impl TcpReader {
             Proto::Rtmp(_) => {
                 reader.flush_rtmp().await?;
                 while !reader.playing {
+                    // What comes before the answer is kept, within reason.
+                    if reader.queue.len() > MAX_EARLY {
+                        return Err("media without NetStream.Play.Start".into());
+                    }
                     reader.read().await?;
                     reader.rtmp_input()?;
                     reader.flush_rtmp().await?;

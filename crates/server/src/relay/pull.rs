@@ -174,7 +174,7 @@ pub(super) async fn run(relays: Arc<Relays>, info: Arc<PullInfo>, mut origins: V
 
 /// One connection to `origin`, publishing what it sends into the hub.
 async fn once(
-    relays: &Relays,
+    relays: &Arc<Relays>,
     info: &PullInfo,
     origin: &Origin,
     id: u64,
@@ -218,6 +218,9 @@ async fn once(
                 None => match Publisher::new(hub, key, id) {
                     Ok(p) => {
                         tracing::info!(stream = %key, origin = %origin.display_of(key), "edge: pulling");
+                        // A pulled stream is pushed as a published one is (a camera
+                        // sent on to a platform).
+                        relays.on_publish(&p.stream);
                         publisher.insert(p)
                     }
                     Err(PublishError::InUse(_)) => return Once::Superseded,
