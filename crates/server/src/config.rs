@@ -492,6 +492,9 @@ settings! {
         /// Empty: no lookup.
         #[flag("edge-lookup-url", "URL")]
         lookup_url: String = "";
+        /// Pulls running at once, at most; a viewer of another stream past it is refused
+        /// (always-on pulls are not counted out). 0: no limit.
+        max_pulls: usize = 1_000;
     }
 
     /// Live HLS: streams segmented in memory while asked for, MPEG-TS at /app/stream.m3u8, fMP4 with

@@ -5,11 +5,14 @@
 //! next one while the edge's viewers keep playing.
 
 mod common;
+#[path = "common/nginx.rs"]
+mod nginx;
 
 use common::{
     have_ffmpeg, http_request, probe_video, publish_test_pattern, scratch, wait_live, Kill,
     TestServer,
 };
+use nginx::free_port;
 use serde_json::Value;
 use std::io::{Read, Write};
 use std::net::{SocketAddr, TcpStream};
@@ -48,6 +51,19 @@ fn viewers(addr: SocketAddr, protocol: &str) -> u64 {
     json(addr, "/api/v1/streams/live/cam").1["viewers"][protocol]
         .as_u64()
         .unwrap_or(0)
+}
+
+/// A server with ffmpeg publishing `live/cam` to it for `seconds`, live.
+fn origin_with_stream(seconds: u32) -> (TestServer, Kill) {
+    let origin = TestServer::start(&[]);
+    let publisher = publish_test_pattern(
+        &format!("rtmp://{}/live/cam", origin.rtmp),
+        "flv",
+        "libx264",
+        seconds,
+    );
+    wait_live(origin.http, "live/cam");
+    (origin, publisher)
 }
 
 fn edge_of(origins: &[String], extra: &[&str]) -> TestServer {
@@ -242,15 +258,6 @@ fn a_dead_origin_gives_way_to_the_next_and_viewers_keep_playing() {
     assert!(span >= 7.0, "{span} s of video");
 }
 
-/// A port the kernel had free a moment ago, for a server that cannot take port 0
-/// (nginx).
-fn free_port() -> u16 {
-    std::net::TcpListener::bind("127.0.0.1:0")
-        .and_then(|l| l.local_addr())
-        .map(|a| a.port())
-        .expect("a free port")
-}
-
 /// nginx with the RTMP module, live application `live`, on its own prefix; stopped
 /// when dropped.
 struct Nginx {
@@ -268,7 +275,6 @@ fn nginx_rtmp(name: &str) -> Option<Nginx> {
         return None;
     }
     let dir = scratch(name);
-    std::fs::create_dir_all(dir.join("logs")).expect("logs dir");
     let rtmp: SocketAddr = ([127, 0, 0, 1], free_port()).into();
     let conf = format!(
         "load_module {module};\ndaemon off;\nmaster_process off;\nworker_processes 1;\n\
@@ -277,24 +283,7 @@ fn nginx_rtmp(name: &str) -> Option<Nginx> {
          rtmp {{ server {{ listen {rtmp}; application live {{ live on; }} }} }}\n",
         d = dir.display()
     );
-    std::fs::write(dir.join("nginx.conf"), conf).expect("nginx.conf");
-    let child = Kill(
-        Command::new("nginx")
-            .arg("-p")
-            .arg(&dir)
-            .arg("-c")
-            .arg(dir.join("nginx.conf"))
-            .stdin(Stdio::null())
-            .stdout(Stdio::null())
-            .stderr(Stdio::null())
-            .spawn()
-            .expect("start nginx"),
-    );
-    let deadline = Instant::now() + Duration::from_secs(5);
-    while TcpStream::connect(rtmp).is_err() {
-        assert!(Instant::now() < deadline, "nginx did not listen on {rtmp}");
-        std::thread::sleep(Duration::from_millis(20));
-    }
+    let child = nginx::run(&dir, &conf, rtmp);
     Some(Nginx {
         _child: child,
         rtmp,
@@ -466,14 +455,7 @@ fn sources_named_per_stream_are_pulled_over_srt_always_and_http_flv_on_demand() 
             .spawn()
             .expect("ffmpeg"),
     );
-    let origin = TestServer::start(&[]);
-    let _publisher = publish_test_pattern(
-        &format!("rtmp://{}/live/cam", origin.rtmp),
-        "flv",
-        "libx264",
-        40,
-    );
-    wait_live(origin.http, "live/cam");
+    let (origin, _publisher) = origin_with_stream(40);
     let dir = scratch("edge-sources");
     let config = dir.join("sources.toml");
     std::fs::write(
@@ -595,14 +577,7 @@ fn a_lookup_url_names_the_origin_and_says_when_none_has_the_stream() {
     if !have_ffmpeg() {
         return;
     }
-    let origin = TestServer::start(&[]);
-    let _publisher = publish_test_pattern(
-        &format!("rtmp://{}/live/cam", origin.rtmp),
-        "flv",
-        "libx264",
-        30,
-    );
-    wait_live(origin.http, "live/cam");
+    let (origin, _publisher) = origin_with_stream(30);
     let (lookup, asked) = lookup_service(format!("rtmp://{}", origin.rtmp));
     // The configured origin has nothing; only the lookup knows where the stream is.
     let dead = free_port();
@@ -658,14 +633,7 @@ fn pulls_and_pushes_are_added_and_removed_through_the_api() {
     if !have_ffmpeg() {
         return;
     }
-    let origin = TestServer::start(&[]);
-    let _publisher = publish_test_pattern(
-        &format!("rtmp://{}/live/cam", origin.rtmp),
-        "flv",
-        "libx264",
-        40,
-    );
-    wait_live(origin.http, "live/cam");
+    let (origin, _publisher) = origin_with_stream(40);
     let server = TestServer::start(&[]);
 
     // An always-on pull, added while the server runs.
@@ -734,14 +702,7 @@ fn an_hls_playlist_is_pulled_and_played_over_every_protocol() {
     if !have_ffmpeg() {
         return;
     }
-    let origin = TestServer::start(&[]);
-    let _publisher = publish_test_pattern(
-        &format!("rtmp://{}/live/cam", origin.rtmp),
-        "flv",
-        "libx264",
-        40,
-    );
-    wait_live(origin.http, "live/cam");
+    let (origin, _publisher) = origin_with_stream(40);
     let dir = scratch("edge-hls");
     let config = dir.join("hls.toml");
     std::fs::write(

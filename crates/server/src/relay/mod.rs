@@ -45,6 +45,8 @@ use std::time::{Duration, SystemTime};
 pub struct EdgeConfig {
     /// `edge.lookup_url`, `{key}` not yet replaced; empty for none.
     pub lookup_url: String,
+    /// Pulls at once (0: no limit): any viewer can make an edge dial its origins.
+    pub max_pulls: usize,
     pub idle: Duration,
     pub retry_min: Duration,
     pub retry_max: Duration,
@@ -237,6 +239,7 @@ impl Relays {
             hub,
             config: EdgeConfig {
                 lookup_url: e.lookup_url.clone(),
+                max_pulls: e.max_pulls,
                 idle: Duration::from_millis(e.idle_ms),
                 retry_min: Duration::from_millis(e.retry_min_ms),
                 retry_max: Duration::from_millis(e.retry_max_ms),
@@ -435,6 +438,11 @@ impl Relays {
         // A stopped pull is on its way out: a new one takes its place.
         if pulls.get(key).is_some_and(|p| !p.stopped()) {
             return true;
+        }
+        let max = self.config.max_pulls;
+        if !always && max > 0 && pulls.len() >= max {
+            tracing::warn!(stream = %key, max, "edge: too many pulls, not pulling");
+            return false;
         }
         // Published here: no pull (an always-on one waits for the publisher to go).
         if !always

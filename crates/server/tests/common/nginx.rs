@@ -37,11 +37,42 @@ pub struct Logged {
 }
 
 /// A port the kernel had free a moment ago (nginx cannot take port 0).
-fn free_port() -> u16 {
+pub fn free_port() -> u16 {
     std::net::TcpListener::bind("127.0.0.1:0")
         .and_then(|l| l.local_addr())
         .map(|a| a.port())
         .expect("a free port")
+}
+
+/// Runs nginx with `conf` (written to `dir/nginx.conf`; logs in `dir/logs`) until it
+/// listens on `addr`; killed when the result is dropped.
+pub fn run(dir: &std::path::Path, conf: &str, addr: SocketAddr) -> Kill {
+    std::fs::create_dir_all(dir.join("logs")).expect("nginx logs dir");
+    std::fs::write(dir.join("nginx.conf"), conf).expect("nginx.conf");
+    let child = Kill(
+        Command::new("nginx")
+            .arg("-p")
+            .arg(dir)
+            .arg("-e")
+            .arg(dir.join("logs/error.log"))
+            .arg("-c")
+            .arg(dir.join("nginx.conf"))
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .expect("start nginx"),
+    );
+    let deadline = Instant::now() + Duration::from_secs(5);
+    while TcpStream::connect(addr).is_err() {
+        let error_log = std::fs::read_to_string(dir.join("logs/error.log")).unwrap_or_default();
+        assert!(
+            Instant::now() < deadline,
+            "nginx did not listen on {addr}: {error_log}"
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    child
 }
 
 impl NginxCache {
@@ -80,30 +111,7 @@ impl NginxCache {
             d = dir.display(),
             location = LOCATION,
         );
-        std::fs::write(dir.join("nginx.conf"), conf).expect("nginx.conf");
-        let child = Kill(
-            Command::new("nginx")
-                .arg("-p")
-                .arg(&dir)
-                .arg("-e")
-                .arg(dir.join("logs/error.log"))
-                .arg("-c")
-                .arg(dir.join("nginx.conf"))
-                .stdin(Stdio::null())
-                .stdout(Stdio::null())
-                .stderr(Stdio::null())
-                .spawn()
-                .expect("start nginx"),
-        );
-        let deadline = Instant::now() + Duration::from_secs(5);
-        while TcpStream::connect(addr).is_err() {
-            let error_log = std::fs::read_to_string(dir.join("logs/error.log")).unwrap_or_default();
-            assert!(
-                Instant::now() < deadline,
-                "nginx did not listen on {addr}: {error_log}"
-            );
-            std::thread::sleep(Duration::from_millis(20));
-        }
+        let child = run(&dir, &conf, addr);
         Some(NginxCache {
             _child: child,
             addr,
