@@ -132,7 +132,8 @@ fn srt(addr: SocketAddr, rest: &str, url: &str) -> Result<Target, String> {
     let (mut stream_id, mut passphrase, mut key_len, mut latency_ms) = (None, None, 16, 120);
     for pair in query.split('&').filter(|p| !p.is_empty()) {
         let (k, v) = pair.split_once('=').unwrap_or((pair, ""));
-        let v = percent_decode(v).ok_or_else(|| format!("{url}: bad escape in {k}"))?;
+        let v = sluice_http::percent_decode_utf8(v)
+            .ok_or_else(|| format!("{url}: bad escape in {k}"))?;
         match k {
             "streamid" => stream_id = Some(v),
             "passphrase" => passphrase = Some(v),
@@ -167,21 +168,6 @@ fn srt(addr: SocketAddr, rest: &str, url: &str) -> Result<Target, String> {
         key_len,
         latency_ms,
     })
-}
-
-/// `%XX` escapes decoded (a stream id carries `#`, `!`, `:`, `,` and `=`).
-fn percent_decode(s: &str) -> Option<String> {
-    let mut out = Vec::with_capacity(s.len());
-    let mut bytes = s.bytes();
-    while let Some(b) = bytes.next() {
-        if b == b'%' {
-            let hex = [bytes.next()?, bytes.next()?];
-            out.push(u8::from_str_radix(std::str::from_utf8(&hex).ok()?, 16).ok()?);
-        } else {
-            out.push(b);
-        }
-    }
-    String::from_utf8(out).ok()
 }
 
 /// The host of `host[:port]` or `[v6][:port]`, without port or brackets.

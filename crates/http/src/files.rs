@@ -94,6 +94,12 @@ pub fn relative_path(encoded: &str) -> Result<String, PathError> {
     Ok(out)
 }
 
+/// `%XX` escapes decoded, for text that must come out UTF-8 (a URL's query values, an
+/// SRT stream id); `None` for a broken escape or bytes that are not UTF-8.
+pub fn percent_decode_utf8(text: &str) -> Option<String> {
+    String::from_utf8(percent_decode(text.as_bytes()).ok()?).ok()
+}
+
 fn percent_decode(bytes: &[u8]) -> Result<Vec<u8>, PathError> {
     let mut out = Vec::with_capacity(bytes.len());
     let mut rest = bytes;

@@ -53,17 +53,28 @@ fn viewers(addr: SocketAddr, protocol: &str) -> u64 {
         .unwrap_or(0)
 }
 
+/// ffmpeg publishing its test pattern to `key` on `server` over RTMP for `seconds`.
+fn publish(server: &TestServer, key: &str, seconds: u32) -> Kill {
+    let url = format!("rtmp://{}/{key}", server.rtmp);
+    publish_test_pattern(&url, "flv", "libx264", seconds)
+}
+
 /// A server with ffmpeg publishing `live/cam` to it for `seconds`, live.
 fn origin_with_stream(seconds: u32) -> (TestServer, Kill) {
     let origin = TestServer::start(&[]);
-    let publisher = publish_test_pattern(
-        &format!("rtmp://{}/live/cam", origin.rtmp),
-        "flv",
-        "libx264",
-        seconds,
-    );
+    let publisher = publish(&origin, "live/cam", seconds);
     wait_live(origin.http, "live/cam");
     (origin, publisher)
+}
+
+/// A server started with `toml` as its configuration file (written to a scratch
+/// directory `name`) and `extra` flags.
+fn with_config(name: &str, toml: &str, extra: &[&str]) -> TestServer {
+    let config = scratch(name).join("sluice.toml");
+    std::fs::write(&config, toml).expect("config");
+    let mut args = vec!["--config", config.to_str().expect("utf-8")];
+    args.extend_from_slice(extra);
+    TestServer::start(&args)
 }
 
 fn edge_of(origins: &[String], extra: &[&str]) -> TestServer {
@@ -84,12 +95,7 @@ fn every_protocol_plays_from_an_edge_and_from_an_edge_of_an_edge() {
     let edge = edge_of(&[format!("rtmp://{}", origin.rtmp)], &[]);
     // The second level pulls from the first over HTTP-FLV.
     let edge2 = edge_of(&[format!("http://{}", edge.http)], &[]);
-    let _publisher = publish_test_pattern(
-        &format!("rtmp://{}/live/cam", origin.rtmp),
-        "flv",
-        "libx264",
-        40,
-    );
+    let _publisher = publish(&origin, "live/cam", 40);
     wait_live(origin.http, "live/cam");
     // Nothing is pulled before a viewer asks.
     assert_eq!(json(edge.http, "/api/v1/streams/live/cam").0, 404);
@@ -140,12 +146,7 @@ fn two_hundred_viewers_make_one_pull_which_stops_after_the_last_leaves() {
         &[format!("rtmp://{}", origin.rtmp)],
         &["--edge-idle-ms", "1000", "--max-connections-per-ip", "0"],
     );
-    let _publisher = publish_test_pattern(
-        &format!("rtmp://{}/live/cam", origin.rtmp),
-        "flv",
-        "libx264",
-        40,
-    );
+    let _publisher = publish(&origin, "live/cam", 40);
     wait_live(origin.http, "live/cam");
     // All at once: every request is in before any answer.
     let mut socks: Vec<TcpStream> = (0..200)
@@ -195,18 +196,8 @@ fn a_dead_origin_gives_way_to_the_next_and_viewers_keep_playing() {
     let mut first = TestServer::start(&[]);
     let second = TestServer::start(&[]);
     // The same stream on both origins, as a publisher sending to two would.
-    let _p1 = publish_test_pattern(
-        &format!("rtmp://{}/live/cam", first.rtmp),
-        "flv",
-        "libx264",
-        40,
-    );
-    let _p2 = publish_test_pattern(
-        &format!("rtmp://{}/live/cam", second.rtmp),
-        "flv",
-        "libx264",
-        40,
-    );
+    let _p1 = publish(&first, "live/cam", 40);
+    let _p2 = publish(&second, "live/cam", 40);
     wait_live(first.http, "live/cam");
     wait_live(second.http, "live/cam");
     let edge = edge_of(
@@ -298,23 +289,15 @@ fn published_streams_are_pushed_to_nginx_rtmp_and_an_edge_forwards_to_its_origin
     let Some(nginx) = nginx_rtmp("push-nginx") else {
         return;
     };
-    let dir = scratch("push-config");
-    let config = dir.join("sluice.toml");
-    std::fs::write(
-        &config,
-        format!(
+    let server = with_config(
+        "push-config",
+        &format!(
             "[[apps]]\nname = \"live\"\npush = [\"rtmp://{}/live/{{name}}-copy\"]\n",
             nginx.rtmp
         ),
-    )
-    .expect("config");
-    let server = TestServer::start(&["--config", config.to_str().expect("utf-8")]);
-    let _publisher = publish_test_pattern(
-        &format!("rtmp://{}/live/cam", server.rtmp),
-        "flv",
-        "libx264",
-        30,
+        &[],
     );
+    let _publisher = publish(&server, "live/cam", 30);
     wait_live(server.http, "live/cam");
     // nginx plays what Sluice pushed.
     let (streams, times) = probe_video(&format!("rtmp://{}/live/cam-copy", nginx.rtmp), "%+#200");
@@ -331,12 +314,7 @@ fn published_streams_are_pushed_to_nginx_rtmp_and_an_edge_forwards_to_its_origin
         &[format!("rtmp://{}", origin.rtmp)],
         &["--edge-forward-publish", "true"],
     );
-    let _publisher2 = publish_test_pattern(
-        &format!("rtmp://{}/live/studio", edge.rtmp),
-        "flv",
-        "libx264",
-        30,
-    );
+    let _publisher2 = publish(&edge, "live/studio", 30);
     wait_live(origin.http, "live/studio");
     let (streams, _) = probe_video(&format!("rtmp://{}/live/studio", origin.rtmp), "%+#60");
     assert!(streams.contains("h264"), "{streams}");
@@ -383,12 +361,7 @@ fn pulls_and_pushes_go_over_rtmps_to_a_private_ca() {
         &key,
     ]);
     let rtmps = origin.rtmps.expect("rtmps");
-    let _publisher = publish_test_pattern(
-        &format!("rtmp://{}/live/cam", origin.rtmp),
-        "flv",
-        "libx264",
-        30,
-    );
+    let _publisher = publish(&origin, "live/cam", 30);
     wait_live(origin.http, "live/cam");
     // Pulled over RTMPS, the origin's certificate checked against the private root.
     let edge = edge_of(&[format!("rtmps://{rtmps}")], &["--edge-tls-ca", &ca]);
@@ -403,22 +376,15 @@ fn pulls_and_pushes_go_over_rtmps_to_a_private_ca() {
     assert_eq!(status, 404);
 
     // Pushed over RTMPS to the origin.
-    let config = dir.join("push.toml");
-    std::fs::write(
-        &config,
-        format!(
+    let pusher = with_config(
+        "relay-rtmps-push",
+        &format!(
             "[edge]\ntls_ca = \"{ca}\"\n[[apps]]\nname = \"studio\"\n\
-             push = [\"rtmps://{rtmps}/live/{{name}}-pushed\"]\n"
+         push = [\"rtmps://{rtmps}/live/{{name}}-pushed\"]\n"
         ),
-    )
-    .expect("config");
-    let pusher = TestServer::start(&["--config", config.to_str().expect("utf-8")]);
-    let _publisher2 = publish_test_pattern(
-        &format!("rtmp://{}/studio/a", pusher.rtmp),
-        "flv",
-        "libx264",
-        30,
+        &[],
     );
+    let _publisher2 = publish(&pusher, "studio/a", 30);
     wait_live(origin.http, "live/a-pushed");
 }
 
@@ -456,19 +422,16 @@ fn sources_named_per_stream_are_pulled_over_srt_always_and_http_flv_on_demand() 
             .expect("ffmpeg"),
     );
     let (origin, _publisher) = origin_with_stream(40);
-    let dir = scratch("edge-sources");
-    let config = dir.join("sources.toml");
-    std::fs::write(
-        &config,
-        format!(
+    let edge = with_config(
+        "edge-sources",
+        &format!(
             "[[apps]]\nname = \"cams/door\"\npull = \"srt://127.0.0.1:{srt_port}\"\n\
-             pull_always = true\n\
-             [[apps]]\nname = \"feeds\"\npull = \"http://{}/live/{{name}}.flv\"\n",
+         pull_always = true\n\
+         [[apps]]\nname = \"feeds\"\npull = \"http://{}/live/{{name}}.flv\"\n",
             origin.http
         ),
-    )
-    .expect("config");
-    let edge = TestServer::start(&["--config", config.to_str().expect("utf-8")]);
+        &[],
+    );
     // The always-on pull runs with nobody watching.
     wait_live(edge.http, "cams/door");
     let (_, s) = json(edge.http, "/api/v1/streams/cams/door");
@@ -502,33 +465,18 @@ fn a_camera_is_pulled_over_rtsp_with_digest_over_tcp_and_udp() {
         "all",
     ]);
     let rtsp = camera.rtsp.expect("rtsp");
-    let _publisher = publish_test_pattern(
-        &format!("rtmp://{}/live/cam", camera.rtmp),
-        "flv",
-        "libx264",
-        40,
-    );
+    let _publisher = publish(&camera, "live/cam", 40);
     wait_live(camera.http, "live/cam");
-    let dir = scratch("edge-camera");
-    let config = dir.join("camera.toml");
-    std::fs::write(
-        &config,
-        format!(
+    let edge = with_config(
+        "edge-camera",
+        &format!(
             "[[apps]]\nname = \"cams/tcp\"\npull = \"rtsp://viewer:s3cret@{rtsp}/live/cam\"\n\
-             [[apps]]\nname = \"cams/udp\"\npull = \"rtsp://viewer:s3cret@{rtsp}/live/cam\"\n\
-             pull_transport = \"udp\"\n\
-             [[apps]]\nname = \"cams/wrong\"\npull = \"rtsp://viewer:nope@{rtsp}/live/cam\"\n"
+         [[apps]]\nname = \"cams/udp\"\npull = \"rtsp://viewer:s3cret@{rtsp}/live/cam\"\n\
+         pull_transport = \"udp\"\n\
+         [[apps]]\nname = \"cams/wrong\"\npull = \"rtsp://viewer:nope@{rtsp}/live/cam\"\n"
         ),
-    )
-    .expect("config");
-    let edge = TestServer::start(&[
-        "--config",
-        config.to_str().expect("utf-8"),
-        "--rtp-ports",
-        "0",
-        "--edge-connect-timeout-ms",
-        "3000",
-    ]);
+        &["--rtp-ports", "0", "--edge-connect-timeout-ms", "3000"],
+    );
     for key in ["cams/tcp", "cams/udp"] {
         let (streams, times) = probe_video(&format!("http://{}/{key}.flv", edge.http), "%+#100");
         assert!(
@@ -703,22 +651,14 @@ fn an_hls_playlist_is_pulled_and_played_over_every_protocol() {
         return;
     }
     let (origin, _publisher) = origin_with_stream(40);
-    let dir = scratch("edge-hls");
-    let config = dir.join("hls.toml");
-    std::fs::write(
-        &config,
-        format!(
+    let edge = with_config(
+        "edge-hls",
+        &format!(
             "[[apps]]\nname = \"tv\"\npull = \"http://{}/live/{{name}}.m3u8\"\n",
             origin.http
         ),
-    )
-    .expect("config");
-    let edge = TestServer::start(&[
-        "--config",
-        config.to_str().expect("utf-8"),
-        "--edge-connect-timeout-ms",
-        "8000",
-    ]);
+        &["--edge-connect-timeout-ms", "8000"],
+    );
     let (streams, times) = probe_video(&format!("rtmp://{}/tv/cam", edge.rtmp), "%+#150");
     assert!(
         streams.contains("h264") && streams.contains("aac"),

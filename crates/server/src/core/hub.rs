@@ -447,6 +447,12 @@ impl Stream {
         self.consumers[format.index()].load(Ordering::Relaxed)
     }
 
+    /// Its players (every protocol, every worker) and HLS viewers now: whether anyone
+    /// watches (a publisher without viewers may be let go, a pull stopped).
+    pub fn viewers(&self) -> usize {
+        self.players.load(Ordering::Relaxed) + self.hls_viewers.load(Ordering::Relaxed)
+    }
+
     /// A player of `format` came (`true`) or went.
     pub fn count_consumer(&self, format: FormatId, came: bool) {
         let n = &self.consumers[format.index()];

@@ -560,10 +560,7 @@ pub async fn disconnect_without_viewers(
     let mut tick = tokio::time::interval(Duration::from_secs(1).min(after));
     loop {
         tick.tick().await;
-        let viewers = stream.players.load(std::sync::atomic::Ordering::Relaxed)
-            + stream
-                .hls_viewers
-                .load(std::sync::atomic::Ordering::Relaxed);
+        let viewers = stream.viewers();
         let now = tokio::time::Instant::now();
         if viewers > 0 {
             watched = now;

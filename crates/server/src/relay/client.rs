@@ -136,6 +136,20 @@ async fn connect(origin: &Origin, tls: &Arc<rustls::ClientConfig>) -> Result<Box
     connect_to(&origin.host, origin.port, tls).await
 }
 
+/// Our outgoing RTMP chunk size (pulls send little; pushes send media).
+const RTMP_CHUNK_SIZE: u32 = 4096;
+
+/// An RTMP client session for application `app` at `authority`, as ffmpeg's connects.
+pub(super) fn rtmp_session(tls: bool, authority: &str, app: &str) -> ClientSession {
+    let scheme = if tls { "rtmps" } else { "rtmp" };
+    ClientSession::new(ClientConfig {
+        app: app.to_string(),
+        tc_url: format!("{scheme}://{authority}/{app}"),
+        chunk_size: RTMP_CHUNK_SIZE,
+        digest_handshake: false,
+    })
+}
+
 /// A connection to `host:port`, over TLS with `tls` when given.
 pub(super) async fn connect_to(
     host: &str,
@@ -171,17 +185,8 @@ impl TcpReader {
         let proto = match origin.scheme {
             Scheme::Rtmp | Scheme::Rtmps => {
                 let (app, stream) = rtmp_parts(&path)?;
-                let scheme = if origin.scheme == Scheme::Rtmps {
-                    "rtmps"
-                } else {
-                    "rtmp"
-                };
-                let mut session = ClientSession::new(ClientConfig {
-                    app: app.to_string(),
-                    tc_url: format!("{scheme}://{}/{app}", origin.authority()),
-                    chunk_size: 4096,
-                    digest_handshake: false,
-                });
+                let tls = origin.scheme == Scheme::Rtmps;
+                let mut session = rtmp_session(tls, &origin.authority(), app);
                 session.play(stream);
                 Proto::Rtmp(Box::new(session))
             }

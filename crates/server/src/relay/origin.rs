@@ -122,7 +122,8 @@ impl Origin {
         let mut options = Vec::new();
         for pair in query.split('&').filter(|p| !p.is_empty()) {
             let (k, v) = pair.split_once('=').unwrap_or((pair, ""));
-            let v = percent_decode(v).ok_or(bad("a bad %-escape in the query"))?;
+            let v =
+                sluice_http::percent_decode_utf8(v).ok_or(bad("a bad %-escape in the query"))?;
             if !matches!(k, "streamid" | "passphrase" | "pbkeylen" | "latency") {
                 return Err(bad(
                     "an SRT option other than streamid, passphrase, pbkeylen, latency",
@@ -231,11 +232,7 @@ impl Origin {
 
     /// `host:port`, bracketed for IPv6, for connecting and for `Host:`.
     pub fn authority(&self) -> String {
-        if self.host.contains(':') {
-            format!("[{}]:{}", self.host, self.port)
-        } else {
-            format!("{}:{}", self.host, self.port)
-        }
+        authority(&self.host, self.port)
     }
 
     /// The path of stream `key` (`app/stream`) at this origin, without a leading `/`.
@@ -317,6 +314,15 @@ impl fmt::Display for Origin {
     }
 }
 
+/// `host:port`, the host bracketed when it is an IPv6 address.
+pub fn authority(host: &str, port: u16) -> String {
+    if host.contains(':') {
+        format!("[{host}]:{port}")
+    } else {
+        format!("{host}:{port}")
+    }
+}
+
 /// `text` with every byte but unreserved ones and `/` %-escaped.
 fn escape(text: &str) -> String {
     let mut out = String::with_capacity(text.len());
@@ -328,21 +334,6 @@ fn escape(text: &str) -> String {
         }
     }
     out
-}
-
-/// `%XX` escapes decoded (an SRT stream id carries `#`, `!`, `:`, `,` and `=`).
-fn percent_decode(s: &str) -> Option<String> {
-    let mut out = Vec::with_capacity(s.len());
-    let mut bytes = s.bytes();
-    while let Some(b) = bytes.next() {
-        if b == b'%' {
-            let hex = [bytes.next()?, bytes.next()?];
-            out.push(u8::from_str_radix(std::str::from_utf8(&hex).ok()?, 16).ok()?);
-        } else {
-            out.push(b);
-        }
-    }
-    String::from_utf8(out).ok()
 }
 
 #[cfg(test)]

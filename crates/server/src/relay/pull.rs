@@ -29,9 +29,7 @@ enum Once {
 
 /// Players and HLS viewers of `key` here.
 fn viewers(hub: &Hub, key: &str) -> usize {
-    hub.find(key).map_or(0, |s| {
-        s.players.load(Ordering::Relaxed) + s.hls_viewers.load(Ordering::Relaxed)
-    })
+    hub.find(key).map_or(0, |s| s.viewers())
 }
 
 /// What the lookup URL says of stream `key`.
@@ -260,7 +258,12 @@ async fn once(
             return Once::Superseded;
         }
         let now = Instant::now();
-        if viewers(hub, key) > 0 || info.always {
+        // The stream in hand, once publishing: no lookup per media message.
+        let watching = match &publisher {
+            Some(p) => p.stream.viewers(),
+            None => viewers(hub, key),
+        };
+        if watching > 0 || info.always {
             *watched = now;
         } else if now.duration_since(*watched) >= config.idle {
             return Once::Idle;

@@ -9,13 +9,13 @@
 //! again, with backoff, while the stream lives. A publisher returning within the
 //! grace window keeps the same push.
 
-use super::client::connect_to;
+use super::client::{connect_to, rtmp_session};
 use crate::core::format::flv::message_of;
 use crate::core::hub::Stream;
 use crate::core::packet::{Packet, Payload};
 use bytes::BytesMut;
 use sluice_media::flv::{TAG_AUDIO, TAG_SCRIPT, TAG_VIDEO};
-use sluice_rtmp::{ClientConfig, ClientEvent, ClientOutput, ClientSession};
+use sluice_rtmp::{ClientEvent, ClientOutput, ClientSession};
 use std::collections::VecDeque;
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
@@ -98,17 +98,21 @@ impl PushTarget {
     }
 
     fn authority(&self) -> String {
-        if self.host.contains(':') {
-            format!("[{}]:{}", self.host, self.port)
+        super::origin::authority(&self.host, self.port)
+    }
+
+    fn scheme(&self) -> &'static str {
+        if self.tls {
+            "rtmps"
         } else {
-            format!("{}:{}", self.host, self.port)
+            "rtmp"
         }
     }
 
     /// The URL as logs and the API show it: without the query, and without the stream
     /// name unless it is the stream's own (a platform's stream key is a secret).
     pub fn display(&self) -> String {
-        let scheme = if self.tls { "rtmps" } else { "rtmp" };
+        let scheme = self.scheme();
         let stream = match self.named {
             true => self.stream.split('?').next().unwrap_or_default(),
             false => "(key)",
@@ -118,7 +122,7 @@ impl PushTarget {
 
     /// The whole URL: what tells two targets apart.
     pub fn key(&self) -> String {
-        let scheme = if self.tls { "rtmps" } else { "rtmp" };
+        let scheme = self.scheme();
         format!(
             "{scheme}://{}/{}/{}",
             self.authority(),
@@ -190,13 +194,7 @@ async fn once(
     .await
     .map_err(|_| fail("connect: timed out".into()))?
     .map_err(fail)?;
-    let scheme = if target.tls { "rtmps" } else { "rtmp" };
-    let mut session = ClientSession::new(ClientConfig {
-        app: target.app.clone(),
-        tc_url: format!("{scheme}://{}/{}", target.authority(), target.app),
-        chunk_size: 4096,
-        digest_handshake: false,
-    });
+    let mut session = rtmp_session(target.tls, &target.authority(), &target.app);
     session.publish(&target.stream);
     let mut out = BytesMut::new();
     let mut input = BytesMut::with_capacity(16 << 10);

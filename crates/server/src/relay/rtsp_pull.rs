@@ -18,7 +18,7 @@ use sluice_rtsp::{
     ClientConfig, ClientEvent, ClientOutput, ClientSession, ClientTransport, PortPair,
 };
 use std::collections::VecDeque;
-use std::net::{IpAddr, SocketAddr};
+use std::net::IpAddr;
 use std::time::Duration;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::{TcpStream, UdpSocket};
@@ -28,8 +28,6 @@ use tokio::time::Instant;
 const JITTER_DELAY: Duration = Duration::from_millis(50);
 /// A server silent this long (no RTP, no answer) is taken for dead.
 const SILENCE: Duration = Duration::from_secs(10);
-/// Tries at an even RTP port with the next one free for RTCP.
-const PAIR_ATTEMPTS: usize = 64;
 
 /// One track set up: where its RTP comes from and what makes frames of it.
 struct PullTrack {
@@ -51,21 +49,18 @@ pub struct RtspReader {
     buf: Box<[u8]>,
 }
 
-/// An RTP socket on an even port of `ip` and an RTCP socket on the next.
-async fn bind_pair(ip: IpAddr) -> Result<(UdpSocket, UdpSocket), String> {
-    for _ in 0..PAIR_ATTEMPTS {
-        let rtp = UdpSocket::bind(SocketAddr::new(ip, 0))
-            .await
-            .map_err(|e| e.to_string())?;
-        let port = rtp.local_addr().map_err(|e| e.to_string())?.port();
-        if port % 2 != 0 || port == u16::MAX {
-            continue;
-        }
-        if let Ok(rtcp) = UdpSocket::bind(SocketAddr::new(ip, port + 1)).await {
-            return Ok((rtp, rtcp));
-        }
-    }
-    Err(format!("no even/odd UDP port pair on {ip}"))
+/// An RTP socket on an even port of `ip` and an RTCP socket on the next, as RTSP's
+/// server side binds them (`rtsp::udp::bind_pair`, ports of the kernel's choice).
+fn bind_pair(ip: IpAddr) -> Result<(UdpSocket, UdpSocket), String> {
+    let tokio = |s: std::net::UdpSocket| {
+        s.set_nonblocking(true)?;
+        UdpSocket::from_std(s)
+    };
+    let (rtp, rtcp) = crate::rtsp::udp::bind_pair(ip, (0, 0)).map_err(|e| e.to_string())?;
+    Ok((
+        tokio(rtp).map_err(|e| e.to_string())?,
+        tokio(rtcp).map_err(|e| e.to_string())?,
+    ))
 }
 
 /// The media of a DESCRIBE answer to set up: the first video and the first audio
@@ -135,7 +130,7 @@ impl RtspReader {
                         media = choose(&sdp)?;
                         for _ in &media {
                             pairs.push(if udp {
-                                Some(bind_pair(local_ip).await?)
+                                Some(bind_pair(local_ip)?)
                             } else {
                                 None
                             });
