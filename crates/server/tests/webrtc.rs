@@ -105,9 +105,38 @@ async fn offer(
 
 /// Hands the peer the next datagram on `sock`, or the time once `until` passed.
 async fn step(rtc: &mut Rtc, sock: &UdpSocket, local: SocketAddr, buf: &mut [u8], until: Instant) {
+    step_losing(rtc, sock, local, buf, until, None).await
+}
+
+/// A lossy link to a viewer: every `every`-th video packet (an SRTP datagram over
+/// 300 bytes; Opus packets are smaller) is lost, from the 40th on.
+#[derive(Debug)]
+struct Loss {
+    every: usize,
+    seen: usize,
+    lost: usize,
+}
+
+/// [`step`], losing what `loss` says.
+async fn step_losing(
+    rtc: &mut Rtc,
+    sock: &UdpSocket,
+    local: SocketAddr,
+    buf: &mut [u8],
+    until: Instant,
+    loss: Option<&mut Loss>,
+) {
     let wait = until.saturating_duration_since(Instant::now());
     let input = match tokio::time::timeout(wait, sock.recv_from(buf)).await {
         Ok(Ok((n, from))) => {
+            let media = n > 300 && (128..192).contains(&buf[0]) && !(200..224).contains(&buf[1]);
+            if let (true, Some(loss)) = (media, loss) {
+                loss.seen += 1;
+                if loss.seen >= 40 && loss.seen.is_multiple_of(loss.every) {
+                    loss.lost += 1;
+                    return;
+                }
+            }
             let r = Receive::new(Protocol::Udp, from, local, &buf[..n]).unwrap();
             Input::Receive(Instant::now(), r)
         }
@@ -129,6 +158,18 @@ async fn watch_asking(
     frames: usize,
     limit: Duration,
     pli_after: Option<usize>,
+) -> Watched {
+    watch_losing(http, path, frames, limit, pli_after, None).await
+}
+
+/// [`watch_asking`] over a link that loses what `loss` says.
+async fn watch_losing(
+    http: SocketAddr,
+    path: &str,
+    frames: usize,
+    limit: Duration,
+    pli_after: Option<usize>,
+    mut loss: Option<&mut Loss>,
 ) -> Watched {
     let start = Instant::now();
     let (mut rtc, sock, local, location, video, _) =
@@ -164,7 +205,7 @@ async fn watch_asking(
             Output::Event(_) => continue,
         };
         let wait = timeout.min(Instant::now() + Duration::from_millis(100));
-        step(&mut rtc, &sock, local, &mut buf, wait).await;
+        step_losing(&mut rtc, &sock, local, &mut buf, wait, loss.as_deref_mut()).await;
     }
     Watched {
         frames: got,
@@ -249,6 +290,40 @@ async fn a_whep_viewer_gets_decodable_h264_from_an_rtmp_publisher() {
     }
     let (status, _, _) = request(server.http, "DELETE", &watched.location, "text/plain", "").await;
     assert_eq!(status, 404);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[cfg_attr(not(have_ffmpeg), ignore = "needs ffmpeg and ffprobe")]
+async fn lost_video_packets_are_sent_again_from_the_streams_history() {
+    if !have_ffmpeg() {
+        return;
+    }
+    let server = TestServer::start(&["--webrtc-udp", "127.0.0.1:0"]);
+    let _publisher = publish_live(&server, "lossy").await;
+    let mut loss = Loss {
+        every: 15,
+        seen: 0,
+        lost: 0,
+    };
+    let limit = Duration::from_secs(15);
+    let path = "/live/lossy/whep";
+    let watched = watch_losing(server.http, path, 100, limit, None, Some(&mut loss)).await;
+    let resent = common::metric(server.http, "sluice_webrtc_retransmissions_total");
+    let missed = common::metric(server.http, "sluice_webrtc_retransmission_misses_total");
+    eprintln!("{loss:?}, {resent} resent, {missed} missed");
+    assert!(loss.lost >= 10, "{loss:?}");
+    // str0m's receiver asks for each lost packet, and every one is still kept.
+    assert!(
+        resent >= loss.lost as f64 * 0.9,
+        "{resent} resent for {loss:?}"
+    );
+    assert_eq!(missed, 0.0);
+    // Every frame came whole: none is left out for a lost packet.
+    assert!(
+        watched.frames.len() >= 100,
+        "{} frames",
+        watched.frames.len()
+    );
 }
 
 /// Whether the API says `key`'s audio is being transcoded.

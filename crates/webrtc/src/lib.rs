@@ -1,8 +1,9 @@
-//! WebRTC for Sluice, sans-IO: [`Peer`] answers a WHEP viewer's offer and sends the
-//! stream's shared RTP packets with the viewer's header and SRTP (str0m in ICE-lite
-//! and RTP mode, on aws-lc-rs); [`stun`] routes a first datagram to its session by
-//! the ICE username fragment it names. Sockets, timers and the clock are the
-//! server's.
+//! WebRTC for Sluice, sans-IO: [`Peer`] answers a WHEP viewer's offer (str0m in
+//! ICE-lite and RTP mode, on aws-lc-rs, for ICE and DTLS) and then sends the stream's
+//! shared RTP packets with the viewer's header and our own SRTP ([`outbound`],
+//! [`srtp`], [`rtcp`], with the keys [`keys`] copies out of the handshake); [`stun`]
+//! routes a first datagram to its session by the ICE username fragment it names, and
+//! answers consent checks. Sockets, timers and the clock are the server's.
 #![forbid(unsafe_code)]
 #![cfg_attr(
     not(test),
@@ -14,7 +15,11 @@
     )
 )]
 
+pub mod keys;
+pub mod outbound;
 mod peer;
+pub mod rtcp;
+pub mod srtp;
 pub mod stun;
 
 pub use peer::{

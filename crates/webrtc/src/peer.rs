@@ -1,36 +1,46 @@
-//! One WebRTC peer of the server, around str0m's `Rtc` in ICE-lite and RTP mode. A
-//! viewer (WHEP): the offer is answered with only the codecs the stream has, and the
-//! stream's shared RTP packets go out with this peer's header (payload type, SSRC, a
-//! sequence of its own) and SRTP. A publisher (WHIP): H.264 and Opus are accepted, and
-//! its RTP comes out as plain packets for the server's depacketizers. Datagrams and
-//! time in, datagrams, a timeout and events out: no socket, no clock.
+//! One WebRTC peer of the server, around str0m's `Rtc` in ICE-lite and RTP mode.
+//! Datagrams and time in, datagrams, a timeout and events out: no socket, no clock.
 //!
-//! Why RTP mode: the stream packetizes each frame once for every viewer; str0m's
-//! frame API would packetize it again per viewer.
+//! A publisher (WHIP): H.264 and Opus are accepted, and its RTP comes out of str0m as
+//! plain packets for the server's depacketizers.
+//!
+//! A viewer (WHEP): the offer is answered with only the codecs the stream has. str0m
+//! runs ICE and DTLS; from then on the media path is ours (`outbound`, `srtp`, `rtcp`):
+//! the stream's shared RTP packets go out with this viewer's header and SRTP, with no
+//! per-viewer queue or packet cache, NACKs name stream packets the server finds in the
+//! stream's history, and keyframe requests go to the stream. Once the viewer's first
+//! authenticated RTCP shows that its DTLS is done too, str0m is dropped altogether:
+//! consent checks are answered here (`stun::answer_check`), and what is left of the
+//! viewer is a few hundred bytes of keys and counters.
 
+use crate::keys;
+use crate::outbound::{self, Datagrams, Resend, StreamPacket, Track};
+use crate::rtcp::{self, Feedback};
+use crate::srtp;
+use crate::stun::{self, DatagramKind};
+use std::collections::VecDeque;
 use std::net::SocketAddr;
-use std::sync::{Arc, OnceLock};
-use std::time::{Duration, Instant};
+use std::time::{Duration, Instant, SystemTime};
 use str0m::change::SdpOffer;
-use str0m::crypto::CryptoProvider;
 use str0m::format::Codec;
 use str0m::media::{Direction, MediaKind, Mid, Pt};
 use str0m::net::{Protocol, Receive, TcpType};
-use str0m::rtp::{RtpWrite, Ssrc};
+use str0m::rtp::Ssrc;
 use str0m::{Candidate, Event, IceConnectionState, Input, Output, Rtc, RtcConfig};
 use thiserror::Error;
 
 /// Largest SDP offer taken (a browser's is 4-8 KB).
 pub const MAX_OFFER: usize = 16 << 10;
 
-/// Video packets kept for retransmission when the viewer NACKs (600 ms of a 2 Mbit/s
-/// stream): each costs the cache ~0.4 KB besides its shared payload, so this bounds
-/// most of a viewer's memory. Audio is not retransmitted: browsers do not NACK Opus,
-/// which conceals a lost packet itself.
-const RTX_PACKETS: usize = 128;
+/// How often a viewer gets a sender report per track (what browsers sync audio and
+/// video by).
+const REPORT_EVERY: Duration = Duration::from_secs(1);
 
-/// How long a packet stays retransmittable: a few round trips.
-const RTX_AGE: Duration = Duration::from_millis(600);
+/// A viewer whose consent checks stop for this long is gone (RFC 7675 §5.1).
+const CONSENT: Duration = Duration::from_secs(30);
+
+/// Retransmissions waiting for the server at most: a NACK storm is cut, not queued.
+const MAX_RESENDS: usize = 512;
 
 /// Why an offer cannot be answered, or a session cannot go on.
 #[derive(Debug, Error)]
@@ -45,6 +55,10 @@ pub enum PeerError {
     NoCandidate,
     #[error("webrtc: {0}")]
     Rtc(#[from] str0m::RtcError),
+    #[error("srtp: {0}")]
+    Srtp(#[from] srtp::SrtpError),
+    #[error("DTLS finished without SRTP keys")]
+    NoKeys,
 }
 
 /// The stream's codecs, as far as WebRTC can carry them.
@@ -125,34 +139,62 @@ pub enum PeerEvent {
     Media { codec: Incoming, rtp: Vec<u8> },
 }
 
-/// An outgoing stream of one kind: where its packets go and how they are numbered.
+/// An outgoing stream of one kind, as the answer negotiated it.
 #[derive(Debug)]
 struct Sender {
     mid: Mid,
     pt: Pt,
-    ssrc: Option<Ssrc>,
-    /// The next sequence number: a viewer's own, continuous across skips.
-    seq: u64,
+}
+
+/// A viewer's media path once DTLS is done. See the module doc.
+#[derive(Debug)]
+struct Media {
+    srtp: srtp::Session,
+    video: Option<Track>,
+    audio: Option<Track>,
+    next_report: Instant,
+    /// NACKed packets for the server to find and send again.
+    resends: VecDeque<Resend>,
+    /// Whether authenticated RTCP came from the viewer: its DTLS is done.
+    heard: bool,
+    /// The last consent check answered here (after str0m is dropped).
+    consent: Instant,
+    /// Decrypted RTCP.
+    scratch: Vec<u8>,
 }
 
 /// One WebRTC peer. See the module doc.
 pub struct Peer {
-    rtc: Rtc,
+    /// str0m, until a viewer's handshake has settled.
+    rtc: Option<Rtc>,
+    /// Where a viewer's DTLS keying material lands.
+    keys: Option<keys::Slot>,
+    /// Our ICE credentials, for the consent checks answered without str0m.
+    ice: (String, String),
     /// The addresses datagrams are taken as sent to: the first candidate of each
     /// transport.
     local: SocketAddr,
     local_tcp: Option<SocketAddr>,
+    /// Where the peer's datagrams come from, and ours go.
+    remote: Option<SocketAddr>,
     offered: Offered,
     video: Option<Sender>,
     audio: Option<Sender>,
+    /// The answer's MID header extension id, if the viewer takes it.
+    mid_extension: Option<u8>,
+    media: Option<Media>,
+    /// What the peer has to send besides media, and the events for the driver.
+    transmits: VecDeque<(SocketAddr, Vec<u8>)>,
+    events: VecDeque<PeerEvent>,
     /// A publisher's payload types and what they carry.
     incoming: Vec<(Pt, Incoming)>,
     /// A publisher's video SSRC, once seen (where keyframe requests go).
     video_in: Option<Ssrc>,
     connected: bool,
     closed: bool,
-    /// The latest time given.
+    /// The latest time given, and wall-clock time at a known instant (sender reports).
     now: Instant,
+    epoch: (Instant, SystemTime),
 }
 
 impl std::fmt::Debug for Peer {
@@ -174,30 +216,21 @@ pub struct Answer {
     pub ufrag: String,
 }
 
-fn crypto() -> Arc<CryptoProvider> {
-    static PROVIDER: OnceLock<Arc<CryptoProvider>> = OnceLock::new();
-    PROVIDER
-        .get_or_init(|| Arc::new(str0m::crypto::from_feature_flags()))
-        .clone()
-}
-
 fn config(role: Role) -> RtcConfig {
-    let config = RtcConfig::new()
-        .set_crypto_provider(crypto())
-        .set_ice_lite(true)
-        .set_rtp_mode(true)
-        .clear_codecs();
+    let mut config = RtcConfig::new().set_crypto_provider(keys::provider());
+    if let Some(cert) = keys::certificate() {
+        config = config.set_dtls_cert(cert);
+    }
+    let config = config.set_ice_lite(true).set_rtp_mode(true).clear_codecs();
     let offered = match role {
         Role::Play(offered) => offered,
         Role::Publish => return config.enable_h264(true).enable_opus(true, false),
     };
-    // No transport-wide sequence numbers for viewers: nothing here estimates their
-    // bandwidth, and registering every packet sent cost ~90 KB per viewer.
+    // Only the MID: nothing here estimates a viewer's bandwidth (transport-wide
+    // sequence numbers, send times), and packets are sent as the stream made them.
     use str0m::rtp::Extension;
     let mut config = config
         .clear_extension_map()
-        .set_extension(1, Extension::AudioLevel)
-        .set_extension(2, Extension::AbsoluteSendTime)
         .set_extension(4, Extension::RtpMid);
     config = match offered.video {
         Some(VideoCodec::H264) => config.enable_h264(true),
@@ -234,7 +267,13 @@ impl Peer {
             .copied()
             .or(local_tcp)
             .ok_or(PeerError::NoCandidate)?;
-        let mut rtc = config(role).build(now);
+        let (mut rtc, slot) = match role {
+            Role::Play(_) => {
+                let (rtc, slot) = keys::build_capturing(config(role), now);
+                (rtc, Some(slot))
+            }
+            Role::Publish => (config(role).build(now), None),
+        };
         for addr in &settings.candidates {
             if let Ok(c) = Candidate::host(*addr, "udp") {
                 rtc.add_local_candidate(c);
@@ -252,27 +291,44 @@ impl Peer {
         }
         let answer = rtc.sdp_api().accept_offer(offer)?;
         let sdp = answer.to_sdp_string();
-        let ufrag = sdp
-            .lines()
-            .find_map(|l| l.trim().strip_prefix("a=ice-ufrag:"))
-            .map(str::to_owned)
-            .ok_or_else(|| PeerError::Offer("the answer has no ICE ufrag".into()))?;
+        let attribute = |name: &str| {
+            sdp.lines()
+                .find_map(|l| l.trim().strip_prefix(name))
+                .map(str::to_owned)
+                .ok_or_else(|| PeerError::Offer(format!("the answer has no {name}")))
+        };
+        let ufrag = attribute("a=ice-ufrag:")?;
+        let pwd = attribute("a=ice-pwd:")?;
         let offered = match role {
             Role::Play(o) => o,
             Role::Publish => Offered::default(),
         };
+        let mid_extension = sdp.lines().find_map(|l| {
+            let rest = l.trim().strip_prefix("a=extmap:")?;
+            let (id, uri) = rest.split_once(' ')?;
+            let id = id.split('/').next()?.parse().ok()?;
+            (uri.trim() == "urn:ietf:params:rtp-hdrext:sdes:mid").then_some(id)
+        });
         let mut peer = Peer {
-            rtc,
+            rtc: Some(rtc),
+            keys: slot,
+            ice: (ufrag.clone(), pwd),
             local,
             local_tcp,
+            remote: None,
             offered,
             video: None,
             audio: None,
+            mid_extension,
+            media: None,
+            transmits: VecDeque::new(),
+            events: VecDeque::new(),
             incoming: Vec::new(),
             video_in: None,
             connected: false,
             closed: false,
             now,
+            epoch: (now, SystemTime::now()),
         };
         match role {
             Role::Play(_) => {
@@ -295,12 +351,15 @@ impl Peer {
     /// The media sections of `answer` that go in `direction` (ours: sending or
     /// receiving), with their kind and the peer's payload types.
     fn sections(&self, answer: &str, sending: bool) -> Vec<(Mid, MediaKind, Vec<Pt>)> {
+        let Some(rtc) = &self.rtc else {
+            return Vec::new();
+        };
         answer
             .lines()
             .filter_map(|l| l.trim().strip_prefix("a=mid:"))
             .map(Mid::from)
             .filter_map(|mid| {
-                let media = self.rtc.media(mid)?;
+                let media = rtc.media(mid)?;
                 let ours = match media.direction() {
                     Direction::SendRecv => true,
                     Direction::SendOnly => sending,
@@ -328,7 +387,10 @@ impl Peer {
             };
             // The first of the peer's payload types for our codec, packetization mode 1
             // for H.264 (non-interleaved: FU-A and STAP-A, what we packetize).
-            let pt = self.rtc.codec_config().params().iter().find_map(|p| {
+            let Some(rtc) = &self.rtc else {
+                return;
+            };
+            let pt = rtc.codec_config().params().iter().find_map(|p| {
                 let spec = p.spec();
                 let h264_ok =
                     spec.codec != Codec::H264 || spec.format.packetization_mode == Some(1);
@@ -337,12 +399,7 @@ impl Peer {
             let Some(pt) = pt else {
                 continue;
             };
-            let sender = Sender {
-                mid,
-                pt,
-                ssrc: None,
-                seq: 1,
-            };
+            let sender = Sender { mid, pt };
             match kind {
                 MediaKind::Video if self.video.is_none() => self.video = Some(sender),
                 MediaKind::Audio if self.audio.is_none() => self.audio = Some(sender),
@@ -353,8 +410,12 @@ impl Peer {
 
     /// The payload types a publisher may send in, and their codecs.
     fn find_receivers(&mut self, answer: &str) {
-        for (_, _, remote) in self.sections(answer, false) {
-            for p in self.rtc.codec_config().params() {
+        let sections = self.sections(answer, false);
+        let Some(rtc) = &self.rtc else {
+            return;
+        };
+        for (_, _, remote) in sections {
+            for p in rtc.codec_config().params() {
                 let spec = p.spec();
                 let codec = match spec.codec {
                     Codec::H264 if spec.format.packetization_mode == Some(1) => Incoming::H264,
@@ -376,8 +437,8 @@ impl Peer {
 
     /// Asks a publisher for a keyframe (a PLI), once its video has been seen.
     pub fn request_keyframe(&mut self) {
-        if let Some(ssrc) = self.video_in {
-            if let Some(rx) = self.rtc.direct_api().stream_rx(&ssrc) {
+        if let (Some(ssrc), Some(rtc)) = (self.video_in, &mut self.rtc) {
+            if let Some(rx) = rtc.direct_api().stream_rx(&ssrc) {
                 rx.request_keyframe(str0m::media::KeyframeRequestKind::Pli);
             }
         }
@@ -402,90 +463,258 @@ impl Peer {
         datagram: &[u8],
     ) -> Result<(), PeerError> {
         self.now = now;
+        self.remote = Some(source);
+        let kind = stun::classify(datagram);
+        if self.media.is_some() && kind == DatagramKind::Rtp {
+            return self.handle_rtcp(datagram);
+        }
+        let Some(rtc) = &mut self.rtc else {
+            return self.handle_unattended(now, kind, source, datagram);
+        };
         let (proto, local) = match via {
             Via::Udp => (Protocol::Udp, self.local),
             Via::Tcp => (Protocol::Tcp, self.local_tcp.unwrap_or(self.local)),
         };
         let receive = Receive::new(proto, source, local, datagram)
             .map_err(|e| PeerError::Offer(e.to_string()))?;
-        self.rtc.handle_input(Input::Receive(now, receive))?;
+        rtc.handle_input(Input::Receive(now, receive))?;
         Ok(())
+    }
+
+    /// A viewer's SRTCP: retransmissions to find, keyframes to ask for, its leaving.
+    fn handle_rtcp(&mut self, datagram: &[u8]) -> Result<(), PeerError> {
+        let Some(media) = &mut self.media else {
+            return Ok(());
+        };
+        // RTCP's packet types are 192-223 (RFC 5761 §4); a viewer sends no RTP.
+        if !datagram.get(1).is_some_and(|pt| (192..=223).contains(pt)) {
+            return Ok(());
+        }
+        let mut plain = std::mem::take(&mut media.scratch);
+        let opened = media.srtp.rx.unprotect_rtcp(datagram, &mut plain);
+        let mut bye = false;
+        if opened.is_ok() {
+            media.heard = true;
+            for feedback in rtcp::feedback(&plain) {
+                match feedback {
+                    Feedback::Nack { ssrc, lost } => {
+                        let tracks = [(true, &media.video), (false, &media.audio)];
+                        let Some((video, track)) = tracks.into_iter().find_map(|(v, t)| {
+                            t.as_ref().filter(|t| t.ssrc() == ssrc).map(|t| (v, t))
+                        }) else {
+                            continue;
+                        };
+                        for seq in lost {
+                            if media.resends.len() >= MAX_RESENDS {
+                                break;
+                            }
+                            if let Some((index, packet)) = track.nacked(seq) {
+                                media.resends.push_back(Resend {
+                                    video,
+                                    index,
+                                    packet,
+                                });
+                            }
+                        }
+                    }
+                    Feedback::Keyframe { .. } => self.events.push_back(PeerEvent::KeyframeRequest),
+                    Feedback::Bye => bye = true,
+                }
+            }
+        }
+        media.scratch = plain;
+        if bye {
+            self.disconnected();
+        }
+        opened.map_err(PeerError::from)
+    }
+
+    /// A datagram once str0m is gone: consent checks are answered; a DTLS alert (the
+    /// viewer closing) ends the session; the rest is dropped.
+    fn handle_unattended(
+        &mut self,
+        now: Instant,
+        kind: DatagramKind,
+        source: SocketAddr,
+        datagram: &[u8],
+    ) -> Result<(), PeerError> {
+        match kind {
+            DatagramKind::Stun => {
+                let (ufrag, pwd) = &self.ice;
+                if let Some(answer) = stun::answer_check(datagram, ufrag, pwd, source) {
+                    self.transmits.push_back((source, answer));
+                    if let Some(media) = &mut self.media {
+                        media.consent = now;
+                    }
+                }
+            }
+            // Content type 21: an alert, which after the handshake means the end.
+            DatagramKind::Dtls if datagram.first() == Some(&21) => self.disconnected(),
+            _ => {}
+        }
+        Ok(())
+    }
+
+    fn disconnected(&mut self) {
+        if !self.closed {
+            self.closed = true;
+            self.events.push_back(PeerEvent::Disconnected);
+        }
     }
 
     /// Advances time to `now`.
     pub fn handle_timeout(&mut self, now: Instant) -> Result<(), PeerError> {
         self.now = now;
-        self.rtc.handle_input(Input::Timeout(now))?;
+        if let Some(rtc) = &mut self.rtc {
+            rtc.handle_input(Input::Timeout(now))?;
+        }
+        let Some(media) = &mut self.media else {
+            return Ok(());
+        };
+        // The handshake has settled once the viewer sends authenticated RTCP.
+        if media.heard && self.rtc.is_some() {
+            self.rtc = None;
+            media.consent = now;
+        }
+        if self.rtc.is_none() && now.saturating_duration_since(media.consent) >= CONSENT {
+            self.disconnected();
+            return Ok(());
+        }
+        if now >= media.next_report {
+            media.next_report = now + REPORT_EVERY;
+            if let Some(to) = self.remote {
+                let wall = self.epoch.1 + now.saturating_duration_since(self.epoch.0);
+                let ntp = outbound::ntp(wall);
+                let cname = &self.ice.0;
+                for track in [&media.video, &media.audio].into_iter().flatten() {
+                    if let Some(info) = track.report(now, ntp) {
+                        let mut report = Vec::with_capacity(96);
+                        rtcp::write_sender_report(&mut report, &info);
+                        rtcp::write_sdes(&mut report, info.ssrc, cname);
+                        media.srtp.tx.protect_rtcp(&mut report, 0)?;
+                        self.transmits.push_back((to, report));
+                    }
+                }
+            }
+        }
         Ok(())
     }
 
-    /// Queues one of the stream's RTP packets (video or audio: its timestamp, marker
-    /// and payload) with this peer's header. Nothing goes out before ICE and DTLS are
-    /// done. The payload is shared: the retransmission cache keeps a reference, not a
-    /// copy, when every peer is given the same one.
-    pub fn write_rtp(
+    /// Sends one of the stream's RTP packets (video or audio: its identity in the
+    /// stream, timestamp, marker and payload) with this viewer's header and SRTP, into
+    /// `out`. Nothing goes out before ICE and DTLS are done.
+    #[allow(clippy::too_many_arguments)]
+    pub fn send_rtp(
         &mut self,
         video: bool,
+        packet: StreamPacket,
         timestamp: u32,
         marker: bool,
-        payload: Arc<[u8]>,
+        payload: &[u8],
         now: Instant,
+        out: &mut Datagrams,
     ) {
-        if !self.connected {
+        let (Some(media), Some(to)) = (&mut self.media, self.remote) else {
             return;
-        }
-        let sender = if video {
-            &mut self.video
+        };
+        let track = if video {
+            &mut media.video
         } else {
-            &mut self.audio
+            &mut media.audio
         };
-        let Some(sender) = sender else {
+        if let Some(track) = track {
+            // A packet that cannot be protected is not sent, as a lost one would not be.
+            let _ = track.send(
+                packet,
+                timestamp,
+                marker,
+                payload,
+                now,
+                &media.srtp.tx,
+                to,
+                out,
+            );
+        }
+    }
+
+    /// The next NACKed packet for the server to find in the stream's history and give
+    /// to [`Peer::resend`].
+    pub fn next_resend(&mut self) -> Option<Resend> {
+        self.media.as_mut()?.resends.pop_front()
+    }
+
+    /// Sends again the NACKed packet `resend`, found: its timestamp, marker, payload.
+    pub fn resend(
+        &self,
+        resend: Resend,
+        timestamp: u32,
+        marker: bool,
+        payload: &[u8],
+        out: &mut Datagrams,
+    ) {
+        let (Some(media), Some(to)) = (&self.media, self.remote) else {
             return;
         };
-        let mut direct = self.rtc.direct_api();
-        let ssrc = match sender.ssrc {
-            Some(s) => s,
-            None => {
-                let Some(tx) = direct.stream_tx_by_mid(sender.mid, None) else {
-                    return;
-                };
-                let (kept, age) = if video {
-                    (RTX_PACKETS, RTX_AGE)
-                } else {
-                    (0, Duration::ZERO)
-                };
-                tx.set_rtx_cache(kept, age, None);
-                let s = tx.ssrc();
-                sender.ssrc = Some(s);
-                s
-            }
+        let track = if resend.video {
+            &media.video
+        } else {
+            &media.audio
         };
-        let Some(tx) = direct.stream_tx(&ssrc) else {
-            return;
-        };
-        let seq = sender.seq;
-        sender.seq += 1;
-        tx.write_rtp(
-            RtpWrite::new(sender.pt, seq.into(), timestamp, now, payload)
-                .marker(marker)
-                .nackable(video),
-        );
+        if let Some(track) = track {
+            let _ = track.resend(
+                resend.index,
+                timestamp,
+                marker,
+                payload,
+                &media.srtp.tx,
+                to,
+                out,
+            );
+        }
     }
 
     /// What the peer asks of its driver next; `Timeout` last, always.
     pub fn poll_output(&mut self) -> PeerOutput {
         loop {
-            if self.closed {
-                return PeerOutput::Timeout(self.now + Duration::from_secs(86_400));
+            if let Some(event) = self.events.pop_front() {
+                return PeerOutput::Event(event);
             }
-            match self.rtc.poll_output() {
+            if let Some((destination, contents)) = self.transmits.pop_front() {
+                return PeerOutput::Transmit {
+                    destination,
+                    contents,
+                };
+            }
+            let idle = self.now + Duration::from_secs(86_400);
+            if self.closed {
+                return PeerOutput::Timeout(idle);
+            }
+            let ours = self.media.as_ref().map(|m| {
+                let consent = m.consent + CONSENT;
+                if self.rtc.is_some() {
+                    m.next_report
+                } else {
+                    m.next_report.min(consent)
+                }
+            });
+            let Some(rtc) = &mut self.rtc else {
+                return PeerOutput::Timeout(ours.unwrap_or(idle));
+            };
+            match rtc.poll_output() {
+                // str0m's own SRTP once ours runs (its RTCP): never sent, as its SRTCP
+                // indexes would repeat ours under the same keys.
+                Ok(Output::Transmit(t))
+                    if self.media.is_some() && stun::classify(&t.contents) == DatagramKind::Rtp => {
+                }
                 Ok(Output::Transmit(t)) => {
                     return PeerOutput::Transmit {
                         destination: t.destination,
                         contents: t.contents.into(),
                     }
                 }
-                Ok(Output::Timeout(at)) => return PeerOutput::Timeout(at),
+                Ok(Output::Timeout(at)) => {
+                    return PeerOutput::Timeout(ours.map_or(at, |o| o.min(at)))
+                }
                 Ok(Output::Event(e)) => {
                     if let Some(event) = self.on_event(e) {
                         return PeerOutput::Event(event);
@@ -502,6 +731,14 @@ impl Peer {
     fn on_event(&mut self, event: Event) -> Option<PeerEvent> {
         match event {
             Event::Connected => {
+                if self.keys.is_some() {
+                    if let Err(e) = self.start_media() {
+                        // Nothing can be sent: the session ends at once.
+                        let _ = e;
+                        self.closed = true;
+                        return Some(PeerEvent::Disconnected);
+                    }
+                }
                 self.connected = true;
                 Some(PeerEvent::Connected)
             }
@@ -530,13 +767,74 @@ impl Peer {
         }
     }
 
-    /// Ends the session (a DELETE): a DTLS close goes out with the next outputs.
+    /// A viewer's media path, from the keys its handshake exported.
+    fn start_media(&mut self) -> Result<(), PeerError> {
+        let material = self
+            .keys
+            .as_ref()
+            .and_then(|slot| slot.lock().unwrap_or_else(|e| e.into_inner()).take())
+            .ok_or(PeerError::NoKeys)?;
+        let srtp = srtp::Session::new(material.profile, &material.bytes, material.client)?;
+        let mid_extension = self.mid_extension;
+        let rtc = self.rtc.as_mut().ok_or(PeerError::NoKeys)?;
+        let mut track = |sender: &Option<Sender>, clock: u32| {
+            let sender = sender.as_ref()?;
+            let ssrc = *rtc.direct_api().stream_tx_by_mid(sender.mid, None)?.ssrc();
+            let mid = mid_extension.map(|id| (id, sender.mid.as_ref()));
+            Some(Track::new(
+                ssrc,
+                *sender.pt,
+                clock,
+                ssrc as u16 & 0x7fff,
+                mid,
+            ))
+        };
+        let video = track(&self.video, 90_000);
+        let audio = track(&self.audio, 48_000);
+        self.keys = None;
+        self.media = Some(Media {
+            srtp,
+            video,
+            audio,
+            next_report: self.now + REPORT_EVERY,
+            resends: VecDeque::new(),
+            heard: false,
+            consent: self.now,
+            scratch: Vec::new(),
+        });
+        Ok(())
+    }
+
+    /// Ends the session (a DELETE): a DTLS close, or once str0m is gone an RTCP BYE,
+    /// goes out with the next outputs.
     pub fn close(&mut self) {
-        self.rtc.disconnect();
+        if let (Some(media), Some(to)) = (&mut self.media, self.remote) {
+            for track in [&media.video, &media.audio].into_iter().flatten() {
+                let mut bye = Vec::with_capacity(32);
+                rtcp::write_bye(&mut bye, track.ssrc());
+                if media.srtp.tx.protect_rtcp(&mut bye, 0).is_ok() {
+                    self.transmits.push_back((to, bye));
+                }
+            }
+        }
+        match &mut self.rtc {
+            Some(rtc) => rtc.disconnect(),
+            None => self.disconnected(),
+        }
     }
 
     /// Whether the session still lives.
     pub fn is_alive(&self) -> bool {
-        !self.closed && self.rtc.is_alive()
+        !self.closed && self.rtc.as_ref().is_none_or(|r| r.is_alive())
+    }
+
+    /// The SRTP profile DTLS negotiated, once a viewer's media path runs.
+    pub fn srtp_profile(&self) -> Option<srtp::Profile> {
+        self.media.as_ref().map(|m| m.srtp.tx.profile())
+    }
+
+    /// Whether str0m still runs this peer (a viewer's handshake not yet settled).
+    pub fn in_handshake(&self) -> bool {
+        self.rtc.is_some()
     }
 }

@@ -3,6 +3,7 @@
 //! request name; and to ask a STUN server which address it sees us at (the public
 //! address candidates announce behind NAT). Everything else about STUN is str0m's.
 
+use aws_lc_rs::hmac;
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr};
 
 /// STUN's magic cookie (RFC 8489 §5).
@@ -111,6 +112,83 @@ fn address(value: &[u8], transaction: Option<&[u8; 12]>) -> Option<SocketAddr> {
     Some(SocketAddr::new(ip, port))
 }
 
+/// The attributes of ICE's connectivity checks (RFC 8489 §14.5, §14.7).
+const MESSAGE_INTEGRITY: u16 = 0x0008;
+const FINGERPRINT: u16 = 0x8028;
+const FINGERPRINT_XOR: u32 = 0x5354_554e;
+/// MESSAGE-INTEGRITY's attribute: header and HMAC-SHA1.
+const INTEGRITY_LEN: usize = 4 + 20;
+
+/// The success response to an ICE connectivity check `from` a peer (RFC 8445 §7.3):
+/// a binding request whose USERNAME starts with our `ufrag` and whose
+/// MESSAGE-INTEGRITY is keyed with our `pwd`. The response carries the request's
+/// source as XOR-MAPPED-ADDRESS, then MESSAGE-INTEGRITY and FINGERPRINT. `None` for
+/// anything else: a request that is not ours or fails its check gets no answer.
+pub fn answer_check(datagram: &[u8], ufrag: &str, pwd: &str, from: SocketAddr) -> Option<Vec<u8>> {
+    let (ours, _) = binding_username(datagram)?;
+    if ours != ufrag {
+        return None;
+    }
+    // HMAC over the message before MESSAGE-INTEGRITY, its length field set as if the
+    // message ended with it.
+    let mut at = HEADER_LEN;
+    let mut integrity = None;
+    for (kind, value) in attributes(datagram, 0x0001)? {
+        if kind == MESSAGE_INTEGRITY {
+            integrity = Some((at, value));
+            break;
+        }
+        at += 4 + value.len().div_ceil(4) * 4;
+    }
+    let (at, mac) = integrity?;
+    let key = hmac::Key::new(hmac::HMAC_SHA1_FOR_LEGACY_USE_ONLY, pwd.as_bytes());
+    let mut check = hmac::Context::with_key(&key);
+    check.update(datagram.get(..2)?);
+    check.update(&((at - HEADER_LEN + INTEGRITY_LEN) as u16).to_be_bytes());
+    check.update(datagram.get(4..at)?);
+    if check.sign().as_ref() != mac {
+        return None;
+    }
+    let transaction: [u8; 12] = datagram.get(8..HEADER_LEN)?.try_into().ok()?;
+    let mut out = Vec::with_capacity(HEADER_LEN + 24 + INTEGRITY_LEN + 8);
+    out.extend_from_slice(&0x0101u16.to_be_bytes());
+    out.extend_from_slice(&[0, 0]);
+    out.extend_from_slice(&MAGIC_COOKIE.to_be_bytes());
+    out.extend_from_slice(&transaction);
+    let cookie = MAGIC_COOKIE.to_be_bytes();
+    let port = from.port() ^ (MAGIC_COOKIE >> 16) as u16;
+    match from.ip() {
+        IpAddr::V4(ip) => {
+            out.extend_from_slice(&[0x00, 0x20, 0, 8, 0, 0x01]);
+            out.extend_from_slice(&port.to_be_bytes());
+            out.extend(ip.octets().iter().zip(cookie).map(|(b, c)| b ^ c));
+        }
+        IpAddr::V6(ip) => {
+            out.extend_from_slice(&[0x00, 0x20, 0, 20, 0, 0x02]);
+            out.extend_from_slice(&port.to_be_bytes());
+            let key = cookie.iter().chain(transaction.iter());
+            out.extend(ip.octets().iter().zip(key).map(|(b, k)| b ^ k));
+        }
+    }
+    // The length field counts what follows the header, up to the attribute being made.
+    let set_len = |out: &mut Vec<u8>, extra: usize| {
+        let len = (out.len() + extra - HEADER_LEN) as u16;
+        if let Some(field) = out.get_mut(2..4) {
+            field.copy_from_slice(&len.to_be_bytes());
+        }
+    };
+    set_len(&mut out, INTEGRITY_LEN);
+    let mac = hmac::sign(&key, &out);
+    out.extend_from_slice(&[0x00, 0x08, 0, 20]);
+    out.extend_from_slice(mac.as_ref());
+    set_len(&mut out, 8);
+    let crc = crc::Crc::<u32>::new(&crc::CRC_32_ISO_HDLC).checksum(&out) ^ FINGERPRINT_XOR;
+    out.extend_from_slice(&FINGERPRINT.to_be_bytes());
+    out.extend_from_slice(&[0, 4]);
+    out.extend_from_slice(&crc.to_be_bytes());
+    Some(out)
+}
+
 /// The attributes (type, value) of a STUN message of type `message`, after checking
 /// its header; `None` when the header is not one.
 fn attributes(datagram: &[u8], message: u16) -> Option<impl Iterator<Item = (u16, &[u8])>> {
@@ -140,6 +218,58 @@ fn be16(b: &[u8], at: usize) -> Option<u16> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use str0m::ice::{StunMessage, TransId};
+
+    fn sha1_hmac(key: &[u8], parts: &[&[u8]]) -> [u8; 20] {
+        let key = hmac::Key::new(hmac::HMAC_SHA1_FOR_LEGACY_USE_ONLY, key);
+        let mut c = hmac::Context::with_key(&key);
+        parts.iter().for_each(|p| c.update(p));
+        c.sign().as_ref().try_into().unwrap()
+    }
+
+    /// A connectivity check as a browser's ICE agent sends it (str0m's encoder).
+    fn check(username: &str, pwd: &str) -> Vec<u8> {
+        let request = StunMessage::binding_request(username, TransId::new(), true, 7, 99, true);
+        let mut buf = [0u8; 512];
+        let n = request
+            .to_bytes(Some(pwd.as_bytes()), &mut buf, sha1_hmac)
+            .unwrap();
+        buf[..n].to_vec()
+    }
+
+    #[test]
+    fn a_check_with_our_credentials_is_answered_with_its_source() {
+        for from in ["192.0.2.5:40000", "[2001:db8::7]:5000"] {
+            let from: SocketAddr = from.parse().unwrap();
+            let request = check("ours:theirs", "secret-password-22chars");
+            let answer = answer_check(&request, "ours", "secret-password-22chars", from).unwrap();
+            let parsed = StunMessage::parse(&answer).unwrap();
+            assert!(parsed.is_successful_binding_response());
+            assert_eq!(
+                parsed.trans_id(),
+                StunMessage::parse(&request).unwrap().trans_id()
+            );
+            assert!(parsed.verify(b"secret-password-22chars", sha1_hmac));
+            assert_eq!(parsed.mapped_address(), Some(from));
+        }
+    }
+
+    #[test]
+    fn a_check_with_other_credentials_is_not_answered() {
+        let from: SocketAddr = "192.0.2.5:40000".parse().unwrap();
+        let request = check("ours:theirs", "secret-password-22chars");
+        assert!(answer_check(&request, "ours", "another-password-22chr", from).is_none());
+        assert!(answer_check(&request, "other", "secret-password-22chars", from).is_none());
+        let mut flipped = request.clone();
+        flipped[30] ^= 1;
+        assert!(answer_check(&flipped, "ours", "secret-password-22chars", from).is_none());
+        // No MESSAGE-INTEGRITY at all.
+        assert!(answer_check(&request_of(b"ours:theirs"), "ours", "x", from).is_none());
+    }
+
+    fn request_of(username: &[u8]) -> Vec<u8> {
+        request(username)
+    }
 
     fn request(username: &[u8]) -> Vec<u8> {
         let padded = username.len().div_ceil(4) * 4;

@@ -276,6 +276,23 @@ pub fn render(
         udp,
     );
 
+    for (name, help, n) in [
+        (
+            "webrtc_retransmissions",
+            "Video packets sent again to WebRTC viewers on their NACKs",
+            &crate::webrtc::RESENT,
+        ),
+        (
+            "webrtc_retransmission_misses",
+            "NACKed packets no longer in the worker's history",
+            &crate::webrtc::RESEND_MISSES,
+        ),
+    ] {
+        let c: Counter = Counter::default();
+        c.inc_by(n.load(Ordering::Relaxed));
+        reg.register(name, help, c);
+    }
+
     if let Some(stats) = hub.recorder().map(|r| r.stats()) {
         let count = |n: &AtomicU64| {
             let c: Counter = Counter::default();

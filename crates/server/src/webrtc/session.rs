@@ -14,6 +14,7 @@ use crate::ctx::Ctx;
 use crate::io::sock::{Ready, Sock, Transport};
 use crate::ops::Client;
 use sluice_media::rtp::{next_interleaved, RtpPacket};
+use sluice_webrtc::outbound::{Datagrams, StreamPacket};
 use sluice_webrtc::{Peer, PeerEvent, PeerOutput, Via};
 use std::cell::{Cell, RefCell};
 use std::collections::{HashMap, VecDeque};
@@ -44,19 +45,18 @@ impl Link {
     }
 
     /// Sends what it can now; the rest is lost, as UDP may lose it.
-    fn send_all(&self, datagrams: &[(SocketAddr, Vec<u8>)]) {
+    fn send_all(&self, datagrams: &Datagrams) {
         match self {
             Link::Udp(sock) => sock.send_all(datagrams),
             Link::Tcp(tcp) => tcp.send_all(datagrams),
         }
     }
 
-    /// The shared form of one stream packet's payload (see `udp::Socket::payload`);
-    /// a TCP session, rare, keeps its own copy.
-    fn payload(&self, key: super::udp::PayloadKey, payload: &[u8]) -> Arc<[u8]> {
-        match self {
-            Link::Udp(sock) => sock.payload(key, payload),
-            Link::Tcp(_) => Arc::from(payload),
+    /// Keeps a video packet for NACKs (see `udp::Socket::remember`). Over TCP nothing
+    /// is lost, so nothing is asked for again.
+    fn remember(&self, packet: StreamPacket, timestamp: u32, marker: bool, payload: &[u8]) {
+        if let Link::Udp(sock) = self {
+            sock.remember(packet, timestamp, marker, payload);
         }
     }
 }
@@ -67,7 +67,7 @@ pub struct Session {
     peer: RefCell<Peer>,
     link: Link,
     /// Datagrams gathered for one batched send.
-    out: RefCell<Vec<(SocketAddr, Vec<u8>)>>,
+    out: RefCell<Datagrams>,
     /// Events the peer produced, for the task.
     events: RefCell<VecDeque<PeerEvent>>,
     /// When the peer wants time to advance next.
@@ -116,19 +116,34 @@ impl Session {
     }
 
     /// Takes the peer's outputs up to its timeout: datagrams into `out`, events and the
-    /// timeout for the task.
-    fn collect(&self, peer: &mut Peer, out: &mut Vec<(SocketAddr, Vec<u8>)>) {
+    /// timeout for the task; NACKed packets found in the worker's history go out again.
+    fn collect(&self, peer: &mut Peer, out: &mut Datagrams) {
         loop {
             match peer.poll_output() {
                 PeerOutput::Transmit {
                     destination,
                     contents,
-                } => out.push((destination, contents)),
+                } => out.push(destination, &contents),
                 PeerOutput::Event(e) => self.events.borrow_mut().push_back(e),
                 PeerOutput::Timeout(at) => {
                     self.timeout.set(Some(at));
                     break;
                 }
+            }
+        }
+        if let Link::Udp(sock) = &self.link {
+            while let Some(resend) = peer.next_resend() {
+                let mut found = false;
+                sock.recall(resend.packet, |kept| {
+                    found = true;
+                    peer.resend(resend, kept.timestamp, kept.marker, &kept.payload, out);
+                });
+                let counter = if found {
+                    &super::RESENT
+                } else {
+                    &super::RESEND_MISSES
+                };
+                counter.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
             }
         }
     }
@@ -273,11 +288,17 @@ async fn play(
     // The stream makes its RTP form while we play.
     let _rtp = stream.want_rtp();
     let mut playing: Option<Playing> = None;
+    let mut settled = false;
     loop {
+        if !settled && playing.is_some() && !session.peer.borrow().in_handshake() {
+            settled = true;
+            tracing::debug!("webrtc: the viewer's handshake settled; str0m released");
+        }
         while let Some(event) = session.next_event() {
             match event {
                 PeerEvent::Connected if playing.is_none() => {
-                    tracing::info!(stream = %stream.key, ?format, "play");
+                    let srtp = session.peer.borrow().srtp_profile();
+                    tracing::info!(stream = %stream.key, ?format, ?srtp, "play");
                     let out = Rc::new(Sock::new(PeerOut(session.clone())));
                     let player = Player::new(id, out, format);
                     client.playing(&stream.key, &player);
@@ -412,12 +433,9 @@ async fn notified(notify: Option<&Notify>) {
     }
 }
 
-/// Packets handed to a peer before its queue is emptied into datagrams.
-const BURST: usize = 16;
-
 /// The transport the fan-out writes a WebRTC viewer through: each RTP packet of the
-/// stream's shared form goes into the peer (its header, SRTP) and out as a datagram.
-/// RTCP of the form (RTSP's sender reports) is dropped: the peer makes its own.
+/// stream's shared form goes out with the viewer's header and SRTP, in one batch per
+/// write. RTCP of the form (RTSP's sender reports) is dropped: the peer makes its own.
 #[derive(Debug)]
 pub struct PeerOut(Rc<Session>);
 
@@ -431,7 +449,6 @@ impl Transport for PeerOut {
     fn try_write_vectored(&self, bufs: &[IoSlice<'_>]) -> io::Result<usize> {
         let now = Instant::now();
         let mut total = 0;
-        let mut queued = 0;
         {
             let mut peer = self.0.peer.borrow_mut();
             let mut out = self.0.out.borrow_mut();
@@ -445,27 +462,18 @@ impl Transport for PeerOut {
                     }
                     if let Ok(p) = RtpPacket::parse(packet) {
                         let h = p.header;
-                        let key = (
-                            p.payload.as_ptr() as usize,
-                            p.payload.len(),
-                            h.ssrc,
-                            h.sequence,
-                            h.timestamp,
-                        );
-                        let payload = self.0.link.payload(key, p.payload);
-                        peer.write_rtp(channel == 0, h.timestamp, h.marker, payload, now);
-                        queued += 1;
-                        // A burst (the GOP cache at the start) goes through str0m's
-                        // queue a little at a time, which then stays small.
-                        if queued % BURST == 0 {
-                            let _ = peer.handle_timeout(now);
-                            self.0.collect(&mut peer, &mut out);
+                        let video = channel == 0;
+                        let id = StreamPacket {
+                            ssrc: h.ssrc,
+                            seq: h.sequence,
+                        };
+                        // Browsers do not NACK Opus, which conceals a loss itself.
+                        if video {
+                            self.0.link.remember(id, h.timestamp, h.marker, p.payload);
                         }
+                        peer.send_rtp(video, id, h.timestamp, h.marker, p.payload, now, &mut out);
                     }
                 }
-            }
-            if let Err(e) = peer.handle_timeout(now) {
-                tracing::debug!("webrtc: {e}");
             }
         }
         self.0.drain();

@@ -107,9 +107,9 @@ pub struct TcpOut {
 impl TcpOut {
     /// Frames and writes what the socket takes now; keeps the rest up to
     /// [`MAX_PENDING`], and drops whole datagrams past it.
-    pub fn send_all(&self, datagrams: &[(SocketAddr, Vec<u8>)]) {
+    pub fn send_all(&self, datagrams: &sluice_webrtc::outbound::Datagrams) {
         let mut pending = self.pending.borrow_mut();
-        for (_, d) in datagrams {
+        for (_, d) in datagrams.iter() {
             let Ok(len) = u16::try_from(d.len()) else {
                 continue;
             };

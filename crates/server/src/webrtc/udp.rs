@@ -6,10 +6,12 @@ use super::registry::Registry;
 use super::session::{self, Sessions};
 use crate::ctx::Ctx;
 use crate::io::udp_send;
+use sluice_webrtc::outbound::{Datagrams, StreamPacket};
 use sluice_webrtc::stun;
 use std::cell::{Cell, RefCell};
 use std::collections::HashMap;
 use std::net::{SocketAddr, UdpSocket as StdUdpSocket};
+use std::ops::Range;
 
 use std::os::fd::AsFd;
 use std::rc::Rc;
@@ -28,51 +30,107 @@ pub struct Socket {
     scratch: RefCell<udp_send::Scratch>,
     /// Whether the kernel takes UDP GSO (off after its first refusal).
     gso: Cell<bool>,
-    payloads: RefCell<Payloads>,
+    history: RefCell<History>,
 }
 
-/// A stream packet's identity: where its payload lies in the shared buffer, its
-/// length, and its SSRC, sequence number and timestamp.
-pub type PayloadKey = (usize, usize, u32, u16, u32);
+/// A stream packet as the history keeps it for retransmission.
+#[derive(Debug)]
+pub struct Kept {
+    pub timestamp: u32,
+    pub marker: bool,
+    pub payload: Box<[u8]>,
+}
 
-/// The payloads of the stream packets written lately, as shared buffers: every viewer
-/// of this worker gets the same `Arc` for a packet, so their retransmission caches
-/// hold references, not copies. Two generations, swapped when the newer is full:
-/// bounded, and a packet written to every viewer within one generation is copied once.
+/// The video packets this worker's viewers were sent lately, by their identity in the
+/// stream's RTP form (SSRC, sequence number): one copy per worker, from which NACKs
+/// of every viewer are answered. Two generations, the newer started every
+/// [`HISTORY_SPAN`]: a packet stays between one and two spans, and memory is bounded
+/// by what the worker's streams send in that time.
 #[derive(Debug, Default)]
-struct Payloads {
-    new: HashMap<PayloadKey, Arc<[u8]>>,
-    old: HashMap<PayloadKey, Arc<[u8]>>,
+struct History {
+    new: HashMap<(u32, u16), Kept, PacketHash>,
+    old: HashMap<(u32, u16), Kept, PacketHash>,
+    since: Option<Instant>,
 }
 
-/// Packets per generation of [`Payloads`]: a few merge windows of a busy worker.
-const PAYLOADS: usize = 2048;
+/// How long each generation of the history spans: a few round trips.
+const HISTORY_SPAN: Duration = Duration::from_millis(500);
+
+/// A multiplicative hash for packet identities: keys come from our own streams, not
+/// from peers, and a lookup runs per packet and viewer.
+#[derive(Debug, Default, Clone, Copy)]
+struct PacketHash;
+
+impl std::hash::BuildHasher for PacketHash {
+    type Hasher = PacketHasher;
+    fn build_hasher(&self) -> PacketHasher {
+        PacketHasher(0)
+    }
+}
+
+#[derive(Debug)]
+struct PacketHasher(u64);
+
+impl std::hash::Hasher for PacketHasher {
+    fn finish(&self) -> u64 {
+        self.0.wrapping_mul(0x9e37_79b9_7f4a_7c15).rotate_left(29)
+    }
+    fn write(&mut self, bytes: &[u8]) {
+        for b in bytes {
+            self.0 = (self.0 << 8 | u64::from(*b)) ^ (self.0 >> 56);
+        }
+    }
+    fn write_u16(&mut self, n: u16) {
+        self.0 = self.0 << 16 | u64::from(n);
+    }
+    fn write_u32(&mut self, n: u32) {
+        self.0 = self.0 << 32 | u64::from(n);
+    }
+}
 
 impl Socket {
-    /// The shared form of one stream packet's payload.
-    pub fn payload(&self, key: PayloadKey, payload: &[u8]) -> Arc<[u8]> {
-        let mut p = self.payloads.borrow_mut();
-        if let Some(a) = p.new.get(&key).or_else(|| p.old.get(&key)) {
-            return a.clone();
+    /// Keeps a stream video packet for retransmission, once per worker.
+    pub fn remember(&self, packet: StreamPacket, timestamp: u32, marker: bool, payload: &[u8]) {
+        let mut h = self.history.borrow_mut();
+        let now = Instant::now();
+        match h.since {
+            Some(since) if now.duration_since(since) < HISTORY_SPAN => {}
+            _ => {
+                h.old = std::mem::take(&mut h.new);
+                h.since = Some(now);
+            }
         }
-        if p.new.len() >= PAYLOADS {
-            p.old = std::mem::take(&mut p.new);
+        let key = (packet.ssrc, packet.seq);
+        if h.old.contains_key(&key) {
+            return;
         }
-        let a: Arc<[u8]> = Arc::from(payload);
-        p.new.insert(key, a.clone());
-        a
+        h.new.entry(key).or_insert_with(|| Kept {
+            timestamp,
+            marker,
+            payload: payload.into(),
+        });
+    }
+
+    /// Calls `with` on a kept packet, if it is still kept.
+    pub fn recall(&self, packet: StreamPacket, with: impl FnOnce(&Kept)) {
+        let h = self.history.borrow();
+        let key = (packet.ssrc, packet.seq);
+        if let Some(kept) = h.new.get(&key).or_else(|| h.old.get(&key)) {
+            with(kept);
+        }
     }
 
     /// Sends `datagrams` with as few system calls as the kernel allows: one
     /// `sendmmsg`, runs of equal-sized datagrams to one peer (a frame's packets) as
     /// one GSO message. What the socket has no room for is dropped, as UDP may drop
     /// it; the peers recover (NACK, keyframe requests).
-    pub fn send_all(&self, datagrams: &[(SocketAddr, Vec<u8>)]) {
+    pub fn send_all(&self, datagrams: &Datagrams) {
+        let all = datagrams.entries();
         let mut scratch = self.scratch.borrow_mut();
         let mut at = 0;
-        while at < datagrams.len() {
+        while at < all.len() {
             let gso = self.gso.get();
-            let rest = datagrams.get(at..).unwrap_or_default();
+            let rest = all.get(at..).unwrap_or_default();
             let mut msgs = scratch.messages();
             for r in runs(rest, gso) {
                 let group = rest.get(r).unwrap_or_default();
@@ -80,7 +138,11 @@ impl Socket {
                     continue;
                 };
                 let segment = (group.len() > 1).then_some(first.len() as u16);
-                msgs.push(*dest, group.iter().map(|(_, d)| d.as_slice()), segment);
+                msgs.push(
+                    *dest,
+                    group.iter().map(|(_, r)| datagrams.bytes(r)),
+                    segment,
+                );
             }
             let sent = self.sock.try_io(tokio::io::Interest::WRITABLE, || {
                 msgs.send(self.sock.as_fd())
@@ -103,10 +165,10 @@ impl Socket {
 /// Runs of `datagrams` that can go as one message: with `gso`, consecutive ones to
 /// one destination, all of one size but a shorter last, within the kernel's limits.
 fn runs(
-    datagrams: &[(SocketAddr, Vec<u8>)],
+    datagrams: &[(SocketAddr, Range<usize>)],
     gso: bool,
-) -> impl Iterator<Item = std::ops::Range<usize>> + '_ {
-    udp_send::gso_runs(datagrams, gso, |(dest, d)| (*dest, d.len()))
+) -> impl Iterator<Item = Range<usize>> + '_ {
+    udp_send::gso_runs(datagrams, gso, |(dest, r)| (*dest, r.len()))
 }
 
 /// Drops answered sessions whose ICE never started (one worker runs it).
@@ -131,7 +193,7 @@ pub async fn serve(ctx: Rc<Ctx>, registry: Arc<Registry>, socket: StdUdpSocket) 
             sock,
             scratch: RefCell::default(),
             gso: Cell::new(true),
-            payloads: RefCell::default(),
+            history: RefCell::default(),
         }),
         Err(e) => return tracing::error!("webrtc: cannot register the UDP socket: {e}"),
     };
@@ -168,8 +230,8 @@ pub async fn serve(ctx: Rc<Ctx>, registry: Arc<Registry>, socket: StdUdpSocket) 
 mod tests {
     use super::*;
 
-    fn d(port: u16, len: usize) -> (SocketAddr, Vec<u8>) {
-        (SocketAddr::from(([127, 0, 0, 1], port)), vec![0; len])
+    fn d(port: u16, len: usize) -> (SocketAddr, Range<usize>) {
+        (SocketAddr::from(([127, 0, 0, 1], port)), 0..len)
     }
 
     #[test]
