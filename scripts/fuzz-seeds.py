@@ -256,12 +256,24 @@ def hls():
         seed("hls", "blocking_request", name, query)
 
 
+def rtcp():
+    """A viewer's compound RTCP: receiver report, NACK, PLI, FIR, BYE."""
+    rr = bytes([0x80, 201, 0, 1, 0, 0, 0, 9])
+    nack = bytes([0x81, 205, 0, 3, 0, 0, 0, 9, 0, 0, 0, 7, 0, 100, 0x80, 0x02])
+    pli = bytes([0x81, 206, 0, 2, 0, 0, 0, 9, 0, 0, 0, 7])
+    fir = bytes([0x84, 206, 0, 4, 0, 0, 0, 9, 0, 0, 0, 0, 0, 0, 0, 8, 1, 0, 0, 0])
+    bye = bytes([0x81, 203, 0, 1, 0, 0, 0, 9])
+    seed("webrtc", "rtcp", "compound", rr + nack + pli + fir + bye)
+    seed("webrtc", "rtcp", "nack", nack)
+
+
 def main():
     with tempfile.TemporaryDirectory() as tmp:
         files(tmp)
         ts(tmp)
         sdp(tmp)
         hls()
+        rtcp()
         transcode(tmp)
         sessions(tmp)
     print("seeds written under crates/*/fuzz/seeds/")

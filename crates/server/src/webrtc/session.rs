@@ -25,6 +25,13 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 use tokio::sync::Notify;
 
+thread_local! {
+    /// The datagrams of the session being written, gathered for one batched send: one
+    /// buffer per worker, as a new viewer's start (the GOP cache) takes a few hundred
+    /// KB for a moment and a buffer per viewer would keep that much.
+    static BATCH: RefCell<Datagrams> = RefCell::default();
+}
+
 /// This worker's sessions by remote address.
 pub type Sessions = Rc<RefCell<HashMap<SocketAddr, Rc<Session>>>>;
 
@@ -54,9 +61,16 @@ impl Link {
 
     /// Keeps a video packet for NACKs (see `udp::Socket::remember`). Over TCP nothing
     /// is lost, so nothing is asked for again.
-    fn remember(&self, packet: StreamPacket, timestamp: u32, marker: bool, payload: &[u8]) {
+    fn remember(
+        &self,
+        packet: StreamPacket,
+        timestamp: u32,
+        marker: bool,
+        payload: &[u8],
+        now: Instant,
+    ) {
         if let Link::Udp(sock) = self {
-            sock.remember(packet, timestamp, marker, payload);
+            sock.remember(packet, timestamp, marker, payload, now);
         }
     }
 }
@@ -66,8 +80,6 @@ impl Link {
 pub struct Session {
     peer: RefCell<Peer>,
     link: Link,
-    /// Datagrams gathered for one batched send.
-    out: RefCell<Datagrams>,
     /// Events the peer produced, for the task.
     events: RefCell<VecDeque<PeerEvent>>,
     /// When the peer wants time to advance next.
@@ -96,15 +108,16 @@ impl Session {
     /// Sends what the peer has to send and keeps its events and timeout for the task,
     /// which is woken only when it has something new to do.
     fn drain(&self) {
-        let mut peer = self.peer.borrow_mut();
-        let mut out = self.out.borrow_mut();
-        self.collect(&mut peer, &mut out);
-        drop(peer);
-        // A full socket drops datagrams: RTP and STUN recover from loss, and waiting
-        // here would hold every other session.
-        self.link.send_all(&out);
-        out.clear();
-        drop(out);
+        BATCH.with(|batch| {
+            let mut peer = self.peer.borrow_mut();
+            let mut out = batch.borrow_mut();
+            self.collect(&mut peer, &mut out);
+            drop(peer);
+            // A full socket drops datagrams: RTP and STUN recover from loss, and waiting
+            // here would hold every other session.
+            self.link.send_all(&out);
+            out.clear();
+        });
         let sooner = match (self.timeout.get(), self.armed.get()) {
             (Some(t), Some(a)) => t < a,
             (Some(_), None) => true,
@@ -170,7 +183,6 @@ pub fn start(
     let session = Rc::new(Session {
         peer: RefCell::new(peer),
         link,
-        out: RefCell::default(),
         events: RefCell::default(),
         timeout: Cell::new(None),
         armed: Cell::new(None),
@@ -449,9 +461,9 @@ impl Transport for PeerOut {
     fn try_write_vectored(&self, bufs: &[IoSlice<'_>]) -> io::Result<usize> {
         let now = Instant::now();
         let mut total = 0;
-        {
+        BATCH.with(|batch| {
             let mut peer = self.0.peer.borrow_mut();
-            let mut out = self.0.out.borrow_mut();
+            let mut out = batch.borrow_mut();
             for buf in bufs {
                 total += buf.len();
                 let mut rest: &[u8] = buf;
@@ -469,13 +481,16 @@ impl Transport for PeerOut {
                         };
                         // Browsers do not NACK Opus, which conceals a loss itself.
                         if video {
-                            self.0.link.remember(id, h.timestamp, h.marker, p.payload);
+                            self.0
+                                .link
+                                .remember(id, h.timestamp, h.marker, p.payload, now);
                         }
                         peer.send_rtp(video, id, h.timestamp, h.marker, p.payload, now, &mut out);
                     }
                 }
             }
-        }
+        });
+        // Sends the batch, with whatever else the peer has to send.
         self.0.drain();
         Ok(total)
     }

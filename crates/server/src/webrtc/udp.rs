@@ -90,9 +90,20 @@ impl std::hash::Hasher for PacketHasher {
 
 impl Socket {
     /// Keeps a stream video packet for retransmission, once per worker.
-    pub fn remember(&self, packet: StreamPacket, timestamp: u32, marker: bool, payload: &[u8]) {
+    pub fn remember(
+        &self,
+        packet: StreamPacket,
+        timestamp: u32,
+        marker: bool,
+        payload: &[u8],
+        now: Instant,
+    ) {
         let mut h = self.history.borrow_mut();
-        let now = Instant::now();
+        let key = (packet.ssrc, packet.seq);
+        // Every viewer of the worker passes each packet by: most find it kept.
+        if h.new.contains_key(&key) {
+            return;
+        }
         match h.since {
             Some(since) if now.duration_since(since) < HISTORY_SPAN => {}
             _ => {
@@ -100,7 +111,6 @@ impl Socket {
                 h.since = Some(now);
             }
         }
-        let key = (packet.ssrc, packet.seq);
         if h.old.contains_key(&key) {
             return;
         }
