@@ -461,6 +461,18 @@ async fn publish_whip(
     aus: Vec<Vec<u8>>,
     until: Instant,
 ) -> (String, tokio::task::JoinHandle<(usize, usize)>) {
+    publish_whip_late(http, path, aus, until, Duration::ZERO).await
+}
+
+/// [`publish_whip`], its audio sent `audio_late` after it was captured (as a browser
+/// whose microphone path lags), with the capture times in its sender reports.
+async fn publish_whip_late(
+    http: SocketAddr,
+    path: &str,
+    aus: Vec<Vec<u8>>,
+    until: Instant,
+    audio_late: Duration,
+) -> (String, tokio::task::JoinHandle<(usize, usize)>) {
     let (mut rtc, sock, local, location, mid, audio_mid) =
         offer(http, path, Direction::SendOnly, true).await;
     let audio_mid = audio_mid.expect("an audio section");
@@ -473,6 +485,7 @@ async fn publish_whip(
         let mut sent = 0;
         let mut keyframe_requests = 0;
         let mut connected_at = None;
+        let mut held = std::collections::VecDeque::new();
         while Instant::now() < until {
             // The next access unit, 40 ms after the one before.
             if let Some(at) = connected_at {
@@ -496,17 +509,25 @@ async fn publish_whip(
                         .unwrap()
                         .pt();
                     for half in 0..2u64 {
-                        let w = rtc.writer(audio_mid).unwrap();
                         let pcm: Vec<f32> = tone.by_ref().take(960).collect();
                         let packet = encoder.encode_vec_float(&pcm, 1500).unwrap();
                         let at = str0m::media::MediaTime::new(
                             1920 * sent as u64 + 960 * half,
                             str0m::media::Frequency::FORTY_EIGHT_KHZ,
                         );
-                        w.write(pt, Instant::now(), at, packet).unwrap();
+                        let captured = Instant::now() + Duration::from_millis(20 * half);
+                        held.push_back((pt, captured, at, packet));
                     }
                     sent += 1;
                 }
+            }
+            while held
+                .front()
+                .is_some_and(|(_, captured, _, _)| *captured + audio_late <= Instant::now())
+            {
+                let (pt, captured, at, packet) = held.pop_front().unwrap();
+                let w = rtc.writer(audio_mid).unwrap();
+                w.write(pt, captured, at, packet).unwrap();
             }
             let timeout = match rtc.poll_output().unwrap() {
                 Output::Timeout(t) => t,
@@ -524,7 +545,7 @@ async fn publish_whip(
                 }
                 Output::Event(_) => continue,
             };
-            let wait = timeout.min(Instant::now() + Duration::from_millis(10));
+            let wait = timeout.min(Instant::now() + Duration::from_millis(5));
             step(&mut rtc, &sock, local, &mut buf, wait).await;
         }
         (sent, keyframe_requests)
@@ -670,6 +691,62 @@ async fn a_whip_publisher_plays_over_http_flv_and_whep() {
 }
 
 /// The codecs of `url`'s streams as ffprobe names them, sorted, each once.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[cfg_attr(not(have_ffmpeg), ignore = "needs ffmpeg and ffprobe")]
+async fn whip_audio_that_comes_late_is_put_back_in_sync_by_the_sender_reports() {
+    if !have_ffmpeg() {
+        return;
+    }
+    let server = TestServer::start(&["--webrtc-udp", "127.0.0.1:0"]);
+    let aus = h264_access_units(11);
+    let until = Instant::now() + Duration::from_secs(11);
+    // Audio captured with the video but sent 310 ms later: arrival alone would put it
+    // 310 ms late, 10 ms off the 20 ms grid its packets make with the 40 ms frames.
+    let late = Duration::from_millis(310);
+    let path = "/live/late/whip";
+    let (_location, publishing) = publish_whip_late(server.http, path, aus, until, late).await;
+    // Browsers send an audio sender report every 5 s, str0m's come as rarely: the
+    // move is made a few seconds in. A player joining after it sees the stream in sync.
+    tokio::time::sleep(Duration::from_secs(7)).await;
+    let url = format!("http://{}/live/late.flv", server.http);
+    let out = tokio::task::spawn_blocking(move || {
+        std::process::Command::new("ffprobe")
+            .args(["-v", "error", "-read_intervals", "%+#200", "-show_entries"])
+            .args(["packet=codec_type,pts_time", "-of", "csv=p=0"])
+            .arg(&url)
+            .output()
+            .unwrap()
+    })
+    .await
+    .unwrap();
+    let text = String::from_utf8_lossy(&out.stdout).into_owned();
+    let audio: Vec<i64> = text
+        .lines()
+        .filter_map(|l| l.strip_prefix("audio,"))
+        .filter_map(|t| t.trim().parse::<f64>().ok())
+        .map(|t| (t * 1000.0).round() as i64)
+        .collect();
+    let video: Vec<i64> = text
+        .lines()
+        .filter_map(|l| l.strip_prefix("video,"))
+        .filter_map(|t| t.trim().parse::<f64>().ok())
+        .map(|t| (t * 1000.0).round() as i64)
+        .collect();
+    assert!(audio.len() >= 50 && video.len() >= 25, "{text}");
+    // Video frames lie on a 40 ms grid; in sync, the audio lies on its 20 ms one.
+    let grid = video[0].rem_euclid(20);
+    let off: Vec<i64> = audio
+        .iter()
+        .map(|a| (a - grid).rem_euclid(20))
+        .map(|d| d.min(20 - d))
+        .collect();
+    assert!(
+        off.iter().rev().take(100).all(|d| *d <= 2),
+        "audio off the video's grid by {off:?} ms"
+    );
+    publishing.await.unwrap();
+}
+
 fn stream_codecs(url: &str) -> String {
     let mut cmd = std::process::Command::new("ffprobe");
     cmd.args(["-v", "error", "-rw_timeout", "10000000"]);

@@ -137,6 +137,13 @@ pub enum PeerEvent {
     /// A publisher's RTP packet, decrypted: a 12-byte header (its sequence number,
     /// timestamp, marker and SSRC) and the payload.
     Media { codec: Incoming, rtp: Vec<u8> },
+    /// A publisher's sender report for one of its tracks: the RTP time that went with
+    /// its wall clock `ntp` (how its tracks line up).
+    SenderReport {
+        codec: Incoming,
+        ntp: SystemTime,
+        rtp_time: u32,
+    },
 }
 
 /// An outgoing stream of one kind, as the answer negotiated it.
@@ -188,8 +195,10 @@ pub struct Peer {
     events: VecDeque<PeerEvent>,
     /// A publisher's payload types and what they carry.
     incoming: Vec<(Pt, Incoming)>,
-    /// A publisher's video SSRC, once seen (where keyframe requests go).
+    /// A publisher's video SSRC, once seen (where keyframe requests go), and its
+    /// audio SSRC (whose sender reports are the audio's).
     video_in: Option<Ssrc>,
+    audio_in: Option<Ssrc>,
     connected: bool,
     closed: bool,
     /// The latest time given, and wall-clock time at a known instant (sender reports).
@@ -325,6 +334,7 @@ impl Peer {
             events: VecDeque::new(),
             incoming: Vec::new(),
             video_in: None,
+            audio_in: None,
             connected: false,
             closed: false,
             now,
@@ -747,12 +757,29 @@ impl Peer {
                 Some(PeerEvent::Disconnected)
             }
             Event::KeyframeRequest(_) => Some(PeerEvent::KeyframeRequest),
+            Event::SenderFeedback(f) => {
+                let ssrc = Some(f.sender_info.ssrc);
+                let codec = if ssrc == self.video_in {
+                    Incoming::H264
+                } else if ssrc == self.audio_in {
+                    Incoming::Opus
+                } else {
+                    return None;
+                };
+                Some(PeerEvent::SenderReport {
+                    codec,
+                    ntp: f.sender_info.ntp_time,
+                    // The extended RTP time, cut back to what was sent.
+                    rtp_time: f.sender_info.rtp_time.numer() as u32,
+                })
+            }
             Event::RtpPacket(p) => {
                 let h = &p.header;
                 let pt = h.payload_type;
                 let codec = self.incoming.iter().find(|(t, _)| *t == pt)?.1;
-                if codec == Incoming::H264 {
-                    self.video_in = Some(h.ssrc);
+                match codec {
+                    Incoming::H264 => self.video_in = Some(h.ssrc),
+                    Incoming::Opus => self.audio_in = Some(h.ssrc),
                 }
                 let mut rtp = Vec::with_capacity(12 + p.payload.len());
                 rtp.push(0x80);

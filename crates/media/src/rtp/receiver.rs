@@ -38,6 +38,8 @@ pub struct RtpReceiver {
     max_delay: Duration,
     /// The first frame's time: the RTP clock starts at a random value.
     base: Option<Timestamp>,
+    /// The first frame's RTP timestamp, as sent.
+    first_rtp: Option<u32>,
     out: VecDeque<Received>,
 }
 
@@ -51,8 +53,15 @@ impl RtpReceiver {
             waiting_since: None,
             max_delay,
             base: None,
+            first_rtp: None,
             out: VecDeque::new(),
         }
+    }
+
+    /// The RTP timestamp of the frame given out at time 0: where a sender report's
+    /// (NTP, RTP) pair places this track's timeline on the sender's wall clock.
+    pub fn first_rtp_timestamp(&self) -> Option<u32> {
+        self.first_rtp
     }
 
     /// A packet that arrived in order (interleaved on TCP). A bad packet drops its
@@ -108,6 +117,7 @@ impl RtpReceiver {
         while let Some(f) = self.depacketizer.poll() {
             let codec = self.depacketizer.codec();
             let base = *self.base.get_or_insert(f.pts);
+            self.first_rtp.get_or_insert(f.timestamp);
             if let Some(config) = f
                 .parameter_sets
                 .as_ref()

@@ -386,6 +386,15 @@ async fn publish(
                         i.push(codec, rtp, Instant::now());
                     }
                 }
+                PeerEvent::SenderReport {
+                    codec,
+                    ntp,
+                    rtp_time,
+                } => {
+                    if let Some(i) = &mut ingest {
+                        i.sender_report(codec, ntp, rtp_time);
+                    }
+                }
                 PeerEvent::Disconnected => return "disconnected",
                 _ => {}
             }
