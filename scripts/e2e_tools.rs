@@ -63,6 +63,15 @@ pub const GSTREAMER: Tool = Tool {
     ],
 };
 
+/// GStreamer's VP8 and VP9 RTP depayloaders and decoders (the RTP payload format tests
+/// of `sluice-media`).
+pub const GST_VPX: Tool = Tool {
+    cfg: "have_gst_vpx",
+    what: "GStreamer VP8/VP9 RTP elements",
+    programs: &["gst-inspect-1.0", "gst-launch-1.0"],
+    gst_elements: &["udpsrc", "rtpvp8depay", "rtpvp9depay", "vp8dec", "vp9dec"],
+};
+
 pub const CURL: Tool = Tool {
     cfg: "have_curl",
     what: "curl",

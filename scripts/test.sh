@@ -15,8 +15,10 @@ cd "$(dirname "$0")/.."
 
 step() { printf '\n==> %s\n' "$*"; }
 
-# GStreamer elements the RTSP interoperability test uses (gst-launch-1.0 pipelines).
-gst_elements=(rtspsrc rtspclientsink rtph264depay avdec_h264 openh264enc)
+# GStreamer elements the RTSP interoperability test and the VP8/VP9 RTP decode test use
+# (gst-launch-1.0 pipelines).
+gst_elements=(rtspsrc rtspclientsink rtph264depay avdec_h264 openh264enc
+  udpsrc rtpvp8depay rtpvp9depay vp8dec vp9dec)
 gst_packages=(gstreamer1.0-tools gstreamer1.0-plugins-base gstreamer1.0-plugins-good
   gstreamer1.0-plugins-bad gstreamer1.0-libav gstreamer1.0-rtsp)
 

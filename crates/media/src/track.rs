@@ -15,6 +15,8 @@ pub enum VideoCodec {
     Av1,
     /// VP9.
     Vp9,
+    /// VP8.
+    Vp8,
 }
 
 /// Audio codecs Sluice carries.
@@ -46,6 +48,11 @@ pub enum TrackConfig {
     },
     /// VP9 with its `vpcC` record (opaque to Sluice).
     Vp9 {
+        /// The `vpcC` box payload.
+        record: Bytes,
+    },
+    /// VP8 with its `vpcC` record (opaque to Sluice).
+    Vp8 {
         /// The `vpcC` box payload.
         record: Bytes,
     },
@@ -98,7 +105,8 @@ impl Track {
             TrackConfig::H264(_)
             | TrackConfig::H265(_)
             | TrackConfig::Av1 { .. }
-            | TrackConfig::Vp9 { .. } => MediaKind::Video,
+            | TrackConfig::Vp9 { .. }
+            | TrackConfig::Vp8 { .. } => MediaKind::Video,
             _ => MediaKind::Audio,
         }
     }
@@ -110,6 +118,7 @@ impl Track {
             TrackConfig::H265(_) => VideoCodec::H265,
             TrackConfig::Av1 { .. } => VideoCodec::Av1,
             TrackConfig::Vp9 { .. } => VideoCodec::Vp9,
+            TrackConfig::Vp8 { .. } => VideoCodec::Vp8,
             _ => return None,
         })
     }

@@ -38,7 +38,10 @@ fn video_track() -> impl Strategy<Value = Track> {
         record
             .clone()
             .prop_map(|record| Track::new(TrackConfig::Av1 { record })),
-        record.prop_map(|record| Track::new(TrackConfig::Vp9 { record })),
+        record
+            .clone()
+            .prop_map(|record| Track::new(TrackConfig::Vp9 { record })),
+        record.prop_map(|record| Track::new(TrackConfig::Vp8 { record })),
     ]
 }
 
@@ -165,7 +168,7 @@ proptest! {
         data in proptest::collection::vec(any::<u8>(), 0..200),
     ) {
         let codec = track.video_codec().expect("video track");
-        let cts_ms = if matches!(codec, VideoCodec::Av1 | VideoCodec::Vp9) { 0 } else { cts };
+        let cts_ms = if matches!(codec, VideoCodec::Av1 | VideoCodec::Vp9 | VideoCodec::Vp8) { 0 } else { cts };
         let b = body(|out| {
             video_frame_header(out, &track, keyframe, cts_ms).expect("in range");
             out.extend_from_slice(&data);

@@ -526,10 +526,11 @@ fn wrong_kind_and_broken_payload_write_nothing() {
         .is_err());
     assert!(out.is_empty());
     assert_eq!(p.next_seq(), 0, "no sequence number consumed");
-    let av1 = Track::new(TrackConfig::Av1 {
-        record: Bytes::new(),
+    let mp3 = Track::new(TrackConfig::Mp3 {
+        sample_rate: 44_100,
+        channels: 2,
     });
-    assert!(RtpPacketizer::new(&av1, 96, 1, DEFAULT_MTU).is_err());
+    assert!(RtpPacketizer::new(&mp3, 96, 1, DEFAULT_MTU).is_err());
 }
 
 #[test]

@@ -158,13 +158,14 @@ fn h265_and_opus_describe_parses_back_with_vod_range() {
 
 #[test]
 fn writer_rejects_what_sdp_cannot_say_and_writes_nothing() {
-    let av1 = Track::new(TrackConfig::Av1 {
-        record: Bytes::new(),
+    let mp3 = Track::new(TrackConfig::Mp3 {
+        sample_rate: 44_100,
+        channels: 2,
     });
     let video = Track::new(TrackConfig::H264(avc()));
     let mut out = BytesMut::from(&b"keep"[..]);
     let tracks = [SdpTrack {
-        track: &av1,
+        track: &mp3,
         payload_type: 96,
         control: "trackID=0",
     }];
@@ -194,6 +195,48 @@ fn writer_rejects_what_sdp_cannot_say_and_writes_nothing() {
         Err(SdpError::InvalidText { .. })
     ));
     assert_eq!(&out[..], b"keep");
+}
+
+#[test]
+fn vp8_vp9_and_av1_are_described() {
+    let vp8 = Track::new(TrackConfig::Vp8 {
+        record: Bytes::new(),
+    });
+    let vp9 = Track::new(TrackConfig::Vp9 {
+        record: Bytes::new(),
+    });
+    // av1C: main profile, level 8 (4.0), main tier.
+    let av1 = Track::new(TrackConfig::Av1 {
+        record: Bytes::from_static(&[0x81, 0x08, 0x0c, 0x00]),
+    });
+    for (track, want) in [
+        (
+            &vp8,
+            "m=video 0 RTP/AVP 99\r\na=rtpmap:99 VP8/90000\r\na=control:trackID=0\r\n",
+        ),
+        (
+            &vp9,
+            "m=video 0 RTP/AVP 100\r\na=rtpmap:100 VP9/90000\r\na=control:trackID=0\r\n",
+        ),
+        (
+            &av1,
+            "m=video 0 RTP/AVP 101\r\na=rtpmap:101 AV1/90000\r\n\
+             a=fmtp:101 profile=0;level-idx=8;tier=0\r\na=control:trackID=0\r\n",
+        ),
+    ] {
+        let payload_type = RtpCodec::for_track(track)
+            .expect("codec")
+            .default_payload_type();
+        let text = describe(
+            &[SdpTrack {
+                track,
+                payload_type,
+                control: "trackID=0",
+            }],
+            SdpRange::Live,
+        );
+        assert!(text.ends_with(want), "{text}");
+    }
 }
 
 /// What ffmpeg (`-f rtsp`) sends in its ANNOUNCE: LF or CRLF, spaces after `;`, the

@@ -1,4 +1,5 @@
-//! Decoder configurations (`avcC`, `hvcC`, AudioSpecificConfig, `OpusHead`) and NAL unit helpers.
+//! Decoder configurations (`avcC`, `hvcC`, AudioSpecificConfig, `OpusHead`), NAL unit
+//! helpers, and the AV1 OBU and VP9 frame facts RTP needs.
 //!
 //! Why: every output format needs the decoder configuration of a track in some form
 //! (FLV sequence headers, SDP `sprop-*`, MPEG-TS ADTS headers, fMP4 sample entries), and
@@ -14,13 +15,19 @@
 //!   0x0 rather than an error: the stream still plays, only the size is unknown.
 
 mod aac;
+mod av1;
 mod avc;
 mod bits;
 mod hevc;
 mod nal;
 mod opus;
+mod vp9;
 
 pub use aac::AacConfig;
+pub use av1::{
+    av1_obus, av1c_config_obus, leb128_len, read_leb128, write_leb128, Obu, Obus,
+    AV1_OBU_SEQUENCE_HEADER, AV1_OBU_TEMPORAL_DELIMITER, AV1_OBU_TILE_LIST,
+};
 pub use avc::AvcConfig;
 pub use hevc::HevcConfig;
 pub use nal::{
@@ -29,6 +36,7 @@ pub use nal::{
     H265_NAL_PPS, H265_NAL_SEI_PREFIX, H265_NAL_SPS, H265_NAL_VPS,
 };
 pub use opus::OpusConfig;
+pub use vp9::{vp9_frame_header, vp9_frames, Vp9FrameHeader, Vp9Frames, VP9_MAX_SUPERFRAME_FRAMES};
 
 /// What went wrong reading or building a decoder configuration.
 ///

@@ -6,8 +6,8 @@
 //! multitrack wrappers, a FourCC, and for `avc1`/`hvc1` coded frames the composition time.
 //!
 //! Output forms: H.264 always legacy (every player reads it); H.265 legacy id 12 when
-//! the publisher used it (`Track::legacy_codec_id`), otherwise Enhanced `hvc1`; AV1
-//! and VP9 Enhanced. Coded frames with a zero composition time use `CodedFramesX`.
+//! the publisher used it (`Track::legacy_codec_id`), otherwise Enhanced `hvc1`; AV1,
+//! VP9 and VP8 Enhanced. Coded frames with a zero composition time use `CodedFramesX`.
 
 use super::enhanced::{read_fourcc, skip_mod_ex};
 use super::{put_si24, si24_at, u8_at, CodecTag, FlvError, CTS_RANGE};
@@ -39,6 +39,7 @@ const FOURCC_AVC: [u8; 4] = *b"avc1";
 const FOURCC_HEVC: [u8; 4] = *b"hvc1";
 const FOURCC_AV1: [u8; 4] = *b"av01";
 const FOURCC_VP9: [u8; 4] = *b"vp09";
+const FOURCC_VP8: [u8; 4] = *b"vp08";
 
 /// What a video tag body carries.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -70,7 +71,7 @@ pub enum VideoTag {
 /// Parses a video tag body.
 ///
 /// Errors: `Truncated`/`Malformed` for bad bytes, `UnsupportedCodec` for codecs Sluice
-/// does not carry (Sorenson, VP6, `vp08`, ...), `Unsupported` for many-track
+/// does not carry (Sorenson, VP6, `vvc1`, ...), `Unsupported` for many-track
 /// multitrack, `Codec` for a bad `avcC`/`hvcC`.
 pub fn parse_video(body: &Bytes) -> Result<VideoTag, FlvError> {
     let first = u8_at(body, 0, "video tag header")?;
@@ -123,6 +124,7 @@ fn config_track(codec: VideoCodec, record: Bytes, legacy: bool) -> Result<Track,
         },
         VideoCodec::Av1 => Track::new(TrackConfig::Av1 { record }),
         VideoCodec::Vp9 => Track::new(TrackConfig::Vp9 { record }),
+        VideoCodec::Vp8 => Track::new(TrackConfig::Vp8 { record }),
     })
 }
 
@@ -139,6 +141,7 @@ fn parse_enhanced(body: &Bytes, first: u8) -> Result<VideoTag, FlvError> {
         FOURCC_HEVC => VideoCodec::H265,
         FOURCC_AV1 => VideoCodec::Av1,
         FOURCC_VP9 => VideoCodec::Vp9,
+        FOURCC_VP8 => VideoCodec::Vp8,
         cc => {
             return Err(FlvError::UnsupportedCodec {
                 codec: CodecTag::FourCc(cc),
@@ -203,18 +206,24 @@ fn form(track: &Track, what: &'static str) -> Result<Form, FlvError> {
             fourcc: FOURCC_VP9,
             has_cts: false,
         },
+        TrackConfig::Vp8 { .. } => Form::Enhanced {
+            fourcc: FOURCC_VP8,
+            has_cts: false,
+        },
         _ => return Err(FlvError::WrongTrack { what }),
     })
 }
 
 /// Writes the sequence-header tag body of a video track: `[0x17, 0, 0, 0, 0] + avcC`
 /// for H.264, `[0x1c, 0, 0, 0, 0] + hvcC` for legacy H.265, and an Enhanced
-/// `SequenceStart` (`[0x90] + FourCC + record`) for Enhanced H.265, AV1 and VP9.
+/// `SequenceStart` (`[0x90] + FourCC + record`) for Enhanced H.265, AV1, VP9 and VP8.
 pub fn write_video_config(out: &mut BytesMut, track: &Track) -> Result<(), FlvError> {
     let record = match &track.config {
         TrackConfig::H264(c) => &c.record,
         TrackConfig::H265(c) => &c.record,
-        TrackConfig::Av1 { record } | TrackConfig::Vp9 { record } => record,
+        TrackConfig::Av1 { record } | TrackConfig::Vp9 { record } | TrackConfig::Vp8 { record } => {
+            record
+        }
         _ => {
             return Err(FlvError::WrongTrack {
                 what: "video sequence header",
@@ -237,7 +246,7 @@ pub fn write_video_config(out: &mut BytesMut, track: &Track) -> Result<(), FlvEr
 /// Writes the bytes of a video tag body that precede a frame's payload: 5 bytes in the
 /// legacy form (`FrameType|CodecID`, `AVCPacketType 1`, SI24 cts), 8 bytes for Enhanced
 /// `hvc1` with a nonzero cts (`CodedFrames`), 5 otherwise (`CodedFramesX`, or
-/// `CodedFrames` for AV1/VP9, whose `cts_ms` must be 0).
+/// `CodedFrames` for AV1/VP9/VP8, whose `cts_ms` must be 0).
 pub fn video_frame_header(
     out: &mut BytesMut,
     track: &Track,
@@ -271,7 +280,7 @@ pub fn video_frame_header(
                 out.extend_from_slice(&fourcc);
             } else {
                 return Err(FlvError::Unsupported {
-                    what: "composition time offset for AV1/VP9",
+                    what: "composition time offset for AV1/VP9/VP8",
                 });
             }
         }
@@ -316,6 +325,32 @@ mod tests {
     }
 
     #[test]
+    fn vp8_is_parsed_and_written_like_vp9() {
+        let record = Bytes::from_static(&[1, 0, 0, 0, 0, 10, 0x80, 2, 2, 2, 0, 0]);
+        let start = Bytes::from([&b"\x90vp08"[..], &record[..]].concat());
+        let track = Track::new(TrackConfig::Vp8 {
+            record: record.clone(),
+        });
+        assert_eq!(parse_video(&start), Ok(VideoTag::Config(track.clone())));
+        let mut out = BytesMut::new();
+        assert_eq!(write_video_config(&mut out, &track), Ok(()));
+        assert_eq!(&out[..], &start[..]);
+        out.clear();
+        assert_eq!(video_frame_header(&mut out, &track, true, 0), Ok(()));
+        assert_eq!(&out[..], b"\x91vp08");
+        let frame = Bytes::from_static(b"\x91vp08\x10\x02\x00");
+        assert_eq!(
+            parse_video(&frame),
+            Ok(VideoTag::Frame {
+                codec: VideoCodec::Vp8,
+                keyframe: true,
+                cts_ms: 0,
+                data: Bytes::from_static(&[0x10, 0x02, 0x00]),
+            })
+        );
+    }
+
+    #[test]
     fn command_frames_and_metadata_are_other() {
         assert_eq!(
             parse_video(&Bytes::from_static(&[0x57, 0x00])),
@@ -331,11 +366,11 @@ mod tests {
 
     #[test]
     fn unknown_codecs_are_named() {
-        let r = parse_video(&Bytes::from_static(b"\x92vp08"));
+        let r = parse_video(&Bytes::from_static(b"\x92vvc1"));
         assert_eq!(
             r,
             Err(FlvError::UnsupportedCodec {
-                codec: CodecTag::FourCc(*b"vp08")
+                codec: CodecTag::FourCc(*b"vvc1")
             })
         );
         assert!(matches!(

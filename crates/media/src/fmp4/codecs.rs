@@ -44,6 +44,7 @@ pub fn codec_string(track: &Track) -> Option<String> {
         TrackConfig::Mp3 { .. } => Some("mp4a.40.34".to_owned()),
         TrackConfig::Av1 { .. }
         | TrackConfig::Vp9 { .. }
+        | TrackConfig::Vp8 { .. }
         | TrackConfig::Pcma { .. }
         | TrackConfig::Pcmu { .. } => None,
     }

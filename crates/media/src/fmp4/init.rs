@@ -252,6 +252,7 @@ fn write_sample_entry(
         TrackConfig::Opus(c) => write_opus(out, c),
         TrackConfig::Av1 { .. } => Err(Fmp4Error::Unsupported { what: "AV1" }),
         TrackConfig::Vp9 { .. } => Err(Fmp4Error::Unsupported { what: "VP9" }),
+        TrackConfig::Vp8 { .. } => Err(Fmp4Error::Unsupported { what: "VP8" }),
         TrackConfig::Mp3 { .. } => Err(Fmp4Error::Unsupported { what: "MP3" }),
         TrackConfig::Pcma { .. } | TrackConfig::Pcmu { .. } => {
             Err(Fmp4Error::Unsupported { what: "G.711" })

@@ -37,7 +37,7 @@ pub fn timescale(container: Container, track: &Track) -> u32 {
         TrackConfig::Mp3 { sample_rate, .. } => (*sample_rate).max(1),
         TrackConfig::Pcma { .. } | TrackConfig::Pcmu { .. } => 8000,
         TrackConfig::H264(_) | TrackConfig::H265(_) | TrackConfig::Av1 { .. } => CLOCK_HZ,
-        TrackConfig::Vp9 { .. } => CLOCK_HZ,
+        TrackConfig::Vp9 { .. } | TrackConfig::Vp8 { .. } => CLOCK_HZ,
     }
 }
 

@@ -165,6 +165,9 @@ impl RtpDepacketizer {
         if codec == RtpCodec::Aac {
             aac.validate()?;
         }
+        if let Some(name) = sending_only(codec) {
+            return Err(RtpError::NoCodec { codec: name });
+        }
         Ok(RtpDepacketizer {
             codec,
             clock_rate,
@@ -270,6 +273,10 @@ impl RtpDepacketizer {
                 }
                 Ok(())
             }
+            // `new` refuses these.
+            RtpCodec::Vp8 | RtpCodec::Vp9 | RtpCodec::Av1 => Err(RtpError::Unsupported {
+                what: "depacketizing VP8, VP9 or AV1",
+            }),
         }
     }
 
@@ -718,6 +725,16 @@ impl RtpDepacketizer {
                 Ok(())
             }
         }
+    }
+}
+
+/// The name of a codec Sluice only sends (no publisher sends it to us over RTP).
+fn sending_only(codec: RtpCodec) -> Option<&'static str> {
+    match codec {
+        RtpCodec::Vp8 => Some("VP8"),
+        RtpCodec::Vp9 => Some("VP9"),
+        RtpCodec::Av1 => Some("AV1"),
+        _ => None,
     }
 }
 

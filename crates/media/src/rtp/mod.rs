@@ -10,8 +10,11 @@
 //!
 //! - `header`: the fixed header, CSRCs, header extension and padding ([`RtpPacket`]).
 //! - `packetizer`: [`RtpPacketizer`]: H.264 (RFC 6184), H.265 (RFC 7798), AAC
-//!   (RFC 3640 `mpeg4-generic`, AAC-hbr), Opus (RFC 7587), G.711 passthrough.
-//! - `depacketizer`: [`RtpDepacketizer`]: the reverse, per publisher track.
+//!   (RFC 3640 `mpeg4-generic`, AAC-hbr), Opus (RFC 7587), G.711 passthrough; and
+//!   through `vp8`, `vp9`, `av1` the payload formats of VP8 (RFC 7741), VP9 (RFC 9628)
+//!   and AV1 (AOM RTP payload format v1.0).
+//! - `depacketizer`: [`RtpDepacketizer`]: the reverse, per publisher track (H.264,
+//!   H.265 and audio: publishers send those).
 //! - `jitter`: [`JitterBuffer`], which puts UDP packets back in sequence order.
 //! - `rtcp`: sender reports, and parsing what players and publishers send us.
 //! - `source`: [`RtpSource`], the packetizers of one stream for all its players:
@@ -32,6 +35,7 @@
 //!   [`MAX_QUEUED_FRAMES`].
 //! - A frame with a missing packet is dropped and counted, never emitted corrupted.
 
+mod av1;
 mod depacketizer;
 mod header;
 mod jitter;
@@ -39,6 +43,10 @@ mod packetizer;
 mod receiver;
 pub mod rtcp;
 mod source;
+#[cfg(test)]
+mod testing;
+mod vp8;
+mod vp9;
 
 pub use depacketizer::{DepacketizedFrame, DepacketizerStats, ParameterSets, RtpDepacketizer};
 pub use header::{RtpExtension, RtpHeader, RtpPacket, RTP_HEADER_LEN};
@@ -110,7 +118,8 @@ pub enum RtpError {
         /// The limit.
         limit: usize,
     },
-    /// The track's codec has no RTP payload format here (AV1, VP9, MP3).
+    /// The track's codec has no RTP payload format here (MP3), or none in this
+    /// direction (depacketizing VP8, VP9, AV1).
     #[error("no RTP payload format for {codec}")]
     NoCodec {
         /// The codec.
@@ -133,6 +142,12 @@ pub enum RtpCodec {
     Pcma,
     /// G.711 µ-law (static payload type 0).
     Pcmu,
+    /// VP8, RFC 7741, with a 15-bit PictureID (sending only).
+    Vp8,
+    /// VP9, RFC 9628, non-flexible mode with a 15-bit picture ID (sending only).
+    Vp9,
+    /// AV1, AOM RTP payload format v1.0 (sending only).
+    Av1,
 }
 
 impl RtpCodec {
@@ -145,15 +160,19 @@ impl RtpCodec {
             TrackConfig::Opus(_) => RtpCodec::Opus,
             TrackConfig::Pcma { .. } => RtpCodec::Pcma,
             TrackConfig::Pcmu { .. } => RtpCodec::Pcmu,
-            TrackConfig::Av1 { .. } => return Err(RtpError::NoCodec { codec: "AV1" }),
-            TrackConfig::Vp9 { .. } => return Err(RtpError::NoCodec { codec: "VP9" }),
+            TrackConfig::Vp8 { .. } => RtpCodec::Vp8,
+            TrackConfig::Vp9 { .. } => RtpCodec::Vp9,
+            TrackConfig::Av1 { .. } => RtpCodec::Av1,
             TrackConfig::Mp3 { .. } => return Err(RtpError::NoCodec { codec: "MP3" }),
         })
     }
 
     /// Whether this is a video format (frames end with the marker bit).
     pub fn is_video(self) -> bool {
-        matches!(self, RtpCodec::H264 | RtpCodec::H265)
+        matches!(
+            self,
+            RtpCodec::H264 | RtpCodec::H265 | RtpCodec::Vp8 | RtpCodec::Vp9 | RtpCodec::Av1
+        )
     }
 
     /// The payload type Sluice announces for it: the static types of G.711, and fixed
@@ -166,6 +185,9 @@ impl RtpCodec {
             RtpCodec::Opus => 111,
             RtpCodec::Pcma => 8,
             RtpCodec::Pcmu => 0,
+            RtpCodec::Vp8 => 99,
+            RtpCodec::Vp9 => 100,
+            RtpCodec::Av1 => 101,
         }
     }
 }
@@ -175,7 +197,9 @@ impl RtpCodec {
 pub fn clock_rate(track: &Track) -> Result<u32, RtpError> {
     Ok(match (&track.config, RtpCodec::for_track(track)?) {
         (TrackConfig::Aac(c), _) => c.sample_rate,
-        (_, RtpCodec::H264 | RtpCodec::H265) => crate::CLOCK_HZ,
+        (_, RtpCodec::H264 | RtpCodec::H265 | RtpCodec::Vp8 | RtpCodec::Vp9 | RtpCodec::Av1) => {
+            crate::CLOCK_HZ
+        }
         (_, RtpCodec::Opus) => 48_000,
         (_, RtpCodec::Pcma | RtpCodec::Pcmu | RtpCodec::Aac) => 8_000,
     })

@@ -13,14 +13,17 @@
 //! - Every packet's payload is at most the payload budget (`mtu`), except Opus, which
 //!   RFC 7587 never fragments.
 //! - Video: the marker bit is set on the last packet of each frame, AUD NAL units are
-//!   dropped, and a keyframe without in-band parameter sets gets the track's in front.
+//!   dropped, and a keyframe without in-band parameter sets gets the track's in front
+//!   (for AV1: the sequence header of the `av1C` record).
+//! - VP8 and VP9 frames carry a 15-bit picture ID that grows by one per frame.
 
 use super::header::{RtpHeader, RTP_HEADER_LEN};
 use super::rtcp::SenderReport;
+use super::{av1, vp8, vp9};
 use super::{RtpCodec, RtpError, MAX_MTU, MIN_MTU};
 use crate::codec::{
-    h264_nal_type, h265_nal_type, nal_units, H264_NAL_AUD, H264_NAL_SPS, H265_NAL_AUD,
-    H265_NAL_SPS, H265_NAL_VPS,
+    av1c_config_obus, h264_nal_type, h265_nal_type, nal_units, H264_NAL_AUD, H264_NAL_SPS,
+    H265_NAL_AUD, H265_NAL_SPS, H265_NAL_VPS,
 };
 use crate::{Frame, MediaKind, Timestamp, Track, TrackConfig, CLOCK_HZ};
 use bytes::{BufMut, Bytes, BytesMut};
@@ -135,6 +138,21 @@ impl RtpFrame {
         self.timestamp
     }
 
+    /// Where the next packet would start, to undo a frame that failed half-way.
+    fn mark(&self) -> (usize, usize, bool) {
+        (self.buf.len(), self.spans.len(), self.first_seq.is_none())
+    }
+
+    /// Forgets what was written since `mark`.
+    fn rollback(&mut self, (len, spans, was_empty): (usize, usize, bool)) {
+        self.buf.truncate(len);
+        self.spans.truncate(spans);
+        if was_empty {
+            self.first_seq = None;
+            self.timestamp = None;
+        }
+    }
+
     /// Moves the bytes out as a shareable frame (no copy) and clears `self`.
     /// `None` when nothing was written.
     pub fn freeze(&mut self) -> Option<PacketizedFrame> {
@@ -231,6 +249,33 @@ impl PacketizedFrame {
     }
 }
 
+/// The packets of one frame being written by a payload format module (`vp8`, `vp9`,
+/// `av1`): numbering continues from the packetizer, which takes it back only when the
+/// whole frame was written.
+pub(super) struct PacketWriter<'a> {
+    out: &'a mut RtpFrame,
+    channel: Option<u8>,
+    /// The header of the next packet (its sequence number advances per packet).
+    header: RtpHeader,
+    packets: u32,
+    octets: u32,
+}
+
+impl PacketWriter<'_> {
+    /// Appends one packet whose payload is the `len` bytes `write` appends.
+    pub(super) fn packet(&mut self, marker: bool, len: usize, write: impl FnOnce(&mut BytesMut)) {
+        self.header.marker = marker;
+        self.out.begin(self.channel, &self.header, len);
+        let start = self.out.buf.len();
+        write(&mut self.out.buf);
+        debug_assert_eq!(self.out.buf.len() - start, len, "payload as announced");
+        self.header.sequence = self.header.sequence.wrapping_add(1);
+        self.packets = self.packets.wrapping_add(1);
+        // Sender report octet counts wrap (RFC 3550 §6.4.1); `len` is at most MAX_MTU.
+        self.octets = self.octets.wrapping_add(len as u32);
+    }
+}
+
 /// Turns the frames of one track into RTP packets.
 ///
 /// One per stream track, shared by all players of the stream (call it where the frame
@@ -253,12 +298,15 @@ pub struct RtpPacketizer {
     packet_count: u32,
     octet_count: u32,
     nal_length_size: u8,
-    /// Parameter sets inserted in front of a keyframe that has none in band.
+    /// Parameter sets inserted in front of a keyframe that has none in band (AV1: the
+    /// `configOBUs` of the `av1C`, whose sequence header is inserted).
     parameter_sets: Vec<Bytes>,
     insert_parameter_sets: bool,
     channels: u8,
     /// Scratch list of a frame's NAL units, reused so steady state allocates nothing.
     nals: Vec<Bytes>,
+    /// VP8 and VP9: the 15-bit picture ID of the next frame.
+    picture_id: u16,
 }
 
 impl RtpPacketizer {
@@ -279,6 +327,11 @@ impl RtpPacketizer {
             TrackConfig::Pcma { channels } | TrackConfig::Pcmu { channels } => {
                 (4, Vec::new(), (*channels).max(1))
             }
+            // A record we cannot read only costs the insertion: in-band headers still go.
+            TrackConfig::Av1 { record } => match av1c_config_obus(record) {
+                Ok(obus) if !obus.is_empty() => (4, vec![Bytes::copy_from_slice(obus)], 0),
+                _ => (4, Vec::new(), 0),
+            },
             _ => (4, Vec::new(), 0),
         };
         Ok(RtpPacketizer {
@@ -296,6 +349,7 @@ impl RtpPacketizer {
             insert_parameter_sets: true,
             channels,
             nals: Vec::new(),
+            picture_id: 0,
         })
     }
 
@@ -304,6 +358,17 @@ impl RtpPacketizer {
     pub fn set_start(&mut self, next_seq: u16, timestamp_offset: u32) {
         self.seq = next_seq;
         self.timestamp_offset = timestamp_offset;
+    }
+
+    /// The picture ID the next VP8 or VP9 frame carries (15 bits).
+    pub fn next_picture_id(&self) -> u16 {
+        self.picture_id
+    }
+
+    /// Sets the next picture ID (kept to 15 bits), so a packetizer that replaces
+    /// another for the same viewers continues its numbering.
+    pub fn set_picture_id(&mut self, picture_id: u16) {
+        self.picture_id = picture_id & vp8::PICTURE_ID_MASK;
     }
 
     /// Whether a keyframe without in-band parameter sets gets the track's in front
@@ -375,7 +440,8 @@ impl RtpPacketizer {
     /// Appends the packets of `frame` to `out`, plain (no interleave header).
     ///
     /// Writes nothing on error: a frame of the wrong kind, NAL lengths that run past
-    /// the payload, an AAC frame over 8191 bytes, an Opus packet over 64 KiB.
+    /// the payload, an AAC frame over 8191 bytes, an Opus packet over 64 KiB, an empty
+    /// VP8/VP9 frame, AV1 OBUs that do not parse or leave nothing to send.
     pub fn packetize(&mut self, frame: &Frame, out: &mut RtpFrame) -> Result<(), RtpError> {
         self.packetize_on(frame, None, out)
     }
@@ -484,11 +550,68 @@ impl RtpPacketizer {
             RtpCodec::Aac => self.aac(frame, channel, out)?,
             RtpCodec::Opus => self.opus(frame, channel, out)?,
             RtpCodec::Pcma | RtpCodec::Pcmu => self.pcm(frame, channel, out),
+            RtpCodec::Vp8 | RtpCodec::Vp9 | RtpCodec::Av1 => {
+                self.payload_format(frame, channel, out)?
+            }
         }
         if was_empty && !out.is_empty() {
             out.keyframe = frame.keyframe;
         }
         Ok(())
+    }
+
+    /// VP8, VP9 and AV1: the payload format module writes the packets through a
+    /// [`PacketWriter`]; numbering and counts are taken over only on success.
+    fn payload_format(
+        &mut self,
+        frame: &Frame,
+        channel: Option<u8>,
+        out: &mut RtpFrame,
+    ) -> Result<(), RtpError> {
+        let mark = out.mark();
+        let mut w = PacketWriter {
+            out,
+            channel,
+            header: RtpHeader {
+                marker: false,
+                payload_type: self.payload_type,
+                sequence: self.seq,
+                timestamp: self.rtp_timestamp(frame.pts),
+                ssrc: self.ssrc,
+            },
+            packets: 0,
+            octets: 0,
+        };
+        let data: &[u8] = frame.payload.as_ref();
+        let result = match self.codec {
+            RtpCodec::Vp8 => vp8::packetize(data, self.picture_id, self.mtu, &mut w),
+            RtpCodec::Vp9 => vp9::packetize(data, self.picture_id, self.mtu, &mut w),
+            RtpCodec::Av1 => {
+                let config = self
+                    .parameter_sets
+                    .first()
+                    .filter(|_| self.insert_parameter_sets)
+                    .map(|c| c.as_ref());
+                av1::packetize(data, frame.keyframe, config, self.mtu, &mut w)
+            }
+            _ => Err(RtpError::Unsupported {
+                what: "payload format for this codec",
+            }),
+        };
+        let (next_seq, packets, octets) = (w.header.sequence, w.packets, w.octets);
+        match result {
+            Ok(()) => {
+                self.seq = next_seq;
+                self.packet_count = self.packet_count.wrapping_add(packets);
+                self.octet_count = self.octet_count.wrapping_add(octets);
+                self.picture_id = self.picture_id.wrapping_add(1) & vp8::PICTURE_ID_MASK;
+                Ok(())
+            }
+            Err(e) => {
+                out.rollback(mark);
+                Err(e)
+            }
+        }
     }
 
     fn next_header(&mut self, marker: bool, timestamp: u32) -> RtpHeader {

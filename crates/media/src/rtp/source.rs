@@ -105,12 +105,15 @@ impl RtpSource {
     /// and the numbering waits, for a codec RTP does not carry).
     pub fn set_track(&mut self, track: &Track) {
         let (slot, start) = self.slot(track.kind());
+        // VP8/VP9 picture IDs continue too, so viewers see no jump back.
+        let mut picture_id = 0;
         if let Some(old) = slot.take() {
             *start = RtpStart {
                 ssrc: old.ssrc(),
                 seq: old.next_seq(),
                 timestamp: old.rtp_timestamp(0),
             };
+            picture_id = old.next_picture_id();
         }
         let Ok(codec) = RtpCodec::for_track(track) else {
             return;
@@ -119,6 +122,7 @@ impl RtpSource {
             RtpPacketizer::new(track, codec.default_payload_type(), start.ssrc, DEFAULT_MTU)
         {
             p.set_start(start.seq, start.timestamp);
+            p.set_picture_id(picture_id);
             *slot = Some(p);
         }
     }
@@ -262,5 +266,27 @@ mod tests {
             7,
             "the same SSRC"
         );
+    }
+
+    #[test]
+    fn vp9_picture_ids_continue_across_configuration_changes() {
+        let vp9 = |b: u8| {
+            Track::new(TrackConfig::Vp9 {
+                record: Bytes::from(vec![b]),
+            })
+        };
+        let mut source = RtpSource::new(start(7), start(8));
+        let frame = |n: i64| Frame {
+            payload: Bytes::from_static(&[0x86, 0, 0]),
+            ..frame(n)
+        };
+        // Interleaved: 4 bytes, then the RTP header, then the descriptor's picture ID.
+        let picture_id = |form: &RtpForm| u16::from_be_bytes([form.data[17], form.data[18]]);
+        source.set_track(&vp9(1));
+        let a = source.packetize(&frame(0), Duration::ZERO).expect("vp9");
+        source.set_track(&vp9(2));
+        let b = source.packetize(&frame(1), Duration::ZERO).expect("vp9");
+        assert_eq!(picture_id(&a), 0x8000);
+        assert_eq!(picture_id(&b), 0x8001);
     }
 }

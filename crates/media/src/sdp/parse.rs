@@ -356,7 +356,9 @@ fn interpret(m: &RawMedia) -> Result<SdpMedia, &'static str> {
         _ => return Err("codec not supported"),
     };
     let clock_rate = match codec {
-        RtpCodec::H264 | RtpCodec::H265 => rate.unwrap_or(90_000),
+        RtpCodec::H264 | RtpCodec::H265 | RtpCodec::Vp8 | RtpCodec::Vp9 | RtpCodec::Av1 => {
+            rate.unwrap_or(90_000)
+        }
         RtpCodec::Opus => 48_000,
         RtpCodec::Pcma | RtpCodec::Pcmu => rate.unwrap_or(8000),
         RtpCodec::Aac => rate.ok_or("mpeg4-generic without clock rate")?,

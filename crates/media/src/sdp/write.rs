@@ -181,8 +181,33 @@ fn write_media(s: &mut String, t: &SdpTrack<'_>) {
             }
             s.push_str("\r\n");
         }
+        TrackConfig::Vp8 { .. } | TrackConfig::Vp9 { .. } => {
+            let name = if matches!(t.track.config, TrackConfig::Vp8 { .. }) {
+                "VP8"
+            } else {
+                "VP9"
+            };
+            let _ = write!(
+                s,
+                "m=video 0 RTP/AVP {pt}\r\na=rtpmap:{pt} {name}/90000\r\n"
+            );
+        }
+        TrackConfig::Av1 { record } => {
+            let _ = write!(s, "m=video 0 RTP/AVP {pt}\r\na=rtpmap:{pt} AV1/90000\r\n");
+            // Declarative use (AV1 RTP §7.2.3): the stream's profile, level and tier,
+            // from the av1C header (seq_profile, seq_level_idx_0, seq_tier_0).
+            if let Some(&[0x81, b1, b2]) = record.get(..3) {
+                let _ = write!(
+                    s,
+                    "a=fmtp:{pt} profile={};level-idx={};tier={}\r\n",
+                    b1 >> 5,
+                    b1 & 0x1f,
+                    b2 >> 7
+                );
+            }
+        }
         // Rejected by `write_sdp` before anything is written.
-        TrackConfig::Av1 { .. } | TrackConfig::Vp9 { .. } | TrackConfig::Mp3 { .. } => return,
+        TrackConfig::Mp3 { .. } => return,
     }
     let _ = write!(s, "a=control:{}\r\n", t.control);
 }

@@ -349,6 +349,7 @@ fn video_stream(track: &Track) -> Result<VideoStream, TsError> {
         }
         TrackConfig::Av1 { .. } => return Err(TsError::Unsupported { what: "AV1" }),
         TrackConfig::Vp9 { .. } => return Err(TsError::Unsupported { what: "VP9" }),
+        TrackConfig::Vp8 { .. } => return Err(TsError::Unsupported { what: "VP8" }),
         _ => {
             return Err(TsError::Unsupported {
                 what: "audio track as video",

@@ -414,6 +414,7 @@ fn track(track: &TrackConfig) -> Value {
         TrackConfig::H265(c) => json!({ "codec": "h265", "width": c.width, "height": c.height }),
         TrackConfig::Av1 { .. } => json!({ "codec": "av1" }),
         TrackConfig::Vp9 { .. } => json!({ "codec": "vp9" }),
+        TrackConfig::Vp8 { .. } => json!({ "codec": "vp8" }),
         TrackConfig::Aac(c) => {
             json!({ "codec": "aac", "sample_rate": c.sample_rate, "channels": c.channels })
         }
