@@ -464,3 +464,186 @@ fn chromium_plays_a_stream_with_b_frames_over_whep() {
     assert_played(&report);
     assert_eq!(field(&report, "w"), "1280", "{report}");
 }
+
+/// Frames of a clip ffmpeg encodes with `encoder` into IVF (VP8, VP9, AV1): each with
+/// its time in ms and whether it is a keyframe.
+fn ivf_frames(encoder: &[&str], seconds: u32) -> Vec<(i64, bool, Vec<u8>)> {
+    let file = common::scratch("browser-codecs").join(format!("{}.ivf", encoder[0]));
+    std::fs::create_dir_all(file.parent().unwrap()).unwrap();
+    let ok = std::process::Command::new("ffmpeg")
+        .args(["-v", "error", "-y", "-f", "lavfi", "-i"])
+        .arg(format!("testsrc2=size=320x240:rate=25:duration={seconds}"))
+        .arg("-c:v")
+        .args(encoder)
+        .args([
+            "-g", "25", "-b:v", "400k", "-pix_fmt", "yuv420p", "-f", "ivf",
+        ])
+        .arg(&file)
+        .status()
+        .unwrap()
+        .success();
+    assert!(ok, "ffmpeg encoded with {encoder:?}");
+    let data = std::fs::read(&file).unwrap();
+    assert_eq!(&data[..4], b"DKIF");
+    let fourcc = &data[8..12];
+    let rate = u32::from_le_bytes(data[16..20].try_into().unwrap()) as i64;
+    let scale = u32::from_le_bytes(data[20..24].try_into().unwrap()).max(1) as i64;
+    let mut at = usize::from(u16::from_le_bytes([data[6], data[7]]));
+    let mut frames = Vec::new();
+    while at + 12 <= data.len() {
+        let len = u32::from_le_bytes(data[at..at + 4].try_into().unwrap()) as usize;
+        let pts = i64::from_le_bytes(data[at + 4..at + 12].try_into().unwrap());
+        let frame = data[at + 12..at + 12 + len].to_vec();
+        at += 12 + len;
+        let keyframe = match fourcc {
+            b"VP80" => frame[0] & 1 == 0,
+            // Profile 0: frame marker, profile, show_existing_frame, frame_type.
+            b"VP90" => frame[0] & 0x0c == 0,
+            // A temporal unit that carries a sequence header starts a sequence.
+            _ => av1_obus(&frame).iter().any(|o| (o[0] >> 3) & 0xf == 1),
+        };
+        frames.push((pts * scale * 1000 / rate, keyframe, frame));
+    }
+    frames
+}
+
+/// The OBUs of an AV1 temporal unit (each with its size field), in order.
+fn av1_obus(mut tu: &[u8]) -> Vec<&[u8]> {
+    let mut obus = Vec::new();
+    while let Some(&header) = tu.first() {
+        let ext = usize::from(header & 4 != 0);
+        let (mut size, mut n, mut shift) = (0usize, 0, 0);
+        while let Some(&b) = tu.get(1 + ext + n) {
+            size |= usize::from(b & 0x7f) << shift;
+            shift += 7;
+            n += 1;
+            if b & 0x80 == 0 {
+                break;
+            }
+        }
+        let end = (1 + ext + n + size).min(tu.len());
+        obus.push(&tu[..end]);
+        tu = &tu[end..];
+    }
+    obus
+}
+
+/// Publishes `frames` over Enhanced RTMP (FourCC `fourcc`) to `live/{name}` from a
+/// thread of its own, looping until `seconds` passed.
+fn publish_enhanced(
+    server: &TestServer,
+    name: &str,
+    fourcc: &[u8; 4],
+    frames: Vec<(i64, bool, Vec<u8>)>,
+    seconds: u64,
+) -> std::thread::JoinHandle<()> {
+    use bytes::{Bytes, BytesMut};
+    use sluice_media::flv::{video_frame_header, write_video_config, TAG_VIDEO};
+    use sluice_media::{Track, TrackConfig};
+    let record = match fourcc {
+        b"av01" => {
+            let first = &frames[0].2;
+            let header = av1_obus(first)
+                .into_iter()
+                .find(|o| (o[0] >> 3) & 0xf == 1)
+                .expect("a sequence header")
+                .to_vec();
+            // av1C: version 1, main profile, 4:2:0; then the sequence header OBU.
+            [vec![0x81, 0x08, 0x0c, 0x00], header].concat()
+        }
+        // vpcC: profile 0, level 3.1, 8 bits 4:2:0, BT.709, no init data.
+        _ => vec![0, 31, 0x82, 1, 1, 1, 0, 0],
+    };
+    let record = Bytes::from(record);
+    let track = Track::new(match fourcc {
+        b"av01" => TrackConfig::Av1 { record },
+        b"vp09" => TrackConfig::Vp9 { record },
+        _ => TrackConfig::Vp8 { record },
+    });
+    let mut tags = Vec::new();
+    let mut body = BytesMut::new();
+    write_video_config(&mut body, &track).unwrap();
+    tags.push(sluice_bench::Tag {
+        tag_type: TAG_VIDEO,
+        ts_ms: 0,
+        body: body.split().freeze(),
+    });
+    let last = frames.last().map_or(0, |f| f.0);
+    for (ms, keyframe, data) in frames {
+        video_frame_header(&mut body, &track, keyframe, 0).unwrap();
+        body.extend_from_slice(&data);
+        tags.push(sluice_bench::Tag {
+            tag_type: TAG_VIDEO,
+            ts_ms: ms,
+            body: body.split().freeze(),
+        });
+    }
+    let clip = sluice_bench::clip::Clip {
+        tags,
+        duration_ms: last + 40,
+    };
+    let (rtmp, name) = (server.rtmp, name.to_owned());
+    std::thread::spawn(move || {
+        let rt = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .unwrap();
+        rt.block_on(async move {
+            let mut conn = sluice_bench::rtmp::RtmpConn::connect(rtmp, "live", false)
+                .await
+                .unwrap();
+            conn.publish(&name).await.unwrap();
+            let until = tokio::time::Instant::now() + Duration::from_secs(seconds);
+            sluice_bench::publish::publish_clip(&mut conn, &clip, until, true, None)
+                .await
+                .unwrap();
+        });
+    })
+}
+
+/// VP8, VP9 and AV1 from Enhanced RTMP, packetized once per stream, play in Chromium
+/// over WHEP: the picture advances and is not black.
+#[test]
+#[cfg_attr(
+    not(all(have_ffmpeg, have_chromium)),
+    ignore = "needs ffmpeg and chromium"
+)]
+fn chromium_plays_vp8_vp9_and_av1_from_enhanced_rtmp_over_whep() {
+    if !have_ffmpeg() || !have("chromium") {
+        return;
+    }
+    let server = TestServer::start(&["--webrtc-udp", "127.0.0.1:0"]);
+    let codecs: [(&str, &[u8; 4], &[&str]); 3] = [
+        (
+            "vp8",
+            b"vp08",
+            &["libvpx", "-deadline", "realtime", "-cpu-used", "8"],
+        ),
+        (
+            "vp9",
+            b"vp09",
+            &["libvpx-vp9", "-deadline", "realtime", "-cpu-used", "8"],
+        ),
+        (
+            "av1",
+            b"av01",
+            &["libaom-av1", "-usage", "realtime", "-cpu-used", "8"],
+        ),
+    ];
+    for (name, fourcc, encoder) in codecs {
+        let frames = ivf_frames(encoder, 4);
+        assert!(
+            frames.len() >= 90 && frames[0].1,
+            "{name}: {} frames",
+            frames.len()
+        );
+        let publisher = publish_enhanced(&server, name, fourcc, frames, 12);
+        std::thread::sleep(Duration::from_millis(1500));
+        let url = format!("http://{}/live/{name}/whep", server.http);
+        let report = play_in_chromium("mpegts.js", WHEP_SETUP, &url, 5000);
+        eprintln!("{name} over WHEP in Chromium: {report}");
+        assert_played(&report);
+        assert_eq!(field(&report, "w"), "320", "{name}: {report}");
+        publisher.join().unwrap();
+    }
+}

@@ -31,6 +31,14 @@ fn crypto() -> Arc<CryptoProvider> {
         .clone()
 }
 
+/// One DTLS certificate for every player of the process: a key generation per player
+/// would load the client's core at the ramp and slow the handshakes being measured.
+fn certificate() -> Option<str0m::config::DtlsCert> {
+    static CERT: OnceLock<Option<str0m::config::DtlsCert>> = OnceLock::new();
+    CERT.get_or_init(|| crypto().dtls_provider.generate_certificate())
+        .clone()
+}
+
 /// An HTTP/1.1 request with a body on a connection of its own: status, head, body.
 async fn request(
     addr: SocketAddr,
@@ -98,8 +106,11 @@ pub(crate) async fn play(ctx: &Ctx, row: &mut PlayerRow) -> Result<(), Failure> 
     let sock = UdpSocket::bind(bind).await.map_err(io_failure)?;
     let local = sock.local_addr().map_err(io_failure)?;
     let start = Instant::now();
-    let mut rtc: Rtc = RtcConfig::new()
-        .set_crypto_provider(crypto())
+    let mut config = RtcConfig::new().set_crypto_provider(crypto());
+    if let Some(cert) = certificate() {
+        config = config.set_dtls_cert(cert);
+    }
+    let mut rtc: Rtc = config
         .set_rtp_mode(true)
         .clear_codecs()
         .enable_h264(true)

@@ -35,6 +35,7 @@ fn offered(ctx: &Ctx, stream: &crate::core::hub::Stream) -> (Offered, bool) {
         TrackConfig::H265(_) => Some(VideoCodec::H265),
         TrackConfig::Av1 { .. } => Some(VideoCodec::Av1),
         TrackConfig::Vp9 { .. } => Some(VideoCodec::Vp9),
+        TrackConfig::Vp8 { .. } => Some(VideoCodec::Vp8),
         _ => None,
     });
     let transcode = ctx.config.webrtc.transcode_audio && transcode::AVAILABLE;
