@@ -193,26 +193,13 @@ impl Track {
         self.last = Some((timestamp, now));
         self.packets = self.packets.wrapping_add(1);
         self.octets = self.octets.wrapping_add(payload.len() as u32);
-        self.write(index, timestamp, marker, payload, srtp, to, out)
+        self.resend(index, timestamp, marker, payload, srtp, to, out)
     }
 
-    /// Sends again, as it was, the packet the viewer knew as `index`.
+    /// Sends the packet the viewer knows as `index` (again, when it was NACKed: the
+    /// same header and payload give the same bytes).
     #[allow(clippy::too_many_arguments)]
     pub fn resend(
-        &self,
-        index: u64,
-        timestamp: u32,
-        marker: bool,
-        payload: &[u8],
-        srtp: &Context,
-        to: SocketAddr,
-        out: &mut Datagrams,
-    ) -> Result<(), SrtpError> {
-        self.write(index, timestamp, marker, payload, srtp, to, out)
-    }
-
-    #[allow(clippy::too_many_arguments)]
-    fn write(
         &self,
         index: u64,
         timestamp: u32,
