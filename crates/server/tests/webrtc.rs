@@ -498,8 +498,9 @@ async fn publish_whip_late(
                         .unwrap()
                         .pt();
                     let time = str0m::media::MediaTime::from_90khz(3600 * sent as u64);
-                    w.write(pt, Instant::now(), time, aus[sent].clone())
-                        .unwrap();
+                    // Captured on the frame grid, however late this loop runs: the
+                    // sender reports then map RTP time to the capture clock exactly.
+                    w.write(pt, due, time, aus[sent].clone()).unwrap();
                     // Two 20 ms Opus packets per 40 ms video frame: a 440 Hz tone.
                     let pt = rtc
                         .writer(audio_mid)
@@ -515,7 +516,7 @@ async fn publish_whip_late(
                             1920 * sent as u64 + 960 * half,
                             str0m::media::Frequency::FORTY_EIGHT_KHZ,
                         );
-                        let captured = Instant::now() + Duration::from_millis(20 * half);
+                        let captured = due + Duration::from_millis(20 * half);
                         held.push_back((pt, captured, at, packet));
                     }
                     sent += 1;
