@@ -384,7 +384,7 @@
   }
 
   // A fresh viewer token for `key` when the server wants one (it lasts 120 s: a player
-  // connects with it, and HLS keeps its session in a cookie from there).
+  // connects with it, and HLS keeps its token in a cookie from there).
   async function playQuery(key) {
     try {
       const s = await api('GET', 'streams/' + apiPath(key));

@@ -409,3 +409,210 @@ fn the_api_may_have_a_listener_of_its_own() {
     // The HTTP listener still answers the API too.
     assert_eq!(json(server.http, "GET", "/api/v1/server").0, 200);
 }
+
+/// One request with curl over HTTPS, forced to HTTP/1.1 or HTTP/2: (status, the HTTP
+/// version curl spoke, response headers, body).
+fn curl(
+    https: SocketAddr,
+    http2: bool,
+    method: &str,
+    path: &str,
+    headers: &[&str],
+    body: Option<&str>,
+) -> (u16, String, String, String) {
+    let dir = common::scratch("api-routes");
+    static N: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+    let id = N.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+    let (head_file, body_file) = (
+        dir.join(format!("{id}.head")),
+        dir.join(format!("{id}.body")),
+    );
+    let mut cmd = std::process::Command::new("curl");
+    cmd.args(["-sk", "--max-time", "3", "-X", method])
+        .arg(if http2 { "--http2" } else { "--http1.1" })
+        .args(["-w", "%{http_code} %{http_version}", "-D"])
+        .arg(&head_file)
+        .arg("-o")
+        .arg(&body_file);
+    if method == "HEAD" {
+        cmd.arg("-I");
+    }
+    for h in headers {
+        cmd.args(["-H", h]);
+    }
+    if let Some(body) = body {
+        cmd.args(["--data-binary", body]);
+    }
+    let out = cmd
+        .arg(format!("https://{https}{path}"))
+        .output()
+        .expect("run curl");
+    let written = String::from_utf8_lossy(&out.stdout).to_string();
+    let (status, version) = written.split_once(' ').unwrap_or(("0", ""));
+    let read = |p: &std::path::Path| std::fs::read_to_string(p).unwrap_or_default();
+    let answer = (
+        status.parse().unwrap_or(0),
+        version.to_string(),
+        read(&head_file).to_ascii_lowercase(),
+        read(&body_file),
+    );
+    let _ = std::fs::remove_file(&head_file);
+    let _ = std::fs::remove_file(&body_file);
+    answer
+}
+
+/// Every route asked over HTTP/1.1 and over HTTP/2 (HTTPS, as browsers speak to it):
+/// the same status, and the answer each route should give. HTTP/2 once had a route
+/// table of its own without WHEP, WHIP and WebDAV, and dropped request bodies.
+#[test]
+#[cfg_attr(not(all(have_ffmpeg, have_curl)), ignore = "needs ffmpeg and curl")]
+fn every_route_answers_alike_over_http1_and_http2() {
+    if !have_ffmpeg() || !common::have("curl") {
+        return;
+    }
+    let root = common::scratch("api-routes-root");
+    std::fs::write(root.join("clip.bin"), vec![7u8; 100_000]).unwrap();
+    let server = TestServer::start(&[
+        "--https",
+        "127.0.0.1:0",
+        "--tls-self-signed",
+        "--webrtc-udp",
+        "127.0.0.1:0",
+        "--media-root",
+        root.to_str().unwrap(),
+        "--play-wait-ms",
+        "300",
+    ]);
+    let https = server.https.expect("https");
+    let _publisher = publish_test_pattern(
+        &format!("rtmp://{}/live/walk", server.rtmp),
+        "flv",
+        "libx264",
+        60,
+    );
+    common::wait_live(server.http, "live/walk");
+    // Segments for the HLS routes.
+    wait_json(server.http, "/api/v1/streams/live/walk", |v| {
+        v["ring"]["span_ms"].as_u64().unwrap_or(0) >= 2500
+    });
+    let offer = std::fs::read_to_string(concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/../webrtc/fuzz/offer.sdp"
+    ))
+    .expect("a browser's WHEP offer");
+    let sdp = "Content-Type: application/sdp";
+    let json_type = "Content-Type: application/json";
+    let pull = r#"{"stream":"live/pulled","url":"rtmp://127.0.0.1:1/live/x"}"#;
+    // (method, path, headers, body, the status it must get)
+    type Case<'a> = (&'a str, String, Vec<&'a str>, Option<&'a str>, u16);
+    let cases: Vec<Case> = vec![
+        ("GET", "/".into(), vec![], None, 200),
+        ("HEAD", "/live/walk.flv".into(), vec![], None, 200),
+        ("HEAD", "/live/none.flv".into(), vec![], None, 404),
+        ("GET", "/live/walk.m3u8".into(), vec![], None, 200),
+        ("GET", "/live/walk/index.m3u8".into(), vec![], None, 200),
+        (
+            "GET",
+            "/live/walk/index.m3u8?_HLS_msn=x".into(),
+            vec![],
+            None,
+            400,
+        ),
+        ("GET", "/live/none.m3u8".into(), vec![], None, 404),
+        ("GET", "/files/clip.bin".into(), vec![], None, 200),
+        (
+            "GET",
+            "/files/clip.bin".into(),
+            vec!["Range: bytes=10-19"],
+            None,
+            206,
+        ),
+        ("HEAD", "/files/clip.bin".into(), vec![], None, 200),
+        ("GET", "/files/none".into(), vec![], None, 404),
+        ("OPTIONS", "/files/".into(), vec![], None, 200),
+        ("PROPFIND", "/files/".into(), vec!["Depth: 1"], None, 207),
+        ("OPTIONS", "/live/walk/whep".into(), vec![], None, 204),
+        (
+            "POST",
+            "/live/walk/whep".into(),
+            vec![sdp],
+            Some(&offer),
+            201,
+        ),
+        (
+            "POST",
+            "/live/walk/whep".into(),
+            vec![json_type],
+            Some("{}"),
+            415,
+        ),
+        (
+            "POST",
+            "/live/none/whep".into(),
+            vec![sdp],
+            Some(&offer),
+            404,
+        ),
+        ("DELETE", "/live/walk/whep/1-00".into(), vec![], None, 404),
+        ("PUT", "/live/walk.flv".into(), vec![], Some("x"), 405),
+        ("GET", "/console/".into(), vec![], None, 200),
+        ("GET", "/console/none.js".into(), vec![], None, 404),
+        ("POST", "/console/".into(), vec![], Some("x"), 405),
+        ("GET", "/metrics".into(), vec![], None, 200),
+        (
+            "POST",
+            "/api/v1/relays/pulls".into(),
+            vec![json_type],
+            Some(pull),
+            201,
+        ),
+        (
+            "DELETE",
+            "/api/v1/relays/pulls/live/pulled".into(),
+            vec![],
+            None,
+            200,
+        ),
+        (
+            "POST",
+            "/api/v1/relays/pulls".into(),
+            vec![json_type],
+            Some("{"),
+            400,
+        ),
+        ("GET", "/nothing/here/at/all".into(), vec![], None, 404),
+    ];
+    for http2 in [false, true] {
+        let version = if http2 { "2" } else { "1.1" };
+        for (method, path, headers, body, want) in &cases {
+            let (status, spoke, head, text) = curl(https, http2, method, path, headers, *body);
+            assert_eq!(spoke, version, "{method} {path}: curl spoke HTTP/{spoke}");
+            assert_eq!(
+                status, *want,
+                "{method} {path} over HTTP/{version}: {status} {head}{text}"
+            );
+            if *method == "POST" && path.ends_with("/whep") && status == 201 {
+                // The answer, and a session that DELETE of its Location ends.
+                assert!(text.starts_with("v=0"), "{text}");
+                let location = head
+                    .lines()
+                    .find_map(|l| l.strip_prefix("location: "))
+                    .expect("a Location")
+                    .trim()
+                    .to_string();
+                let (status, ..) = curl(https, http2, "DELETE", &location, &[], None);
+                assert_eq!(status, 200, "DELETE {location} over HTTP/{version}");
+            }
+        }
+        // Every GET of the API that names no resource answers as the API says.
+        let (_, _, _, openapi) = curl(https, http2, "GET", "/api/v1/openapi.json", &[], None);
+        let openapi: Value = serde_json::from_str(&openapi).expect("the OpenAPI document");
+        let paths = openapi["paths"].as_object().expect("paths");
+        for (path, ops) in paths.iter().filter(|(p, _)| !p.contains('{')) {
+            if ops.get("get").is_some() {
+                let (status, ..) = curl(https, http2, "GET", path, &[], None);
+                assert_eq!(status, 200, "GET {path} over HTTP/{version}");
+            }
+        }
+    }
+}

@@ -647,3 +647,124 @@ fn chromium_plays_vp8_vp9_and_av1_from_enhanced_rtmp_over_whep() {
         publisher.join().unwrap();
     }
 }
+
+/// A cookie-less HLS player: polls the playlist at `path` twice a target duration and
+/// fetches each new segment once (the last three at its start), until `stop`.
+fn raw_hls_viewer(
+    http: SocketAddr,
+    path: String,
+    stop: std::sync::Arc<std::sync::atomic::AtomicBool>,
+) {
+    let mut fetched = std::collections::HashSet::new();
+    let mut first = true;
+    while !stop.load(std::sync::atomic::Ordering::Relaxed) {
+        let (status, _, body) = common::http_request(http, "GET", &path, "");
+        if status == 200 {
+            let playlist = String::from_utf8_lossy(&body).to_string();
+            let uris: Vec<&str> = playlist
+                .lines()
+                .filter(|l| !l.is_empty() && !l.starts_with('#'))
+                .collect();
+            let skip = if first {
+                uris.len().saturating_sub(3)
+            } else {
+                0
+            };
+            first = false;
+            let dir = path.rsplit_once('/').map_or("", |(d, _)| d);
+            for uri in uris.into_iter().skip(skip) {
+                if fetched.insert(uri.to_string()) {
+                    let _ = common::http_request(http, "GET", &format!("{dir}/{uri}"), "");
+                }
+            }
+        }
+        std::thread::sleep(Duration::from_millis(500));
+    }
+}
+
+/// HLS viewers that send no cookie back are each counted once: hls.js on a page of
+/// another origin (it sends no credentials there), ffmpeg, and 20 raw cookie-less
+/// players, each on a stream of its own. A count kept by cookie made a new viewer of
+/// every playlist poll of such a player.
+#[test]
+#[cfg_attr(
+    not(all(have_ffmpeg, have_chromium)),
+    ignore = "needs ffmpeg and chromium"
+)]
+fn hls_viewers_are_counted_once_without_cookies() {
+    if !have_ffmpeg() || !have("chromium") {
+        return;
+    }
+    let server = TestServer::start(&["--hls-segment-ms", "1000"]);
+    let url = |name: &str| format!("[f=flv]rtmp://{}/live/{name}", server.rtmp);
+    let _publisher = Kill(
+        std::process::Command::new("ffmpeg")
+            .args(["-hide_banner", "-loglevel", "error", "-re"])
+            .args(["-f", "lavfi", "-i", "testsrc2=size=320x240:rate=25"])
+            .args(["-f", "lavfi", "-i", "sine=frequency=440:sample_rate=48000"])
+            .args(["-t", "40", "-map", "0:v", "-map", "1:a", "-c:v", "libx264"])
+            .args([
+                "-preset",
+                "ultrafast",
+                "-g",
+                "25",
+                "-bf",
+                "0",
+                "-pix_fmt",
+                "yuv420p",
+            ])
+            // Through tee, FLV needs the encoders' headers global (its sequence headers).
+            .args(["-c:a", "aac", "-flags", "+global_header", "-f", "tee"])
+            .arg([url("hlsjs"), url("ffmpeg"), url("raw")].join("|"))
+            .stdin(std::process::Stdio::null())
+            .spawn()
+            .expect("start ffmpeg"),
+    );
+    for name in ["hlsjs", "ffmpeg", "raw"] {
+        common::wait_live(server.http, &format!("live/{name}"));
+    }
+    std::thread::sleep(Duration::from_millis(3000));
+    let hlsjs_url = format!("http://{}/live/hlsjs.m3u8", server.http);
+    let hlsjs = std::thread::spawn(move || {
+        play_in_chromium("hls.light.min.js", HLS_SETUP, &hlsjs_url, 14000)
+    });
+    let _ffmpeg = Kill(
+        std::process::Command::new("ffmpeg")
+            .args(["-hide_banner", "-loglevel", "error", "-i"])
+            .arg(format!("http://{}/live/ffmpeg.m3u8", server.http))
+            .args(["-c", "copy", "-f", "null", "-"])
+            .stdin(std::process::Stdio::null())
+            .spawn()
+            .expect("start the ffmpeg player"),
+    );
+    let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let raw: Vec<_> = (0..20)
+        .map(|_| {
+            let stop = stop.clone();
+            let http = server.http;
+            std::thread::spawn(move || raw_hls_viewer(http, "/live/raw.m3u8".into(), stop))
+        })
+        .collect();
+    // Long enough for every player to fetch several segments, and for a count kept by
+    // cookie to have made many viewers of each poll.
+    std::thread::sleep(Duration::from_millis(10_000));
+    let hls = |name: &str| {
+        let (_, _, body) = common::http_request(
+            server.http,
+            "GET",
+            &format!("/api/v1/streams/live/{name}"),
+            "",
+        );
+        let v: serde_json::Value = serde_json::from_slice(&body).expect("JSON");
+        v["viewers"]["hls"].as_u64().unwrap_or(u64::MAX)
+    };
+    let counts = (hls("hlsjs"), hls("ffmpeg"), hls("raw"));
+    stop.store(true, std::sync::atomic::Ordering::Relaxed);
+    for r in raw {
+        r.join().expect("a raw viewer");
+    }
+    let report = hlsjs.join().expect("the hls.js page");
+    eprintln!("HLS viewers (hls.js, ffmpeg, raw): {counts:?}; hls.js: {report}");
+    assert!(field(&report, "err").is_empty(), "hls.js: {report}");
+    assert_eq!(counts, (1, 1, 20), "HLS viewers (hls.js, ffmpeg, raw)");
+}

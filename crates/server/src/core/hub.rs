@@ -75,8 +75,6 @@ pub struct Stream {
     state: Mutex<StreamState>,
     /// Players across all workers.
     pub players: AtomicUsize,
-    /// HLS viewers, as the workers last counted them (see `viewers`).
-    pub hls_viewers: AtomicUsize,
     /// Players moved to a newer keyframe because they fell behind.
     pub skips: AtomicU64,
     /// Media bytes and frames received from publishers (for the API and `/metrics`).
@@ -415,7 +413,6 @@ impl Stream {
                 subscribers: Vec::new(),
             }),
             players: AtomicUsize::new(0),
-            hls_viewers: AtomicUsize::new(0),
             skips: AtomicU64::new(0),
             bytes_in: AtomicU64::new(0),
             frames_in: AtomicU64::new(0),
@@ -450,7 +447,12 @@ impl Stream {
     /// Its players (every protocol, every worker) and HLS viewers now: whether anyone
     /// watches (a publisher without viewers may be let go, a pull stopped).
     pub fn viewers(&self) -> usize {
-        self.players.load(Ordering::Relaxed) + self.hls_viewers.load(Ordering::Relaxed)
+        self.players.load(Ordering::Relaxed) + self.hls_viewers()
+    }
+
+    /// Its HLS viewers now, counted by the segments they fetch (see `crate::hls`).
+    pub fn hls_viewers(&self) -> usize {
+        self.hls.viewers()
     }
 
     /// A player of `format` came (`true`) or went.

@@ -276,7 +276,7 @@ impl Drop for Publisher {
             bytes = self.ingest.bytes,
             dropped = self.ingest.dropped,
             hls_bytes = stream.hls.memory(),
-            hls_viewers = stream.hls_viewers.load(std::sync::atomic::Ordering::Relaxed),
+            hls_viewers = stream.hls_viewers(),
             "unpublish"
         );
         if let Some(tap) = &stream.record {

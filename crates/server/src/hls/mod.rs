@@ -32,8 +32,11 @@
 //! the same publish measure the same time 0 within their delivery delays: usually the
 //! same second, and each answers the other's tag within [`TAG_SLACK_S`].
 
+mod audience;
+
 use crate::io::memfile::MemFile;
 use arc_swap::ArcSwap;
+use audience::Audience;
 use bytes::Bytes;
 use sluice_hls::{Fmp4Segmenter, HlsConfig, SegmentNames, Timeline, TsSegmenter, Variant};
 use sluice_media::{Frame, Track};
@@ -49,6 +52,9 @@ use tokio::sync::watch;
 /// starts at least the grace window later (10 s by default; keep it over 2 s), so its
 /// tag never falls within this of the one before.
 pub const TAG_SLACK_S: i64 = 1;
+
+/// A stream whose HLS was asked for this lately has a viewer, fetches or not.
+const ASKED_LATELY: Duration = Duration::from_secs(5);
 
 /// What requests see of one variant.
 #[derive(Debug)]
@@ -308,6 +314,9 @@ pub struct HlsStream {
     first_frame_ms: AtomicI64,
     view: ArcSwap<HlsView>,
     changed: watch::Sender<u64>,
+    /// Viewers of the TS variant and of the fMP4 one, by what they fetch.
+    ts_audience: Audience,
+    fmp4_audience: Audience,
 }
 
 fn wall_clock_ms() -> i64 {
@@ -376,6 +385,8 @@ impl HlsStream {
             first_frame_ms: AtomicI64::new(i64::MIN),
             view: ArcSwap::from_pointee(HlsView::empty()),
             changed: watch::channel(0).0,
+            ts_audience: Audience::default(),
+            fmp4_audience: Audience::default(),
         };
         if always {
             hls.start(key, std::iter::empty(), &[]);
@@ -653,6 +664,36 @@ impl HlsStream {
     /// Resolves when a new snapshot is published.
     pub fn subscribe(&self) -> watch::Receiver<u64> {
         self.changed.subscribe()
+    }
+
+    /// A viewer fetched segment `msn` of the fMP4 variant (`fmp4`) or the TS one, or
+    /// its first part (see `audience`).
+    pub fn fetched(&self, fmp4: bool, msn: u64) {
+        if fmp4 {
+            self.fmp4_audience.fetched(msn);
+        } else {
+            self.ts_audience.fetched(msn);
+        }
+    }
+
+    /// Viewers now, counted by the segments they fetch (see `audience`).
+    pub fn viewers(&self) -> usize {
+        let view = self.view.load();
+        let kept = |v: &Option<VariantView>| {
+            v.as_ref().map(|v| {
+                let kept = v.timeline.kept();
+                let end = v.timeline.in_progress().map_or(kept.end, |m| m + 1);
+                kept.start..end
+            })
+        };
+        let ts = kept(&view.ts).map_or(0, |r| self.ts_audience.viewers(r));
+        let fmp4 = kept(&view.fmp4).map_or(0, |r| self.fmp4_audience.viewers(r));
+        let asked = self
+            .since_requested()
+            .is_some_and(|s| s < ASKED_LATELY.as_secs());
+        // A player that asked but fetched no segment yet (the first one is still being
+        // made) is somebody watching: an edge's pull must not stop under it.
+        (ts + fmp4).max(usize::from(asked))
     }
 
     /// Bytes held by the kept segments (for logs, later the API).

@@ -2,7 +2,7 @@
 //! `auth::Auth`: credentials from `Authorization: Basic` or the query; HLS viewers
 //! carry a token from their playlist in a cookie (or `?sluice_auth=`).
 
-use super::hls::Reply;
+use super::reply::Reply;
 use crate::auth::{Action, Credentials, Denial};
 use crate::ctx::Ctx;
 use bytes::Bytes;
@@ -17,11 +17,11 @@ use std::net::IpAddr;
 pub(super) async fn route_denied(
     ctx: &Ctx,
     req: &Request,
-    route: &super::Route<'_>,
+    route: &super::router::Route<'_>,
     peer: IpAddr,
     id: u64,
 ) -> Option<Reply> {
-    use super::Route;
+    use super::router::Route;
     use sluice_http::Method;
     let path = match (req.method, route) {
         (Method::Get | Method::Head, Route::Flv(key)) => key.to_string(),

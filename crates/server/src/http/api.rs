@@ -9,7 +9,7 @@
 //! (`crate::ops`); per-stream figures from the hub's lock-free directory and the
 //! streams' atomics. A request takes each stream's lock once, briefly, for its ring.
 
-use super::hls::Reply;
+use super::reply::Reply;
 use super::Worker;
 use crate::auth::{Action, Credentials, Denial};
 use crate::core::format::FormatId;
@@ -71,7 +71,7 @@ pub(crate) fn route(path: &str) -> Option<ApiPath<'_>> {
         "/relays/pushes" => ApiPath::RelayPushes,
         _ => {
             if let Some(key) = rest.strip_prefix("/relays/pulls/") {
-                if super::stream_key(key).is_some() {
+                if super::router::stream_key(key).is_some() {
                     return Some(ApiPath::RelayPull(key));
                 }
             } else if let Some(id) = rest.strip_prefix("/relays/pushes/") {
@@ -83,7 +83,7 @@ pub(crate) fn route(path: &str) -> Option<ApiPath<'_>> {
                     return Some(ApiPath::RelayPush(id));
                 }
             } else if let Some(key) = rest.strip_prefix("/streams/") {
-                if super::stream_key(key).is_some() {
+                if super::router::stream_key(key).is_some() {
                     return Some(ApiPath::Stream(key));
                 }
             } else if let Some(id) = rest.strip_prefix("/clients/") {
@@ -340,7 +340,7 @@ fn add_pull(ctx: &Worker, body: &[u8]) -> Reply {
         Ok(a) => a,
         Err(e) => return error(400, &format!("bad pull: {e}")),
     };
-    if super::stream_key(&add.stream).is_none() || !add.stream.contains('/') {
+    if super::router::stream_key(&add.stream).is_none() || !add.stream.contains('/') {
         return error(400, "stream is app/name");
     }
     let udp = match add.transport.as_deref() {
@@ -485,7 +485,7 @@ fn stream(s: &Stream, clients: &[ClientInfo], auth: &crate::auth::Auth, pull: Va
         };
         viewers.insert(name.into(), s.consumers(f).into());
     }
-    viewers.insert("hls".into(), s.hls_viewers.load(Ordering::Relaxed).into());
+    viewers.insert("hls".into(), s.hls_viewers().into());
     let (app, name) = s.key.rsplit_once('/').unwrap_or(("", &s.key));
     let publisher = clients
         .iter()

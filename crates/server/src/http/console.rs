@@ -6,7 +6,7 @@
 //! played over HTTP. The page reads the API from the browser, so it is only as open
 //! as the API (loopback only, or the bearer token the page asks for).
 
-use super::hls::Reply;
+use super::reply::Reply;
 use bytes::Bytes;
 use sluice_http::Method;
 

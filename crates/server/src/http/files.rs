@@ -134,12 +134,12 @@ fn open_error(e: &io::Error) -> (u16, &'static str) {
     }
 }
 
-/// Answers a file request on an HTTP/1.1 connection, plain or TLS.
+/// Sends an opened file's answer on an HTTP/1.1 connection, plain or TLS.
 pub(crate) async fn serve(
     ctx: &Rc<Worker>,
     conn: &mut Conn<ServerSession>,
     req: &Request,
-    rest: &str,
+    opened: Opened,
     idle: Duration,
 ) -> Result<(), Error> {
     let text = |code: u16, body: &'static str| (code, vec![Bytes::from_static(body.as_bytes())]);
@@ -147,15 +147,7 @@ pub(crate) async fn serve(
         file,
         meta,
         response,
-    } = match answer(ctx, req, rest).await {
-        Ok(opened) => opened,
-        Err((code, body)) => {
-            let (code, body) = text(code, body);
-            conn.session
-                .respond(code, &[("Content-Type", "text/plain")], body);
-            return Ok(());
-        }
-    };
+    } = opened;
     let range = response.range.clone();
     let send_body = response.body && req.method == Method::Get && !range.is_empty();
     let headers: Vec<(&str, &str)> = FILE_HEADERS
@@ -309,28 +301,18 @@ pub(crate) async fn sendfile(
     Ok(())
 }
 
-/// The answer to a file request on HTTP/2: status, headers, and the body as the
-/// shared mapping's bytes (empty for HEAD and bodiless statuses).
-pub(crate) async fn h2_answer(
+/// An opened file's answer on HTTP/2: status, headers, and the body as the shared
+/// mapping's bytes (empty for HEAD and bodiless statuses).
+pub(crate) fn h2_answer(
     ctx: &Ctx,
     req: &Request,
-    rest: &str,
+    opened: Opened,
 ) -> (u16, Vec<(&'static str, String)>, Bytes) {
-    let text = |code: u16, body: &'static str| {
-        (
-            code,
-            vec![("Content-Type", "text/plain".to_string())],
-            Bytes::from_static(body.as_bytes()),
-        )
-    };
     let Opened {
         file,
         meta,
         response,
-    } = match answer(ctx, req, rest).await {
-        Ok(opened) => opened,
-        Err((code, body)) => return text(code, body),
-    };
+    } = opened;
     let mut headers: Vec<(&'static str, String)> = FILE_HEADERS
         .iter()
         .map(|(n, v)| (*n, v.to_string()))
@@ -346,7 +328,11 @@ pub(crate) async fn h2_answer(
             Ok(body) => body,
             Err(e) => {
                 tracing::warn!(path = %req.path, "cannot map file: {e}");
-                return text(500, "cannot map\n");
+                return (
+                    500,
+                    vec![("Content-Type", "text/plain".to_string())],
+                    Bytes::from_static(b"cannot map\n"),
+                );
             }
         }
     } else {

@@ -1,8 +1,10 @@
-//! HTTP/2 on HTTPS connections that negotiate `h2` (ALPN), for HLS: many parallel
-//! requests (blocking playlist reloads beside part fetches) on one connection, as
-//! LL-HLS players expect. The answers are the same as on HTTP/1.1 (`hls::reply`,
-//! `files::answer`); a file body is its shared mapping, sent in slices as h2's flow
-//! control lets it go.
+//! HTTP/2 on HTTPS connections that negotiate `h2` (ALPN), which browsers do for
+//! every request of an HTTPS origin: many parallel requests (blocking playlist reloads
+//! beside part fetches) on one connection, as LL-HLS players expect. This is only the
+//! serializer: a request's body is read (bounded as on HTTP/1.1) and the one route
+//! table (`router`) decides; a file body is its shared mapping, sent in slices as h2's
+//! flow control lets it go. WebSocket-FLV is HTTP/1.1's (no extended CONNECT here): an
+//! upgrade asked over h2 plays HTTP-FLV.
 //!
 //! HTTP-FLV over h2 (browsers negotiate h2 for every request of an origin) is a
 //! fan-out player whose "socket" is a bounded in-memory pipe to the response body:
@@ -10,14 +12,16 @@
 //! itself. Prefer HTTP/1.1 (or plain HTTP) for large FLV audiences.
 
 use super::files;
-use super::hls::{self, Reply};
+use super::reply::Reply;
+use super::router::{self, Action, Listener};
 use super::Worker;
-use super::{route, Route, CORS_HEADERS};
+use super::CORS_HEADERS;
 use crate::core::fanout::Player;
 use crate::core::format::{Format, FormatId};
 use crate::core::play::Playing;
 use crate::io::sock::{Pipe, Sock};
 use bytes::Bytes;
+use http_body_util::{BodyExt, LengthLimitError, Limited};
 use hyper::body::{Body, Frame, Incoming, SizeHint};
 use sluice_http::{Method, Request};
 use std::collections::VecDeque;
@@ -113,108 +117,67 @@ where
         .await
 }
 
+/// Reads the request's body, at most `sluice_http::MAX_BODY` bytes (as on HTTP/1.1),
+/// routes it, and serializes the action on this stream.
 async fn handle(
     ctx: &Rc<Worker>,
     peer: std::net::SocketAddr,
     req: http::Request<Incoming>,
 ) -> http::Response<H2Body> {
-    let method = match *req.method() {
+    let (parts, body) = req.into_parts();
+    let method = match parts.method {
         http::Method::GET => Method::Get,
         http::Method::HEAD => Method::Head,
         http::Method::OPTIONS => Method::Options,
         http::Method::DELETE => Method::Delete,
         http::Method::POST => Method::Post,
+        ref m if m.as_str() == "PROPFIND" => Method::Propfind,
         _ => Method::Other,
+    };
+    let body = match Limited::new(body, sluice_http::MAX_BODY).collect().await {
+        Ok(collected) => collected.to_bytes(),
+        Err(e) => {
+            let status = if e.is::<LengthLimitError>() { 413 } else { 400 };
+            tracing::debug!("request body refused: {e}");
+            return reply(
+                Reply::text(status, "bad or too large a request body\n"),
+                method,
+            );
+        }
     };
     let request = Request {
         method,
-        path: req.uri().path().to_string(),
-        query: req.uri().query().unwrap_or("").to_string(),
+        path: parts.uri.path().to_string(),
+        query: parts.uri.query().unwrap_or("").to_string(),
         http11: true,
-        headers: req
-            .headers()
+        headers: parts
+            .headers
             .iter()
             .filter_map(|(n, v)| Some((n.as_str().to_string(), v.to_str().ok()?.to_string())))
             .collect(),
         head_len: 0,
-        body: Bytes::new(),
+        body,
     };
-    tracing::debug!(path = %request.path, method = ?method, "request (h2)");
-    let route = route(&request.path);
-    let api = super::api::route(&request.path).filter(|_| {
-        matches!(
-            method,
-            Method::Get | Method::Head | Method::Delete | Method::Post
-        )
-    });
-    let console = super::console::route(&request.path);
-    let reply = if let Some(denied) =
-        super::access::route_denied(ctx, &request, &route, peer.ip(), 0).await
-    {
-        denied
-    } else if let Some(what) = api {
-        super::api::reply(ctx, &request, peer, what).await
-    } else if let Some(asset) = console {
-        super::console::reply(method, asset)
-    } else {
-        match (method, route) {
-            (Method::Options, _) => Reply {
-                file: None,
-                status: 204,
-                headers: Vec::new(),
-                body: Vec::new(),
-            },
-            (Method::Get | Method::Head, Route::Hls(key, what)) => {
-                hls::reply(ctx, &request, key, what, peer.ip()).await
-            }
-            (Method::Get, Route::Flv(key)) => return flv(ctx, key).await,
-            (Method::Get | Method::Head, Route::Files(rest)) => {
-                let (status, headers, body) = files::h2_answer(ctx, &request, rest).await;
-                let body = if method == Method::Head {
-                    Bytes::new()
-                } else {
-                    body
-                };
-                return response(status, headers, H2Body::Mapped(body));
-            }
-            (Method::Head, Route::Flv(key)) => Reply {
-                file: None,
-                status: if ctx.exists(key).await { 200 } else { 404 },
-                headers: vec![("Content-Type", "video/x-flv".into())],
-                body: Vec::new(),
-            },
-            (Method::Get | Method::Head, Route::Root) => Reply {
-                file: None,
-                status: 200,
-                headers: vec![("Content-Type", "text/plain".into())],
-                body: vec![Bytes::from_static(
-                    concat!("Sluice ", env!("CARGO_PKG_VERSION"), "\n").as_bytes(),
-                )],
-            },
-            (Method::Get | Method::Head, _) => Reply {
-                file: None,
-                status: 404,
-                headers: vec![("Content-Type", "text/plain".into())],
-                body: vec![Bytes::from_static(b"not found\n")],
-            },
-            _ => Reply {
-                file: None,
-                status: 405,
-                headers: Vec::new(),
-                body: Vec::new(),
-            },
+    tracing::debug!(path = %request.path, ?method, "request (h2)");
+    match router::handle(ctx, &request, peer, 0, Listener::Media).await {
+        Action::Reply(r) => reply(r, method),
+        Action::Flv(key) => flv(ctx, key).await,
+        Action::StreamHead(headers) => response(200, headers, H2Body::Parts(VecDeque::new())),
+        Action::File(opened) => {
+            let (status, headers, body) = files::h2_answer(ctx, &request, opened);
+            response(status, headers, H2Body::Mapped(body))
         }
-    };
+    }
+}
+
+/// A complete answer on an h2 stream (no body for HEAD).
+fn reply(reply: Reply, method: Method) -> http::Response<H2Body> {
     let body = if method == Method::Head {
-        Vec::new()
+        VecDeque::new()
     } else {
-        reply.body
+        VecDeque::from(reply.body)
     };
-    response(
-        reply.status,
-        reply.headers,
-        H2Body::Parts(VecDeque::from(body)),
-    )
+    response(reply.status, reply.headers, H2Body::Parts(body))
 }
 
 fn response(

@@ -15,15 +15,12 @@
 //! viewers the origin never saw.
 
 use super::access;
-use super::viewers::{session_id, IDLE};
-use super::Error;
+use super::reply::Reply;
 use super::Worker;
-use crate::driver::Conn;
 use crate::hls::{HlsStream, HlsView, VariantView};
 use crate::io::memfile::MemFile;
 use bytes::Bytes;
 use sluice_hls::{parse_blocking_request, Availability, Readiness, Timeline};
-use sluice_http::ServerSession;
 use sluice_http::{Method, Request};
 use std::rc::Rc;
 use std::sync::Arc;
@@ -159,35 +156,6 @@ enum Answer {
     Unavailable,
 }
 
-/// A complete answer to an HLS request, for HTTP/1.1 or HTTP/2.
-pub(crate) struct Reply {
-    pub status: u16,
-    /// Header lines without the ones every response gets (Server, CORS, length).
-    pub headers: Vec<(&'static str, String)>,
-    /// The body, as shared buffers.
-    pub body: Vec<Bytes>,
-    /// The same body as an in-memory file, for `sendfile` on plain HTTP.
-    pub file: Option<Arc<MemFile>>,
-}
-
-impl Reply {
-    pub(crate) fn text(status: u16, body: &'static str) -> Reply {
-        Reply {
-            file: None,
-            status,
-            headers: vec![("Content-Type", "text/plain".into())],
-            body: vec![Bytes::from_static(body.as_bytes())],
-        }
-    }
-}
-
-/// A reply's header lines as the HTTP/1.1 session takes them.
-pub(crate) fn header_refs<'a>(
-    headers: &'a [(&'static str, String)],
-) -> Vec<(&'static str, &'a str)> {
-    headers.iter().map(|(n, v)| (*n, v.as_str())).collect()
-}
-
 /// Answers an HLS request for the stream `key`, with a `Cache-Control` on every
 /// answer (see the module docs).
 pub(crate) async fn reply(
@@ -267,15 +235,6 @@ async fn answer_request(
         return Reply::text(404, "not found\n");
     };
     stream.want_hls();
-    // Count the viewer: an id from the request, or a new one with the playlist.
-    let mut new_id = None;
-    let id = session_id(&req.query, req.header("cookie"))
-        .or_else(|| playlist.then(|| *new_id.insert(rand::random::<u64>() | 1)));
-    if let Some(id) = id {
-        ctx.viewers
-            .borrow_mut()
-            .touch(id, &stream, std::time::Instant::now());
-    }
     match answer(&stream.hls, req, what).await {
         Answer::Playlist(body, max_age) => {
             let mut headers = vec![
@@ -283,15 +242,6 @@ async fn answer_request(
                 ("Cache-Control", Caching::For(max_age).header(private)),
             ];
             headers.extend(auth_cookie.map(|c| ("Set-Cookie", c)));
-            if let Some(id) = new_id {
-                headers.push((
-                    "Set-Cookie",
-                    format!(
-                        "sluice_hls={id:x}; Path=/; Max-Age={}; SameSite=Lax",
-                        IDLE.as_secs()
-                    ),
-                ));
-            }
             Reply {
                 file: None,
                 status: 200,
@@ -299,7 +249,7 @@ async fn answer_request(
                 body: vec![body],
             }
         }
-        Answer::Media(kind, Found { bytes: body, file }, etag) => {
+        Answer::Media(kind, found, etag) => {
             let cache_control = Caching::Immutable.header(private);
             if req.header("if-none-match") == Some(etag.as_str()) {
                 return Reply {
@@ -308,6 +258,14 @@ async fn answer_request(
                     headers: vec![("ETag", etag), ("Cache-Control", cache_control)],
                     body: Vec::new(),
                 };
+            }
+            let Found {
+                bytes: body,
+                file,
+                viewer,
+            } = found;
+            if let (Some((fmp4, msn)), Method::Get) = (viewer, req.method) {
+                stream.hls.fetched(fmp4, msn);
             }
             Reply {
                 file,
@@ -326,30 +284,6 @@ async fn answer_request(
     }
 }
 
-/// Answers an HLS request on an HTTP/1.1 connection.
-pub(crate) async fn serve(
-    ctx: &Rc<Worker>,
-    conn: &mut Conn<ServerSession>,
-    req: &Request,
-    key: &str,
-    what: HlsPath<'_>,
-    peer: std::net::IpAddr,
-    idle: Duration,
-) -> Result<(), Error> {
-    let reply = reply(ctx, req, key, what, peer).await;
-    let headers = header_refs(&reply.headers);
-    let plain = conn.sock.plain_tcp().is_some();
-    if let (Some(file), true, Method::Get) = (&reply.file, plain, req.method) {
-        // A whole segment on plain HTTP: the kernel sends it from the memfd's pages.
-        conn.session.respond_head(200, &headers, Some(file.len()));
-        super::files::send_file_body(conn, file.file(), 0, file.len(), idle).await?;
-        conn.session.body_sent();
-        return Ok(());
-    }
-    conn.session.respond(reply.status, &headers, reply.body);
-    Ok(())
-}
-
 fn variant(view: &HlsView, fmp4: bool) -> Option<&VariantView> {
     if fmp4 {
         view.fmp4.as_ref()
@@ -363,15 +297,20 @@ fn variant(view: &HlsView, fmp4: bool) -> Option<&VariantView> {
 pub(crate) struct Found {
     bytes: Vec<Bytes>,
     file: Option<Arc<MemFile>>,
+    /// A fetch that counts a viewer (see `crate::hls::audience`): a whole segment or
+    /// a first part, of the fMP4 variant (`true`) or the TS one, and its msn.
+    viewer: Option<(bool, u64)>,
 }
 
 /// The bytes of a segment or part if they exist now; whether to wait otherwise. Live
 /// segments are asked for by name (their start on the timeline), found by msn.
 fn lookup(view: &HlsView, what: HlsPath<'_>) -> Result<Option<Found>, ()> {
+    let fmp4 = matches!(what, HlsPath::Segment(..) | HlsPath::Part(..));
     let segment = |v: &VariantView, msn: u64| {
         v.segments.get(&msn).map(|bytes| Found {
             bytes: bytes.clone(),
             file: v.files.get(&msn).cloned(),
+            viewer: Some((fmp4, msn)),
         })
     };
     let (state, found) = match what {
@@ -388,10 +327,11 @@ fn lookup(view: &HlsView, what: HlsPath<'_>) -> Result<Option<Found>, ()> {
             let msn = v.and_then(|v| Some((v, v.timeline.msn_named(name)?)));
             (
                 msn.map(|(v, msn)| v.timeline.part_state(msn, part)),
-                msn.and_then(|(v, msn)| v.parts.get(&(msn, part)))
-                    .map(|b| Found {
+                msn.and_then(|(v, msn)| Some((msn, v.parts.get(&(msn, part))?)))
+                    .map(|(msn, b)| Found {
                         bytes: vec![b.clone()],
                         file: None,
+                        viewer: (part == 0).then_some((true, msn)),
                     }),
             )
         }
@@ -402,6 +342,7 @@ fn lookup(view: &HlsView, what: HlsPath<'_>) -> Result<Option<Found>, ()> {
                 Some((bytes, have)) if id == Some(have) => Ok(Some(Found {
                     bytes: vec![bytes],
                     file: None,
+                    viewer: None,
                 })),
                 Some(_) => Err(()),
             };

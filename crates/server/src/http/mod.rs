@@ -1,7 +1,7 @@
-//! HTTP/1.1 connections: `sluice_http::ServerSession` run by the common driver, and
-//! the routes: HTTP-FLV and WebSocket-FLV players, HLS, file downloads, the API and
-//! the web console, CORS, and clear errors. HTTPS connections that negotiate `h2` go
-//! to `h2` (hyper) instead.
+//! HTTP: HTTP/1.1 connections (`sluice_http::ServerSession` run by the common driver)
+//! and HTTP/2 ones (`h2`, hyper) share one route table (`router`): HTTP-FLV and
+//! WebSocket-FLV players, HLS, file downloads and WebDAV, WHEP and WHIP, the API and
+//! the web console, CORS, and clear errors. This file is HTTP/1.1's serializer.
 //!
 //! Streaming routes take the socket over: after the response head, the socket belongs
 //! to the worker's fan-out like an RTMP player's. Keep-alive holds for the short
@@ -15,7 +15,8 @@ mod console;
 mod files;
 mod h2;
 pub(crate) mod hls;
-mod viewers;
+pub(crate) mod reply;
+mod router;
 mod vod;
 
 use crate::core::fanout::Player;
@@ -25,8 +26,9 @@ use crate::driver::{self, Adapter, Conn, DriveError, Next};
 use crate::io::sock::{write_all, IntoSock, Sock};
 use crate::vod::VodPlay;
 use bytes::Bytes;
+use reply::Reply;
+use router::{Action, Listener};
 use sluice_http::{Event, HttpEvent, Method, Request, ServerConfig, ServerEvent, ServerSession};
-use std::cell::RefCell;
 use std::collections::VecDeque;
 use std::net::{SocketAddr, TcpListener as StdListener};
 use std::rc::Rc;
@@ -35,7 +37,6 @@ use std::time::{Duration, Instant};
 use tokio::net::TcpStream;
 use tokio_rustls::TlsAcceptor;
 use tracing::Instrument;
-use viewers::Viewers;
 
 type Error = DriveError<sluice_http::SessionError>;
 
@@ -44,9 +45,6 @@ impl From<sluice_http::SessionError> for Error {
         DriveError::Session(e)
     }
 }
-
-/// Longest stream key (`app/name`) accepted in a path.
-const MAX_KEY_LEN: usize = 256;
 
 /// The CORS headers of every response, for HTTP/2 (name, value).
 pub(crate) const CORS_HEADERS: [(&str, &str); 3] = [
@@ -60,12 +58,10 @@ pub(crate) const CORS_HEADERS: [(&str, &str); 3] = [
 
 pub(crate) const CORS: &str = "Access-Control-Allow-Origin: *\r\nAccess-Control-Allow-Methods: GET, HEAD, OPTIONS, POST, DELETE\r\nAccess-Control-Allow-Headers: *\r\n";
 
-/// One worker's HTTP and HTTPS: the worker's [`Ctx`] and its HLS viewer sessions (no
-/// lock: only this thread touches them).
+/// One worker's HTTP and HTTPS: the worker's [`Ctx`] and what only this thread touches.
 #[derive(Debug)]
 pub struct Worker {
     ctx: Rc<Ctx>,
-    viewers: RefCell<Viewers>,
     /// Files of `/vod/` HLS this worker knows.
     vod_files: crate::vod::WorkerFiles,
 }
@@ -78,7 +74,7 @@ impl std::ops::Deref for Worker {
 }
 
 /// Starts this worker's HTTP: what runs for each connection of the plain listener
-/// and of the TLS one, and the task that publishes its HLS viewer counts.
+/// and of the TLS one, and the task that lets go of files of `/vod/` HLS unused.
 pub fn start(
     ctx: &Rc<Ctx>,
     http: Option<StdListener>,
@@ -87,18 +83,15 @@ pub fn start(
 ) -> Vec<(StdListener, Accept)> {
     let worker = Rc::new(Worker {
         ctx: ctx.clone(),
-        viewers: RefCell::default(),
         vod_files: crate::vod::WorkerFiles::default(),
     });
     tokio::task::spawn_local({
         let worker = worker.clone();
         async move {
-            let mut tick = tokio::time::interval(viewers::PUBLISH_EVERY);
+            let mut tick = tokio::time::interval(crate::vod::SWEEP_EVERY);
             loop {
                 tick.tick().await;
-                let now = std::time::Instant::now();
-                worker.viewers.borrow_mut().publish(now);
-                worker.vod_files.sweep(now);
+                worker.vod_files.sweep(std::time::Instant::now());
             }
         }
     });
@@ -232,121 +225,50 @@ impl Adapter<ServerSession> for Http {
 }
 
 impl Http {
+    /// Serializes what the router decides for `req` onto this HTTP/1.1 connection.
     async fn request(&mut self, conn: &mut Conn<ServerSession>, req: Request) -> Result<(), Error> {
-        let ctx = self.worker.clone();
+        let worker = self.worker.clone();
         tracing::debug!(path = %req.path, method = ?req.method, "request");
-        if let (Some(what), false) = (api::route(&req.path), req.method == Method::Options) {
-            let reply = api::reply(&ctx, &req, self.peer, what).await;
-            respond(conn, reply);
-            return Ok(());
-        }
-        if let Some(asset) = console::route(&req.path) {
-            let reply = console::reply(req.method, asset);
-            if reply.status == 405 {
-                // A body may follow an unknown method; it is not read.
-                conn.session.close_after_answer();
-            }
-            respond(conn, reply);
-            return Ok(());
-        }
-        if self.api_only {
-            conn.session.respond(
-                404,
-                &[("Content-Type", "text/plain")],
-                vec![Bytes::from_static(
-                    b"the API's listener serves /api/v1, /metrics and /console only\n",
-                )],
-            );
-            return Ok(());
-        }
-        let text =
-            |status: u16, body: &'static str| (status, vec![Bytes::from_static(body.as_bytes())]);
-        let route = route(&req.path);
-        if let Some(reply) = access::route_denied(&ctx, &req, &route, self.peer.ip(), conn.id).await
-        {
-            respond(conn, reply);
-            return Ok(());
-        }
-        let (status, body) = match (req.method, route) {
-            (Method::Options, Route::Files(_)) => {
-                // A WebDAV client's first question; also a CORS preflight.
-                conn.session.respond(200, &files::DAV_HEADERS, Vec::new());
-                return Ok(());
-            }
-            (Method::Propfind, Route::Files(rest)) => {
-                let (status, content_type, body) = files::propfind(&ctx, &req, rest).await;
-                let mut headers = vec![("Content-Type", content_type)];
-                headers.extend(files::DAV_HEADERS);
-                conn.session.respond(status, &headers, vec![body]);
-                return Ok(());
-            }
-            (Method::Post, Route::Whep(key)) => {
-                let reply = match &ctx.webrtc {
-                    Some(registry) => {
-                        crate::webrtc::whep::post(&ctx, registry, &req, key, self.peer).await
-                    }
-                    None => whep_off(),
-                };
-                respond(conn, reply);
-                return Ok(());
-            }
-            (Method::Post, Route::Whip(key)) => {
-                let reply = match &ctx.webrtc {
-                    Some(registry) => {
-                        crate::webrtc::whip::post(&ctx, registry, &req, key, self.peer).await
-                    }
-                    None => whep_off(),
-                };
-                respond(conn, reply);
-                return Ok(());
-            }
-            (Method::Delete, Route::WhepSession(resource)) => {
-                let reply = match &ctx.webrtc {
-                    Some(registry) => crate::webrtc::whep::delete(&ctx, registry, resource).await,
-                    None => whep_off(),
-                };
-                respond(conn, reply);
-                return Ok(());
-            }
-            (Method::Options, Route::Whep(_) | Route::Whip(_) | Route::WhepSession(_)) => {
-                conn.session.respond(204, &WHEP_OPTIONS, Vec::new());
-                return Ok(());
-            }
-            (Method::Options, _) => (204, Vec::new()),
-            (Method::Get | Method::Head, Route::Root) => {
-                text(200, concat!("Sluice ", env!("CARGO_PKG_VERSION"), "\n"))
-            }
-            (Method::Head, Route::Flv(key)) => {
-                if ctx.exists(key).await {
-                    let headers = [
-                        ("Content-Type", "video/x-flv"),
-                        ("Cache-Control", "no-cache"),
-                    ];
-                    conn.session.respond_head(200, &headers, None);
-                    conn.session.body_sent();
-                    return Ok(());
-                }
-                (404, Vec::new())
-            }
-            (Method::Get, Route::Flv(key)) => return self.play(conn, &req, key).await,
-            (Method::Get | Method::Head, Route::Hls(key, what)) => {
-                return hls::serve(&ctx, conn, &req, key, what, self.peer.ip(), self.idle).await;
-            }
-            (Method::Get | Method::Head, Route::Files(rest)) => {
-                return files::serve(&ctx, conn, &req, rest, self.idle).await;
-            }
-            (Method::Get | Method::Head, Route::NotFound) => text(404, "not found\n"),
-            _ => {
-                conn.session.close_after_answer();
-                (405, Vec::new())
-            }
-        };
-        let content_type: &[(&str, &str)] = if body.is_empty() {
-            &[]
+        let listener = if self.api_only {
+            Listener::ApiOnly
         } else {
-            &[("Content-Type", "text/plain")]
+            Listener::Media
         };
-        conn.session.respond(status, content_type, body);
+        match router::handle(&worker, &req, self.peer, conn.id, listener).await {
+            Action::Reply(reply) => self.reply(conn, &req, reply).await,
+            Action::Flv(key) => self.play(conn, &req, key).await,
+            Action::StreamHead(headers) => {
+                conn.session
+                    .respond_head(200, &reply::header_refs(&headers), None);
+                conn.session.body_sent();
+                Ok(())
+            }
+            Action::File(opened) => files::serve(&worker, conn, &req, opened, self.idle).await,
+        }
+    }
+
+    /// Sends a complete answer; a whole in-memory file (an HLS segment) goes out with
+    /// `sendfile` on plain HTTP.
+    async fn reply(
+        &mut self,
+        conn: &mut Conn<ServerSession>,
+        req: &Request,
+        reply: Reply,
+    ) -> Result<(), Error> {
+        let headers = reply::header_refs(&reply.headers);
+        let plain = conn.sock.plain_tcp().is_some();
+        if let (Some(file), true, Method::Get, 200) = (&reply.file, plain, req.method, reply.status)
+        {
+            conn.session.respond_head(200, &headers, Some(file.len()));
+            files::send_file_body(conn, file.file(), 0, file.len(), self.idle).await?;
+            conn.session.body_sent();
+            return Ok(());
+        }
+        if reply.status == 405 {
+            // A body may follow an unknown method; it is not read.
+            conn.session.close_after_answer();
+        }
+        conn.session.respond(reply.status, &headers, reply.body);
         Ok(())
     }
 
@@ -376,14 +298,7 @@ impl Http {
             }
             Format::all(FormatId::WS_FLV)
         } else {
-            conn.session.stream(
-                200,
-                &[
-                    ("Content-Type", "video/x-flv"),
-                    ("Cache-Control", "no-cache, no-store"),
-                    ("Pragma", "no-cache"),
-                ],
-            );
+            conn.session.stream(200, &router::FLV_HEADERS);
             Format::all(FormatId::FLV)
         };
         tracing::info!(stream = %stream.key, ?format, "play");
@@ -392,23 +307,6 @@ impl Http {
         self.vod = vod;
         Ok(())
     }
-}
-
-/// What WHEP's OPTIONS says (CORS preflights ask it too).
-const WHEP_OPTIONS: [(&str, &str); 2] = [
-    ("Accept-Post", "application/sdp"),
-    ("Access-Control-Expose-Headers", "Location"),
-];
-
-/// 404 when WebRTC is off (`webrtc.udp = "off"`).
-fn whep_off() -> hls::Reply {
-    crate::webrtc::whep::text(404, "WebRTC is off on this server")
-}
-
-/// Answers with a complete [`hls::Reply`] (its body from memory).
-fn respond(conn: &mut Conn<ServerSession>, reply: hls::Reply) {
-    let headers = hls::header_refs(&reply.headers);
-    conn.session.respond(reply.status, &headers, reply.body);
 }
 
 /// Writes `out` to `sock`, failing when the peer takes nothing of it for `idle`.
@@ -425,138 +323,6 @@ pub(crate) async fn write_bounded(
                 return Err(DriveError::Stalled(idle));
             }
             Err(_) => {}
-        }
-    }
-}
-
-/// What a path names.
-#[derive(Debug, PartialEq, Eq)]
-enum Route<'a> {
-    /// `/app/stream.flv`: the live stream `app/stream`.
-    Flv(&'a str),
-    /// `/app/stream.m3u8`, `/app/stream/index.m3u8` and their segments.
-    Hls(&'a str, hls::HlsPath<'a>),
-    /// `/files/<path>`: a file of the media root (the path below `/files/`, encoded).
-    Files(&'a str),
-    /// `/app/stream/whep`: WebRTC players' offers (WHEP).
-    Whep(&'a str),
-    /// `/app/stream/whip`: WebRTC publishers' offers (WHIP).
-    Whip(&'a str),
-    /// `/app/stream/whep/<resource>` or `.../whip/<resource>`: one WebRTC session.
-    WhepSession(&'a str),
-    Root,
-    NotFound,
-}
-
-/// A stream key (`app/name`) from a path: at least two segments, none empty, `.` or `..`.
-fn stream_key(key: &str) -> Option<&str> {
-    let valid = !key.is_empty()
-        && key.len() <= MAX_KEY_LEN
-        && key.contains('/')
-        && key
-            .split('/')
-            .all(|seg| !seg.is_empty() && seg != "." && seg != "..");
-    valid.then_some(key)
-}
-
-fn route(path: &str) -> Route<'_> {
-    if path == "/" {
-        return Route::Root;
-    }
-    if let Some(rest) = path.strip_prefix("/files/") {
-        return Route::Files(rest);
-    }
-    if path == "/files" {
-        return Route::Files("");
-    }
-    let Some(rest) = path.strip_prefix('/') else {
-        return Route::NotFound;
-    };
-    if let Some(key) = rest.strip_suffix(".flv").and_then(stream_key) {
-        return Route::Flv(key);
-    }
-    if let Some(key) = rest.strip_suffix("/whep").and_then(stream_key) {
-        return Route::Whep(key);
-    }
-    if let Some(key) = rest.strip_suffix("/whip").and_then(stream_key) {
-        return Route::Whip(key);
-    }
-    for marker in ["/whep/", "/whip/"] {
-        if let Some((key, resource)) = rest.rsplit_once(marker) {
-            if stream_key(key).is_some() && !resource.is_empty() && !resource.contains('/') {
-                return Route::WhepSession(resource);
-            }
-        }
-    }
-    if let Some(key) = rest.strip_suffix("/index.m3u8").and_then(stream_key) {
-        return Route::Hls(key, hls::HlsPath::Fmp4Playlist);
-    }
-    if let Some(key) = rest.strip_suffix(".m3u8").and_then(stream_key) {
-        return Route::Hls(key, hls::HlsPath::TsPlaylist);
-    }
-    if let Some((dir, file)) = rest.rsplit_once('/') {
-        if let (Some(key), Some(file)) = (stream_key(dir), hls::HlsPath::file(file)) {
-            return Route::Hls(key, file);
-        }
-    }
-    Route::NotFound
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn routes() {
-        use hls::HlsPath;
-        assert_eq!(route("/live/cam.flv"), Route::Flv("live/cam"));
-        assert_eq!(
-            route("/live/cam.m3u8"),
-            Route::Hls("live/cam", HlsPath::TsPlaylist)
-        );
-        assert_eq!(
-            route("/live/cam/index.m3u8"),
-            Route::Hls("live/cam", HlsPath::Fmp4Playlist)
-        );
-        assert_eq!(
-            route("/live/cam/ab-7.ts"),
-            Route::Hls("live/cam", HlsPath::Ts("ab", 7))
-        );
-        assert_eq!(
-            route("/live/cam/ab-init.mp4"),
-            Route::Hls("live/cam", HlsPath::Init("ab", None))
-        );
-        assert_eq!(
-            route("/live/cam/ab-init-f00d.mp4"),
-            Route::Hls("live/cam", HlsPath::Init("ab", Some(0xf00d)))
-        );
-        assert_eq!(route("/live/cam/ab-init-.mp4"), Route::NotFound);
-        assert_eq!(route("/live/cam/ab-init-xyz.mp4"), Route::NotFound);
-        assert_eq!(
-            route("/live/cam/ab-7.m4s"),
-            Route::Hls("live/cam", HlsPath::Segment("ab", 7))
-        );
-        assert_eq!(
-            route("/live/cam/ab-7.3.m4s"),
-            Route::Hls("live/cam", HlsPath::Part("ab", 7, 3))
-        );
-        assert_eq!(route("/live/cam/ab-x.m4s"), Route::NotFound);
-        assert_eq!(route("/live/../cam.m3u8"), Route::NotFound);
-        assert_eq!(route("/a/b/c.flv"), Route::Flv("a/b/c"));
-        assert_eq!(route("/"), Route::Root);
-        assert_eq!(route("/files/a/b.flv"), Route::Files("a/b.flv"));
-        assert_eq!(route("/files/live/x.m3u8"), Route::Files("live/x.m3u8"));
-        assert_eq!(route("/files"), Route::Files(""));
-        assert_eq!(route("/filesx/a.flv"), Route::Flv("filesx/a"));
-        for bad in [
-            "/cam.flv",
-            "/../x.flv",
-            "/live/../x.flv",
-            "//x.flv",
-            "/live/x",
-            "/.flv",
-        ] {
-            assert_eq!(route(bad), Route::NotFound, "{bad}");
         }
     }
 }

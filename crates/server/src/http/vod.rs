@@ -7,7 +7,8 @@
 //! `vod::WorkerFiles`); muxing a segment, and the page faults of reading the file's
 //! mapping for it, run on the blocking pool, off the event loop.
 
-use super::hls::{HlsPath, Reply};
+use super::hls::HlsPath;
+use super::reply::Reply;
 use super::Worker;
 use crate::vod::hls::{Key, VodHls};
 use crate::vod::VodFile;

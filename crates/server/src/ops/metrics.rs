@@ -125,7 +125,7 @@ pub fn render(
         }
         viewers
             .get_or_create(&with(labels.clone(), "protocol", "hls"))
-            .set(s.hls_viewers.load(Ordering::Relaxed) as i64);
+            .set(s.hls_viewers() as i64);
         bytes_in
             .get_or_create(&labels)
             .inc_by(s.bytes_in.load(Ordering::Relaxed));

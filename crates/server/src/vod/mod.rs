@@ -30,6 +30,9 @@ const TICK: Timestamp = CLOCK_HZ as Timestamp / 20;
 /// How long a file nobody plays stays open for HLS, whose viewers hold nothing
 /// between requests.
 const LINGER: Duration = Duration::from_secs(30);
+
+/// How often a worker lets go of files unused for [`LINGER`].
+pub const SWEEP_EVERY: Duration = Duration::from_secs(5);
 /// After the last frame is due, time for the merge window and the players' sockets.
 const END_SLACK: Duration = Duration::from_millis(500);
 /// Longest relative path accepted.

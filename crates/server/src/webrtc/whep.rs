@@ -8,7 +8,7 @@ use super::registry::{Job, Registry, TooManyPending};
 use crate::core::format::{Format, FormatId};
 use crate::core::transcode;
 use crate::ctx::Ctx;
-use crate::http::hls::Reply;
+use crate::http::reply::Reply;
 use bytes::Bytes;
 use sluice_http::Request;
 use sluice_media::TrackConfig;

@@ -8,7 +8,7 @@ use super::registry::{Job, Registry};
 use super::whep::{answer_and_park, sdp_body, text};
 use crate::auth::Action;
 use crate::ctx::Ctx;
-use crate::http::hls::Reply;
+use crate::http::reply::Reply;
 use sluice_http::Request;
 use sluice_webrtc::Role;
 use std::net::SocketAddr;

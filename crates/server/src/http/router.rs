@@ -1,0 +1,276 @@
+//! The one route table of HTTP/1.1 and HTTP/2: a request (its body already read,
+//! bounded) goes in, an [`Action`] comes out; the connection's serializer (`mod.rs`
+//! for HTTP/1.1, `h2.rs`) turns the action into bytes on its wire.
+//!
+//! Why one table: HTTP/2 had a table of its own, which lost routes (WHEP, WHIP,
+//! WebDAV) and request bodies as HTTP/1.1's grew. Here every route exists once, with
+//! its access checks in one order: the API and `/metrics` (their own credentials), the
+//! console, then (not on the API's own listener) the media routes, each checked by
+//! `access` before it runs.
+
+use super::access;
+use super::api;
+use super::console;
+use super::files::{self, Opened, DAV_HEADERS};
+use super::hls::{self, HlsPath};
+use super::reply::Reply;
+use super::Worker;
+use sluice_http::{Method, Request};
+use std::net::SocketAddr;
+use std::rc::Rc;
+
+/// Longest stream key (`app/name`) accepted in a path.
+const MAX_KEY_LEN: usize = 256;
+
+/// What a request asks of its connection.
+pub(crate) enum Action<'r> {
+    /// A complete answer.
+    Reply(Reply),
+    /// `GET /app/name.flv`: play the live stream (or the file on demand under `vod/`)
+    /// over HTTP-FLV, or WebSocket-FLV when the request upgrades and the wire can.
+    Flv(&'r str),
+    /// `HEAD` of a live stream's URL: its headers, without a length.
+    StreamHead(Vec<(&'static str, String)>),
+    /// A file of the media root, opened: the serializer sends its range (with
+    /// `sendfile` where it can).
+    File(Opened),
+}
+
+/// Which listener a request came in on.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Listener {
+    /// The HTTP or HTTPS listener: every route.
+    Media,
+    /// The API's own listener: the API, `/metrics` and the console only.
+    ApiOnly,
+}
+
+/// What WHEP's OPTIONS says (CORS preflights ask it too).
+const WHEP_OPTIONS: [(&str, &str); 2] = [
+    ("Accept-Post", "application/sdp"),
+    ("Access-Control-Expose-Headers", "Location"),
+];
+
+/// The headers of an HTTP-FLV stream's answer.
+pub(crate) const FLV_HEADERS: [(&str, &str); 3] = [
+    ("Content-Type", "video/x-flv"),
+    ("Cache-Control", "no-cache, no-store"),
+    ("Pragma", "no-cache"),
+];
+
+fn owned(headers: &[(&'static str, &str)]) -> Vec<(&'static str, String)> {
+    headers.iter().map(|(n, v)| (*n, v.to_string())).collect()
+}
+
+/// Decides what `req` gets. `id`: the connection's (0 where a request has none of
+/// its own, on HTTP/2), for the authorization hook and logs.
+pub(crate) async fn handle<'r>(
+    worker: &Rc<Worker>,
+    req: &'r Request,
+    peer: SocketAddr,
+    id: u64,
+    listener: Listener,
+) -> Action<'r> {
+    let ctx = worker;
+    if let (Some(what), false) = (api::route(&req.path), req.method == Method::Options) {
+        return Action::Reply(api::reply(ctx, req, peer, what).await);
+    }
+    if let Some(asset) = console::route(&req.path) {
+        return Action::Reply(console::reply(req.method, asset));
+    }
+    if listener == Listener::ApiOnly {
+        return Action::Reply(Reply::text(
+            404,
+            "the API's listener serves /api/v1, /metrics and /console only\n",
+        ));
+    }
+    let route = route(&req.path);
+    if let Some(reply) = access::route_denied(ctx, req, &route, peer.ip(), id).await {
+        return Action::Reply(reply);
+    }
+    let reply = match (req.method, route) {
+        // A WebDAV client's first question; also a CORS preflight.
+        (Method::Options, Route::Files(_)) => Reply::new(200, owned(&DAV_HEADERS), Vec::new()),
+        (Method::Propfind, Route::Files(rest)) => {
+            let (status, content_type, body) = files::propfind(ctx, req, rest).await;
+            let mut headers = owned(&[("Content-Type", content_type)]);
+            headers.extend(owned(&DAV_HEADERS));
+            Reply::new(status, headers, vec![body])
+        }
+        (Method::Post, Route::Whep(key)) => match &ctx.webrtc {
+            Some(registry) => crate::webrtc::whep::post(ctx, registry, req, key, peer).await,
+            None => webrtc_off(),
+        },
+        (Method::Post, Route::Whip(key)) => match &ctx.webrtc {
+            Some(registry) => crate::webrtc::whip::post(ctx, registry, req, key, peer).await,
+            None => webrtc_off(),
+        },
+        (Method::Delete, Route::WhepSession(resource)) => match &ctx.webrtc {
+            Some(registry) => crate::webrtc::whep::delete(ctx, registry, resource).await,
+            None => webrtc_off(),
+        },
+        (Method::Options, Route::Whep(_) | Route::Whip(_) | Route::WhepSession(_)) => {
+            Reply::new(204, owned(&WHEP_OPTIONS), Vec::new())
+        }
+        (Method::Options, _) => Reply::empty(204),
+        (Method::Get | Method::Head, Route::Root) => {
+            Reply::text(200, concat!("Sluice ", env!("CARGO_PKG_VERSION"), "\n"))
+        }
+        (Method::Head, Route::Flv(key)) => {
+            if ctx.exists(key).await {
+                return Action::StreamHead(owned(&FLV_HEADERS));
+            }
+            Reply::empty(404)
+        }
+        (Method::Get, Route::Flv(key)) => return Action::Flv(key),
+        (Method::Get | Method::Head, Route::Hls(key, what)) => {
+            hls::reply(ctx, req, key, what, peer.ip()).await
+        }
+        (Method::Get | Method::Head, Route::Files(rest)) => {
+            return match files::answer(ctx, req, rest).await {
+                Ok(opened) => Action::File(opened),
+                Err((status, body)) => Action::Reply(Reply::text(status, body)),
+            };
+        }
+        (Method::Get | Method::Head, Route::NotFound) => Reply::text(404, "not found\n"),
+        _ => Reply::empty(405),
+    };
+    Action::Reply(reply)
+}
+
+/// 404 when WebRTC is off (`webrtc.udp = "off"`).
+fn webrtc_off() -> Reply {
+    crate::webrtc::whep::text(404, "WebRTC is off on this server")
+}
+
+/// What a path names.
+#[derive(Debug, PartialEq, Eq)]
+pub(crate) enum Route<'a> {
+    /// `/app/stream.flv`: the live stream `app/stream`.
+    Flv(&'a str),
+    /// `/app/stream.m3u8`, `/app/stream/index.m3u8` and their segments.
+    Hls(&'a str, HlsPath<'a>),
+    /// `/files/<path>`: a file of the media root (the path below `/files/`, encoded).
+    Files(&'a str),
+    /// `/app/stream/whep`: WebRTC players' offers (WHEP).
+    Whep(&'a str),
+    /// `/app/stream/whip`: WebRTC publishers' offers (WHIP).
+    Whip(&'a str),
+    /// `/app/stream/whep/<resource>` or `.../whip/<resource>`: one WebRTC session.
+    WhepSession(&'a str),
+    Root,
+    NotFound,
+}
+
+/// A stream key (`app/name`) from a path: at least two segments, none empty, `.` or `..`.
+pub(crate) fn stream_key(key: &str) -> Option<&str> {
+    let valid = !key.is_empty()
+        && key.len() <= MAX_KEY_LEN
+        && key.contains('/')
+        && key
+            .split('/')
+            .all(|seg| !seg.is_empty() && seg != "." && seg != "..");
+    valid.then_some(key)
+}
+
+/// The media route `path` names (the API's and the console's are theirs: see
+/// [`api::route`], [`console::route`]).
+pub(crate) fn route(path: &str) -> Route<'_> {
+    if path == "/" {
+        return Route::Root;
+    }
+    if let Some(rest) = path.strip_prefix("/files/") {
+        return Route::Files(rest);
+    }
+    if path == "/files" {
+        return Route::Files("");
+    }
+    let Some(rest) = path.strip_prefix('/') else {
+        return Route::NotFound;
+    };
+    if let Some(key) = rest.strip_suffix(".flv").and_then(stream_key) {
+        return Route::Flv(key);
+    }
+    if let Some(key) = rest.strip_suffix("/whep").and_then(stream_key) {
+        return Route::Whep(key);
+    }
+    if let Some(key) = rest.strip_suffix("/whip").and_then(stream_key) {
+        return Route::Whip(key);
+    }
+    for marker in ["/whep/", "/whip/"] {
+        if let Some((key, resource)) = rest.rsplit_once(marker) {
+            if stream_key(key).is_some() && !resource.is_empty() && !resource.contains('/') {
+                return Route::WhepSession(resource);
+            }
+        }
+    }
+    if let Some(key) = rest.strip_suffix("/index.m3u8").and_then(stream_key) {
+        return Route::Hls(key, HlsPath::Fmp4Playlist);
+    }
+    if let Some(key) = rest.strip_suffix(".m3u8").and_then(stream_key) {
+        return Route::Hls(key, HlsPath::TsPlaylist);
+    }
+    if let Some((dir, file)) = rest.rsplit_once('/') {
+        if let (Some(key), Some(file)) = (stream_key(dir), HlsPath::file(file)) {
+            return Route::Hls(key, file);
+        }
+    }
+    Route::NotFound
+}
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn routes() {
+        assert_eq!(route("/live/cam.flv"), Route::Flv("live/cam"));
+        assert_eq!(
+            route("/live/cam.m3u8"),
+            Route::Hls("live/cam", HlsPath::TsPlaylist)
+        );
+        assert_eq!(
+            route("/live/cam/index.m3u8"),
+            Route::Hls("live/cam", HlsPath::Fmp4Playlist)
+        );
+        assert_eq!(
+            route("/live/cam/ab-7.ts"),
+            Route::Hls("live/cam", HlsPath::Ts("ab", 7))
+        );
+        assert_eq!(
+            route("/live/cam/ab-init.mp4"),
+            Route::Hls("live/cam", HlsPath::Init("ab", None))
+        );
+        assert_eq!(
+            route("/live/cam/ab-init-f00d.mp4"),
+            Route::Hls("live/cam", HlsPath::Init("ab", Some(0xf00d)))
+        );
+        assert_eq!(route("/live/cam/ab-init-.mp4"), Route::NotFound);
+        assert_eq!(route("/live/cam/ab-init-xyz.mp4"), Route::NotFound);
+        assert_eq!(
+            route("/live/cam/ab-7.m4s"),
+            Route::Hls("live/cam", HlsPath::Segment("ab", 7))
+        );
+        assert_eq!(
+            route("/live/cam/ab-7.3.m4s"),
+            Route::Hls("live/cam", HlsPath::Part("ab", 7, 3))
+        );
+        assert_eq!(route("/live/cam/ab-x.m4s"), Route::NotFound);
+        assert_eq!(route("/live/../cam.m3u8"), Route::NotFound);
+        assert_eq!(route("/a/b/c.flv"), Route::Flv("a/b/c"));
+        assert_eq!(route("/"), Route::Root);
+        assert_eq!(route("/files/a/b.flv"), Route::Files("a/b.flv"));
+        assert_eq!(route("/files/live/x.m3u8"), Route::Files("live/x.m3u8"));
+        assert_eq!(route("/files"), Route::Files(""));
+        assert_eq!(route("/filesx/a.flv"), Route::Flv("filesx/a"));
+        for bad in [
+            "/cam.flv",
+            "/../x.flv",
+            "/live/../x.flv",
+            "//x.flv",
+            "/live/x",
+            "/.flv",
+        ] {
+            assert_eq!(route(bad), Route::NotFound, "{bad}");
+        }
+    }
+}
