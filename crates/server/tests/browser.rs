@@ -397,12 +397,20 @@ fn chromium_publishes_whip_and_another_plays_it_over_whep() {
     if !have("chromium") {
         return;
     }
-    let server = TestServer::start(&["--webrtc-udp", "127.0.0.1:0"]);
-    let whip = format!("http://{}/live/chrome/whip", server.http);
+    // Over HTTPS, where Chromium speaks HTTP/2 for the offers.
+    let server = TestServer::start(&[
+        "--webrtc-udp",
+        "127.0.0.1:0",
+        "--https",
+        "127.0.0.1:0",
+        "--tls-self-signed",
+    ]);
+    let https = server.https.expect("an HTTPS listener");
+    let whip = format!("https://{https}/live/chrome/whip");
     let publisher =
         std::thread::spawn(move || play_in_chromium("mpegts.js", WHIP_SETUP, &whip, 14000));
     std::thread::sleep(Duration::from_millis(3000));
-    let url = format!("http://{}/live/chrome/whep", server.http);
+    let url = format!("https://{https}/live/chrome/whep");
     // The microphone's Opus is a track of the stream.
     let (_, _, api) = common::http_request(server.http, "GET", "/api/v1/streams/live/chrome", "");
     let api = String::from_utf8_lossy(&api).replace(['\n', ' '], "");

@@ -1,5 +1,6 @@
-//! The web console in headless Chromium: ffmpeg publishes `live/cam`, the console at
-//! `/console` lists it, and its stream page plays it (mpegts.js, HTTP-FLV, then hls.js)
+//! The web console in headless Chromium over HTTPS (HTTP/2): ffmpeg publishes
+//! `live/cam`, the console at `/console` lists it, and its stream page plays it
+//! (mpegts.js, HTTP-FLV, then hls.js, then WebRTC)
 //! while reading needs authorization: the player gets a viewer token from the API. A harness
 //! page served from the media root (`/files/`, the console's origin) loads the console
 //! in an iframe, reads its DOM and reports to a listener of the test. Screenshots at
@@ -128,8 +129,12 @@ fn console_lists_and_plays_a_stream() {
         config.to_str().expect("utf-8 path"),
         "--webrtc-udp",
         "127.0.0.1:0",
+        "--https",
+        "127.0.0.1:0",
+        "--tls-self-signed",
     ]);
     let http = server.http;
+    let https = server.https.expect("an HTTPS listener");
     assert_eq!(request(http, "GET", "/live/cam.flv").0, 401);
 
     // The console's files, as any browser gets them.
@@ -177,10 +182,13 @@ fn console_lists_and_plays_a_stream() {
         HARNESS.replace("REPORT", &format!("http://{listener}/report")),
     )
     .expect("write the harness page");
+    // Over HTTPS, as deployments serve the console: Chromium speaks HTTP/2 to it, for
+    // the players' requests and WHEP's offer too.
     let _browser = Kill(
         chromium(&common::scratch("console-profile-harness"))
+            .arg("--ignore-certificate-errors")
             .arg(format!(
-                "http://{http}/files/console-test.html?user=v&pass=w"
+                "https://{https}/files/console-test.html?user=v&pass=w"
             ))
             .spawn()
             .expect("start chromium"),
