@@ -132,11 +132,18 @@ fn rclone_and_cadaver_list_and_download_the_media_root() {
         return;
     }
     let root = media_root("webdav-clients");
-    let server = TestServer::start(&["--media-root", root.to_str().unwrap()]);
+    let server = TestServer::start(&[
+        "--media-root",
+        root.to_str().unwrap(),
+        "--https",
+        "127.0.0.1:0",
+        "--tls-self-signed",
+    ]);
     let url = format!("http://{}/files/", server.http);
-    let rclone = |args: &[&str]| {
+    let rclone_at = |url: &str, args: &[&str]| {
         let out = Command::new("rclone")
-            .args(["--config", "/dev/null", "--webdav-url", &url])
+            .args(["--config", "/dev/null", "--no-check-certificate"])
+            .args(["--webdav-url", url])
             .args(args)
             .output()
             .expect("run rclone");
@@ -147,6 +154,7 @@ fn rclone_and_cadaver_list_and_download_the_media_root() {
         );
         String::from_utf8(out.stdout).expect("utf-8")
     };
+    let rclone = |args: &[&str]| rclone_at(&url, args);
     let listing = rclone(&["lsf", "-R", ":webdav:"]);
     let mut names: Vec<&str> = listing.lines().collect();
     names.sort_unstable();
@@ -163,6 +171,12 @@ fn rclone_and_cadaver_list_and_download_the_media_root() {
     );
     let copy = common::scratch("webdav-rclone-copy");
     rclone(&["copy", ":webdav:", copy.to_str().unwrap()]);
+    same_tree(&root, &copy);
+    // The same over HTTPS, where rclone (Go) speaks HTTP/2.
+    let https = format!("https://{}/files/", server.https.expect("https"));
+    assert_eq!(rclone_at(&https, &["lsf", "-R", ":webdav:"]), listing);
+    let copy = common::scratch("webdav-rclone-copy-h2");
+    rclone_at(&https, &["copy", ":webdav:", copy.to_str().unwrap()]);
     same_tree(&root, &copy);
 
     let dest = common::scratch("webdav-cadaver");
