@@ -13,7 +13,7 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
-step() { printf '\n==> %s\n' "$*"; }
+step() { printf '\n==> [%s] %s\n' "$(date -u +%H:%M:%S)" "$*"; }
 
 # GStreamer elements the RTSP interoperability test and the VP8/VP9 RTP decode test use
 # (gst-launch-1.0 pipelines).
