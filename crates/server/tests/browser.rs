@@ -704,35 +704,15 @@ fn hls_viewers_are_counted_once_without_cookies() {
         return;
     }
     let server = TestServer::start(&["--hls-segment-ms", "1000"]);
-    let url = |name: &str| format!("[f=flv]rtmp://{}/live/{name}", server.rtmp);
-    let _publisher = Kill(
-        std::process::Command::new("ffmpeg")
-            .args(["-hide_banner", "-loglevel", "error", "-re"])
-            .args(["-f", "lavfi", "-i", "testsrc2=size=320x240:rate=25"])
-            .args(["-f", "lavfi", "-i", "sine=frequency=440:sample_rate=48000"])
-            .args(["-t", "40", "-map", "0:v", "-map", "1:a", "-c:v", "libx264"])
-            .args([
-                "-preset",
-                "ultrafast",
-                "-g",
-                "25",
-                "-bf",
-                "0",
-                "-pix_fmt",
-                "yuv420p",
-            ])
-            // Through tee, FLV needs the encoders' headers global (its sequence headers).
-            .args(["-c:a", "aac", "-flags", "+global_header", "-f", "tee"])
-            .arg([url("hlsjs"), url("ffmpeg"), url("raw")].join("|"))
-            .stdin(std::process::Stdio::null())
-            .spawn()
-            .expect("start ffmpeg"),
-    );
+    let urls = ["hlsjs", "ffmpeg", "raw"].map(|n| format!("rtmp://{}/live/{n}", server.rtmp));
+    let _publisher = common::publish_test_pattern_to_all(&urls, 40);
     for name in ["hlsjs", "ffmpeg", "raw"] {
         common::wait_live(server.http, &format!("live/{name}"));
     }
     std::thread::sleep(Duration::from_millis(3000));
-    let hlsjs_url = format!("http://{}/live/hlsjs.m3u8", server.http);
+    // hls.js in Low-Latency mode: it fetches parts (the first part of each segment
+    // counts it); ffmpeg and the raw players fetch TS segments.
+    let hlsjs_url = format!("http://{}/live/hlsjs/index.m3u8", server.http);
     let hlsjs = std::thread::spawn(move || {
         play_in_chromium("hls.light.min.js", HLS_SETUP, &hlsjs_url, 14000)
     });

@@ -443,30 +443,12 @@ fn two_origins_fed_one_publish_name_number_and_make_segments_alike() {
     let a = TestServer::start(&[]);
     let b = TestServer::start(&["--ring-ms", "2000"]);
     // One encoder, two RTMP outputs (ffmpeg's tee): the same frames, the same times.
-    let _publisher = common::Kill(
-        std::process::Command::new("ffmpeg")
-            .args(["-hide_banner", "-loglevel", "error", "-re"])
-            .args(["-f", "lavfi", "-i", "testsrc2=size=320x240:rate=25"])
-            .args(["-f", "lavfi", "-i", "sine=frequency=440:sample_rate=48000"])
-            .args(["-t", "40", "-map", "0:v", "-map", "1:a", "-c:v", "libx264"])
-            .args([
-                "-preset",
-                "ultrafast",
-                "-g",
-                "25",
-                "-bf",
-                "0",
-                "-pix_fmt",
-                "yuv420p",
-            ])
-            .args(["-c:a", "aac", "-flags", "+global_header", "-f", "tee"])
-            .arg(format!(
-                "[f=flv]rtmp://{}/live/twin|[f=flv]rtmp://{}/live/twin",
-                a.rtmp, b.rtmp
-            ))
-            .stdin(std::process::Stdio::null())
-            .spawn()
-            .expect("start ffmpeg"),
+    let _publisher = common::publish_test_pattern_to_all(
+        &[
+            format!("rtmp://{}/live/twin", a.rtmp),
+            format!("rtmp://{}/live/twin", b.rtmp),
+        ],
+        40,
     );
     wait_live(a.http, "live/twin");
     wait_live(b.http, "live/twin");

@@ -422,6 +422,43 @@ pub fn publish_test_pattern(url: &str, format: &str, video_codec: &str, seconds:
     )
 }
 
+/// One test pattern (as [`publish_test_pattern`]) to every RTMP URL of `urls` at once,
+/// through ffmpeg's tee: the same frames with the same times to each.
+pub fn publish_test_pattern_to_all(urls: &[String], seconds: u32) -> Kill {
+    let outputs: Vec<String> = urls.iter().map(|u| format!("[f=flv]{u}")).collect();
+    Kill(
+        Command::new("ffmpeg")
+            .args(["-hide_banner", "-loglevel", "error", "-re"])
+            .args(["-f", "lavfi", "-i", "testsrc2=size=320x240:rate=25"])
+            .args(["-f", "lavfi", "-i", "sine=frequency=440:sample_rate=48000"])
+            .args(["-t", &seconds.to_string(), "-map", "0:v", "-map", "1:a"])
+            .args([
+                "-c:v",
+                "libx264",
+                "-preset",
+                "ultrafast",
+                "-g",
+                "25",
+                "-bf",
+                "0",
+            ])
+            // Through tee, FLV needs the encoders' headers global (its sequence headers).
+            .args([
+                "-pix_fmt",
+                "yuv420p",
+                "-c:a",
+                "aac",
+                "-flags",
+                "+global_header",
+            ])
+            .args(["-f", "tee"])
+            .arg(outputs.join("|"))
+            .stdin(Stdio::null())
+            .spawn()
+            .expect("start ffmpeg"),
+    )
+}
+
 /// What ffprobe reads from `url` within `interval` (`-read_intervals`, e.g. `%+4`
 /// seconds or `%+#120` packets): its stream lines (`codec,width,height`) and the
 /// video packet times.
