@@ -402,8 +402,8 @@ impl ServerSession {
         self.state = State::Closed;
     }
 
-    /// Accepts a pending play: StreamBegin, `NetStream.Play.Reset`, `NetStream.Play.Start`,
-    /// `|RtmpSampleAccess` and `NetStream.Data.Start`. Media may follow at once. Does
+    /// Accepts a pending play: StreamBegin, `NetStream.Play.Reset`, `NetStream.Play.Start`
+    /// and `|RtmpSampleAccess`, as nginx-rtmp does. Media may follow at once. Does
     /// nothing unless a `Play` event is pending.
     pub fn accept_play(&mut self) {
         if let State::PlayPending = self.state {
@@ -423,18 +423,15 @@ impl ServerSession {
                 "NetStream.Play.Start",
                 &format!("Started playing {name}."),
             );
+            // Flash needs sample access to read pixels or samples of the stream;
+            // ffmpeg's FLV demuxer takes this one message as metadata. No
+            // `onStatus(NetStream.Data.Start)` data message (FMS and SRS send one):
+            // that demuxer makes any other data message a stream of unknown codec
+            // ("Data: none") and waits on it while probing; nginx-rtmp never sent it.
             self.out.data(
                 CSID_STREAM,
                 MEDIA_STREAM_ID,
                 &["|RtmpSampleAccess".into(), true.into(), true.into()],
-            );
-            self.out.data(
-                CSID_STREAM,
-                MEDIA_STREAM_ID,
-                &[
-                    "onStatus".into(),
-                    Amf0Value::Object(vec![("code".into(), "NetStream.Data.Start".into())]),
-                ],
             );
             self.state = State::Playing;
         }

@@ -23,6 +23,7 @@
 use crate::core::fanout::{CloseReason, Player};
 use crate::core::hub::Stream;
 use crate::core::play::{PlayEnd, Playing, DRAIN_TIMEOUT};
+use crate::core::protocol::Protocol;
 use crate::ctx::Ctx;
 use crate::io::sock::{write_all, Sock};
 use crate::ops::Client;
@@ -197,9 +198,9 @@ impl<S: Session> Conn<S> {
         self.playing.as_ref()
     }
 
-    /// Becomes a player of `stream` in `format`: what the session said so far goes
+    /// Becomes a player of `stream` over `protocol`: what the session said so far goes
     /// out first, then the stream from its newest keyframe (or ring position `start`).
-    pub fn play(&mut self, stream: &Arc<Stream>, player: Rc<Player>) {
+    pub fn play(&mut self, stream: &Arc<Stream>, player: Rc<Player>, protocol: Protocol) {
         for bytes in self.out.drain(..) {
             player.queue(bytes);
         }
@@ -211,7 +212,7 @@ impl<S: Session> Conn<S> {
         }
         self.client.playing(&stream.key, &player);
         self.started();
-        self.playing = Some(Playing::start(&self.ctx.fanout, stream, player));
+        self.playing = Some(Playing::start(&self.ctx.fanout, stream, player, protocol));
     }
 
     /// Stops playing: what is owed is written (bounded), then the socket is the

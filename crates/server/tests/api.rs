@@ -616,3 +616,66 @@ fn every_route_answers_alike_over_http1_and_http2() {
         }
     }
 }
+
+/// ffmpeg reading `url` (with input `options`) until killed, its output thrown away.
+fn ffmpeg_player(options: &[&str], url: &str) -> common::Kill {
+    common::Kill(
+        std::process::Command::new("ffmpeg")
+            .args(["-hide_banner", "-loglevel", "error"])
+            .args(options)
+            .args(["-i", url, "-c", "copy", "-f", "null", "-"])
+            .stdin(std::process::Stdio::null())
+            .spawn()
+            .expect("start ffmpeg"),
+    )
+}
+
+/// Viewers are counted by the protocol they play with, whatever output format it
+/// shares with another: an RTSP player (ffmpeg, over TCP) as `rtsp`, an SRT player
+/// (ffmpeg's libsrt) as `srt`, and nobody as `webrtc`, in the API and in `/metrics`.
+#[test]
+#[cfg_attr(not(have_ffmpeg), ignore = "needs ffmpeg")]
+fn viewers_are_counted_by_the_protocol_they_play_with() {
+    if !have_ffmpeg() {
+        return;
+    }
+    let server = TestServer::start(&[]);
+    let _publisher = publish_test_pattern(
+        &format!("rtmp://{}/live/cam", server.rtmp),
+        "flv",
+        "libx264",
+        30,
+    );
+    common::wait_live(server.http, "live/cam");
+    let rtsp = server.rtsp.expect("RTSP");
+    let srt = server.srt.expect("SRT");
+    let _rtsp_player = ffmpeg_player(
+        &["-rtsp_transport", "tcp"],
+        &format!("rtsp://{rtsp}/live/cam"),
+    );
+    let _srt_player = ffmpeg_player(
+        &[],
+        &format!("srt://127.0.0.1:{}?streamid=read:live/cam", srt.port()),
+    );
+    let stream = wait_json(server.http, "/api/v1/streams/live/cam", |s| {
+        s["viewers"]["rtsp"] == 1 && s["viewers"]["srt"] == 1
+    });
+    let viewers = &stream["viewers"];
+    for (protocol, n) in [
+        ("rtmp", 0),
+        ("flv", 0),
+        ("ws-flv", 0),
+        ("rtsp", 1),
+        ("srt", 1),
+        ("webrtc", 0),
+        ("hls", 0),
+    ] {
+        assert_eq!(viewers[protocol], n, "{protocol}: {viewers}");
+    }
+    assert_eq!(stream["players"], 2);
+    for (protocol, n) in [("rtsp", 1.0), ("srt", 1.0), ("webrtc", 0.0)] {
+        let series =
+            format!("sluice_stream_viewers{{app=\"live\",stream=\"cam\",protocol=\"{protocol}\"}}");
+        assert_eq!(common::metric(server.http, &series), n, "{series}");
+    }
+}

@@ -361,7 +361,20 @@ fn chromium_plays_whep() {
     let _publisher = publish(&server, "rtc");
     std::thread::sleep(Duration::from_millis(1500));
     let url = format!("http://{}/live/rtc/whep", server.http);
-    let report = play_in_chromium("mpegts.js", WHEP_SETUP, &url, 6000);
+    let player = std::thread::spawn(move || play_in_chromium("mpegts.js", WHEP_SETUP, &url, 6000));
+    // While it plays, the API counts it as a WebRTC viewer (not an RTSP one).
+    let deadline = std::time::Instant::now() + Duration::from_secs(20);
+    let viewers = loop {
+        let (_, _, body) = common::http_request(server.http, "GET", "/api/v1/streams/live/rtc", "");
+        let stream: serde_json::Value = serde_json::from_slice(&body).expect("JSON");
+        if stream["viewers"]["webrtc"] == 1 || std::time::Instant::now() > deadline {
+            break stream["viewers"].clone();
+        }
+        std::thread::sleep(Duration::from_millis(100));
+    };
+    let report = player.join().expect("the player page");
+    assert_eq!(viewers["webrtc"], 1, "{viewers}");
+    assert_eq!(viewers["rtsp"], 0, "{viewers}");
     assert_played(&report);
     assert_eq!(field(&report, "w"), "320", "{report}");
     // The publisher's AAC tone, transcoded to Opus, is heard.

@@ -121,6 +121,44 @@ fn ffmpeg_publishes_and_ffprobe_plays_rtmp_and_http_flv() {
     }
 }
 
+/// ffprobe lists a stream's video and audio and nothing else, over RTMP as over
+/// HTTP-FLV: no status message sent at play start becomes a data stream of ffmpeg's
+/// FLV demuxer ("Unsupported codec with id 0 for input stream 0").
+#[test]
+#[cfg_attr(not(have_ffmpeg), ignore = "needs ffmpeg and ffprobe")]
+fn ffprobe_lists_only_the_media_streams() {
+    if !have_ffmpeg() {
+        return;
+    }
+    let server = TestServer::start(&[]);
+    let _publisher = ffmpeg_publish(&format!("rtmp://{}/live/only", server.rtmp), 20);
+    common::wait_live(server.http, "live/only");
+    for url in [
+        format!("rtmp://{}/live/only", server.rtmp),
+        format!("http://{}/live/only.flv", server.http),
+    ] {
+        let out = run_with_timeout(
+            Command::new("ffprobe").args([
+                "-v",
+                "warning",
+                "-show_entries",
+                "stream=codec_type,codec_name",
+                "-of",
+                "csv=p=0",
+                &url,
+            ]),
+            Duration::from_secs(20),
+        );
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert!(out.status.success(), "ffprobe {url}: {stderr}");
+        let stdout = String::from_utf8_lossy(&out.stdout);
+        let mut streams: Vec<&str> = stdout.lines().collect();
+        streams.sort_unstable();
+        assert_eq!(streams, ["aac,audio", "h264,video"], "{url}: {stderr}");
+        assert!(!stderr.contains("Unsupported codec"), "{url}: {stderr}");
+    }
+}
+
 /// One line per packet of `url` until the stream ends: `codec_type,pts_time,flags`.
 fn ffprobe_packets(url: String) -> std::thread::JoinHandle<(String, String)> {
     std::thread::spawn(move || {

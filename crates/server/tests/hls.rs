@@ -212,7 +212,11 @@ fn blocking_reload_preload_hints_caching_and_bad_requests() {
     assert!(cache_control(&head).ends_with("immutable"), "{head}");
     // No answer carries a per-viewer cookie (a cache would not store it): viewers are
     // counted by the segments they fetch.
-    for path in ["/live/ll.m3u8", "/live/ll/index.m3u8", &format!("/live/{segment}")] {
+    for path in [
+        "/live/ll.m3u8",
+        "/live/ll/index.m3u8",
+        &format!("/live/{segment}"),
+    ] {
         let (_, head, _) = get(server.http, "GET", path, "");
         assert!(!head.contains("Set-Cookie"), "{path}: {head}");
     }

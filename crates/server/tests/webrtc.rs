@@ -270,6 +270,22 @@ async fn a_whep_viewer_gets_decodable_h264_from_an_rtmp_publisher() {
     let hz = opus_tone(&watched.audio);
     assert!((hz - 440.0).abs() < 10.0, "the Opus carries {hz} Hz");
 
+    // The viewer is counted as a WebRTC one, in the API and in `/metrics`, not as an
+    // RTSP player (it takes the RTP form RTSP players take).
+    let (_, _, body) = common::http_request(server.http, "GET", "/api/v1/streams/live/cam", "");
+    let stream: serde_json::Value = serde_json::from_slice(&body).unwrap();
+    assert_eq!(stream["viewers"]["webrtc"], 1, "{stream}");
+    assert_eq!(stream["viewers"]["rtsp"], 0, "{stream}");
+    let viewers = |protocol: &str| {
+        common::metric(
+            server.http,
+            &format!(
+                "sluice_stream_viewers{{app=\"live\",stream=\"cam\",protocol=\"{protocol}\"}}"
+            ),
+        )
+    };
+    assert_eq!((viewers("webrtc"), viewers("rtsp")), (1.0, 0.0));
+
     // DELETE ends the session and gives its UDP place back; with no WebRTC player
     // left, the transcoding stops.
     assert!(transcoding(server.http, "live/cam"));
@@ -290,6 +306,10 @@ async fn a_whep_viewer_gets_decodable_h264_from_an_rtmp_publisher() {
     }
     let (status, _, _) = request(server.http, "DELETE", &watched.location, "text/plain", "").await;
     assert_eq!(status, 404);
+    while viewers("webrtc") != 0.0 {
+        assert!(Instant::now() < deadline, "the viewer outlived its session");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -15,6 +15,7 @@
 use crate::config::{Apps, StreamSettings};
 use crate::core::format::{self, FormatId, TsSource};
 use crate::core::packet::{Packet, Payload, RtpSource, Shape};
+use crate::core::protocol::Protocol;
 use crate::core::ring::{Ring, RingLimits};
 use crate::core::transcode::Transcoder;
 use crate::hls::{HlsStream, Replay};
@@ -95,6 +96,8 @@ pub struct Stream {
     /// Players per output format, across all workers: which forms the publisher
     /// builds in advance.
     consumers: [AtomicUsize; format::COUNT],
+    /// Players per protocol, across all workers: who watches how (the API, `/metrics`).
+    by_protocol: [AtomicUsize; Protocol::COUNT],
     shape: Shape,
     /// The stream's line to the recording thread, when it is recorded.
     pub record: Option<Tap>,
@@ -427,6 +430,7 @@ impl Stream {
                 ts_users: 0,
             }),
             consumers: std::array::from_fn(|_| AtomicUsize::new(0)),
+            by_protocol: std::array::from_fn(|_| AtomicUsize::new(0)),
             shape: config.shape,
             record,
             merge: settings.merge,
@@ -455,13 +459,26 @@ impl Stream {
         self.hls.viewers()
     }
 
-    /// A player of `format` came (`true`) or went.
-    pub fn count_consumer(&self, format: FormatId, came: bool) {
-        let n = &self.consumers[format.index()];
-        if came {
-            n.fetch_add(1, Ordering::Relaxed);
-        } else {
-            n.fetch_sub(1, Ordering::Relaxed);
+    /// Viewers watching over `protocol` now, across all workers (HLS: as the workers
+    /// last counted them).
+    pub fn viewers_of(&self, protocol: Protocol) -> usize {
+        match protocol {
+            Protocol::Hls => self.hls_viewers(),
+            _ => self.by_protocol[protocol.index()].load(Ordering::Relaxed),
+        }
+    }
+
+    /// A player of `format` over `protocol` came (`true`) or went.
+    pub fn count_player(&self, format: FormatId, protocol: Protocol, came: bool) {
+        for n in [
+            &self.consumers[format.index()],
+            &self.by_protocol[protocol.index()],
+        ] {
+            if came {
+                n.fetch_add(1, Ordering::Relaxed);
+            } else {
+                n.fetch_sub(1, Ordering::Relaxed);
+            }
         }
     }
 
@@ -853,13 +870,31 @@ mod tests {
         ingest.set_track(0, avc());
         push(&mut ingest, 0, 1);
         assert!(!packets(&stream)[1].built(FormatId::FLV));
-        stream.count_consumer(FormatId::RTMP, true);
+        stream.count_player(FormatId::RTMP, Protocol::Rtmp, true);
         push(&mut ingest, 1, 2);
         let last = packets(&stream).pop().unwrap();
         assert!(last.built(FormatId::RTMP) && last.built(FormatId::FLV));
         assert!(!last.built(FormatId::WS_FLV));
-        stream.count_consumer(FormatId::RTMP, false);
+        stream.count_player(FormatId::RTMP, Protocol::Rtmp, false);
         push(&mut ingest, 2, 3);
         assert!(!packets(&stream).pop().unwrap().built(FormatId::FLV));
+    }
+
+    #[test]
+    fn players_are_counted_by_protocol_as_well_as_by_format() {
+        let hub = hub();
+        let stream = hub.publish("live/d", 1).unwrap();
+        // A WHEP viewer takes the RTP form that RTSP players take too.
+        stream.count_player(FormatId::RTP, Protocol::Webrtc, true);
+        assert_eq!(stream.consumers(FormatId::RTP), 1);
+        assert_eq!(stream.viewers_of(Protocol::Webrtc), 1);
+        assert_eq!(stream.viewers_of(Protocol::Rtsp), 0);
+        stream.count_player(FormatId::RTP, Protocol::Rtsp, true);
+        stream.count_player(FormatId::RTP, Protocol::Webrtc, false);
+        assert_eq!(stream.consumers(FormatId::RTP), 1);
+        assert_eq!(stream.viewers_of(Protocol::Webrtc), 0);
+        assert_eq!(stream.viewers_of(Protocol::Rtsp), 1);
+        // HLS viewers are counted by the segments they fetch (`crate::hls`).
+        assert_eq!(stream.viewers_of(Protocol::Hls), stream.hls_viewers());
     }
 }

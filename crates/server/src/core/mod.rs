@@ -9,5 +9,6 @@ pub mod ingest;
 pub mod limits;
 pub mod packet;
 pub mod play;
+pub mod protocol;
 pub mod ring;
 pub mod transcode;

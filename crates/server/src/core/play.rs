@@ -7,6 +7,7 @@
 
 use crate::core::fanout::{CloseReason, Fanout, LocalStream, Player, PlayerWait};
 use crate::core::hub::Stream;
+use crate::core::protocol::Protocol;
 use std::io;
 use std::rc::Rc;
 use std::sync::Arc;
@@ -32,19 +33,27 @@ pub struct Playing {
     fanout: Rc<Fanout>,
     local: Rc<LocalStream>,
     player: Rc<Player>,
+    protocol: Protocol,
 }
 
 impl Playing {
     /// Attaches `player` to `stream` on this worker and writes it what it can get at
-    /// once (the GOP cache). Its socket's kernel send buffer is capped first.
-    pub fn start(fanout: &Rc<Fanout>, stream: &Arc<Stream>, player: Rc<Player>) -> Playing {
+    /// once (the GOP cache); it is counted as a viewer over `protocol`. Its socket's
+    /// kernel send buffer is capped first.
+    pub fn start(
+        fanout: &Rc<Fanout>,
+        stream: &Arc<Stream>,
+        player: Rc<Player>,
+        protocol: Protocol,
+    ) -> Playing {
         crate::io::sock::cap_send_buffer(player.sock.tcp(), fanout.policy.send_buffer);
-        stream.count_consumer(player.format.id, true);
+        stream.count_player(player.format.id, protocol, true);
         let local = fanout.attach(stream, player.clone());
         Playing {
             fanout: fanout.clone(),
             local,
             player,
+            protocol,
         }
     }
 
@@ -91,7 +100,7 @@ impl Drop for Playing {
         self.fanout.detach(&self.local, &self.player);
         self.local
             .stream
-            .count_consumer(self.player.format.id, false);
+            .count_player(self.player.format.id, self.protocol, false);
         tracing::info!(
             stream = %self.local.stream.key,
             bytes = self.player.bytes(),

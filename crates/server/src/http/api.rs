@@ -12,8 +12,8 @@
 use super::reply::Reply;
 use super::Worker;
 use crate::auth::{Action, Credentials, Denial};
-use crate::core::format::FormatId;
 use crate::core::hub::Stream;
+use crate::core::protocol::Protocol;
 use crate::ops::{ClientInfo, Role};
 use bytes::Bytes;
 use serde::Serialize;
@@ -476,16 +476,10 @@ fn stream(s: &Stream, clients: &[ClientInfo], auth: &crate::auth::Auth, pull: Va
             MediaKind::Audio => audio = track(&t.config),
         }
     }
-    let mut viewers = serde_json::Map::new();
-    for f in FormatId::all() {
-        let name = match f {
-            FormatId::RTP => "rtsp",
-            FormatId::TS => "srt",
-            _ => f.format().name(),
-        };
-        viewers.insert(name.into(), s.consumers(f).into());
-    }
-    viewers.insert("hls".into(), s.hls_viewers().into());
+    let viewers: serde_json::Map<String, Value> = Protocol::ALL
+        .iter()
+        .map(|&p| (p.name().into(), s.viewers_of(p).into()))
+        .collect();
     let (app, name) = s.key.rsplit_once('/').unwrap_or(("", &s.key));
     let publisher = clients
         .iter()

@@ -219,7 +219,12 @@ async fn flv(ctx: &Rc<Worker>, key: &str) -> http::Response<H2Body> {
         Rc::new(Sock::new(pipe.clone())),
         Format::all(FormatId::FLV),
     );
-    let playing = Playing::start(&ctx.fanout, &stream, player);
+    let playing = Playing::start(
+        &ctx.fanout,
+        &stream,
+        player,
+        crate::core::protocol::Protocol::Flv,
+    );
     tracing::info!(stream = %stream.key, "play (h2)");
     tokio::task::spawn_local(async move {
         let _vod = vod;

@@ -290,20 +290,21 @@ impl Http {
                 .respond(404, &[("Content-Type", "text/plain")], vec![body]);
             return Ok(());
         };
-        let format = if req.is_websocket_upgrade() {
+        use crate::core::protocol::Protocol;
+        let (format, protocol) = if req.is_websocket_upgrade() {
             conn.session.accept_websocket(req, &[]);
             if conn.session.is_closed() {
                 // No Sec-WebSocket-Key: answered 400.
                 return Ok(());
             }
-            Format::all(FormatId::WS_FLV)
+            (Format::all(FormatId::WS_FLV), Protocol::WsFlv)
         } else {
             conn.session.stream(200, &router::FLV_HEADERS);
-            Format::all(FormatId::FLV)
+            (Format::all(FormatId::FLV), Protocol::Flv)
         };
         tracing::info!(stream = %stream.key, ?format, "play");
         let player = Player::new(conn.id, conn.sock.clone(), format);
-        conn.play(&stream, player);
+        conn.play(&stream, player, protocol);
         self.vod = vod;
         Ok(())
     }

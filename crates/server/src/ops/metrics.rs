@@ -6,8 +6,8 @@
 //! from streams that ended, and no hot path pays for a label lookup.
 
 use super::Snapshot;
-use crate::core::format::FormatId;
 use crate::core::hub::Hub;
+use crate::core::protocol::Protocol;
 use prometheus_client::encoding::text::encode;
 use prometheus_client::metrics::counter::Counter;
 use prometheus_client::metrics::family::Family;
@@ -113,19 +113,11 @@ pub fn render(
     let hls = Family::<Labels, Gauge>::default();
     for s in &streams {
         let labels = stream_labels(&s.key);
-        for f in FormatId::all() {
-            let protocol = match f {
-                FormatId::RTP => "rtsp",
-                FormatId::TS => "srt",
-                _ => f.format().name(),
-            };
+        for p in Protocol::ALL {
             viewers
-                .get_or_create(&with(labels.clone(), "protocol", protocol))
-                .set(s.consumers(f) as i64);
+                .get_or_create(&with(labels.clone(), "protocol", p.name()))
+                .set(s.viewers_of(p) as i64);
         }
-        viewers
-            .get_or_create(&with(labels.clone(), "protocol", "hls"))
-            .set(s.hls_viewers() as i64);
         bytes_in
             .get_or_create(&labels)
             .inc_by(s.bytes_in.load(Ordering::Relaxed));

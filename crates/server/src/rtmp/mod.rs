@@ -10,6 +10,7 @@ use crate::auth::{Action, Credentials, Request};
 use crate::core::fanout::{CloseReason, Player};
 use crate::core::format::{Format, FormatId};
 use crate::core::ingest::Publisher;
+use crate::core::protocol::Protocol;
 use crate::ctx::{Accept, Ctx};
 use crate::driver::{self, Adapter, Conn, DriveError, Next};
 use crate::io::sock::{IntoSock, Sock};
@@ -231,7 +232,7 @@ impl Rtmp {
         tracing::info!(stream = %key, "play");
         conn.session.accept_play();
         let player = Player::new(conn.id, conn.sock.clone(), Format::all(FormatId::RTMP));
-        conn.play(&stream, player);
+        conn.play(&stream, player, Protocol::Rtmp);
         self.vod = vod;
         Ok(())
     }

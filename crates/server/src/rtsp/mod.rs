@@ -25,6 +25,7 @@ use crate::core::format::{Format, FormatId};
 use crate::core::hub::{RtpUse, Stream};
 use crate::core::ingest::Publisher;
 use crate::core::packet::rtp_channel;
+use crate::core::protocol::Protocol;
 use crate::ctx::{Accept, Ctx};
 use crate::driver::{self, Adapter, Conn, DriveError, Next};
 use crate::io::sock::Sock;
@@ -414,7 +415,7 @@ impl Rtsp {
         if let Some(pos) = start {
             player.start_at(pos);
         }
-        conn.play(stream, player);
+        conn.play(stream, player, Protocol::Rtsp);
     }
 
     /// Answers a SETUP: over UDP, or interleaved on the fixed channel of the track's

@@ -10,6 +10,7 @@ use crate::core::fanout::Player;
 use crate::core::format::{Format, FormatId};
 use crate::core::ingest::Publisher;
 use crate::core::play::{PlayEnd, Playing};
+use crate::core::protocol::Protocol;
 use crate::ctx::Ctx;
 use crate::io::sock::{Ready, Sock, Transport};
 use crate::ops::Client;
@@ -238,7 +239,7 @@ async fn run(
             let out = Rc::new(Sock::new(SrtOut(conn.clone())));
             let player = Player::new(id, out, Format::all(FormatId::TS));
             client.playing(&stream.key, &player);
-            let playing = Playing::start(&ctx.fanout, &stream, player);
+            let playing = Playing::start(&ctx.fanout, &stream, player, Protocol::Srt);
             let reason = serve(&conn, client, Some(&playing)).await;
             drop(playing);
             drop(vod);

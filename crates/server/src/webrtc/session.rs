@@ -10,6 +10,7 @@ use crate::core::fanout::Player;
 use crate::core::format::Format;
 use crate::core::hub::Stream;
 use crate::core::play::{PlayEnd, Playing};
+use crate::core::protocol::Protocol;
 use crate::ctx::Ctx;
 use crate::io::sock::{Ready, Sock, Transport};
 use crate::ops::Client;
@@ -314,7 +315,12 @@ async fn play(
                     let out = Rc::new(Sock::new(PeerOut(session.clone())));
                     let player = Player::new(id, out, format);
                     client.playing(&stream.key, &player);
-                    playing = Some(Playing::start(&ctx.fanout, &stream, player));
+                    playing = Some(Playing::start(
+                        &ctx.fanout,
+                        &stream,
+                        player,
+                        Protocol::Webrtc,
+                    ));
                 }
                 PeerEvent::Disconnected => return "disconnected",
                 // Passed on to a publisher that makes keyframes on demand (WHIP);

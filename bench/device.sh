@@ -1,0 +1,69 @@
+#!/usr/bin/env bash
+# Scale runs for a many-core machine (the lent 16-core `device`), from binaries built
+# elsewhere: DIR holds sluice, sluice-bench, whepload (../shared/tools/whepload, pion)
+# and clip.flv (the 600 kbit/s clip: bench/lib.sh small_clip).
+#
+# 1. WebRTC viewers per core: Sluice on core 0 (one worker; the stream's AAC-to-Opus
+#    thread there too), the RTMP publisher on core 1, pion WHEP players on the other
+#    cores, so that their kernel and user work is not the server's. N players per run
+#    (WHEP_N), the server's CPU-s/GB, cores used, RSS and first-packet times from
+#    whepload's -pid view of the server.
+# 2. One hot stream on many cores: Sluice with W workers on cores 0..W-1, HTTP-FLV
+#    players (sluice-bench) on the rest, FLV_N players each run; CPU-s/GB and players
+#    per core.
+#
+#   bash bench/device.sh DIR OUT [WHEP_N...]     (OUT: where the JSON reports go)
+set -euo pipefail
+dir=$1 out=$2; shift 2
+whep_n=${*:-1000 2000 3000}
+mkdir -p "$out"
+cores=$(nproc)
+last=$((cores - 1))
+ulimit -n 1048576 2>/dev/null || ulimit -n "$(ulimit -Hn)"
+pids=()
+cleanup() { for p in "${pids[@]}"; do kill -9 "$p" 2>/dev/null || true; done; }
+trap cleanup EXIT
+
+wait_port() {
+  for _ in $(seq 100); do
+    (exec 3<>"/dev/tcp/127.0.0.1/$1") 2>/dev/null && return 0
+    sleep 0.1
+  done
+  echo "nothing listens on $1" >&2
+  exit 3
+}
+
+# sluice CPUS WORKERS: a server with no connection limits; sets $srv.
+sluice() {
+  taskset -c "$1" "$dir/sluice" --workers "$2" --rtmp 127.0.0.1:19350 --http 127.0.0.1:18080 \
+    --rtsp off --srt off --webrtc-udp 127.0.0.1:18189 --log warn --max-connections 0 \
+    --max-connections-per-ip 0 --max-publishers-per-ip 0 --max-streams 0 >"$out/sluice.log" 2>&1 &
+  srv=$!; pids+=("$srv")
+  wait_port 19350; wait_port 18080
+  taskset -c "$3" "$dir/sluice-bench" publish --url rtmp://127.0.0.1:19350/live/x \
+    --clip "$dir/clip.flv" --duration 900s --quiet >/dev/null 2>&1 &
+  pids+=("$!")
+  sleep 3
+}
+
+echo "== WebRTC: one worker on core 0, pion players on cores 2-$last"
+sluice 0 1 1
+for n in $whep_n; do
+  taskset -c "2-$last" "$dir/whepload" -url http://127.0.0.1:18080/live/x/whep -n "$n" \
+    -ramp 500 -duration 20s -pid "$srv" -json "$out/whep-$n.json"
+done
+cleanup; pids=()
+sleep 1
+
+if [ -n "${FLV_N:-}" ]; then
+  for w in ${FLV_WORKERS:-1 8}; do
+    echo "== HTTP-FLV: $w workers on cores 0-$((w - 1)), players on cores $w-$last"
+    sluice "0-$((w - 1))" "$w" "$w"
+    taskset -c "$w-$last" "$dir/sluice-bench" play --protocol flv \
+      --url http://127.0.0.1:18080/live/x.flv -n "$FLV_N" --ramp 2000/s --duration 20s \
+      --server-pid "$srv" \
+      --quiet --json "$out/flv-w$w-n$FLV_N.json" || echo "players failed" >&2
+    cleanup; pids=()
+    sleep 1
+  done
+fi
