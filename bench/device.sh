@@ -33,7 +33,11 @@ wait_port() {
   exit 3
 }
 
-# sluice CPUS WORKERS: a server with no connection limits; sets $srv.
+# cpu_s PID: the process's user + system CPU seconds so far.
+cpu_s() { awk -v hz="$(getconf CLK_TCK)" '{ sub(/.*\) /, ""); print ($12 + $13) / hz }' "/proc/$1/stat"; }
+
+# sluice CPUS WORKERS PUBLISHER_CPU: a server with no connection limits, and the
+# publisher; sets $srv.
 sluice() {
   taskset -c "$1" "$dir/sluice" --workers "$2" --rtmp 127.0.0.1:19350 --http 127.0.0.1:18080 \
     --rtsp off --srt off --webrtc-udp 127.0.0.1:18189 --log warn --max-connections 0 \
@@ -50,7 +54,7 @@ echo "== WebRTC: one worker on core 0, pion players on cores 2-$last"
 sluice 0 1 1
 for n in $whep_n; do
   taskset -c "2-$last" "$dir/whepload" -url http://127.0.0.1:18080/live/x/whep -n "$n" \
-    -ramp 500 -duration 20s -pid "$srv" -json "$out/whep-$n.json"
+    -ramp "${WHEP_RAMP:-200}" -duration 20s -pid "$srv" -json "$out/whep-$n.json"
 done
 cleanup; pids=()
 sleep 1
@@ -59,10 +63,16 @@ if [ -n "${FLV_N:-}" ]; then
   for w in ${FLV_WORKERS:-1 8}; do
     echo "== HTTP-FLV: $w workers on cores 0-$((w - 1)), players on cores $w-$last"
     sluice "0-$((w - 1))" "$w" "$w"
-    taskset -c "$w-$last" "$dir/sluice-bench" play --protocol flv \
+    threads=$(( cores - w < 8 ? cores - w : 8 ))
+    c0=$(cpu_s "$srv"); t0=$(date +%s.%N)
+    taskset -c "$w-$last" "$dir/sluice-bench" play --protocol flv --threads "$threads" \
       --url http://127.0.0.1:18080/live/x.flv -n "$FLV_N" --ramp 2000/s --duration 20s \
-      --server-pid "$srv" \
       --quiet --json "$out/flv-w$w-n$FLV_N.json" || echo "players failed" >&2
+    c1=$(cpu_s "$srv"); t1=$(date +%s.%N)
+    bytes=$(python3 -c "import json; print(json.load(open('$out/flv-w$w-n$FLV_N.json'))['bytes_total'])")
+    awk -v c0="$c0" -v c1="$c1" -v t0="$t0" -v t1="$t1" -v b="$bytes" -v w="$w" \
+      'BEGIN { c = c1 - c0; t = t1 - t0; printf "server: %.1f CPU-s over %.1f s (%.2f cores of %d), %.3f CPU-s/GB\n", c, t, c / t, w, c / (b / 1e9) }' \
+      | tee "$out/flv-w$w-n$FLV_N.server"
     cleanup; pids=()
     sleep 1
   done

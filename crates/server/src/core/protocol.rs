@@ -24,7 +24,7 @@ pub enum Protocol {
     Srt,
     /// WebRTC (WHEP).
     Webrtc,
-    /// HLS: not players of the fan-out, counted by the HTTP workers from requests
+    /// HLS: not players of the fan-out, counted by the segments they fetch
     /// (`Stream::hls_viewers`).
     Hls,
 }
