@@ -670,3 +670,251 @@ fn an_hls_playlist_is_pulled_and_played_over_every_protocol() {
     let want = format!("http://{}/live/cam.m3u8", origin.http);
     assert_eq!(s["pull"]["origin"], want.as_str(), "{s}");
 }
+
+/// An RTMP server that takes one publisher and keeps what it sends: the far end of a
+/// push, whose reading the test can pause.
+struct PushTarget {
+    addr: SocketAddr,
+    paused: std::sync::Arc<std::sync::atomic::AtomicBool>,
+    /// Video messages received: (timestamp, FLV tag body).
+    video: std::sync::Arc<std::sync::Mutex<Vec<(u32, bytes::Bytes)>>>,
+    done: std::sync::Arc<std::sync::atomic::AtomicBool>,
+    thread: Option<std::thread::JoinHandle<()>>,
+}
+
+impl PushTarget {
+    fn start() -> PushTarget {
+        use sluice_rtmp::{Media, ServerConfig, ServerSession};
+        use sluice_session::{Event, Output};
+        use socket2::{Domain, Socket, Type};
+        use std::sync::atomic::Ordering;
+        let socket = Socket::new(Domain::IPV4, Type::STREAM, None).expect("socket");
+        // A small receive buffer: paused, the target soon stops taking bytes.
+        socket.set_recv_buffer_size(8 << 10).expect("SO_RCVBUF");
+        socket
+            .bind(&"127.0.0.1:0".parse::<SocketAddr>().unwrap().into())
+            .expect("bind");
+        socket.listen(1).expect("listen");
+        let listener: std::net::TcpListener = socket.into();
+        let addr = listener.local_addr().expect("address");
+        let paused = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+        let done = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+        let video = std::sync::Arc::new(std::sync::Mutex::new(Vec::new()));
+        let (p, d, v) = (paused.clone(), done.clone(), video.clone());
+        let thread = std::thread::spawn(move || {
+            listener.set_nonblocking(true).expect("nonblocking");
+            let mut sock = loop {
+                match listener.accept() {
+                    Ok((s, _)) => break s,
+                    Err(_) if !d.load(Ordering::Relaxed) => {
+                        std::thread::sleep(Duration::from_millis(20))
+                    }
+                    Err(_) => return,
+                }
+            };
+            sock.set_nonblocking(false).expect("blocking");
+            sock.set_read_timeout(Some(Duration::from_millis(20)))
+                .expect("timeout");
+            let mut session = ServerSession::new(ServerConfig::default());
+            let mut buf = vec![0u8; 64 << 10];
+            while !d.load(Ordering::Relaxed) {
+                if p.load(Ordering::Relaxed) {
+                    std::thread::sleep(Duration::from_millis(20));
+                    continue;
+                }
+                match sock.read(&mut buf) {
+                    Ok(0) => return,
+                    Ok(n) => session.handle_input(&buf[..n]).expect("RTMP from the push"),
+                    Err(_) => {}
+                }
+                while let Some(out) = session.poll_output() {
+                    match out {
+                        Output::Transmit(t) => sock.write_all(&t.data).expect("write"),
+                        Output::Event(Event::Publish(_)) => session.accept_publish(),
+                        Output::Event(Event::Media(Media::Video {
+                            timestamp_ms,
+                            payload,
+                        })) => v.lock().unwrap().push((timestamp_ms as u32, payload)),
+                        Output::Event(_) => {}
+                    }
+                }
+            }
+        });
+        PushTarget {
+            addr,
+            paused,
+            video,
+            done,
+            thread: Some(thread),
+        }
+    }
+
+    fn pause(&self, paused: bool) {
+        self.paused
+            .store(paused, std::sync::atomic::Ordering::Relaxed);
+    }
+
+    /// Waits up to 20 s for a video message that `ok` accepts.
+    fn wait_for(&self, what: &str, ok: impl Fn(u32, &[u8]) -> bool) {
+        let deadline = Instant::now() + Duration::from_secs(20);
+        while !self.video.lock().unwrap().iter().any(|(ts, b)| ok(*ts, b)) {
+            assert!(Instant::now() < deadline, "the target never got {what}");
+            std::thread::sleep(Duration::from_millis(20));
+        }
+    }
+}
+
+impl Drop for PushTarget {
+    fn drop(&mut self) {
+        self.done.store(true, std::sync::atomic::Ordering::Relaxed);
+        if let Some(t) = self.thread.take() {
+            let _ = t.join();
+        }
+    }
+}
+
+/// A 25 fps H.264 clip from ffmpeg (a keyframe every 5 frames, no audio) as FLV
+/// video tags: (timestamp, body), the sequence header first, then one per frame.
+fn h264_clip(dir: &std::path::Path, name: &str, source: &str, seconds: u32) -> Vec<(u32, Vec<u8>)> {
+    let path = dir.join(name);
+    let status = Command::new("ffmpeg")
+        .args(["-hide_banner", "-loglevel", "error", "-y", "-f", "lavfi"])
+        .args(["-i", source, "-t", &seconds.to_string()])
+        .args(["-c:v", "libx264", "-preset", "ultrafast", "-qp", "10"])
+        .args([
+            "-g", "5", "-bf", "0", "-pix_fmt", "yuv420p", "-an", "-f", "flv",
+        ])
+        .arg(&path)
+        .status()
+        .expect("ffmpeg");
+    assert!(status.success());
+    let clip = sluice_bench::clip::Clip::load(&path).expect("the clip");
+    clip.tags
+        .into_iter()
+        // Not the end-of-sequence tag ffmpeg ends the file with: no frame.
+        .filter(|t| t.tag_type == sluice_media::flv::TAG_VIDEO && t.body.get(1) != Some(&2))
+        .map(|t| (t.ts_ms as u32, t.body.to_vec()))
+        .collect()
+}
+
+/// Whether an FLV video body is an AVC sequence header.
+fn is_sequence_header(body: &[u8]) -> bool {
+    body.len() > 1 && body[0] & 0x0f == 7 && body[1] == 0
+}
+
+/// A push target that stops reading falls behind the ring while the publisher changes
+/// resolution (a new sequence header, then enough GOPs that the ring no longer holds
+/// it). When it reads again, the push skips it to the newest keyframe, and sends the
+/// new sequence header first: what it received decodes in ffmpeg without an error.
+#[test]
+fn a_push_target_that_lags_across_a_resolution_change_gets_the_new_configuration() {
+    if !have_ffmpeg() {
+        return;
+    }
+    let dir = scratch("push-lag");
+    std::fs::create_dir_all(&dir).expect("scratch");
+    // Noise makes big frames (about 360 KB): the paused target soon blocks the push.
+    let big = h264_clip(
+        &dir,
+        "big.flv",
+        "testsrc2=size=640x360:rate=25,noise=alls=60:allf=t",
+        2,
+    );
+    let small = h264_clip(&dir, "small.flv", "testsrc2=size=320x240:rate=25", 4);
+
+    let target = PushTarget::start();
+    let server = with_config(
+        "push-lag",
+        &format!(
+            "[[apps]]\nname = \"live\"\npush = [\"rtmp://{}/live/copy\"]\n",
+            target.addr
+        ),
+        // The ring holds the whole big clip (so the push cannot skip within it, and
+        // is blocked in a write holding part of it), and less than the small one.
+        // Reads not merged: the publisher sends faster than real time.
+        &["--ring-ms", "2500", "--publisher-read-merge-ms", "0"],
+    );
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .expect("runtime");
+    let mut publisher = runtime.block_on(async {
+        let mut p = sluice_bench::rtmp::RtmpConn::connect(server.rtmp, "live", false)
+            .await
+            .expect("connect");
+        p.publish("cam").await.expect("publish");
+        p
+    });
+    let mut send = |tags: &[(u32, Vec<u8>)], offset: u32| {
+        runtime.block_on(async {
+            for (ts, body) in tags {
+                publisher.send(sluice_media::flv::TAG_VIDEO, ts + offset, body);
+                publisher.flush().await.expect("publish");
+            }
+        })
+    };
+    let frames_in = |n: usize| {
+        wait_json(
+            server.http,
+            "/api/v1/streams/live/cam",
+            Duration::from_secs(20),
+            |_, v| v["frames_in"].as_u64() >= Some(n as u64),
+        )
+    };
+    // The big clip's configuration and first GOP reach the target.
+    send(&big[..6], 0);
+    target.wait_for("a keyframe", |_, b| {
+        b.first() == Some(&0x17) && !is_sequence_header(b)
+    });
+    // The target stops reading; the rest of the big clip blocks the push in a write.
+    target.pause(true);
+    send(&big[6..], 0);
+    frames_in(big.len() - 1);
+    let pushed = || metric(server.http, "sluice_relay_pushed_bytes_total");
+    // The push is blocked once it stops taking packets from the ring (it has more
+    // than the kernel's buffers take left to send).
+    let mut last = pushed();
+    loop {
+        std::thread::sleep(Duration::from_millis(500));
+        let now = pushed();
+        if now == last {
+            break;
+        }
+        last = now;
+    }
+    // The resolution changes, and the ring moves on past the new sequence header.
+    let offset = 2000;
+    send(&small, offset);
+    frames_in(big.len() + small.len() - 2);
+    target.pause(false);
+    let end = small.last().expect("frames").0 + offset;
+    target.wait_for("the last frame", |ts, _| ts == end);
+
+    let video = target.video.lock().unwrap().clone();
+    // What the target got decodes, frame by frame.
+    let mut flv = bytes::BytesMut::new();
+    sluice_media::flv::write_file_header(&mut flv, false, true);
+    for (ts, body) in &video {
+        sluice_media::flv::write_tag(&mut flv, sluice_media::flv::TAG_VIDEO, *ts, body)
+            .expect("tag");
+    }
+    let got = dir.join("received.flv");
+    std::fs::write(&got, &flv).expect("write");
+    let out = Command::new("ffmpeg")
+        .args(["-hide_banner", "-v", "error", "-i"])
+        .arg(&got)
+        .args(["-f", "null", "-"])
+        .output()
+        .expect("ffmpeg");
+    let errors = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success() && errors.is_empty(), "{errors}");
+    let headers = video.iter().filter(|(_, b)| is_sequence_header(b)).count();
+    let first_small = video
+        .iter()
+        .position(|(ts, b)| *ts >= offset && !is_sequence_header(b))
+        .expect("frames of the small clip");
+    assert!(
+        is_sequence_header(&video[first_small - 1].1),
+        "no sequence header before the first frame after the change ({headers} in all)"
+    );
+}

@@ -19,16 +19,17 @@
 //! - A player behind the mirror, or too far behind its newest frame, skips to the
 //!   newest start keyframe; past `max_skips` it is closed.
 //! - Before any keyframe a player is moved to, it has the stream's metadata and decoder
-//!   configurations: a skip can jump past a new sequence header, so each player notes
-//!   the last of each it was sent and a skip queues those that changed since.
+//!   configurations: a skip can jump past a new sequence header, so each player's
+//!   [`Cursor`] notes the last of each it was sent and a skip queues those that changed
+//!   since.
 
+use crate::core::cursor::Cursor;
 use crate::core::format::Format;
 use crate::core::hub::Stream;
-use crate::core::packet::{Packet, Payload, Shape};
+use crate::core::packet::{Packet, Shape};
 use crate::io::sock::Sock;
 use bytes::{Buf, Bytes};
 use prometheus_client::metrics::histogram::Histogram;
-use sluice_media::MediaKind;
 use std::cell::{Cell, RefCell};
 use std::collections::{HashMap, VecDeque};
 use std::io::{self, IoSlice};
@@ -140,29 +141,14 @@ pub struct Player {
 
 #[derive(Debug, Default)]
 struct PlayerIo {
-    /// `None` until the player got its first keyframe.
-    cursor: Option<u64>,
+    /// Its place in the mirror (unplaced until its first keyframe), and the
+    /// configurations it was sent (queued or written).
+    cursor: Cursor,
     pending: VecDeque<Bytes>,
     blocked: bool,
     closing: Option<CloseReason>,
     skips: u32,
     bytes: u64,
-    /// The metadata and decoder configurations last sent (queued or written), by
-    /// [`config_slot`]: what a skip need not send again.
-    configs: [Option<Arc<Packet>>; 3],
-}
-
-/// Which of a player's configurations `packet` replaces: metadata, video or audio
-/// configuration; `None` for media.
-fn config_slot(packet: &Packet) -> Option<usize> {
-    match &packet.payload {
-        Payload::Media { .. } => None,
-        Payload::Metadata(_) => Some(0),
-        Payload::Config(track) => match track.kind() {
-            MediaKind::Video => Some(1),
-            MediaKind::Audio => Some(2),
-        },
-    }
 }
 
 /// What a player's task should do next.
@@ -426,7 +412,7 @@ impl LocalStream {
                 n += 1;
                 offered += b.len();
             }
-            if let Some(cursor) = io.cursor.filter(|_| media) {
+            if let Some(cursor) = io.cursor.pos().filter(|_| media) {
                 let mut pos = cursor;
                 while let Some(p) = m.get(pos) {
                     if n == MAX_IOV || offered >= MAX_WRITE {
@@ -527,49 +513,59 @@ impl LocalStream {
             return true;
         };
         let shape = &self.policy.shape;
-        match io.cursor {
+        let format = player.format;
+        let PlayerIo {
+            cursor,
+            pending,
+            skips,
+            ..
+        } = io;
+        if cursor.pos().is_none() {
+            // Players (ffmpeg's FLV demuxer among them) wait for a kind of track the
+            // header announces: only what the stream has is announced.
+            let has_video = m.init.iter().any(|p| p.is_video());
+            let has_audio = m.init.iter().any(|p| p.is_config() && !p.is_video());
+            pending.extend(format.id.preamble(has_video, has_audio));
+        }
+        // A configuration goes out in the player's format (and not at all where the
+        // format does not carry it).
+        let queue = |config: &Arc<Packet>| {
+            let bytes = config.bytes(format, shape);
+            if !bytes.is_empty() {
+                pending.push_back(bytes.clone());
+            }
+        };
+        match cursor.pos() {
             None => {
-                // Players (ffmpeg's FLV demuxer among them) wait for a kind of track
-                // the header announces: only what the stream has is announced.
-                let has_video = m.init.iter().any(|p| p.is_video());
-                let has_audio = m.init.iter().any(|p| p.is_config() && !p.is_video());
-                io.pending
-                    .extend(player.format.id.preamble(has_video, has_audio));
-                for p in &m.init {
-                    Self::queue_config(io, p, player.format, shape);
-                }
                 let hint = player
                     .start_at
                     .take()
                     .filter(|&p| p <= start && m.get(p).is_some());
-                io.cursor = Some(hint.unwrap_or(start));
+                cursor.jump(hint.unwrap_or(start), &m.init, queue);
                 self.first_frame
                     .observe(player.created.elapsed().as_secs_f64());
             }
-            Some(cursor) => {
-                let (lag, behind) = match m.get(cursor) {
+            Some(pos) => {
+                let (lag, behind) = match m.get(pos) {
                     Some(p) => {
                         let lag = m.newest_ts - p.ts_ms;
                         (lag, lag > self.policy.max_lag_ms)
                     }
-                    None => (0, cursor < m.first),
+                    None => (0, pos < m.first),
                 };
                 player.lag_ms.set(Some(lag));
-                if behind && cursor < start {
+                if behind && pos < start {
                     // `start` follows the current video configuration (the ring resets
                     // it on a new one), which the skipped span may have held.
-                    for p in &m.init {
-                        Self::queue_config(io, p, player.format, shape);
-                    }
-                    io.cursor = Some(start);
-                    io.skips += 1;
+                    cursor.jump(start, &m.init, queue);
+                    *skips += 1;
                     self.stream.skips.fetch_add(1, Ordering::Relaxed);
                     tracing::debug!(
                         player = player.id,
-                        skips = io.skips,
+                        skips = *skips,
                         "slow player skipped to the newest keyframe"
                     );
-                    if io.skips > self.policy.max_skips {
+                    if *skips > self.policy.max_skips {
                         return false;
                     }
                 }
@@ -578,41 +574,16 @@ impl LocalStream {
         true
     }
 
-    /// Queues `config` (metadata or a decoder configuration) unless it is the one of
-    /// its kind the player was last sent.
-    fn queue_config(io: &mut PlayerIo, config: &Arc<Packet>, format: Format, shape: &Shape) {
-        let Some(slot) = config_slot(config) else {
-            return;
-        };
-        if io.configs[slot]
-            .as_ref()
-            .is_some_and(|sent| Arc::ptr_eq(sent, config))
-        {
-            return;
-        }
-        let bytes = config.bytes(format, shape);
-        if !bytes.is_empty() {
-            io.pending.push_back(bytes.clone());
-        }
-        io.configs[slot] = Some(config.clone());
-    }
-
     /// Advances past `written` bytes: pending first, then packets from the cursor; a
     /// packet written in part leaves its rest in `pending`.
     fn consume(m: &Mirror, format: Format, shape: &Shape, io: &mut PlayerIo, written: usize) {
         let mut written = Self::consume_pending(io, written);
-        let Some(mut pos) = io.cursor else {
-            return;
-        };
         while written > 0 {
-            let Some(p) = m.get(pos) else {
+            let Some(p) = io.cursor.pos().and_then(|pos| m.get(pos)) else {
                 break;
             };
             let len = p.len(format, shape);
-            pos += 1;
-            if let Some(slot) = config_slot(p) {
-                io.configs[slot] = Some(p.clone());
-            }
+            io.cursor.advance(p);
             if written >= len {
                 written -= len;
                 continue;
@@ -622,7 +593,6 @@ impl LocalStream {
                 .push_back(p.bytes(format, shape).slice(written..));
             written = 0;
         }
-        io.cursor = Some(pos);
     }
 }
 
@@ -637,7 +607,7 @@ mod tests {
     use bytes::BytesMut;
     use sluice_media::codec::AvcConfig;
     use sluice_media::flv::{self, TagReader, VideoTag, TAG_VIDEO};
-    use sluice_media::{Frame, Track, TrackConfig};
+    use sluice_media::{Frame, MediaKind, Track, TrackConfig};
     use std::time::Duration;
 
     /// A socket that takes at most `room` more bytes.

@@ -342,6 +342,14 @@ impl Drop for OpusUse {
 }
 
 impl StreamState {
+    /// The metadata and decoder configurations now: what a reader placed at the ring's
+    /// start gets first (see `cursor::Cursor::jump`).
+    pub fn configs(&self) -> impl Iterator<Item = &Arc<Packet>> {
+        [&self.metadata, &self.video_config, &self.audio_config]
+            .into_iter()
+            .flatten()
+    }
+
     /// The current decoder configurations, video then audio.
     pub fn tracks(&self) -> [Option<Arc<Track>>; 2] {
         [&self.video_config, &self.audio_config].map(|p| match p.as_deref().map(|p| &p.payload) {

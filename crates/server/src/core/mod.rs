@@ -2,6 +2,7 @@
 //! fan-out to its players. No protocol lives here; protocols reach it through
 //! [`ingest::Ingest`] (publishers) and [`fanout::Player`] (players).
 
+pub mod cursor;
 pub mod fanout;
 pub mod format;
 pub mod hub;

@@ -2,8 +2,9 @@
 //!
 //! Why: players never own queues of media, so a slow player cannot grow memory. Each
 //! worker mirrors the ring's `Arc<Packet>`s once per frame, and each player holds a
-//! cursor (a position) into that mirror. The ring keeps packets from a keyframe on,
-//! bounded by time and bytes, and so is also the GOP cache new players start from.
+//! cursor (`core::cursor::Cursor`) into that mirror; a push relay holds one into the
+//! ring itself. The ring keeps packets from a keyframe on, bounded by time and bytes,
+//! and so is also the GOP cache new players start from.
 //!
 //! # Invariants
 //! - Positions are `u64` and never wrap; `first..next` is readable.

@@ -5,11 +5,13 @@
 //! stream's notifier), starting at its newest keyframe with the current decoder
 //! configurations, and turns each packet into the message an RTMP publisher sends
 //! (`core::format::flv::message_of`). A target that does not keep up is moved to the
-//! ring's newest keyframe, as a slow player is; a target that fails is connected
-//! again, with backoff, while the stream lives. A publisher returning within the
-//! grace window keeps the same push.
+//! ring's newest keyframe, as a slow player is, after the decoder configurations it
+//! lacks (`core::cursor`); a target that fails is connected again, with backoff,
+//! while the stream lives. A publisher returning within the grace window keeps the
+//! same push.
 
 use super::client::{connect_to, rtmp_session};
+use crate::core::cursor::{Cursor, Moved};
 use crate::core::format::flv::message_of;
 use crate::core::hub::Stream;
 use crate::core::packet::{Packet, Payload};
@@ -217,27 +219,11 @@ async fn once(
     started.map_err(fail)?;
     let mut delivered = false;
     let failed = |why: String, delivered: bool| (why, delivered);
-    // Start at the newest keyframe, after the current configurations.
+    // A cursor in the stream's ring: it starts at the newest keyframe, and a target
+    // that does not keep up skips to the newest one, each time after the decoder
+    // configurations it lacks.
     let mut batch: VecDeque<Arc<Packet>> = VecDeque::new();
-    let mut cursor = loop {
-        let notified = notify.notified();
-        {
-            let state = stream.lock();
-            if state.closed {
-                return Ok(());
-            }
-            if let Some(start) = state.ring.start() {
-                batch.extend(
-                    [&state.metadata, &state.video_config, &state.audio_config]
-                        .into_iter()
-                        .flatten()
-                        .cloned(),
-                );
-                break start;
-            }
-        }
-        notified.await;
-    };
+    let mut cursor = Cursor::default();
     loop {
         let notified = notify.notified();
         if !relays.push_wanted(&stream.key, target) {
@@ -248,13 +234,9 @@ async fn once(
             if state.closed {
                 return Ok(());
             }
-            let ring = &state.ring;
-            if cursor < ring.first() {
-                // Too slow a target: on to the newest keyframe.
-                cursor = ring.start().unwrap_or(ring.next());
+            if cursor.read(&state.ring, state.configs(), &mut batch) == Moved::Skipped {
+                tracing::debug!(stream = %stream.key, "push: too slow a target skipped to the newest keyframe");
             }
-            ring.copy_since(cursor, &mut batch);
-            cursor = ring.next();
         }
         for packet in batch.drain(..) {
             let Some((tag_type, body)) = message_of(&packet) else {
