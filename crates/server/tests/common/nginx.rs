@@ -2,7 +2,7 @@
 //! `docs/cdn.md` says: `proxy_cache` keyed by the path and the whole query (so
 //! `_HLS_msn`, `_HLS_part` and `_HLS_skip` are in the key), a cache lock held longer
 //! than a blocking playlist request waits, stale playlists served while one request
-//! refreshes them, cookies neither forwarded nor stored. It logs each request with
+//! refreshes them (no cookie handling: Sluice sends no per-viewer cookie). It logs each request with
 //! its cache status and whether it went to the origin, for the tests to count.
 //!
 //! Included by the tests that need it (`#[path = "common/nginx.rs"] mod nginx;`), next
@@ -160,8 +160,4 @@ pub const LOCATION: &str = "
     proxy_cache_lock_age 10s;
     # An expired playlist: one request refreshes it, the others get the old one.
     proxy_cache_use_stale updating;
-    # Sluice's HLS viewer cookie is per viewer: neither stored nor forwarded.
-    proxy_ignore_headers Set-Cookie;
-    proxy_hide_header Set-Cookie;
-    proxy_set_header Cookie \"\";
 ";
