@@ -171,6 +171,12 @@ impl OpusToAac {
         audio_specific_config(self.channels)
     }
 
+    /// The AudioSpecificConfig a transcoder for `channels` (1 or 2) makes, known
+    /// before one is made.
+    pub fn audio_specific_config_for(channels: usize) -> [u8; 2] {
+        audio_specific_config(channels.clamp(1, 2))
+    }
+
     /// One Opus packet presented at `pts` (90 kHz ticks). A packet that does not decode
     /// is concealed (the decoder guesses its samples from the last ones), so that time
     /// goes on, and its error is returned; the transcoder stays usable.

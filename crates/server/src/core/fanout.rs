@@ -37,6 +37,10 @@ use std::sync::atomic::Ordering;
 use std::sync::Arc;
 use tokio::sync::Notify;
 
+/// A transcoded audio frame lasts at most this (AAC's 1024 samples at 48 kHz): one
+/// that ends before a player's start keyframe is not sent to it.
+const AUDIO_FRAME_MS: i64 = 21;
+
 /// Most buffers handed to one `writev`.
 const MAX_IOV: usize = 64;
 
@@ -146,17 +150,22 @@ struct PlayerIo {
     blocked: bool,
     closing: Option<CloseReason>,
     skips: u32,
+    /// Decode time (ms) of the keyframe it started or last skipped at: transcoded
+    /// audio that ends before it (the encoder's delay puts some after it in the ring)
+    /// is not sent, so that its audio starts with its video.
+    start_ms: i64,
     bytes: u64,
     /// The metadata and decoder configurations last sent (queued or written), by
     /// [`config_slot`]: what a skip need not send again.
-    configs: [Option<Arc<Packet>>; 3],
+    configs: [Option<Arc<Packet>>; 4],
 }
 
-/// Which of a player's configurations `packet` replaces: metadata, video or audio
-/// configuration; `None` for media.
+/// Which of a player's configurations `packet` replaces: metadata, video, audio or
+/// transcoded audio configuration; `None` for media.
 fn config_slot(packet: &Packet) -> Option<usize> {
     match &packet.payload {
         Payload::Media { .. } => None,
+        Payload::Config(_) if packet.derived => Some(3),
         Payload::Metadata(_) => Some(0),
         Payload::Config(track) => match track.kind() {
             MediaKind::Video => Some(1),
@@ -379,10 +388,15 @@ impl LocalStream {
         m.start = ring.start();
         m.init.clear();
         m.init.extend(
-            [&state.metadata, &state.video_config, &state.audio_config]
-                .into_iter()
-                .flatten()
-                .cloned(),
+            [
+                &state.metadata,
+                &state.video_config,
+                &state.audio_config,
+                &state.derived_audio_config,
+            ]
+            .into_iter()
+            .flatten()
+            .cloned(),
         );
         m.newest_ts = m.packets.back().map_or(0, |p| p.ts_ms);
         m.closed = state.closed;
@@ -432,7 +446,7 @@ impl LocalStream {
                     if n == MAX_IOV || offered >= MAX_WRITE {
                         break;
                     }
-                    let bytes = p.bytes(player.format, shape);
+                    let bytes = Self::bytes_for(p, player.format, shape, io.start_ms);
                     if !bytes.is_empty() {
                         iov[n] = IoSlice::new(bytes);
                         if let Some(r) = refs.as_mut() {
@@ -542,7 +556,9 @@ impl LocalStream {
                     .start_at
                     .take()
                     .filter(|&p| p <= start && m.get(p).is_some());
-                io.cursor = Some(hint.unwrap_or(start));
+                let at = hint.unwrap_or(start);
+                io.cursor = Some(at);
+                io.start_ms = m.get(at).map_or(i64::MIN, |p| p.ts_ms);
                 self.first_frame
                     .observe(player.created.elapsed().as_secs_f64());
             }
@@ -562,6 +578,7 @@ impl LocalStream {
                         Self::queue_config(io, p, player.format, shape);
                     }
                     io.cursor = Some(start);
+                    io.start_ms = m.get(start).map_or(i64::MIN, |p| p.ts_ms);
                     io.skips += 1;
                     self.stream.skips.fetch_add(1, Ordering::Relaxed);
                     tracing::debug!(
@@ -599,6 +616,16 @@ impl LocalStream {
 
     /// Advances past `written` bytes: pending first, then packets from the cursor; a
     /// packet written in part leaves its rest in `pending`.
+    /// The bytes of `p` for a player of `format` that started at `start_ms` (see
+    /// [`PlayerIo::start_ms`]).
+    fn bytes_for<'a>(p: &'a Packet, format: Format, shape: &Shape, start_ms: i64) -> &'a Bytes {
+        static EMPTY: Bytes = Bytes::new();
+        if p.derived && p.ts_ms + AUDIO_FRAME_MS <= start_ms && !p.is_config() {
+            return &EMPTY;
+        }
+        p.bytes(format, shape)
+    }
+
     fn consume(m: &Mirror, format: Format, shape: &Shape, io: &mut PlayerIo, written: usize) {
         let mut written = Self::consume_pending(io, written);
         let Some(mut pos) = io.cursor else {
@@ -608,7 +635,8 @@ impl LocalStream {
             let Some(p) = m.get(pos) else {
                 break;
             };
-            let len = p.len(format, shape);
+            let bytes = Self::bytes_for(p, format, shape, io.start_ms);
+            let len = bytes.len();
             pos += 1;
             if let Some(slot) = config_slot(p) {
                 io.configs[slot] = Some(p.clone());
@@ -618,8 +646,7 @@ impl LocalStream {
                 continue;
             }
             // Keep the unwritten rest of this packet, shared, ahead of everything else.
-            io.pending
-                .push_back(p.bytes(format, shape).slice(written..));
+            io.pending.push_back(bytes.slice(written..));
             written = 0;
         }
         io.cursor = Some(pos);

@@ -6,7 +6,7 @@
 //! detaching, counting and the closing log line exist once, here.
 
 use crate::core::fanout::{CloseReason, Fanout, LocalStream, Player, PlayerWait};
-use crate::core::hub::Stream;
+use crate::core::hub::{Stream, TranscodeUse};
 use std::io;
 use std::rc::Rc;
 use std::sync::Arc;
@@ -32,6 +32,9 @@ pub struct Playing {
     fanout: Rc<Fanout>,
     local: Rc<LocalStream>,
     player: Rc<Player>,
+    /// Keeps the stream's transcoding running while the player takes its output
+    /// (a format that carries no Opus, of an Opus stream: `Stream::format_for`).
+    _transcoded: Option<TranscodeUse>,
 }
 
 impl Playing {
@@ -40,11 +43,17 @@ impl Playing {
     pub fn start(fanout: &Rc<Fanout>, stream: &Arc<Stream>, player: Rc<Player>) -> Playing {
         crate::io::sock::cap_send_buffer(player.sock.tcp(), fanout.policy.send_buffer);
         stream.count_consumer(player.format.id, true);
+        let transcoded = player
+            .format
+            .transcoded
+            .then(|| stream.want_transcoded())
+            .flatten();
         let local = fanout.attach(stream, player.clone());
         Playing {
             fanout: fanout.clone(),
             local,
             player,
+            _transcoded: transcoded,
         }
     }
 

@@ -19,7 +19,7 @@ mod viewers;
 mod vod;
 
 use crate::core::fanout::Player;
-use crate::core::format::{Format, FormatId};
+use crate::core::format::FormatId;
 use crate::ctx::{Accept, Ctx};
 use crate::driver::{self, Adapter, Conn, DriveError, Next};
 use crate::io::sock::{write_all, IntoSock, Sock};
@@ -374,7 +374,7 @@ impl Http {
                 // No Sec-WebSocket-Key: answered 400.
                 return Ok(());
             }
-            Format::all(FormatId::WS_FLV)
+            stream.format_for(FormatId::WS_FLV)
         } else {
             conn.session.stream(
                 200,
@@ -384,7 +384,7 @@ impl Http {
                     ("Pragma", "no-cache"),
                 ],
             );
-            Format::all(FormatId::FLV)
+            stream.format_for(FormatId::FLV)
         };
         tracing::info!(stream = %stream.key, ?format, "play");
         let player = Player::new(conn.id, conn.sock.clone(), format);
