@@ -441,6 +441,135 @@ fn chromium_publishes_whip_and_another_plays_it_over_whep() {
     eprintln!("WHIP to WHEP in Chromium: {report}");
 }
 
+/// What ffmpeg makes of the audio of `url`: ffprobe's streams (`codec_name,codec_type,
+/// start_time` lines), the errors ffmpeg reports decoding 3 s of the audio, and its
+/// loudest sample (dBFS).
+fn read_audio(url: &str) -> (String, Vec<String>, f64) {
+    let probe = std::process::Command::new("ffprobe")
+        .args(["-v", "error", "-rw_timeout", "10000000"])
+        .args(["-show_entries", "stream=codec_name,codec_type,start_time"])
+        .args(["-of", "csv=p=0", url])
+        .output()
+        .expect("ffprobe");
+    let streams = String::from_utf8_lossy(&probe.stdout).into_owned();
+    let decode = std::process::Command::new("ffmpeg")
+        .args(["-hide_banner", "-nostats", "-loglevel", "level+info"])
+        .args(["-rw_timeout", "10000000", "-i", url, "-t", "3"])
+        .args(["-map", "0:a:0", "-af", "volumedetect", "-f", "null", "-"])
+        .output()
+        .expect("ffmpeg");
+    let log = String::from_utf8_lossy(&decode.stderr);
+    let errors = log
+        .lines()
+        .filter(|l| l.contains("[error]") || l.contains("[fatal]"))
+        .map(str::to_owned)
+        .collect();
+    let loudest = log
+        .lines()
+        .find_map(|l| l.split("max_volume:").nth(1))
+        .and_then(|v| v.trim().trim_end_matches("dB").trim().parse().ok())
+        .unwrap_or(f64::NEG_INFINITY);
+    (streams, errors, loudest)
+}
+
+/// The start time of the stream of `kind` in ffprobe's lines, and its codec.
+fn start_of<'a>(streams: &'a str, kind: &str) -> Option<(&'a str, f64)> {
+    streams.lines().find_map(|l| {
+        let mut f = l.split(',');
+        let (codec, k, start) = (f.next()?, f.next()?, f.next()?);
+        (k == kind).then(|| (codec, start.trim().parse().unwrap_or(f64::NAN)))
+    })
+}
+
+/// Chromium publishes its fake camera and microphone (H.264 and Opus) over WHIP; the
+/// players that know no Opus (RTMP, HTTP-FLV, HLS's MPEG-TS) get AAC made from it,
+/// which ffmpeg decodes without an error, is not silent (the fake microphone beeps),
+/// and starts with the video: within one AAC frame (1024 samples at 48 kHz) over RTMP
+/// and FLV, within 100 ms in HLS segments (see below).
+#[test]
+#[cfg_attr(
+    not(all(have_ffmpeg, have_chromium)),
+    ignore = "needs ffmpeg and chromium"
+)]
+fn chromium_publishes_opus_over_whip_and_rtmp_flv_and_hls_ts_players_get_aac() {
+    if !have_ffmpeg() || !have("chromium") {
+        return;
+    }
+    let server = TestServer::start(&["--webrtc-udp", "127.0.0.1:0"]);
+    let whip = format!("http://{}/live/opus/whip", server.http);
+    let publisher =
+        std::thread::spawn(move || play_in_chromium("mpegts.js", WHIP_SETUP, &whip, 22000));
+    // Live, with its Opus track known.
+    let deadline = std::time::Instant::now() + Duration::from_secs(25);
+    loop {
+        let (_, _, api) = common::http_request(server.http, "GET", "/api/v1/streams/live/opus", "");
+        if String::from_utf8_lossy(&api).contains("opus") {
+            break;
+        }
+        assert!(std::time::Instant::now() < deadline, "no Opus published");
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    // HLS segments from the first request on, the first ones from the GOP cache, made
+    // before any AAC was: wait for three made live, which ffprobe then reads.
+    let last_segment = || {
+        let (_, _, m3u8) = common::http_request(server.http, "GET", "/live/opus.m3u8", "");
+        let m3u8 = String::from_utf8_lossy(&m3u8).into_owned();
+        let first: Option<u64> = m3u8
+            .lines()
+            .find_map(|l| l.strip_prefix("#EXT-X-MEDIA-SEQUENCE:"))
+            .and_then(|n| n.trim().parse().ok());
+        let count = m3u8.matches("#EXTINF").count() as u64;
+        first.filter(|_| count > 0).map(|f| f + count - 1)
+    };
+    let mut started = None;
+    loop {
+        match (started, last_segment()) {
+            (None, Some(last)) => started = Some(last),
+            (Some(at), Some(last)) if last >= at + 3 => break,
+            _ => {}
+        }
+        assert!(std::time::Instant::now() < deadline, "no live HLS segments");
+        std::thread::sleep(Duration::from_millis(200));
+    }
+    let urls = [
+        format!("rtmp://{}/live/opus", server.rtmp),
+        format!("http://{}/live/opus.flv", server.http),
+        format!("http://{}/live/opus.m3u8", server.http),
+    ];
+    let readers: Vec<_> = urls
+        .into_iter()
+        .map(|url| std::thread::spawn(move || (read_audio(&url), url)))
+        .collect();
+    // The AAC of a moment comes out of the encoder 2048 samples (43 ms) later, and
+    // the thread's latency on: HLS may have cut a segment at a keyframe meanwhile, and
+    // that AAC opens the next segment, before its video (the audio stays continuous,
+    // on its own times): 100 ms is allowed there. RTMP and FLV players start at a
+    // keyframe and get no AAC that ends before it.
+    let one_frame = 1024.0 / 48_000.0;
+    for reader in readers {
+        let ((streams, errors, loudest), url) = reader.join().expect("a reader");
+        let audio = start_of(&streams, "audio");
+        assert_eq!(audio.map(|a| a.0), Some("aac"), "{url}: {streams}");
+        assert!(errors.is_empty(), "{url}: {errors:?}");
+        assert!(loudest > -30.0, "{url}: silence (max {loudest} dB)");
+        let (_, a) = audio.expect("audio");
+        let (_, v) = start_of(&streams, "video").expect("video");
+        // FLV's times are whole milliseconds.
+        let within = if url.ends_with(".m3u8") {
+            0.1
+        } else {
+            one_frame + 0.001
+        };
+        assert!(
+            (a - v).abs() <= within,
+            "{url}: audio starts at {a} s, video at {v} s"
+        );
+        eprintln!("{url}: {streams:?}, max volume {loudest} dB");
+    }
+    let published = publisher.join().expect("the publisher page");
+    assert!(field(&published, "err").is_empty(), "WHIP: {published}");
+}
+
 /// A stream with B-frames (x264's default, OBS's too) played by Chromium over WHEP:
 /// the frames go out in decode order with their presentation times as RTP timestamps,
 /// the server flags the stream (API `b_frames`, a log line), and Chromium plays it

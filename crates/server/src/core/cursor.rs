@@ -28,7 +28,7 @@ pub struct Cursor {
     /// The next packet to read; `None` until the reader is placed at a start keyframe.
     pos: Option<u64>,
     /// The metadata and decoder configurations last sent, by [`config_slot`].
-    sent: [Option<Arc<Packet>>; 3],
+    sent: [Option<Arc<Packet>>; 4],
 }
 
 /// What [`Cursor::read`] did before reading.
@@ -126,11 +126,13 @@ impl Cursor {
     }
 }
 
-/// Which configuration `packet` replaces: metadata, video or audio configuration;
-/// `None` for media.
+/// Which configuration `packet` replaces: metadata, video, audio or transcoded audio
+/// configuration; `None` for media.
 fn config_slot(packet: &Packet) -> Option<usize> {
     match &packet.payload {
         Payload::Media { .. } => None,
+        // The stream's audio in the other codec (`core::transcode`), beside its own.
+        Payload::Config(_) if packet.derived => Some(3),
         Payload::Metadata(_) => Some(0),
         Payload::Config(track) => match track.kind() {
             MediaKind::Video => Some(1),

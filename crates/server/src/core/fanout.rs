@@ -38,6 +38,10 @@ use std::sync::atomic::Ordering;
 use std::sync::Arc;
 use tokio::sync::Notify;
 
+/// A transcoded audio frame lasts at most this (AAC's 1024 samples at 48 kHz): one
+/// that ends before a player's start keyframe is not sent to it.
+const AUDIO_FRAME_MS: i64 = 21;
+
 /// Most buffers handed to one `writev`.
 const MAX_IOV: usize = 64;
 
@@ -148,6 +152,10 @@ struct PlayerIo {
     blocked: bool,
     closing: Option<CloseReason>,
     skips: u32,
+    /// Decode time (ms) of the keyframe it started or last skipped at: transcoded
+    /// audio that ends before it (the encoder's delay puts some after it in the ring)
+    /// is not sent, so that its audio starts with its video.
+    start_ms: i64,
     bytes: u64,
 }
 
@@ -364,12 +372,7 @@ impl LocalStream {
         }
         m.start = ring.start();
         m.init.clear();
-        m.init.extend(
-            [&state.metadata, &state.video_config, &state.audio_config]
-                .into_iter()
-                .flatten()
-                .cloned(),
-        );
+        m.init.extend(state.configs().cloned());
         m.newest_ts = m.packets.back().map_or(0, |p| p.ts_ms);
         m.closed = state.closed;
     }
@@ -418,7 +421,7 @@ impl LocalStream {
                     if n == MAX_IOV || offered >= MAX_WRITE {
                         break;
                     }
-                    let bytes = p.bytes(player.format, shape);
+                    let bytes = Self::bytes_for(p, player.format, shape, io.start_ms);
                     if !bytes.is_empty() {
                         iov[n] = IoSlice::new(bytes);
                         if let Some(r) = refs.as_mut() {
@@ -518,6 +521,7 @@ impl LocalStream {
             cursor,
             pending,
             skips,
+            start_ms,
             ..
         } = io;
         if cursor.pos().is_none() {
@@ -541,7 +545,9 @@ impl LocalStream {
                     .start_at
                     .take()
                     .filter(|&p| p <= start && m.get(p).is_some());
-                cursor.jump(hint.unwrap_or(start), &m.init, queue);
+                let at = hint.unwrap_or(start);
+                cursor.jump(at, &m.init, queue);
+                *start_ms = m.get(at).map_or(i64::MIN, |p| p.ts_ms);
                 self.first_frame
                     .observe(player.created.elapsed().as_secs_f64());
             }
@@ -558,6 +564,7 @@ impl LocalStream {
                     // `start` follows the current video configuration (the ring resets
                     // it on a new one), which the skipped span may have held.
                     cursor.jump(start, &m.init, queue);
+                    *start_ms = m.get(start).map_or(i64::MIN, |p| p.ts_ms);
                     *skips += 1;
                     self.stream.skips.fetch_add(1, Ordering::Relaxed);
                     tracing::debug!(
@@ -576,21 +583,31 @@ impl LocalStream {
 
     /// Advances past `written` bytes: pending first, then packets from the cursor; a
     /// packet written in part leaves its rest in `pending`.
+    /// The bytes of `p` for a player of `format` that started at `start_ms` (see
+    /// [`PlayerIo::start_ms`]).
+    fn bytes_for<'a>(p: &'a Packet, format: Format, shape: &Shape, start_ms: i64) -> &'a Bytes {
+        static EMPTY: Bytes = Bytes::new();
+        if p.derived && p.ts_ms + AUDIO_FRAME_MS <= start_ms && !p.is_config() {
+            return &EMPTY;
+        }
+        p.bytes(format, shape)
+    }
+
     fn consume(m: &Mirror, format: Format, shape: &Shape, io: &mut PlayerIo, written: usize) {
         let mut written = Self::consume_pending(io, written);
         while written > 0 {
             let Some(p) = io.cursor.pos().and_then(|pos| m.get(pos)) else {
                 break;
             };
-            let len = p.len(format, shape);
+            let bytes = Self::bytes_for(p, format, shape, io.start_ms);
+            let len = bytes.len();
             io.cursor.advance(p);
             if written >= len {
                 written -= len;
                 continue;
             }
             // Keep the unwritten rest of this packet, shared, ahead of everything else.
-            io.pending
-                .push_back(p.bytes(format, shape).slice(written..));
+            io.pending.push_back(bytes.slice(written..));
             written = 0;
         }
     }

@@ -9,19 +9,20 @@
 //!
 //! What a stream makes for its consumers, it makes only while they are there: the RTP
 //! form while RTSP players play ([`Stream::want_rtp`]), HLS segments while HLS is asked
-//! for ([`Stream::want_hls`]), the FLV family's forms while they have players. A
+//! for ([`Stream::want_hls`]), the FLV family's forms while they have players, its
+//! audio in the other codec while consumers take that ([`Stream::want_transcoded`]). A
 //! consumer that arrives starts its output from the packets already in the ring.
 
 use crate::config::{Apps, StreamSettings};
-use crate::core::format::{self, FormatId, TsSource};
+use crate::core::format::{self, Format, FormatId, TsSource};
 use crate::core::packet::{Packet, Payload, RtpSource, Shape};
 use crate::core::protocol::Protocol;
 use crate::core::ring::{Ring, RingLimits};
-use crate::core::transcode::Transcoder;
+use crate::core::transcode::{self, Transcoder};
 use crate::hls::{HlsStream, Replay};
 use crate::record::{Recorder, Tap};
 use arc_swap::ArcSwap;
-use sluice_media::{MediaKind, Track};
+use sluice_media::{MediaKind, Track, TrackConfig};
 use std::collections::{HashMap, VecDeque};
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
@@ -115,9 +116,16 @@ pub struct Taps {
     rtp: Option<RtpSource>,
     /// RTSP players now: the RTP form is made while there are any.
     rtp_users: usize,
-    /// The AAC-to-Opus thread, while WebRTC players take its Opus.
-    opus: Option<Transcoder>,
-    opus_users: usize,
+    /// The transcoding thread (the stream's audio in the other codec), while consumers
+    /// take what it makes: claims, and HLS (whose TS variant takes AAC made from Opus).
+    transcoder: Option<Transcoder>,
+    transcoded_users: usize,
+    hls_transcoded: bool,
+    /// Counts transcoding threads started and stopped: a stopped one's late output
+    /// is dropped, so that a new run's never follows it in the ring.
+    transcoder_run: u64,
+    /// The stream's own audio is Opus: RTMP, FLV and MPEG-TS take the AAC made from it.
+    opus_audio: bool,
     /// The TS muxer of SRT players, made by the first of them.
     ts: Option<TsSource>,
     /// SRT players now: the TS form is made while there are any.
@@ -130,6 +138,9 @@ pub struct StreamState {
     pub metadata: Option<Arc<Packet>>,
     pub video_config: Option<Arc<Packet>>,
     pub audio_config: Option<Arc<Packet>>,
+    /// The decoder configuration of the audio the server makes from the stream's own
+    /// (AAC from Opus), while it does: what consumers of transcoded audio start with.
+    pub derived_audio_config: Option<Arc<Packet>>,
     pub has_video: bool,
     /// The session publishing now, if any.
     pub publisher: Option<u64>,
@@ -327,16 +338,27 @@ impl Drop for TsUse {
     }
 }
 
-/// A WebRTC player's claim on its stream's transcoded Opus (see [`Stream::want_opus`]).
+/// A consumer's claim on its stream's audio in the other codec (see
+/// [`Stream::want_transcoded`]).
 #[derive(Debug)]
-pub struct OpusUse(Arc<Stream>);
+pub struct TranscodeUse(Arc<Stream>);
 
-impl Drop for OpusUse {
+impl Drop for TranscodeUse {
     fn drop(&mut self) {
         let mut taps = self.0.taps();
-        taps.opus_users = taps.opus_users.saturating_sub(1);
-        if taps.opus_users == 0 {
-            taps.opus = None;
+        taps.transcoded_users = taps.transcoded_users.saturating_sub(1);
+        if taps.transcoded_users == 0 && !taps.hls_transcoded {
+            taps.stop_transcoder();
+        }
+    }
+}
+
+impl Taps {
+    /// Stops the transcoding thread: what it still makes is dropped
+    /// ([`Stream::push_derived`] takes only the current run's).
+    fn stop_transcoder(&mut self) {
+        if self.transcoder.take().is_some() {
+            self.transcoder_run += 1;
         }
     }
 }
@@ -345,9 +367,14 @@ impl StreamState {
     /// The metadata and decoder configurations now: what a reader placed at the ring's
     /// start gets first (see `cursor::Cursor::jump`).
     pub fn configs(&self) -> impl Iterator<Item = &Arc<Packet>> {
-        [&self.metadata, &self.video_config, &self.audio_config]
-            .into_iter()
-            .flatten()
+        [
+            &self.metadata,
+            &self.video_config,
+            &self.audio_config,
+            &self.derived_audio_config,
+        ]
+        .into_iter()
+        .flatten()
     }
 
     /// The current decoder configurations, video then audio.
@@ -414,6 +441,7 @@ impl Stream {
                 metadata: None,
                 video_config: None,
                 audio_config: None,
+                derived_audio_config: None,
                 has_video: false,
                 publisher: None,
                 generation: 0,
@@ -432,8 +460,11 @@ impl Stream {
             taps: Mutex::new(Taps {
                 rtp: config.rtp.then(RtpSource::new),
                 rtp_users: 0,
-                opus: None,
-                opus_users: 0,
+                transcoder: None,
+                transcoded_users: 0,
+                hls_transcoded: false,
+                transcoder_run: 0,
+                opus_audio: false,
                 ts: None,
                 ts_users: 0,
             }),
@@ -531,7 +562,12 @@ impl Stream {
     /// one starts it at the start keyframe, as [`Stream::want_rtp`] does the RTP form.
     pub fn want_ts(self: &Arc<Self>) -> TsUse {
         let mut taps = self.taps();
-        let Taps { ts, ts_users, .. } = &mut *taps;
+        let Taps {
+            ts,
+            ts_users,
+            opus_audio,
+            ..
+        } = &mut *taps;
         *ts_users += 1;
         if *ts_users == 1 {
             let mut packets = VecDeque::new();
@@ -539,55 +575,131 @@ impl Stream {
                 let state = self.lock();
                 let ring = &state.ring;
                 ring.copy_since(ring.start().unwrap_or(ring.next()), &mut packets);
-                state.tracks()
+                let [video, audio] = state.tracks();
+                let derived = state
+                    .derived_audio_config
+                    .as_ref()
+                    .and_then(|p| match &p.payload {
+                        Payload::Config(track) => Some(track.clone()),
+                        _ => None,
+                    });
+                [video, if *opus_audio { derived } else { audio }]
             };
             let [video, audio] = tracks;
             let source = ts.get_or_insert_with(|| TsSource::new(video, audio));
-            for packet in packets.iter().filter(|p| !p.derived) {
+            // TS takes the stream's own audio, or the AAC made from its Opus.
+            let derived_audio = *opus_audio;
+            for packet in &packets {
                 if let Payload::Media { frame, .. } = &packet.payload {
-                    packet.set_form(FormatId::TS, source.mux(frame));
+                    let audio = frame.kind == MediaKind::Audio;
+                    let takes = if audio {
+                        packet.derived == derived_audio
+                    } else {
+                        !packet.derived
+                    };
+                    if takes {
+                        packet.set_form(FormatId::TS, source.mux(frame));
+                    }
                 }
             }
         }
         TsUse(self.clone())
     }
 
-    /// A WebRTC player takes Opus transcoded from the stream's AAC until the returned
+    /// A consumer takes the stream's audio in the other codec (Opus made from AAC for a
+    /// WebRTC player, AAC made from Opus for RTMP, FLV and MPEG-TS) until the returned
     /// guard is dropped (`None`: this build does not transcode). The first one starts
     /// the stream's transcoding thread; see `transcode`.
-    pub fn want_opus(self: &Arc<Self>) -> Option<OpusUse> {
+    pub fn want_transcoded(self: &Arc<Self>) -> Option<TranscodeUse> {
         let mut taps = self.taps();
-        if taps.opus.is_none() {
-            let [_, audio] = self.lock().tracks();
-            taps.opus = Some(Transcoder::spawn(self, audio)?);
+        self.start_transcoder(&mut taps)?;
+        taps.transcoded_users += 1;
+        Some(TranscodeUse(self.clone()))
+    }
+
+    /// Starts the transcoding thread unless it runs; `None` when it cannot. A new one
+    /// gets the ring's audio from the start keyframe on (at most
+    /// [`transcode::BACKFILL`] frames), so that what a new player gets of the GOP
+    /// cache has audio too; the AAC made from Opus has its configuration at once.
+    fn start_transcoder(self: &Arc<Self>, taps: &mut Taps) -> Option<()> {
+        if taps.transcoder.is_some() {
+            return Some(());
         }
-        taps.opus_users += 1;
-        Some(OpusUse(self.clone()))
+        let mut packets = VecDeque::new();
+        let audio = {
+            let state = self.lock();
+            let ring = &state.ring;
+            ring.copy_since(ring.start().unwrap_or(ring.next()), &mut packets);
+            let [_, audio] = state.tracks();
+            audio
+        };
+        let derived = audio.as_deref().and_then(transcode::derived_track);
+        taps.transcoder_run += 1;
+        let run = taps.transcoder_run;
+        let mut transcoder = Transcoder::spawn(self, run, audio, derived.clone())?;
+        let own_audio = packets.iter().filter(|p| {
+            !p.derived && matches!(&p.payload, Payload::Media { frame, .. } if frame.kind == MediaKind::Audio)
+        });
+        let count = own_audio.clone().count();
+        let backfill = own_audio.skip(count.saturating_sub(transcode::BACKFILL));
+        if let Some(track) = &derived {
+            // Timed as the first frame made: players take its time as the track's.
+            let first = backfill.clone().next().map(|p| p.ts_ms);
+            self.set_derived_track(taps, track, first);
+        }
+        for packet in backfill {
+            if let Payload::Media { frame, .. } = &packet.payload {
+                transcoder.frame(frame);
+            }
+        }
+        taps.transcoder = Some(transcoder);
+        Some(())
     }
 
     /// Whether the stream's audio is being transcoded now.
     pub fn transcoding(&self) -> bool {
-        self.taps().opus.is_some()
+        self.taps().transcoder.is_some()
+    }
+
+    /// What a player of format `id` takes: every track, except that formats which
+    /// carry no Opus (all but RTP) take the AAC made from an Opus stream's audio
+    /// instead of it, when this build transcodes. See [`Stream::want_transcoded`].
+    pub fn format_for(&self, id: FormatId) -> Format {
+        let opus = self.taps().opus_audio;
+        if opus && id != FormatId::RTP && crate::core::transcode::AVAILABLE {
+            Format {
+                audio: false,
+                transcoded: true,
+                ..Format::all(id)
+            }
+        } else {
+            Format::all(id)
+        }
     }
 
     /// Someone asked for this stream's HLS: the segmenters run (again) if they were
     /// idle, starting from the oldest keyframe the ring keeps so that the first
     /// playlist already lists what the ring holds.
-    pub fn want_hls(&self) {
+    pub fn want_hls(self: &Arc<Self>) {
         self.hls.requested();
         if self.hls.segmenting() || !self.hls.enabled() {
             return;
         }
-        let _taps = self.taps();
+        let mut taps = self.taps();
         if self.hls.segmenting() {
             return;
         }
+        // The TS variant takes AAC made from an Opus stream's audio while segmenting.
+        if taps.opus_audio && self.start_transcoder(&mut taps).is_some() {
+            taps.hls_transcoded = true;
+        }
         let mut packets = VecDeque::new();
-        let (first, tracks, restarts) = {
+        let (first, tracks, restarts, derived) = {
             let state = self.lock();
             let ring = &state.ring;
             let first = ring.copy_since(ring.oldest_key().unwrap_or(ring.next()), &mut packets);
-            (first, state.tracks(), state.restarts.clone())
+            let derived = state.derived_audio_config.clone();
+            (first, state.tracks(), state.restarts.clone(), derived)
         };
         let newest = packets.back().map_or(0, |p| p.ts_ms);
         let replay = (first..).zip(&packets).flat_map(|(pos, p)| {
@@ -602,7 +714,13 @@ impl Stream {
             };
             restart.into_iter().chain(item)
         });
-        self.hls.start(&self.key, replay, &tracks);
+        // The TS variant's audio is the AAC made from Opus, from its first segment.
+        let derived = match derived.as_deref().map(|p| &p.payload) {
+            Some(Payload::Config(track)) => Some(Replay::DerivedTrack(track)),
+            _ => None,
+        };
+        self.hls
+            .start(&self.key, derived.into_iter().chain(replay), &tracks);
     }
 
     /// Waits until the stream has a keyframe to start players at (its tracks are known
@@ -645,9 +763,48 @@ impl Stream {
     }
 
     /// Appends a packet the server made from the stream's own ([`Packet::derived`]):
-    /// the stream's timeline is the publisher's, so it is not moved.
-    pub fn push_derived(&self, packet: Arc<Packet>) {
+    /// the stream's timeline is the publisher's, so it is not moved. AAC made from
+    /// Opus also goes to the consumers fed in stream order that take it: HLS's TS
+    /// variant, and SRT's TS form.
+    /// `run` is the transcoding thread's (see `Taps::transcoder_run`): a stopped
+    /// one's packets are dropped.
+    pub fn push_derived(&self, run: u64, packet: Arc<Packet>) {
+        let mut taps = self.taps();
+        if run != taps.transcoder_run {
+            return;
+        }
+        if let Payload::Media { frame, track } = &packet.payload {
+            if matches!(track.config, TrackConfig::Aac(_)) && taps.opus_audio {
+                self.hls.push_derived(&self.key, frame);
+                if taps.ts_users > 0 {
+                    if let Some(ts) = &mut taps.ts {
+                        packet.set_form(FormatId::TS, ts.mux(frame));
+                    }
+                }
+            }
+        }
         let mut state = self.lock();
+        state.ring.push(packet);
+        for s in &state.subscribers {
+            s.notify_one();
+        }
+        drop(state);
+        drop(taps);
+    }
+
+    /// The decoder configuration of the AAC the server makes from the stream's Opus:
+    /// consumers of transcoded audio get it first (a new player, HLS's TS variant,
+    /// SRT's TS muxer), and it goes in the ring as a derived packet.
+    /// Its time is `ts_ms`, else the newest packet's.
+    fn set_derived_track(&self, taps: &mut Taps, track: &Arc<Track>, ts_ms: Option<i64>) {
+        self.hls.set_derived_track(track);
+        if let Some(ts) = &mut taps.ts {
+            ts.set_track(track);
+        }
+        let mut state = self.lock();
+        let ts = ts_ms.or(state.last_ts_ms).unwrap_or(0);
+        let packet = Packet::derived(Payload::Config(track.clone()), ts, None);
+        state.derived_audio_config = Some(packet.clone());
         state.ring.push(packet);
         for s in &state.subscribers {
             s.notify_one();
@@ -657,19 +814,31 @@ impl Stream {
     /// Feeds a new media packet to the taps, builds the forms players wait for, and
     /// pushes it: the publisher's path for every frame. HLS gets the frame (while it
     /// segments), RTP gets made (while RTSP players play).
-    pub fn publish_media(&self, packet: Arc<Packet>) {
+    pub fn publish_media(self: &Arc<Self>, packet: Arc<Packet>) {
         let mut taps = self.taps();
+        // HLS's TS variant takes AAC made from Opus while HLS segments.
+        let hls_wants = taps.opus_audio && transcode::AVAILABLE && self.hls.segmenting();
+        if hls_wants && !taps.hls_transcoded {
+            taps.hls_transcoded = self.start_transcoder(&mut taps).is_some();
+        } else if taps.hls_transcoded && !hls_wants {
+            taps.hls_transcoded = false;
+            if taps.transcoded_users == 0 {
+                taps.stop_transcoder();
+            }
+        }
         if let Payload::Media { frame, .. } = &packet.payload {
             self.hls.push(&self.key, frame);
-            if let Some(opus) = taps.opus.as_mut().filter(|_| !packet.is_video()) {
-                opus.frame(frame);
+            if let Some(t) = taps.transcoder.as_mut().filter(|_| !packet.is_video()) {
+                t.frame(frame);
             }
             if taps.rtp_users > 0 {
                 if let Some(form) = taps.rtp.as_mut().and_then(|r| r.packetize(frame)) {
                     packet.set_rtp(form);
                 }
             }
-            if taps.ts_users > 0 {
+            // TS takes the AAC made from Opus instead (see `push_derived`).
+            let own_audio = frame.kind == MediaKind::Audio && !taps.opus_audio;
+            if taps.ts_users > 0 && (frame.kind == MediaKind::Video || own_audio) {
                 if let Some(ts) = &mut taps.ts {
                     packet.set_form(FormatId::TS, ts.mux(frame));
                 }
@@ -687,15 +856,25 @@ impl Stream {
         if let Some(rtp) = &mut taps.rtp {
             rtp.set_track(track);
         }
-        if let Some(ts) = &mut taps.ts {
+        let mut derived = None;
+        if track.kind() == MediaKind::Audio {
+            taps.opus_audio = matches!(track.config, TrackConfig::Opus(_));
+            derived = transcode::derived_track(track).filter(|_| taps.transcoder.is_some());
+            if let Some(derived) = &derived {
+                self.set_derived_track(&mut taps, derived, Some(packet.ts_ms));
+            }
+        }
+        // An Opus stream's TS muxer takes the AAC track (`set_derived_track`).
+        let ts_takes = track.kind() == MediaKind::Video || !taps.opus_audio;
+        if let Some(ts) = taps.ts.as_mut().filter(|_| ts_takes) {
             ts.set_track(track);
         }
-        if let Some(opus) = taps
-            .opus
+        if let Some(t) = taps
+            .transcoder
             .as_mut()
             .filter(|_| track.kind() == MediaKind::Audio)
         {
-            opus.track(track);
+            t.track(track, derived);
         }
         {
             let mut state = self.lock();

@@ -6,7 +6,7 @@
 //! detaching, counting and the closing log line exist once, here.
 
 use crate::core::fanout::{CloseReason, Fanout, LocalStream, Player, PlayerWait};
-use crate::core::hub::Stream;
+use crate::core::hub::{Stream, TranscodeUse};
 use crate::core::protocol::Protocol;
 use std::io;
 use std::rc::Rc;
@@ -34,6 +34,9 @@ pub struct Playing {
     local: Rc<LocalStream>,
     player: Rc<Player>,
     protocol: Protocol,
+    /// Keeps the stream's transcoding running while the player takes its output
+    /// (a format that carries no Opus, of an Opus stream: `Stream::format_for`).
+    _transcoded: Option<TranscodeUse>,
 }
 
 impl Playing {
@@ -48,12 +51,18 @@ impl Playing {
     ) -> Playing {
         crate::io::sock::cap_send_buffer(player.sock.tcp(), fanout.policy.send_buffer);
         stream.count_player(player.format.id, protocol, true);
+        let transcoded = player
+            .format
+            .transcoded
+            .then(|| stream.want_transcoded())
+            .flatten();
         let local = fanout.attach(stream, player.clone());
         Playing {
             fanout: fanout.clone(),
             local,
             player,
             protocol,
+            _transcoded: transcoded,
         }
     }
 

@@ -1,16 +1,23 @@
-//! AAC to Opus for WebRTC players, once per stream (see `sluice_transcode`).
+//! The stream's audio in the other codec, once per stream (see `sluice_transcode`):
+//! AAC to Opus for WebRTC players, Opus to AAC for the consumers that carry no Opus
+//! (RTMP, HTTP-FLV, WebSocket-FLV, HLS's MPEG-TS, SRT's MPEG-TS).
 //!
-//! Why a thread per stream: decoding, resampling and encoding cost about a percent of a
-//! core per stream, too much to do on a worker's event loop between other sessions'
-//! I/O, and too little to need a pool. The thread runs while the stream has WebRTC
-//! players that take transcoded audio (`hub::Stream::want_opus`): the publisher hands
-//! it each AAC frame through a bounded channel (never waiting on it), and it pushes
-//! each Opus frame into the stream's ring as a derived packet with its RTP form, which
-//! only those players take ([`crate::core::format::Format::transcoded`]).
+//! Why a thread per stream: decoding, (resampling) and encoding cost about half a
+//! percent of a core per stream, too much to do on a worker's event loop between other
+//! sessions' I/O, and too little to need a pool. The thread runs while the stream has
+//! consumers that take transcoded audio (`hub::Stream::want_transcoded`): the
+//! publisher hands it each audio frame through a bounded channel (never waiting on
+//! it), and it pushes each frame it makes into the stream's ring as a derived packet
+//! ([`crate::core::packet::Packet::derived`]), which only those consumers take
+//! ([`crate::core::format::Format::transcoded`]): Opus with its RTP form, AAC after
+//! its decoder configuration, which the hub sets when the thread starts
+//! ([`derived_track`]).
 //!
-//! Opus starts with the first AAC frame after the first such player came: the frames
-//! of the GOP cache before it are not transcoded, so a new player's audio may start a
-//! little after its video.
+//! Which way is the stream's audio track's: AAC is made into Opus, Opus into AAC,
+//! anything else into nothing. When the thread starts, the hub hands it the audio of
+//! the ring from its start keyframe (the GOP cache a new player gets), then each new
+//! frame: a player's audio starts with its video, a moment later. Output times are
+//! the input's (the chains count samples from it), so audio and video stay in step.
 
 use crate::core::hub::Stream;
 use sluice_media::{Frame, Track};
@@ -20,16 +27,41 @@ use std::sync::{Arc, Weak};
 /// Whether this build transcodes (the `transcode` cargo feature).
 pub const AVAILABLE: bool = cfg!(feature = "transcode");
 
-/// AAC frames waiting for the thread, at most (about 5 s at 48 kHz): past it, frames
-/// are dropped rather than hold the publisher.
+/// Audio frames waiting for the thread, at most (about 5 s of AAC or Opus): past it,
+/// frames are dropped rather than hold the publisher.
 const BACKLOG: usize = 256;
+
+/// Frames of the ring handed to a thread that starts, at most (half the backlog,
+/// 2.5 s or more): the newest of the GOP cache, so that live frames still fit.
+pub const BACKFILL: usize = BACKLOG / 2;
 
 /// What the publisher hands the thread.
 #[derive(Debug)]
 #[cfg_attr(not(feature = "transcode"), allow(dead_code))]
 enum Input {
-    Track(Arc<Track>),
+    /// The stream's audio track, and the track made from it (see [`derived_track`]).
+    Track {
+        own: Arc<Track>,
+        derived: Option<Arc<Track>>,
+    },
     Frame(Frame),
+}
+
+/// The track of the AAC made from an Opus `track`: known before the first frame, so
+/// that the hub hands it to consumers at once (`hub::Stream::want_transcoded`). `None`
+/// for other codecs (Opus made from AAC needs no configuration in band) and in builds
+/// that do not transcode.
+pub fn derived_track(track: &Track) -> Option<Arc<Track>> {
+    #[cfg(feature = "transcode")]
+    if let sluice_media::TrackConfig::Opus(c) = &track.config {
+        let asc = sluice_transcode::OpusToAac::audio_specific_config_for(c.channels.into());
+        let config = sluice_media::codec::AacConfig::parse(bytes::Bytes::copy_from_slice(&asc));
+        return config
+            .ok()
+            .map(|c| Arc::new(Track::new(sluice_media::TrackConfig::Aac(c))));
+    }
+    let _ = track;
+    None
 }
 
 /// The publisher's side of a stream's transcoding thread; dropping it ends the thread.
@@ -40,9 +72,15 @@ pub struct Transcoder {
 }
 
 impl Transcoder {
-    /// Starts the thread for `stream`, whose audio is `track` now; `None` when this
-    /// build does not transcode or no thread could be started.
-    pub fn spawn(stream: &Arc<Stream>, track: Option<Arc<Track>>) -> Option<Transcoder> {
+    /// Starts the thread for `stream`, whose audio is `track` now, made into
+    /// `derived`; `None` when this build does not transcode or no thread could be
+    /// started.
+    pub fn spawn(
+        stream: &Arc<Stream>,
+        run: u64,
+        track: Option<Arc<Track>>,
+        derived: Option<Arc<Track>>,
+    ) -> Option<Transcoder> {
         if !AVAILABLE {
             return None;
         }
@@ -50,22 +88,25 @@ impl Transcoder {
         let weak = Arc::downgrade(stream);
         let key = stream.key.clone();
         let spawned = std::thread::Builder::new()
-            .name(format!("opus-{}", stream.id))
-            .spawn(move || run(weak, key, rx));
+            .name(format!("transcode-{}", stream.id))
+            .spawn(move || transcode(weak, run, key, rx));
         if let Err(e) = spawned {
             tracing::warn!(stream = %stream.key, "transcoding not started: {e}");
             return None;
         }
         let mut t = Transcoder { tx, dropped: 0 };
-        if let Some(track) = track {
-            t.send(Input::Track(track));
+        if let Some(own) = track {
+            t.send(Input::Track { own, derived });
         }
         Some(t)
     }
 
-    /// A new decoder configuration of the stream.
-    pub fn track(&mut self, track: &Arc<Track>) {
-        self.send(Input::Track(track.clone()));
+    /// A new audio configuration of the stream, made into `derived`.
+    pub fn track(&mut self, track: &Arc<Track>, derived: Option<Arc<Track>>) {
+        self.send(Input::Track {
+            own: track.clone(),
+            derived,
+        });
     }
 
     /// An audio frame of the stream.
@@ -89,67 +130,136 @@ impl Transcoder {
     }
 }
 
+/// The chain running now, the way the stream's audio track says.
 #[cfg(feature = "transcode")]
-fn run(stream: Weak<Stream>, key: String, rx: mpsc::Receiver<Input>) {
-    use crate::core::packet::{Packet, Payload, RtpSource};
-    use sluice_media::codec::OpusConfig;
-    use sluice_media::{MediaKind, TrackConfig};
-    use sluice_transcode::AacToOpus;
+enum Chain {
+    /// AAC in, Opus (and its RTP form) out, for WebRTC players.
+    ToOpus {
+        chain: Box<sluice_transcode::AacToOpus>,
+        track: Arc<Track>,
+        rtp: crate::core::packet::RtpSource,
+    },
+    /// Opus in, AAC out, for RTMP, FLV and MPEG-TS consumers.
+    ToAac {
+        chain: sluice_transcode::OpusToAac,
+        track: Arc<Track>,
+    },
+}
 
+#[cfg(feature = "transcode")]
+impl Chain {
+    /// The chain for the stream's audio `track`, making `derived` (AAC from Opus);
+    /// `None` for a codec nothing is made from.
+    fn new(
+        track: &Track,
+        derived: Option<Arc<Track>>,
+    ) -> Option<Result<Chain, sluice_transcode::Error>> {
+        use sluice_media::codec::OpusConfig;
+        use sluice_media::TrackConfig;
+        Some(match &track.config {
+            TrackConfig::Aac(c) => sluice_transcode::AacToOpus::new(&c.asc).map(|chain| {
+                let chain = Box::new(chain);
+                let track = Arc::new(Track::new(TrackConfig::Opus(OpusConfig::stereo_48k())));
+                let mut rtp = crate::core::packet::RtpSource::new();
+                rtp.set_track(&track);
+                Chain::ToOpus { chain, track, rtp }
+            }),
+            TrackConfig::Opus(c) => {
+                let track = derived?;
+                sluice_transcode::OpusToAac::new(usize::from(c.channels))
+                    .map(|chain| Chain::ToAac { chain, track })
+            }
+            _ => return None,
+        })
+    }
+
+    fn name(&self) -> &'static str {
+        match self {
+            Chain::ToOpus { .. } => "AAC to Opus for WebRTC players",
+            Chain::ToAac { .. } => "Opus to AAC for RTMP, FLV and MPEG-TS players",
+        }
+    }
+
+    /// Feeds one frame and pushes what comes out into `stream`'s ring.
+    fn push(
+        &mut self,
+        frame: &Frame,
+        stream: &Stream,
+        run: u64,
+    ) -> Result<(), sluice_transcode::Error> {
+        use crate::core::packet::{Packet, Payload};
+        use sluice_media::MediaKind;
+        let made = |payload: Vec<u8>, pts: i64, track: &Arc<Track>| {
+            let frame = Frame {
+                kind: MediaKind::Audio,
+                dts: pts,
+                pts,
+                keyframe: true,
+                payload: payload.into(),
+            };
+            (frame, track.clone(), Frame::ms_from_ticks(pts))
+        };
+        match self {
+            Chain::ToOpus { chain, track, rtp } => {
+                let result = chain.push(&frame.payload, frame.pts);
+                while let Some(out) = chain.pop() {
+                    let (frame, track, ts) = made(out.data, out.pts, track);
+                    let form = rtp.packetize(&frame);
+                    let payload = Payload::Media { frame, track };
+                    stream.push_derived(run, Packet::derived(payload, ts, form));
+                }
+                result
+            }
+            Chain::ToAac { chain, track } => {
+                let result = chain.push(&frame.payload, frame.pts);
+                while let Some(out) = chain.pop() {
+                    let (frame, track, ts) = made(out.data, out.pts, track);
+                    let payload = Payload::Media { frame, track };
+                    stream.push_derived(run, Packet::derived(payload, ts, None));
+                }
+                result
+            }
+        }
+    }
+}
+
+#[cfg(feature = "transcode")]
+fn transcode(stream: Weak<Stream>, run: u64, key: String, rx: mpsc::Receiver<Input>) {
     let span = tracing::info_span!("transcode", stream = %key);
     let _enter = span.enter();
-    tracing::info!("AAC to Opus for WebRTC players: started");
-    let opus = Arc::new(Track::new(TrackConfig::Opus(OpusConfig::stereo_48k())));
-    let mut rtp = RtpSource::new();
-    rtp.set_track(&opus);
-    let mut chain: Option<AacToOpus> = None;
+    let mut chain: Option<Chain> = None;
     let mut errors = 0u64;
     while let Ok(input) = rx.recv() {
-        let aac = match input {
-            Input::Track(track) => {
-                chain = match &track.config {
-                    TrackConfig::Aac(c) => match AacToOpus::new(&c.asc) {
-                        Ok(t) => Some(t),
-                        Err(e) => {
-                            tracing::warn!("WebRTC players get no audio: {e}");
-                            None
-                        }
-                    },
-                    _ => None,
+        let Some(stream) = stream.upgrade() else {
+            return;
+        };
+        let frame = match input {
+            Input::Track { own, derived } => {
+                chain = match Chain::new(&own, derived) {
+                    Some(Ok(c)) => {
+                        tracing::info!("{}: started", c.name());
+                        Some(c)
+                    }
+                    Some(Err(e)) => {
+                        tracing::warn!("the other codec's players get no audio: {e}");
+                        None
+                    }
+                    None => None,
                 };
                 continue;
             }
             Input::Frame(frame) => frame,
         };
-        let Some(t) = &mut chain else { continue };
-        if let Err(e) = t.push(&aac.payload, aac.pts) {
+        let Some(c) = &mut chain else { continue };
+        if let Err(e) = c.push(&frame, &stream, run) {
             errors += 1;
             if errors.is_power_of_two() {
                 tracing::info!(errors, "{e}");
             }
         }
-        while let Some(out) = t.pop() {
-            let Some(stream) = stream.upgrade() else {
-                return;
-            };
-            let frame = Frame {
-                kind: MediaKind::Audio,
-                dts: out.pts,
-                pts: out.pts,
-                keyframe: true,
-                payload: out.data.into(),
-            };
-            let form = rtp.packetize(&frame);
-            let ts = Frame::ms_from_ticks(out.pts);
-            let payload = Payload::Media {
-                frame,
-                track: opus.clone(),
-            };
-            stream.push_derived(Packet::derived(payload, ts, form));
-        }
     }
-    tracing::info!("AAC to Opus: stopped");
+    tracing::info!("transcoding stopped");
 }
 
 #[cfg(not(feature = "transcode"))]
-fn run(_: Weak<Stream>, _: String, _: mpsc::Receiver<Input>) {}
+fn transcode(_: Weak<Stream>, _: u64, _: String, _: mpsc::Receiver<Input>) {}

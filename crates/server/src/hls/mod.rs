@@ -129,6 +129,8 @@ pub enum Replay<'a> {
     Frame(&'a Frame, &'a Arc<Track>, i64),
     /// A publisher came back here.
     Discontinuity,
+    /// The AAC the server makes from the stream's Opus: the TS variant's audio.
+    DerivedTrack(&'a Arc<Track>),
 }
 
 #[derive(Debug)]
@@ -139,6 +141,9 @@ struct Segmenters {
     fmp4: Fmp4Segmenter,
     video: Option<Arc<Track>>,
     audio: Option<Arc<Track>>,
+    /// The AAC the server makes from an Opus stream's audio: the TS variant takes it
+    /// instead of the Opus, which MPEG-TS players lack; fMP4 keeps the Opus.
+    ts_audio: Option<Arc<Track>>,
     ts_files: BTreeMap<u64, Arc<MemFile>>,
     fmp4_files: BTreeMap<u64, Arc<MemFile>>,
     /// Making in-memory files failed once (no memfd): segments stay on the heap.
@@ -154,6 +159,7 @@ impl Segmenters {
             fmp4: Fmp4Segmenter::new(config)?,
             video: None,
             audio: None,
+            ts_audio: None,
             ts_files: BTreeMap::new(),
             fmp4_files: BTreeMap::new(),
             no_files: false,
@@ -166,10 +172,18 @@ impl Segmenters {
             sluice_media::MediaKind::Video => self.video = Some(track.clone()),
             sluice_media::MediaKind::Audio => self.audio = Some(track.clone()),
         }
+        let ts_audio = self.ts_audio.as_ref().or(self.audio.as_ref());
         self.ts
-            .set_tracks(self.video.as_deref(), self.audio.as_deref());
+            .set_tracks(self.video.as_deref(), ts_audio.map(|t| &**t));
         self.fmp4
             .set_tracks(self.video.as_deref(), self.audio.as_deref());
+    }
+
+    /// The TS variant takes `track` (AAC made from the stream's Opus) as its audio.
+    fn set_derived_track(&mut self, track: &Arc<Track>) {
+        self.ts_audio = Some(track.clone());
+        self.ts
+            .set_tracks(self.video.as_deref(), self.ts_audio.as_deref());
     }
 
     /// The next segment of each variant starts with a discontinuity.
@@ -195,8 +209,12 @@ impl Segmenters {
             self.ts.timeline().revision(),
             self.fmp4.timeline().revision(),
         );
-        if let Err(e) = self.ts.push(frame, wall_clock_ms) {
-            tracing::debug!(stream = %key, "TS segmenter dropped media: {e}");
+        // With AAC made for it, TS takes that instead of the stream's own audio.
+        let ts_takes = frame.kind == sluice_media::MediaKind::Video || self.ts_audio.is_none();
+        if ts_takes {
+            if let Err(e) = self.ts.push(frame, wall_clock_ms) {
+                tracing::debug!(stream = %key, "TS segmenter dropped media: {e}");
+            }
         }
         if let Err(e) = self.fmp4.push(frame, wall_clock_ms) {
             tracing::debug!(stream = %key, "fMP4 segmenter dropped media: {e}");
@@ -208,6 +226,19 @@ impl Segmenters {
             tracing::debug!(stream = %key, hls_bytes = self.memory(), "HLS segment");
         }
         ts || fmp4
+    }
+
+    /// Adds one frame of the AAC made from the stream's Opus, to TS only; returns
+    /// whether a playlist changed.
+    fn push_derived(&mut self, key: &str, frame: &Frame, wall_clock_ms: i64) -> bool {
+        if self.ts_audio.is_none() {
+            return false;
+        }
+        let before = self.ts.timeline().revision();
+        if let Err(e) = self.ts.push(frame, wall_clock_ms) {
+            tracing::debug!(stream = %key, "TS segmenter dropped transcoded audio: {e}");
+        }
+        self.ts.timeline().revision() != before
     }
 
     /// Moves each newly completed segment into a sealed in-memory file when `wanted`
@@ -492,6 +523,7 @@ impl HlsStream {
                     frames += 1;
                 }
                 Replay::Discontinuity => s.discontinuity(),
+                Replay::DerivedTrack(track) => s.set_derived_track(track),
             }
         }
         for track in current.iter().flatten() {
@@ -524,6 +556,31 @@ impl HlsStream {
     /// a start takes the current ones from the hub).
     pub fn set_track(&self, track: &Arc<Track>) {
         self.with(|s| s.set_track(track));
+    }
+
+    /// The AAC made from the stream's Opus: the TS variant's audio from now on
+    /// (ignored while not segmenting: a start takes it from the hub).
+    pub fn set_derived_track(&self, track: &Arc<Track>) {
+        self.with(|s| s.set_derived_track(track));
+    }
+
+    /// One frame of the AAC made from the stream's Opus, while segmenting: TS only.
+    pub fn push_derived(&self, key: &str, frame: &Frame) {
+        if !self.segmenting() {
+            return;
+        }
+        let now = wall_clock_ms();
+        let changed = self.with(|s| {
+            if s.push_derived(key, frame, now) {
+                s.sync_files(key, self.files_wanted());
+                Some(self.snapshot(key, s))
+            } else {
+                None
+            }
+        });
+        if let Some(Some(view)) = changed {
+            self.publish(view);
+        }
     }
 
     /// A publisher came back: the next segment is marked as a discontinuity.

@@ -17,7 +17,7 @@ use super::router::{self, Action, Listener};
 use super::Worker;
 use super::CORS_HEADERS;
 use crate::core::fanout::Player;
-use crate::core::format::{Format, FormatId};
+use crate::core::format::FormatId;
 use crate::core::play::Playing;
 use crate::io::sock::{Pipe, Sock};
 use bytes::Bytes;
@@ -217,7 +217,7 @@ async fn flv(ctx: &Rc<Worker>, key: &str) -> http::Response<H2Body> {
     let player = Player::new(
         id,
         Rc::new(Sock::new(pipe.clone())),
-        Format::all(FormatId::FLV),
+        stream.format_for(FormatId::FLV),
     );
     let playing = Playing::start(
         &ctx.fanout,

@@ -20,7 +20,7 @@ mod router;
 mod vod;
 
 use crate::core::fanout::Player;
-use crate::core::format::{Format, FormatId};
+use crate::core::format::FormatId;
 use crate::ctx::{Accept, Ctx};
 use crate::driver::{self, Adapter, Conn, DriveError, Next};
 use crate::io::sock::{write_all, IntoSock, Sock};
@@ -297,10 +297,10 @@ impl Http {
                 // No Sec-WebSocket-Key: answered 400.
                 return Ok(());
             }
-            (Format::all(FormatId::WS_FLV), Protocol::WsFlv)
+            (stream.format_for(FormatId::WS_FLV), Protocol::WsFlv)
         } else {
             conn.session.stream(200, &router::FLV_HEADERS);
-            (Format::all(FormatId::FLV), Protocol::Flv)
+            (stream.format_for(FormatId::FLV), Protocol::Flv)
         };
         tracing::info!(stream = %stream.key, ?format, "play");
         let player = Player::new(conn.id, conn.sock.clone(), format);

@@ -8,7 +8,7 @@
 
 use crate::auth::{Action, Credentials, Request};
 use crate::core::fanout::{CloseReason, Player};
-use crate::core::format::{Format, FormatId};
+use crate::core::format::FormatId;
 use crate::core::ingest::Publisher;
 use crate::core::protocol::Protocol;
 use crate::ctx::{Accept, Ctx};
@@ -231,7 +231,11 @@ impl Rtmp {
         };
         tracing::info!(stream = %key, "play");
         conn.session.accept_play();
-        let player = Player::new(conn.id, conn.sock.clone(), Format::all(FormatId::RTMP));
+        let player = Player::new(
+            conn.id,
+            conn.sock.clone(),
+            stream.format_for(FormatId::RTMP),
+        );
         conn.play(&stream, player, Protocol::Rtmp);
         self.vod = vod;
         Ok(())

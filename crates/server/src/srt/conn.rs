@@ -7,7 +7,7 @@ use super::socket::Socket;
 use super::Shared;
 use crate::auth::{Action, Credentials, Request};
 use crate::core::fanout::Player;
-use crate::core::format::{Format, FormatId};
+use crate::core::format::FormatId;
 use crate::core::ingest::Publisher;
 use crate::core::play::{PlayEnd, Playing};
 use crate::core::protocol::Protocol;
@@ -237,7 +237,7 @@ async fn run(
             conn.flush(Instant::now());
             let _ts = stream.want_ts();
             let out = Rc::new(Sock::new(SrtOut(conn.clone())));
-            let player = Player::new(id, out, Format::all(FormatId::TS));
+            let player = Player::new(id, out, stream.format_for(FormatId::TS));
             client.playing(&stream.key, &player);
             let playing = Playing::start(&ctx.fanout, &stream, player, Protocol::Srt);
             let reason = serve(&conn, client, Some(&playing)).await;

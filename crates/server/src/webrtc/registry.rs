@@ -3,7 +3,7 @@
 //! a bounded count and lifetime), and the session behind each WHEP resource URL.
 
 use crate::core::format::Format;
-use crate::core::hub::{OpusUse, Stream};
+use crate::core::hub::{Stream, TranscodeUse};
 use crate::core::limits::UdpSlot;
 use sluice_webrtc::Peer;
 use std::collections::HashMap;
@@ -19,7 +19,7 @@ pub enum Job {
     Play {
         stream: Arc<Stream>,
         format: Format,
-        opus: Option<OpusUse>,
+        opus: Option<TranscodeUse>,
     },
     /// Publish `key` (WHIP) from `ip`.
     Publish { key: String, ip: IpAddr },

@@ -126,7 +126,9 @@ pub(crate) async fn post(
     let role = Role::Play(offered);
     answer_and_park(ctx, registry, offer, role, key, "whep", client, |peer| {
         let (video, audio) = peer.sends();
-        let opus = (audio && transcoded).then(|| stream.want_opus()).flatten();
+        let opus = (audio && transcoded)
+            .then(|| stream.want_transcoded())
+            .flatten();
         let format = Format {
             id: FormatId::RTP,
             video,

@@ -118,7 +118,7 @@ impl OutputFormat for WsFlv {
     }
 
     fn build(&self, packet: &Packet, shape: &Shape) -> Bytes {
-        let tag = packet.bytes(super::Format::all(FormatId::FLV), shape);
+        let tag = packet.bytes(super::Format::every(FormatId::FLV), shape);
         if tag.is_empty() {
             return Bytes::new();
         }

@@ -133,6 +133,17 @@ impl Format {
         }
     }
 
+    /// Every packet, the stream's own and the server's: for a form built from another
+    /// format's (RTMP's and WebSocket-FLV's from FLV's), whose player chose already.
+    pub const fn every(id: FormatId) -> Format {
+        Format {
+            id,
+            video: true,
+            audio: true,
+            transcoded: true,
+        }
+    }
+
     /// Whether `packet` goes to the player (metadata: the format decides).
     pub fn wants(self, packet: &Packet) -> bool {
         if packet.derived {

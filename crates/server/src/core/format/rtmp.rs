@@ -17,7 +17,7 @@ impl OutputFormat for Rtmp {
     }
 
     fn build(&self, packet: &Packet, shape: &Shape) -> Bytes {
-        let tag = packet.bytes(Format::all(FormatId::FLV), shape);
+        let tag = packet.bytes(Format::every(FormatId::FLV), shape);
         let Some((tag_type, body)) = tag_parts(tag) else {
             return Bytes::new();
         };
