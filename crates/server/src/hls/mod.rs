@@ -570,8 +570,14 @@ impl HlsStream {
             return;
         }
         let now = wall_clock_ms();
+        self.segment_with(key, |s| s.push_derived(key, frame, now));
+    }
+
+    /// Runs `push` (a frame into the segmenters: `true` when a part or segment was
+    /// completed) and publishes the new snapshot if it says so.
+    fn segment_with(&self, key: &str, push: impl FnOnce(&mut Segmenters) -> bool) {
         let changed = self.with(|s| {
-            if s.push_derived(key, frame, now) {
+            if push(s) {
                 s.sync_files(key, self.files_wanted());
                 Some(self.snapshot(key, s))
             } else {
@@ -623,17 +629,7 @@ impl HlsStream {
         if idle {
             return self.stop(key);
         }
-        let changed = self.with(|s| {
-            if s.push(key, frame, now) {
-                s.sync_files(key, self.files_wanted());
-                Some(self.snapshot(key, s))
-            } else {
-                None
-            }
-        });
-        if let Some(Some(view)) = changed {
-            self.publish(view);
-        }
+        self.segment_with(key, |s| s.push(key, frame, now));
     }
 
     /// The stream ended: playlists get `EXT-X-ENDLIST`.
