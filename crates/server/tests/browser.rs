@@ -491,7 +491,7 @@ fn start_of<'a>(streams: &'a str, kind: &str) -> Option<(&'a str, f64)> {
     not(all(have_ffmpeg, have_chromium)),
     ignore = "needs ffmpeg and chromium"
 )]
-fn chromium_publishes_opus_over_whip_and_rtmp_flv_and_hls_ts_players_get_aac() {
+fn chromium_publishes_opus_over_whip_and_rtmp_flv_hls_ts_and_srt_players_get_aac() {
     if !have_ffmpeg() || !have("chromium") {
         return;
     }
@@ -535,6 +535,10 @@ fn chromium_publishes_opus_over_whip_and_rtmp_flv_and_hls_ts_players_get_aac() {
         format!("rtmp://{}/live/opus", server.rtmp),
         format!("http://{}/live/opus.flv", server.http),
         format!("http://{}/live/opus.m3u8", server.http),
+        format!(
+            "srt://127.0.0.1:{}?streamid=read:live/opus",
+            server.srt.expect("SRT").port()
+        ),
     ];
     let readers: Vec<_> = urls
         .into_iter()
@@ -555,7 +559,8 @@ fn chromium_publishes_opus_over_whip_and_rtmp_flv_and_hls_ts_players_get_aac() {
         let (_, a) = audio.expect("audio");
         let (_, v) = start_of(&streams, "video").expect("video");
         // FLV's times are whole milliseconds.
-        let within = if url.ends_with(".m3u8") {
+        // TS (HLS, SRT) carries what the muxer had when the player came.
+        let within = if url.ends_with(".m3u8") || url.starts_with("srt:") {
             0.1
         } else {
             one_frame + 0.001
