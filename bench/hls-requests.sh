@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
-# HLS segment requests per second (wrk), and whether HLS viewer sessions serialize:
-# the same segment fetched over and over by 100 keep-alive connections carrying no
-# cookie, one shared cookie, or a different cookie per request (the viewer table is
-# per worker, so a shared cookie must cost no more than distinct ones). Sluice serves
+# HLS segment requests per second (wrk): the same segment fetched over and over by 100
+# keep-alive connections carrying no cookie, one shared cookie, or a different cookie
+# per request. Viewers are counted by the segments they fetch (one atomic add per
+# request, src/hls/audience.rs) and no cookie is read, so the three rows must match:
+# a cookie-less player costs what one with a cookie costs. Sluice serves
 # from memory (sendfile from sealed memfds on plain HTTP); nginx-rtmp's HLS files are
 # served by nginx with sendfile, side by side. Server on core 0, wrk on core 1.
 #
