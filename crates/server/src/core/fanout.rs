@@ -121,6 +121,11 @@ impl Mirror {
         self.packets
             .get(usize::try_from(pos.checked_sub(self.first)?).ok()?)
     }
+
+    /// The decode time (ms) of the packet at `pos`; `i64::MIN` where there is none.
+    fn ts_ms(&self, pos: u64) -> i64 {
+        self.get(pos).map_or(i64::MIN, |p| p.ts_ms)
+    }
 }
 
 /// One viewer: a socket, a format, and where it is in the stream.
@@ -547,7 +552,7 @@ impl LocalStream {
                     .filter(|&p| p <= start && m.get(p).is_some());
                 let at = hint.unwrap_or(start);
                 cursor.jump(at, &m.init, queue);
-                *start_ms = m.get(at).map_or(i64::MIN, |p| p.ts_ms);
+                *start_ms = m.ts_ms(at);
                 self.first_frame
                     .observe(player.created.elapsed().as_secs_f64());
             }
@@ -564,7 +569,7 @@ impl LocalStream {
                     // `start` follows the current video configuration (the ring resets
                     // it on a new one), which the skipped span may have held.
                     cursor.jump(start, &m.init, queue);
-                    *start_ms = m.get(start).map_or(i64::MIN, |p| p.ts_ms);
+                    *start_ms = m.ts_ms(start);
                     *skips += 1;
                     self.stream.skips.fetch_add(1, Ordering::Relaxed);
                     tracing::debug!(
@@ -581,8 +586,6 @@ impl LocalStream {
         true
     }
 
-    /// Advances past `written` bytes: pending first, then packets from the cursor; a
-    /// packet written in part leaves its rest in `pending`.
     /// The bytes of `p` for a player of `format` that started at `start_ms` (see
     /// [`PlayerIo::start_ms`]).
     fn bytes_for<'a>(p: &'a Packet, format: Format, shape: &Shape, start_ms: i64) -> &'a Bytes {
@@ -593,6 +596,8 @@ impl LocalStream {
         p.bytes(format, shape)
     }
 
+    /// Advances past `written` bytes: pending first, then packets from the cursor; a
+    /// packet written in part leaves its rest in `pending`.
     fn consume(m: &Mirror, format: Format, shape: &Shape, io: &mut PlayerIo, written: usize) {
         let mut written = Self::consume_pending(io, written);
         while written > 0 {

@@ -363,6 +363,30 @@ impl Taps {
     }
 }
 
+/// The track a configuration packet carries.
+fn track_of(config: &Option<Arc<Packet>>) -> Option<Arc<Track>> {
+    match config.as_deref().map(|p| &p.payload) {
+        Some(Payload::Config(track)) => Some(track.clone()),
+        _ => None,
+    }
+}
+
+/// Whether the TS form (SRT players, and HLS's TS variant alike) takes `packet`: the
+/// stream's own video, and its own audio or, for an Opus stream (`opus_audio`), the
+/// AAC made from it.
+fn ts_takes(packet: &Packet, opus_audio: bool) -> bool {
+    match &packet.payload {
+        Payload::Media { frame, track } if frame.kind == MediaKind::Audio => {
+            if packet.derived {
+                opus_audio && matches!(track.config, TrackConfig::Aac(_))
+            } else {
+                !opus_audio
+            }
+        }
+        _ => !packet.derived,
+    }
+}
+
 impl StreamState {
     /// The metadata and decoder configurations now: what a reader placed at the ring's
     /// start gets first (see `cursor::Cursor::jump`).
@@ -379,10 +403,12 @@ impl StreamState {
 
     /// The current decoder configurations, video then audio.
     pub fn tracks(&self) -> [Option<Arc<Track>>; 2] {
-        [&self.video_config, &self.audio_config].map(|p| match p.as_deref().map(|p| &p.payload) {
-            Some(Payload::Config(track)) => Some(track.clone()),
-            _ => None,
-        })
+        [&self.video_config, &self.audio_config].map(track_of)
+    }
+
+    /// The track of the audio the server makes from the stream's own, while it does.
+    fn derived_audio_track(&self) -> Option<Arc<Track>> {
+        track_of(&self.derived_audio_config)
     }
 
     /// A returning publisher's media begins at the next position: HLS marks a
@@ -576,30 +602,18 @@ impl Stream {
                 let ring = &state.ring;
                 ring.copy_since(ring.start().unwrap_or(ring.next()), &mut packets);
                 let [video, audio] = state.tracks();
-                let derived = state
-                    .derived_audio_config
-                    .as_ref()
-                    .and_then(|p| match &p.payload {
-                        Payload::Config(track) => Some(track.clone()),
-                        _ => None,
-                    });
-                [video, if *opus_audio { derived } else { audio }]
+                let audio = if *opus_audio {
+                    state.derived_audio_track()
+                } else {
+                    audio
+                };
+                [video, audio]
             };
             let [video, audio] = tracks;
             let source = ts.get_or_insert_with(|| TsSource::new(video, audio));
-            // TS takes the stream's own audio, or the AAC made from its Opus.
-            let derived_audio = *opus_audio;
-            for packet in &packets {
+            for packet in packets.iter().filter(|p| ts_takes(p, *opus_audio)) {
                 if let Payload::Media { frame, .. } = &packet.payload {
-                    let audio = frame.kind == MediaKind::Audio;
-                    let takes = if audio {
-                        packet.derived == derived_audio
-                    } else {
-                        !packet.derived
-                    };
-                    if takes {
-                        packet.set_form(FormatId::TS, source.mux(frame));
-                    }
+                    packet.set_form(FormatId::TS, source.mux(frame));
                 }
             }
         }
@@ -698,7 +712,7 @@ impl Stream {
             let state = self.lock();
             let ring = &state.ring;
             let first = ring.copy_since(ring.oldest_key().unwrap_or(ring.next()), &mut packets);
-            let derived = state.derived_audio_config.clone();
+            let derived = state.derived_audio_track();
             (first, state.tracks(), state.restarts.clone(), derived)
         };
         let newest = packets.back().map_or(0, |p| p.ts_ms);
@@ -715,10 +729,7 @@ impl Stream {
             restart.into_iter().chain(item)
         });
         // The TS variant's audio is the AAC made from Opus, from its first segment.
-        let derived = match derived.as_deref().map(|p| &p.payload) {
-            Some(Payload::Config(track)) => Some(Replay::DerivedTrack(track)),
-            _ => None,
-        };
+        let derived = derived.as_ref().map(Replay::DerivedTrack);
         self.hls
             .start(&self.key, derived.into_iter().chain(replay), &tracks);
     }
@@ -773,8 +784,8 @@ impl Stream {
         if run != taps.transcoder_run {
             return;
         }
-        if let Payload::Media { frame, track } = &packet.payload {
-            if matches!(track.config, TrackConfig::Aac(_)) && taps.opus_audio {
+        if let Payload::Media { frame, .. } = &packet.payload {
+            if ts_takes(&packet, taps.opus_audio) {
                 self.hls.push_derived(&self.key, frame);
                 if taps.ts_users > 0 {
                     if let Some(ts) = &mut taps.ts {
@@ -836,9 +847,8 @@ impl Stream {
                     packet.set_rtp(form);
                 }
             }
-            // TS takes the AAC made from Opus instead (see `push_derived`).
-            let own_audio = frame.kind == MediaKind::Audio && !taps.opus_audio;
-            if taps.ts_users > 0 && (frame.kind == MediaKind::Video || own_audio) {
+            // An Opus stream's TS takes the AAC made from it instead (`push_derived`).
+            if taps.ts_users > 0 && ts_takes(&packet, taps.opus_audio) {
                 if let Some(ts) = &mut taps.ts {
                     packet.set_form(FormatId::TS, ts.mux(frame));
                 }

@@ -315,7 +315,7 @@ fn lookup(view: &HlsView, what: HlsPath<'_>) -> Result<Option<Found>, ()> {
     };
     let (state, found) = match what {
         HlsPath::Ts(_, name) | HlsPath::Segment(_, name) => {
-            let v = variant(view, matches!(what, HlsPath::Segment(..)));
+            let v = variant(view, fmp4);
             let msn = v.and_then(|v| Some((v, v.timeline.msn_named(name)?)));
             (
                 msn.map(|(v, msn)| v.timeline.segment_state(msn)),

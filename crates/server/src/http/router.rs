@@ -140,7 +140,7 @@ pub(crate) async fn handle<'r>(
 
 /// 404 when WebRTC is off (`webrtc.udp = "off"`).
 fn webrtc_off() -> Reply {
-    crate::webrtc::whep::text(404, "WebRTC is off on this server")
+    Reply::text(404, "WebRTC is off on this server\n")
 }
 
 /// What a path names.
