@@ -13,6 +13,7 @@
 use super::client::{connect_to, rtmp_session};
 use crate::core::cursor::{Cursor, Moved};
 use crate::core::format::flv::message_of;
+use crate::core::format::{Format, FormatId};
 use crate::core::hub::Stream;
 use crate::core::packet::{Packet, Payload};
 use bytes::BytesMut;
@@ -238,7 +239,12 @@ async fn once(
                 tracing::debug!(stream = %stream.key, "push: too slow a target skipped to the newest keyframe");
             }
         }
-        for packet in batch.drain(..) {
+        // The stream's own tracks, as its RTMP players get them: not the audio the
+        // server transcodes for other players (Opus made from AAC, or AAC from Opus
+        // beside the Opus it came from), which would reach the target as a second
+        // audio track.
+        let own = Format::all(FormatId::RTMP);
+        for packet in batch.drain(..).filter(|p| own.wants(p)) {
             let Some((tag_type, body)) = message_of(&packet) else {
                 continue;
             };
