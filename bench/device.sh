@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
 # Scale runs for a many-core machine (the lent 16-core `device`), from binaries built
-# elsewhere: DIR holds sluice, sluice-bench, whepload (../shared/tools/whepload, pion)
-# and clip.flv (the 600 kbit/s clip: bench/lib.sh small_clip).
+# elsewhere: DIR holds sluice, sluice-bench and clip.flv (the 600 kbit/s clip:
+# bench/lib.sh small_clip), and may hold `whepload`, a WHEP load client on pion (Go's
+# WebRTC stack; flags -url -n -ramp -duration -pid -json), the players of the WebRTC
+# run when present; without it sluice-bench's own WHEP players (str0m) play.
 #
 # 1. WebRTC viewers per core: Sluice on core 0 (one worker; the stream's AAC-to-Opus
 #    thread there too), the RTMP publisher on core 1, pion WHEP players on the other
@@ -50,11 +52,17 @@ sluice() {
   sleep 3
 }
 
-echo "== WebRTC: one worker on core 0, pion players on cores 2-$last"
+echo "== WebRTC: one worker on core 0, players on cores 2-$last"
 sluice 0 1 1
 for n in $whep_n; do
-  taskset -c "2-$last" "$dir/whepload" -url http://127.0.0.1:18080/live/x/whep -n "$n" \
-    -ramp "${WHEP_RAMP:-200}" -duration 20s -pid "$srv" -json "$out/whep-$n.json"
+  if [ -x "$dir/whepload" ]; then
+    taskset -c "2-$last" "$dir/whepload" -url http://127.0.0.1:18080/live/x/whep -n "$n" \
+      -ramp "${WHEP_RAMP:-200}" -duration 20s -pid "$srv" -json "$out/whep-$n.json"
+  else
+    taskset -c "2-$last" "$dir/sluice-bench" play --protocol whep --threads 8 \
+      --url http://127.0.0.1:18080/live/x/whep -n "$n" --ramp "${WHEP_RAMP:-200}/s" \
+      --duration 20s --server-pid "$srv" --quiet --json "$out/whep-$n.json"
+  fi
 done
 cleanup; pids=()
 sleep 1
