@@ -396,21 +396,13 @@ impl Drop for Kill {
 /// and a 48 kHz tone to `url`, in real time, as `format` (`flv` for RTMP, `rtsp` over
 /// TCP, `rtsp-udp`).
 pub fn publish_test_pattern(url: &str, format: &str, video_codec: &str, seconds: u32) -> Kill {
-    let mut cmd = Command::new("ffmpeg");
-    cmd.args(["-hide_banner", "-loglevel", "error", "-re"])
-        .args(["-f", "lavfi", "-i", "testsrc2=size=320x240:rate=25"])
-        .args(["-f", "lavfi", "-i", "sine=frequency=440:sample_rate=48000"])
-        .args(["-t", &seconds.to_string(), "-c:v", video_codec])
-        .args(["-preset", "ultrafast", "-g", "25", "-bf", "0"]);
-    if video_codec == "libx265" {
-        cmd.args(["-x265-params", "log-level=error"]);
-    }
+    let mut cmd = test_pattern(video_codec, seconds);
     let (format, transport) = match format {
         "rtsp" => ("rtsp", Some("tcp")),
         "rtsp-udp" => ("rtsp", Some("udp")),
         other => (other, None),
     };
-    cmd.args(["-pix_fmt", "yuv420p", "-c:a", "aac", "-f", format]);
+    cmd.args(["-f", format]);
     if let Some(t) = transport {
         cmd.args(["-rtsp_transport", t]);
     }
@@ -426,37 +418,33 @@ pub fn publish_test_pattern(url: &str, format: &str, video_codec: &str, seconds:
 /// through ffmpeg's tee: the same frames with the same times to each.
 pub fn publish_test_pattern_to_all(urls: &[String], seconds: u32) -> Kill {
     let outputs: Vec<String> = urls.iter().map(|u| format!("[f=flv]{u}")).collect();
+    let mut cmd = test_pattern("libx264", seconds);
+    // Through tee, FLV needs the encoders' headers global (its sequence headers).
+    cmd.args(["-map", "0:v", "-map", "1:a", "-flags", "+global_header"])
+        .args(["-f", "tee"]);
     Kill(
-        Command::new("ffmpeg")
-            .args(["-hide_banner", "-loglevel", "error", "-re"])
-            .args(["-f", "lavfi", "-i", "testsrc2=size=320x240:rate=25"])
-            .args(["-f", "lavfi", "-i", "sine=frequency=440:sample_rate=48000"])
-            .args(["-t", &seconds.to_string(), "-map", "0:v", "-map", "1:a"])
-            .args([
-                "-c:v",
-                "libx264",
-                "-preset",
-                "ultrafast",
-                "-g",
-                "25",
-                "-bf",
-                "0",
-            ])
-            // Through tee, FLV needs the encoders' headers global (its sequence headers).
-            .args([
-                "-pix_fmt",
-                "yuv420p",
-                "-c:a",
-                "aac",
-                "-flags",
-                "+global_header",
-            ])
-            .args(["-f", "tee"])
-            .arg(outputs.join("|"))
+        cmd.arg(outputs.join("|"))
             .stdin(Stdio::null())
             .spawn()
             .expect("start ffmpeg"),
     )
+}
+
+/// ffmpeg encoding the test pattern and tone in real time for `seconds`, with
+/// `video_codec` (one keyframe a second, no B-frames) and AAC: the output is the
+/// caller's.
+fn test_pattern(video_codec: &str, seconds: u32) -> Command {
+    let mut cmd = Command::new("ffmpeg");
+    cmd.args(["-hide_banner", "-loglevel", "error", "-re"])
+        .args(["-f", "lavfi", "-i", "testsrc2=size=320x240:rate=25"])
+        .args(["-f", "lavfi", "-i", "sine=frequency=440:sample_rate=48000"])
+        .args(["-t", &seconds.to_string(), "-c:v", video_codec])
+        .args(["-preset", "ultrafast", "-g", "25", "-bf", "0"]);
+    if video_codec == "libx265" {
+        cmd.args(["-x265-params", "log-level=error"]);
+    }
+    cmd.args(["-pix_fmt", "yuv420p", "-c:a", "aac"]);
+    cmd
 }
 
 /// What ffprobe reads from `url` within `interval` (`-read_intervals`, e.g. `%+4`
