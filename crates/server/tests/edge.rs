@@ -243,7 +243,11 @@ fn a_dead_origin_gives_way_to_the_next_and_viewers_keep_playing() {
 
     // The viewer got 8 s of video with times that only go forward.
     let (_, times) = probe_video(out.to_str().expect("path"), "%+#1000");
-    assert!(times.len() >= 150, "{} video frames", times.len());
+    // The edge stamps the new origin's first frame right after the last one, so
+    // the failover leaves no hole in the timeline however long it took.
+    let gap = times.windows(2).map(|w| w[1] - w[0]).fold(0.0, f64::max);
+    assert!(gap < 0.5, "a hole of {gap:.3} s in the video");
+    assert!(times.len() >= 190, "{} video frames", times.len());
     assert!(times.windows(2).all(|w| w[1] >= w[0]), "{times:?}");
     let span = times.last().unwrap_or(&0.0) - times.first().unwrap_or(&0.0);
     assert!(span >= 7.0, "{span} s of video");

@@ -990,6 +990,27 @@ mod tests {
     }
 
     #[test]
+    fn a_returning_publisher_continues_the_timeline_from_its_first_frame() {
+        let hub = hub();
+        let stream = hub.publish("live/a", 1).unwrap();
+        let mut first = Ingest::new(stream.clone());
+        first.set_track(0, avc());
+        push(&mut first, 0, 50);
+        drop(first);
+        hub.unpublish(&stream, 1);
+        let stream = hub.publish("live/a", 2).unwrap();
+        let mut second = Ingest::new(stream.clone());
+        // An origin sends its configuration at time 0 and then frames on its own
+        // clock, 100 s into its stream: they follow the last frame (1960 ms).
+        second.set_track(0, avc());
+        push(&mut second, 2500, 2510);
+        let times: Vec<i64> = packets(&stream).iter().map(|p| p.ts_ms).collect();
+        let mut want = vec![1960];
+        want.extend((0..10).map(|n| 2000 + n * 40));
+        assert_eq!(times[times.len().saturating_sub(11)..], want);
+    }
+
+    #[test]
     fn the_rtp_form_is_made_only_while_rtsp_players_play() {
         let hub = hub();
         let stream = hub.publish("live/a", 1).unwrap();

@@ -159,7 +159,14 @@ impl Ingest {
         if let Some(tap) = &self.stream.record {
             tap.tracks(self.video.as_ref(), self.audio.as_ref());
         }
-        let ts = Frame::ms_from_ticks(self.rebase(ticks));
+        // The timeline is anchored at the first frame, not here: a server sends
+        // its configuration at time 0 to a player that joins late, so anchoring
+        // on it would move every frame of a returning publisher by its uptime.
+        let last = self.stream.lock().last_ts_ms;
+        let ts = match (self.offset, last) {
+            (None, Some(last)) => last,
+            _ => Frame::ms_from_ticks(self.rebase(ticks)),
+        };
         let packet = Packet::new(Payload::Config(track.clone()), ts, false);
         self.stream.publish_track(&track, packet);
     }
