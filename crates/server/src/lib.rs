@@ -23,6 +23,7 @@ mod driver;
 mod hls;
 mod http;
 mod io;
+mod keys;
 mod ops;
 mod record;
 mod relay;

@@ -14,7 +14,7 @@
 
 use super::{Action, Denial, Grant};
 use crate::io::http_client::{self, Target};
-use crate::record::Pattern;
+use crate::keys::Pattern;
 use arc_swap::ArcSwap;
 use jsonwebtoken::jwk::JwkSet;
 use jsonwebtoken::{Algorithm, DecodingKey, Validation};

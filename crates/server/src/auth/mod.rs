@@ -22,7 +22,7 @@ pub mod hook;
 pub mod jwt;
 
 use crate::config::{Config, UserConfig};
-use crate::record::Pattern;
+use crate::keys::Pattern;
 use hmac::{Hmac, Mac};
 use sha2::{Digest, Sha256};
 use std::collections::HashMap;
@@ -224,7 +224,7 @@ impl Auth {
         let hook = make_hook(&a.hook_url)?;
         let mut apps = Vec::new();
         for app in &config.apps {
-            let pattern = crate::config::app_pattern(&app.name)
+            let pattern = Pattern::app(&app.name)
                 .map_err(|e| AuthConfigError::new(format!("app {}", app.name), e))?;
             let hook = match app.auth_hook.as_deref() {
                 None => None,
@@ -528,7 +528,7 @@ fn user(u: &UserConfig) -> Result<User, AuthConfigError> {
     };
     let patterns = |list: &[String]| {
         list.iter()
-            .map(|p| crate::config::app_pattern(p).map_err(|e| bad(format!("pattern {p:?}: {e}"))))
+            .map(|p| Pattern::app(p).map_err(|e| bad(format!("pattern {p:?}: {e}"))))
             .collect::<Result<Vec<_>, _>>()
     };
     let ips = u

@@ -24,11 +24,10 @@
 //! - [`Writer::stop`] (after the workers are joined) completes every open file.
 
 mod fragmenter;
-mod pattern;
 mod writer;
 
+use crate::keys::Pattern;
 pub use fragmenter::{Format, FragmenterConfig};
-pub use pattern::Pattern;
 
 use sluice_media::{Frame, Track};
 use std::path::PathBuf;

@@ -34,7 +34,7 @@ pub use origin::Origin;
 
 use crate::config::Config;
 use crate::core::hub::Hub;
-use crate::record::Pattern;
+use crate::keys::Pattern;
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
@@ -200,7 +200,7 @@ impl Relays {
             .iter()
             .filter_map(|a| {
                 let urls = a.origins.as_ref()?;
-                let pattern = crate::config::app_pattern(&a.name).ok()?;
+                let pattern = Pattern::app(&a.name).ok()?;
                 Some((pattern, parse(urls)))
             })
             .collect();
@@ -212,7 +212,7 @@ impl Relays {
                 if let origin::Scheme::Rtsp { udp } = &mut source.scheme {
                     *udp = a.pull_transport.as_deref() == Some("udp");
                 }
-                Some((crate::config::app_pattern(&a.name).ok()?, source))
+                Some((Pattern::app(&a.name).ok()?, source))
             })
             .collect();
         let always: Vec<String> = config
@@ -226,7 +226,7 @@ impl Relays {
             .iter()
             .filter_map(|a| {
                 let urls = a.push.as_ref()?;
-                let pattern = crate::config::app_pattern(&a.name).ok()?;
+                let pattern = Pattern::app(&a.name).ok()?;
                 let targets: Vec<_> = urls
                     .iter()
                     .filter_map(|u| push::PushTarget::parse(u).ok())
@@ -337,7 +337,7 @@ impl Relays {
         url: &str,
         live: &[Arc<crate::core::hub::Stream>],
     ) -> Result<u64, String> {
-        let pattern = crate::config::app_pattern(streams)?;
+        let pattern = Pattern::app(streams).map_err(|e| e.to_string())?;
         let target = push::PushTarget::parse(url)?;
         let id = {
             let mut d = self.dynamic();

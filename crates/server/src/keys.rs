@@ -1,12 +1,24 @@
-//! Which streams are recorded: `record.streams` patterns matched against stream keys
-//! (and which streams an `[[apps]]` entry applies to: see `config::app_pattern`).
+//! Stream key patterns: which streams are recorded (`record.streams`), which an
+//! `[[apps]]` entry, a relay source or a token's `path` claim applies to. A leaf that
+//! every floor of the server may use.
 //!
 //! A key is `app/stream`; the app is everything before the last `/` (RTSP paths may
 //! nest), the stream name what follows it. A pattern is `*` (every stream), or
 //! `app/stream` where each side is a glob in which `*` matches any run of characters:
 //! `live/*` (every stream of app `live`), `live/cam1`, `*/cam1`, `live/cam*`.
 
-/// One `record` pattern.
+/// Why a pattern could not be parsed.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum PatternError {
+    #[error("{0:?}: expected \"*\", \"app/*\" or \"app/stream\"")]
+    NoApp(String),
+    #[error("{0:?}: empty app or stream name")]
+    EmptyPart(String),
+    #[error("empty name")]
+    EmptyName,
+}
+
+/// One stream key pattern.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Pattern {
     /// `None` matches every key (the pattern `*`).
@@ -15,24 +27,35 @@ pub struct Pattern {
 
 impl Pattern {
     /// Parses a pattern; the error says what is wrong with it.
-    pub fn parse(text: &str) -> Result<Pattern, String> {
+    pub fn parse(text: &str) -> Result<Pattern, PatternError> {
         if text == "*" {
             return Ok(Pattern { parts: None });
         }
         let Some((app, stream)) = text.rsplit_once('/') else {
-            return Err(format!(
-                "{text:?}: expected \"*\", \"app/*\" or \"app/stream\""
-            ));
+            return Err(PatternError::NoApp(text.to_string()));
         };
         if app.is_empty() || stream.is_empty() {
-            return Err(format!("{text:?}: empty app or stream name"));
+            return Err(PatternError::EmptyPart(text.to_string()));
         }
         Ok(Pattern {
             parts: Some((app.to_string(), stream.to_string())),
         })
     }
 
-    /// Whether the stream `key` (`app/stream`) is to be recorded.
+    /// The pattern of an `[[apps]]` name: a pattern, or an app name (no `/`) standing
+    /// for all its streams.
+    pub fn app(name: &str) -> Result<Pattern, PatternError> {
+        if name.is_empty() {
+            return Err(PatternError::EmptyName);
+        }
+        if name == "*" || name.contains('/') {
+            Pattern::parse(name)
+        } else {
+            Pattern::parse(&format!("{name}/*"))
+        }
+    }
+
+    /// Whether the stream `key` (`app/stream`) matches.
     pub fn matches(&self, key: &str) -> bool {
         let Some((app_glob, stream_glob)) = &self.parts else {
             return true;
@@ -97,6 +120,23 @@ mod tests {
         assert!(matches("a/b/*", "a/b/c"));
         assert!(!matches("a/b/*", "a/c"));
         assert!(!matches("live/*", "cam1"));
+    }
+
+    #[test]
+    fn app_names_are_patterns_of_the_stream_key() {
+        let m = |name: &str, key: &str| Pattern::app(name).unwrap().matches(key);
+        assert!(m("live", "live/cam1"));
+        assert!(!m("live", "livex/cam1"));
+        assert!(!m("live", "other/live"));
+        assert!(m("live/*", "live/cam1"));
+        assert!(m("live/cam1", "live/cam1"));
+        assert!(!m("live/cam1", "live/cam2"));
+        assert!(m("cam*", "cams/a"));
+        assert!(m("*", "anything/at-all"));
+        assert!(m("*/cam1", "a/b/cam1"));
+        for bad in ["", "live/", "/cam"] {
+            assert!(Pattern::app(bad).is_err(), "{bad:?}");
+        }
     }
 
     #[test]
