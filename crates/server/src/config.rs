@@ -39,7 +39,9 @@
 //! otherwise). [`Config::for_stream`] gives the result as a [`StreamSettings`], which
 //! the hub fixes when it creates the stream.
 
-use crate::keys::Pattern;
+use crate::core::hub::StreamPolicy;
+use crate::hls::StreamHls;
+use crate::keys::{Pattern, PerStream};
 use crate::record;
 use clap::builder::ValueParser;
 use clap::{Arg, ArgAction, ArgMatches, CommandFactory, Parser};
@@ -47,6 +49,7 @@ use serde::{Deserialize, Serialize};
 use std::collections::BTreeSet;
 use std::net::SocketAddr;
 use std::path::PathBuf;
+use std::sync::Arc;
 use std::time::Duration;
 
 /// One setting of the table: where it lives in the file, its flag and its help.
@@ -948,6 +951,38 @@ pub struct Apps {
 }
 
 impl Apps {
+    /// What the core does for each stream (merge window, takeover, no-viewer timeout).
+    pub fn policies(self: &Arc<Self>) -> PerStream<StreamPolicy> {
+        let apps = self.clone();
+        PerStream::new(move |key| {
+            let s = apps.for_stream(key);
+            StreamPolicy {
+                merge: s.merge,
+                takeover: s.takeover,
+                no_viewers: s.no_viewers,
+            }
+        })
+    }
+
+    /// HLS of each stream (`None`: off).
+    pub fn hls(self: &Arc<Self>) -> PerStream<Option<StreamHls>> {
+        let apps = self.clone();
+        PerStream::new(move |key| {
+            let s = apps.for_stream(key);
+            Some(StreamHls {
+                config: s.hls?,
+                always: s.hls_always,
+                idle: s.hls_idle,
+            })
+        })
+    }
+
+    /// Recording forced on or off for each stream by its app entry.
+    pub fn record(self: &Arc<Self>) -> PerStream<Option<bool>> {
+        let apps = self.clone();
+        PerStream::new(move |key| apps.for_stream(key).record)
+    }
+
     /// The settings of a new stream `key` (`app/stream`): the first matching entry's,
     /// the global ones for what it leaves out.
     pub fn for_stream(&self, key: &str) -> StreamSettings {
@@ -1236,6 +1271,7 @@ impl Config {
         Some(record::RecordConfig {
             stats: Default::default(),
             patterns,
+            force: Arc::new(self.apps()).record(),
             dir: PathBuf::from(&self.media_root).join(&record.dir),
             fragmenter: record::FragmenterConfig {
                 format: record::Format::parse(&record.format).unwrap_or(record::Format::Fmp4),

@@ -95,7 +95,7 @@ impl Ctx {
             .limits
             .publisher(peer)
             .map_err(PublishError::Limit)?;
-        let settings = self.hub.config.apps.for_stream(key);
+        let settings = self.hub.config.policy.of(key);
         let mut publisher = Publisher::new(&self.hub, key, id);
         if settings.takeover && matches!(publisher, Err(PublishError::InUse(_))) {
             let kicked = self.ops.kick_publishers(key).await;

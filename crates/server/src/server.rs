@@ -130,13 +130,14 @@ impl Server {
             crate::record::start(c)
         });
         let (recorder, record_writer) = recording.transpose()?.unzip();
+        let apps = Arc::new(config.apps());
         let hub = Hub::new(HubConfig {
             ring: RingLimits {
                 max_ms: i64::try_from(config.limits.ring_ms).unwrap_or(i64::MAX),
                 max_bytes: config.limits.ring_bytes,
             },
             publish_grace: Duration::from_millis(config.limits.publish_grace_ms),
-            apps: Arc::new(config.apps()),
+            policy: apps.policies(),
             // RTSP and WebRTC players share the stream's RTP form.
             rtp: Config::listener(&config.rtsp.listen).is_some()
                 || Config::listener(&config.webrtc.udp).is_some()
@@ -146,7 +147,12 @@ impl Server {
             },
         });
         let limits = crate::core::limits::Limits::new(config.limit_settings());
-        let hub = Arc::new(hub.with_recorder(recorder).with_limits(limits.clone()));
+        let mut taps: Vec<Arc<dyn crate::core::tap::Attach>> =
+            vec![Arc::new(crate::hls::HlsTaps {
+                settings: apps.hls(),
+            })];
+        taps.extend(recorder.map(|r| Arc::new(r) as Arc<dyn crate::core::tap::Attach>));
+        let hub = Arc::new(hub.with_taps(taps).with_limits(limits.clone()));
         let relays = Some(crate::relay::Relays::new(&config, hub.clone()));
         let (rtmp, mut rtmp_listeners) = listeners("RTMP", &config.rtmp.listen, workers)?;
         let (rtsp, mut rtsp_listeners) = listeners("RTSP", &config.rtsp.listen, workers)?;

@@ -700,15 +700,16 @@ mod tests {
     impl Fixture {
         /// Publishes configuration `level` and a keyframe at 0, then attaches the player.
         fn new(level: u8) -> Fixture {
-            let mut settings = crate::config::Config::default();
-            settings.players.merge_ms = 0;
             let config = HubConfig {
                 ring: RingLimits {
                     max_ms: 60_000,
                     max_bytes: 1 << 30,
                 },
                 publish_grace: Duration::ZERO,
-                apps: Arc::new(settings.apps()),
+                policy: crate::keys::PerStream::fixed(crate::core::hub::StreamPolicy {
+                    merge: Duration::ZERO,
+                    ..Default::default()
+                }),
                 rtp: false,
                 shape: Shape {
                     rtmp_chunk_size: 4096,

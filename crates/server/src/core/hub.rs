@@ -8,19 +8,19 @@
 //! window by each worker.
 //!
 //! What a stream makes for its consumers, it makes only while they are there: the RTP
-//! form while RTSP players play ([`Stream::want_rtp`]), HLS segments while HLS is asked
-//! for ([`Stream::want_hls`]), the FLV family's forms while they have players, its
-//! audio in the other codec while consumers take that ([`Stream::want_transcoded`]). A
-//! consumer that arrives starts its output from the packets already in the ring.
+//! form while RTSP players play ([`Stream::want_rtp`]), the FLV family's forms while
+//! they have players, its audio in the other codec while consumers take that
+//! ([`Stream::want_transcoded`]). A consumer that arrives starts its output from the
+//! packets already in the ring. Features (HLS, recording) are taps (`core::tap`),
+//! made for each new stream by what the hub was given ([`Hub::with_taps`]).
 
-use crate::config::{Apps, StreamSettings};
 use crate::core::format::{self, Format, FormatId, TsSource};
 use crate::core::packet::{Packet, Payload, RtpSource, Shape};
 use crate::core::protocol::Protocol;
 use crate::core::ring::{Ring, RingLimits};
+use crate::core::tap::{Attach, Backlog, Tap};
 use crate::core::transcode::{self, Transcoder};
-use crate::hls::{HlsStream, Replay};
-use crate::record::{Recorder, Tap};
+use crate::keys::PerStream;
 use arc_swap::ArcSwap;
 use sluice_media::{MediaKind, Track, TrackConfig};
 use std::collections::{HashMap, VecDeque};
@@ -34,12 +34,33 @@ use tokio::sync::Notify;
 pub struct HubConfig {
     pub ring: RingLimits,
     pub publish_grace: Duration,
-    /// What each new stream gets (HLS, recording, merge window), by its key.
-    pub apps: Arc<Apps>,
+    /// The policy of each new stream, by its key.
+    pub policy: PerStream<StreamPolicy>,
     /// Whether streams can make the RTP form of their frames (an RTSP listener is on).
     pub rtp: bool,
     /// The shape of the shared bytes (the RTMP chunk size).
     pub shape: Shape,
+}
+
+/// What the core does for one stream, as its app entry (or the defaults) says.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct StreamPolicy {
+    /// The merge window of the stream's players.
+    pub merge: Duration,
+    /// A second publisher takes the stream over instead of being refused.
+    pub takeover: bool,
+    /// Disconnect the publisher after this long without viewers.
+    pub no_viewers: Option<Duration>,
+}
+
+impl Default for StreamPolicy {
+    fn default() -> Self {
+        StreamPolicy {
+            merge: Duration::from_millis(40),
+            takeover: false,
+            no_viewers: None,
+        }
+    }
 }
 
 /// Why a publisher was refused.
@@ -63,8 +84,8 @@ pub struct Hub {
     published: Notify,
     next_id: AtomicU64,
     pub config: HubConfig,
-    /// Makes the recording tap of each new stream that is to be recorded.
-    recorder: Option<Recorder>,
+    /// What makes the taps of each new stream (HLS, recording).
+    attach: Vec<Arc<dyn Attach>>,
     /// Admission limits (connections, publishers per address, streams).
     pub limits: Arc<super::limits::Limits>,
 }
@@ -87,40 +108,38 @@ pub struct Stream {
     pub b_frames: std::sync::atomic::AtomicBool,
     /// Bytes written to players by the fan-out, across all workers.
     pub bytes_out: AtomicU64,
-    /// The stream's HLS segments and playlists.
-    pub hls: HlsStream,
+    /// What features attached to it (HLS, recording), fed in stream order.
+    taps: Box<[Arc<dyn Tap>]>,
     /// What the publisher feeds in stream order for consumers that come and go (RTP,
-    /// HLS): taken by the publisher once per packet, and by a consumer that arrives,
-    /// which starts its output from the ring. Taken before the state lock or the HLS
-    /// segmenters' lock, never after.
-    taps: Mutex<Taps>,
+    /// TS, the transcoder, late taps): taken by the publisher once per packet, and by a
+    /// consumer that arrives, which starts its output from the ring. Taken before the
+    /// state lock or a tap's own lock, never after.
+    forms: Mutex<Forms>,
     /// Players per output format, across all workers: which forms the publisher
     /// builds in advance.
     consumers: [AtomicUsize; format::COUNT],
     /// Players per protocol, across all workers: who watches how (the API, `/metrics`).
     by_protocol: [AtomicUsize; Protocol::COUNT],
     shape: Shape,
-    /// The stream's line to the recording thread, when it is recorded.
-    pub record: Option<Tap>,
-    /// The merge window of its players (per app, see `config::StreamSettings`).
+    /// The merge window of its players (per app: [`StreamPolicy`]).
     pub merge: Duration,
     /// A player lost the picture and asks for a keyframe (a WebRTC viewer's PLI): a
     /// publisher that can make one on demand (WHIP) is asked, rate-limited.
     pub keyframe_wanted: Notify,
 }
 
-/// See [`Stream::taps`].
+/// See [`Stream::forms`].
 #[derive(Debug)]
-pub struct Taps {
+pub struct Forms {
     /// The stream's RTP packetizers, when RTSP is on.
     rtp: Option<RtpSource>,
     /// RTSP players now: the RTP form is made while there are any.
     rtp_users: usize,
     /// The transcoding thread (the stream's audio in the other codec), while consumers
-    /// take what it makes: claims, and HLS (whose TS variant takes AAC made from Opus).
+    /// take what it makes: claims, and taps (HLS's TS variant takes AAC made from Opus).
     transcoder: Option<Transcoder>,
     transcoded_users: usize,
-    hls_transcoded: bool,
+    taps_transcoded: bool,
     /// Counts transcoding threads started and stopped: a stopped one's late output
     /// is dropped, so that a new run's never follows it in the ring.
     transcoder_run: u64,
@@ -166,7 +185,7 @@ impl Hub {
             published: Notify::new(),
             next_id: AtomicU64::new(1),
             config,
-            recorder: None,
+            attach: Vec::new(),
             limits: super::limits::Limits::new(Default::default()),
         }
     }
@@ -177,15 +196,18 @@ impl Hub {
         self
     }
 
-    /// The recorder, when recording is on.
-    pub fn recorder(&self) -> Option<&Recorder> {
-        self.recorder.as_ref()
+    /// Each new stream gets the taps `attach` makes for it (HLS, recording).
+    pub fn with_taps(mut self, attach: Vec<Arc<dyn Attach>>) -> Self {
+        self.attach = attach;
+        self
     }
 
-    /// Records the streams that `recorder`'s patterns (or their app entries) say.
-    pub fn with_recorder(mut self, recorder: Option<Recorder>) -> Self {
-        self.recorder = recorder;
-        self
+    /// What was handed to [`Hub::with_taps`] of type `T` (the recorder, for its
+    /// figures).
+    pub fn attached<T: Attach>(&self) -> Option<&T> {
+        self.attach
+            .iter()
+            .find_map(|a| (&**a as &dyn std::any::Any).downcast_ref::<T>())
     }
 
     /// Changes the directory: `change` edits a copy, which then replaces it. Writers
@@ -223,12 +245,13 @@ impl Hub {
                 return Err(PublishError::Limit(self.limits.hit(limit, None)));
             }
             let id = self.next_id();
-            let settings = self.config.apps.for_stream(key);
-            let record = self
-                .recorder
-                .as_ref()
-                .and_then(|r| r.tap(key, id, settings.record));
-            let stream = Arc::new(Stream::new(key, id, &self.config, &settings, record));
+            let policy = self.config.policy.of(key);
+            let taps = self
+                .attach
+                .iter()
+                .filter_map(|a| a.attach(key, id))
+                .collect();
+            let stream = Arc::new(Stream::new(key, id, &self.config, &policy, taps));
             stream.lock().publisher = Some(publisher);
             let mut map = Directory::clone(&self.streams.load());
             map.insert(Arc::from(key), stream.clone());
@@ -270,9 +293,8 @@ impl Hub {
             true
         });
         if ended {
-            stream.hls.end(&stream.key);
-            if let Some(tap) = &stream.record {
-                tap.close();
+            for tap in &stream.taps {
+                tap.end(&stream.key);
             }
         }
         ended
@@ -322,8 +344,8 @@ pub struct RtpUse(Arc<Stream>);
 
 impl Drop for RtpUse {
     fn drop(&mut self) {
-        let mut taps = self.0.taps();
-        taps.rtp_users = taps.rtp_users.saturating_sub(1);
+        let mut forms = self.0.forms();
+        forms.rtp_users = forms.rtp_users.saturating_sub(1);
     }
 }
 
@@ -333,8 +355,8 @@ pub struct TsUse(Arc<Stream>);
 
 impl Drop for TsUse {
     fn drop(&mut self) {
-        let mut taps = self.0.taps();
-        taps.ts_users = taps.ts_users.saturating_sub(1);
+        let mut forms = self.0.forms();
+        forms.ts_users = forms.ts_users.saturating_sub(1);
     }
 }
 
@@ -345,15 +367,15 @@ pub struct TranscodeUse(Arc<Stream>);
 
 impl Drop for TranscodeUse {
     fn drop(&mut self) {
-        let mut taps = self.0.taps();
-        taps.transcoded_users = taps.transcoded_users.saturating_sub(1);
-        if taps.transcoded_users == 0 && !taps.hls_transcoded {
-            taps.stop_transcoder();
+        let mut forms = self.0.forms();
+        forms.transcoded_users = forms.transcoded_users.saturating_sub(1);
+        if forms.transcoded_users == 0 && !forms.taps_transcoded {
+            forms.stop_transcoder();
         }
     }
 }
 
-impl Taps {
+impl Forms {
     /// Stops the transcoding thread: what it still makes is dropped
     /// ([`Stream::push_derived`] takes only the current run's).
     fn stop_transcoder(&mut self) {
@@ -434,15 +456,11 @@ impl StreamState {
 
 impl Stream {
     /// A stream outside the registry, with one session's media (a file played on
-    /// demand): no publisher to wait for, no HLS, no recording; the merge window its
-    /// key's app entry gives.
+    /// demand): no publisher to wait for, no taps; the merge window its key's policy
+    /// gives.
     pub fn private(key: &str, id: u64, config: &HubConfig) -> Arc<Stream> {
-        let settings = StreamSettings {
-            hls: None,
-            record: Some(false),
-            ..config.apps.for_stream(key)
-        };
-        Arc::new(Stream::new(key, id, config, &settings, None))
+        let policy = config.policy.of(key);
+        Arc::new(Stream::new(key, id, config, &policy, Box::new([])))
     }
 
     /// Ends a private stream: its players get what is left and finish.
@@ -454,12 +472,12 @@ impl Stream {
         key: &str,
         id: u64,
         config: &HubConfig,
-        settings: &StreamSettings,
-        record: Option<Tap>,
+        policy: &StreamPolicy,
+        taps: Box<[Arc<dyn Tap>]>,
     ) -> Self {
         let limits = config.ring;
         Stream {
-            hls: HlsStream::new(key, settings.hls, settings.hls_always, settings.hls_idle),
+            taps,
             key: key.to_string(),
             id,
             state: Mutex::new(StreamState {
@@ -483,12 +501,12 @@ impl Stream {
             frames_in: AtomicU64::new(0),
             b_frames: std::sync::atomic::AtomicBool::new(false),
             bytes_out: AtomicU64::new(0),
-            taps: Mutex::new(Taps {
+            forms: Mutex::new(Forms {
                 rtp: config.rtp.then(RtpSource::new),
                 rtp_users: 0,
                 transcoder: None,
                 transcoded_users: 0,
-                hls_transcoded: false,
+                taps_transcoded: false,
                 transcoder_run: 0,
                 opus_audio: false,
                 ts: None,
@@ -497,15 +515,40 @@ impl Stream {
             consumers: std::array::from_fn(|_| AtomicUsize::new(0)),
             by_protocol: std::array::from_fn(|_| AtomicUsize::new(0)),
             shape: config.shape,
-            record,
-            merge: settings.merge,
+            merge: policy.merge,
             keyframe_wanted: Notify::new(),
         }
     }
 
-    /// See [`Stream::taps`]: the publisher holds it from a packet's taps to its push.
-    pub fn taps(&self) -> MutexGuard<'_, Taps> {
-        self.taps.lock().unwrap_or_else(|e| e.into_inner())
+    /// See [`Stream::forms`]: the publisher holds it from a packet's taps to its push.
+    pub fn forms(&self) -> MutexGuard<'_, Forms> {
+        self.forms.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// Its tap of type `T`, if a feature attached one (HLS's segmenters, say).
+    pub fn tap<T: Tap>(&self) -> Option<&T> {
+        self.taps
+            .iter()
+            .find_map(|t| (&**t as &dyn std::any::Any).downcast_ref::<T>())
+    }
+
+    /// Bytes of media its taps hold, for the logs.
+    pub fn taps_memory(&self) -> usize {
+        self.taps.iter().map(|t| t.memory()).sum()
+    }
+
+    /// A returning publisher's media follows: the taps mark it.
+    pub fn discontinuity(&self) {
+        for tap in &self.taps {
+            tap.discontinuity();
+        }
+    }
+
+    /// The publisher left (it may come back within the grace window).
+    pub fn publisher_left(&self) {
+        for tap in &self.taps {
+            tap.publisher_left();
+        }
     }
 
     /// Players of `format` now, across all workers.
@@ -513,22 +556,24 @@ impl Stream {
         self.consumers[format.index()].load(Ordering::Relaxed)
     }
 
-    /// Its players (every protocol, every worker) and HLS viewers now: whether anyone
-    /// watches (a publisher without viewers may be let go, a pull stopped).
+    /// Its players (every protocol, every worker) and the viewers its taps count (HLS's)
+    /// now: whether anyone watches (a publisher without viewers may be let go, a pull
+    /// stopped).
     pub fn viewers(&self) -> usize {
-        self.players.load(Ordering::Relaxed) + self.hls_viewers()
+        self.players.load(Ordering::Relaxed) + self.tap_viewers()
     }
 
-    /// Its HLS viewers now, counted by the segments they fetch (see `crate::hls`).
-    pub fn hls_viewers(&self) -> usize {
-        self.hls.viewers()
+    /// Viewers its taps count, not players of the hub: HLS's, by the segments they
+    /// fetch (see `crate::hls`).
+    pub fn tap_viewers(&self) -> usize {
+        self.taps.iter().map(|t| t.viewers()).sum()
     }
 
-    /// Viewers watching over `protocol` now, across all workers (HLS: as the workers
-    /// last counted them).
+    /// Viewers watching over `protocol` now, across all workers (HLS: as its tap
+    /// counts them).
     pub fn viewers_of(&self, protocol: Protocol) -> usize {
         match protocol {
-            Protocol::Hls => self.hls_viewers(),
+            Protocol::Hls => self.tap_viewers(),
             _ => self.by_protocol[protocol.index()].load(Ordering::Relaxed),
         }
     }
@@ -562,8 +607,8 @@ impl Stream {
     /// from there on that lack it get it now, in stream order, and the publisher makes
     /// it for every packet after them.
     pub fn want_rtp(self: &Arc<Self>) -> Option<RtpUse> {
-        let mut taps = self.taps();
-        let Taps { rtp, rtp_users, .. } = &mut *taps;
+        let mut forms = self.forms();
+        let Forms { rtp, rtp_users, .. } = &mut *forms;
         let source = rtp.as_mut()?;
         *rtp_users += 1;
         if *rtp_users == 1 {
@@ -587,13 +632,13 @@ impl Stream {
     /// An SRT player needs the TS form until the returned guard is dropped. The first
     /// one starts it at the start keyframe, as [`Stream::want_rtp`] does the RTP form.
     pub fn want_ts(self: &Arc<Self>) -> TsUse {
-        let mut taps = self.taps();
-        let Taps {
+        let mut forms = self.forms();
+        let Forms {
             ts,
             ts_users,
             opus_audio,
             ..
-        } = &mut *taps;
+        } = &mut *forms;
         *ts_users += 1;
         if *ts_users == 1 {
             let mut packets = VecDeque::new();
@@ -625,9 +670,9 @@ impl Stream {
     /// guard is dropped (`None`: this build does not transcode). The first one starts
     /// the stream's transcoding thread; see `transcode`.
     pub fn want_transcoded(self: &Arc<Self>) -> Option<TranscodeUse> {
-        let mut taps = self.taps();
-        self.start_transcoder(&mut taps)?;
-        taps.transcoded_users += 1;
+        let mut forms = self.forms();
+        self.start_transcoder(&mut forms)?;
+        forms.transcoded_users += 1;
         Some(TranscodeUse(self.clone()))
     }
 
@@ -635,8 +680,8 @@ impl Stream {
     /// gets the ring's audio from the start keyframe on (at most
     /// [`transcode::BACKFILL`] frames), so that what a new player gets of the GOP
     /// cache has audio too; the AAC made from Opus has its configuration at once.
-    fn start_transcoder(self: &Arc<Self>, taps: &mut Taps) -> Option<()> {
-        if taps.transcoder.is_some() {
+    fn start_transcoder(self: &Arc<Self>, forms: &mut Forms) -> Option<()> {
+        if forms.transcoder.is_some() {
             return Some(());
         }
         let mut packets = VecDeque::new();
@@ -648,8 +693,8 @@ impl Stream {
             audio
         };
         let derived = audio.as_deref().and_then(transcode::derived_track);
-        taps.transcoder_run += 1;
-        let run = taps.transcoder_run;
+        forms.transcoder_run += 1;
+        let run = forms.transcoder_run;
         let mut transcoder = Transcoder::spawn(self, run, audio, derived.clone())?;
         let own_audio = packets.iter().filter(|p| {
             !p.derived && matches!(&p.payload, Payload::Media { frame, .. } if frame.kind == MediaKind::Audio)
@@ -659,27 +704,27 @@ impl Stream {
         if let Some(track) = &derived {
             // Timed as the first frame made: players take its time as the track's.
             let first = backfill.clone().next().map(|p| p.ts_ms);
-            self.set_derived_track(taps, track, first);
+            self.set_derived_track(forms, track, first);
         }
         for packet in backfill {
             if let Payload::Media { frame, .. } = &packet.payload {
                 transcoder.frame(frame);
             }
         }
-        taps.transcoder = Some(transcoder);
+        forms.transcoder = Some(transcoder);
         Some(())
     }
 
     /// Whether the stream's audio is being transcoded now.
     pub fn transcoding(&self) -> bool {
-        self.taps().transcoder.is_some()
+        self.forms().transcoder.is_some()
     }
 
     /// What a player of format `id` takes: every track, except that formats which
     /// carry no Opus (all but RTP) take the AAC made from an Opus stream's audio
     /// instead of it, when this build transcodes. See [`Stream::want_transcoded`].
     pub fn format_for(&self, id: FormatId) -> Format {
-        let opus = self.taps().opus_audio;
+        let opus = self.forms().opus_audio;
         if opus && id != FormatId::RTP && crate::core::transcode::AVAILABLE {
             Format {
                 audio: false,
@@ -691,47 +736,32 @@ impl Stream {
         }
     }
 
-    /// Someone asked for this stream's HLS: the segmenters run (again) if they were
-    /// idle, starting from the oldest keyframe the ring keeps so that the first
-    /// playlist already lists what the ring holds.
-    pub fn want_hls(self: &Arc<Self>) {
-        self.hls.requested();
-        if self.hls.segmenting() || !self.hls.enabled() {
-            return;
+    /// Starts a tap late (HLS at its first request): `start` gets what the ring kept
+    /// from its oldest keyframe on, under the forms lock, so that the publisher feeds
+    /// the tap only what follows. With `derived`, an Opus stream's transcoding starts
+    /// first (the tap takes the AAC made from it, from its first frame on) and runs
+    /// while a tap [wants it](Tap::wants_derived).
+    pub fn catch_up<R>(self: &Arc<Self>, derived: bool, start: impl FnOnce(&Backlog) -> R) -> R {
+        let mut forms = self.forms();
+        if derived && forms.opus_audio && self.start_transcoder(&mut forms).is_some() {
+            forms.taps_transcoded = true;
         }
-        let mut taps = self.taps();
-        if self.hls.segmenting() {
-            return;
-        }
-        // The TS variant takes AAC made from an Opus stream's audio while segmenting.
-        if taps.opus_audio && self.start_transcoder(&mut taps).is_some() {
-            taps.hls_transcoded = true;
-        }
-        let mut packets = VecDeque::new();
-        let (first, tracks, restarts, derived) = {
+        let backlog = {
             let state = self.lock();
             let ring = &state.ring;
+            let mut packets = VecDeque::new();
             let first = ring.copy_since(ring.oldest_key().unwrap_or(ring.next()), &mut packets);
-            let derived = state.derived_audio_track();
-            (first, state.tracks(), state.restarts.clone(), derived)
+            Backlog {
+                first,
+                packets,
+                tracks: state.tracks(),
+                restarts: state.restarts.clone(),
+                derived_track: state.derived_audio_track(),
+            }
         };
-        let newest = packets.back().map_or(0, |p| p.ts_ms);
-        let replay = (first..).zip(&packets).flat_map(|(pos, p)| {
-            let restart = restarts.contains(&pos).then_some(Replay::Discontinuity);
-            let item = match &p.payload {
-                _ if p.derived => None,
-                Payload::Config(track) => Some(Replay::Track(track)),
-                Payload::Media { frame, track } => {
-                    Some(Replay::Frame(frame, track, newest - p.ts_ms))
-                }
-                Payload::Metadata(_) => None,
-            };
-            restart.into_iter().chain(item)
-        });
-        // The TS variant's audio is the AAC made from Opus, from its first segment.
-        let derived = derived.as_ref().map(Replay::DerivedTrack);
-        self.hls
-            .start(&self.key, derived.into_iter().chain(replay), &tracks);
+        let result = start(&backlog);
+        drop(forms);
+        result
     }
 
     /// Waits until the stream has a keyframe to start players at (its tracks are known
@@ -777,18 +807,20 @@ impl Stream {
     /// the stream's timeline is the publisher's, so it is not moved. AAC made from
     /// Opus also goes to the consumers fed in stream order that take it: HLS's TS
     /// variant, and SRT's TS form.
-    /// `run` is the transcoding thread's (see `Taps::transcoder_run`): a stopped
+    /// `run` is the transcoding thread's (see `Forms::transcoder_run`): a stopped
     /// one's packets are dropped.
     pub fn push_derived(&self, run: u64, packet: Arc<Packet>) {
-        let mut taps = self.taps();
-        if run != taps.transcoder_run {
+        let mut forms = self.forms();
+        if run != forms.transcoder_run {
             return;
         }
         if let Payload::Media { frame, .. } = &packet.payload {
-            if ts_takes(&packet, taps.opus_audio) {
-                self.hls.push_derived(&self.key, frame);
-                if taps.ts_users > 0 {
-                    if let Some(ts) = &mut taps.ts {
+            if ts_takes(&packet, forms.opus_audio) {
+                for tap in &self.taps {
+                    tap.derived_frame(&self.key, frame);
+                }
+                if forms.ts_users > 0 {
+                    if let Some(ts) = &mut forms.ts {
                         packet.set_form(FormatId::TS, ts.mux(frame));
                     }
                 }
@@ -800,16 +832,18 @@ impl Stream {
             s.notify_one();
         }
         drop(state);
-        drop(taps);
+        drop(forms);
     }
 
     /// The decoder configuration of the AAC the server makes from the stream's Opus:
     /// consumers of transcoded audio get it first (a new player, HLS's TS variant,
     /// SRT's TS muxer), and it goes in the ring as a derived packet.
     /// Its time is `ts_ms`, else the newest packet's.
-    fn set_derived_track(&self, taps: &mut Taps, track: &Arc<Track>, ts_ms: Option<i64>) {
-        self.hls.set_derived_track(track);
-        if let Some(ts) = &mut taps.ts {
+    fn set_derived_track(&self, forms: &mut Forms, track: &Arc<Track>, ts_ms: Option<i64>) {
+        for tap in &self.taps {
+            tap.derived_track(track);
+        }
+        if let Some(ts) = &mut forms.ts {
             ts.set_track(track);
         }
         let mut state = self.lock();
@@ -822,64 +856,77 @@ impl Stream {
         }
     }
 
-    /// Feeds a new media packet to the taps, builds the forms players wait for, and
-    /// pushes it: the publisher's path for every frame. HLS gets the frame (while it
-    /// segments), RTP gets made (while RTSP players play).
+    /// Feeds a new media packet to the taps and forms, builds the forms players wait
+    /// for, and pushes it: the publisher's path for every frame. The taps get the frame
+    /// (HLS, recording), RTP gets made (while RTSP players play).
     pub fn publish_media(self: &Arc<Self>, packet: Arc<Packet>) {
-        let mut taps = self.taps();
-        // HLS's TS variant takes AAC made from Opus while HLS segments.
-        let hls_wants = taps.opus_audio && transcode::AVAILABLE && self.hls.segmenting();
-        if hls_wants && !taps.hls_transcoded {
-            taps.hls_transcoded = self.start_transcoder(&mut taps).is_some();
-        } else if taps.hls_transcoded && !hls_wants {
-            taps.hls_transcoded = false;
-            if taps.transcoded_users == 0 {
-                taps.stop_transcoder();
+        let mut forms = self.forms();
+        // A tap may take AAC made from Opus (HLS's TS variant, while it segments).
+        let wanted =
+            forms.opus_audio && transcode::AVAILABLE && self.taps.iter().any(|t| t.wants_derived());
+        if wanted && !forms.taps_transcoded {
+            forms.taps_transcoded = self.start_transcoder(&mut forms).is_some();
+        } else if forms.taps_transcoded && !wanted {
+            forms.taps_transcoded = false;
+            if forms.transcoded_users == 0 {
+                forms.stop_transcoder();
             }
         }
         if let Payload::Media { frame, .. } = &packet.payload {
-            self.hls.push(&self.key, frame);
-            if let Some(t) = taps.transcoder.as_mut().filter(|_| !packet.is_video()) {
+            for tap in &self.taps {
+                tap.frame(&self.key, frame, packet.key);
+            }
+            if let Some(t) = forms.transcoder.as_mut().filter(|_| !packet.is_video()) {
                 t.frame(frame);
             }
-            if taps.rtp_users > 0 {
-                if let Some(form) = taps.rtp.as_mut().and_then(|r| r.packetize(frame)) {
+            if forms.rtp_users > 0 {
+                if let Some(form) = forms.rtp.as_mut().and_then(|r| r.packetize(frame)) {
                     packet.set_rtp(form);
                 }
             }
             // An Opus stream's TS takes the AAC made from it instead (`push_derived`).
-            if taps.ts_users > 0 && ts_takes(&packet, taps.opus_audio) {
-                if let Some(ts) = &mut taps.ts {
+            if forms.ts_users > 0 && ts_takes(&packet, forms.opus_audio) {
+                if let Some(ts) = &mut forms.ts {
                     packet.set_form(FormatId::TS, ts.mux(frame));
                 }
             }
         }
         self.prepare(&packet);
         self.push(packet);
-        drop(taps);
+        drop(forms);
     }
 
-    /// A new decoder configuration: the taps get it, then the packet is pushed.
+    /// A new decoder configuration: the taps and forms get it, then the packet is
+    /// pushed.
     pub fn publish_track(&self, track: &Arc<Track>, packet: Arc<Packet>) {
-        let mut taps = self.taps();
-        self.hls.set_track(track);
-        if let Some(rtp) = &mut taps.rtp {
+        let mut forms = self.forms();
+        if !self.taps.is_empty() {
+            let [video, audio] = self.lock().tracks();
+            let tracks = match track.kind() {
+                MediaKind::Video => [Some(track), audio.as_ref()],
+                MediaKind::Audio => [video.as_ref(), Some(track)],
+            };
+            for tap in &self.taps {
+                tap.track(&self.key, track, tracks);
+            }
+        }
+        if let Some(rtp) = &mut forms.rtp {
             rtp.set_track(track);
         }
         let mut derived = None;
         if track.kind() == MediaKind::Audio {
-            taps.opus_audio = matches!(track.config, TrackConfig::Opus(_));
-            derived = transcode::derived_track(track).filter(|_| taps.transcoder.is_some());
+            forms.opus_audio = matches!(track.config, TrackConfig::Opus(_));
+            derived = transcode::derived_track(track).filter(|_| forms.transcoder.is_some());
             if let Some(derived) = &derived {
-                self.set_derived_track(&mut taps, derived, Some(packet.ts_ms));
+                self.set_derived_track(&mut forms, derived, Some(packet.ts_ms));
             }
         }
         // An Opus stream's TS muxer takes the AAC track (`set_derived_track`).
-        let ts_takes = track.kind() == MediaKind::Video || !taps.opus_audio;
-        if let Some(ts) = taps.ts.as_mut().filter(|_| ts_takes) {
+        let ts_takes = track.kind() == MediaKind::Video || !forms.opus_audio;
+        if let Some(ts) = forms.ts.as_mut().filter(|_| ts_takes) {
             ts.set_track(track);
         }
-        if let Some(t) = taps
+        if let Some(t) = forms
             .transcoder
             .as_mut()
             .filter(|_| track.kind() == MediaKind::Audio)
@@ -899,7 +946,7 @@ impl Stream {
         }
         self.prepare(&packet);
         self.push(packet);
-        drop(taps);
+        drop(forms);
     }
 
     /// Registers a worker's notifier.
@@ -927,7 +974,7 @@ mod tests {
                 max_bytes: 64 << 20,
             },
             publish_grace: Duration::from_secs(1),
-            apps: Arc::new(crate::config::Config::default().apps()),
+            policy: PerStream::fixed(StreamPolicy::default()),
             rtp: true,
             shape: Shape {
                 rtmp_chunk_size: 4096,
@@ -1055,29 +1102,99 @@ mod tests {
         assert!(packets(&stream).last().unwrap().rtp().is_none());
     }
 
+    /// A tap that notes what it is fed.
+    #[derive(Debug, Default)]
+    struct Notes(Mutex<Vec<String>>);
+
+    impl Tap for Notes {
+        fn track(&self, _: &str, track: &Arc<Track>, tracks: [Option<&Arc<Track>>; 2]) {
+            let both = tracks.iter().flatten().count();
+            self.note(format!("track {:?} of {both}", track.kind()));
+        }
+        fn frame(&self, _: &str, frame: &Frame, start: bool) {
+            self.note(format!("frame {} {start}", frame.dts / 3600));
+        }
+        fn discontinuity(&self) {
+            self.note("discontinuity".into());
+        }
+        fn publisher_left(&self) {
+            self.note("left".into());
+        }
+        fn end(&self, stream: &str) {
+            self.note(format!("end {stream}"));
+        }
+    }
+
+    impl Notes {
+        fn note(&self, what: String) {
+            self.0.lock().unwrap().push(what);
+        }
+        fn take(&self) -> Vec<String> {
+            std::mem::take(&mut *self.0.lock().unwrap())
+        }
+    }
+
+    #[derive(Debug)]
+    struct AttachNotes;
+
+    impl Attach for AttachNotes {
+        fn attach(&self, key: &str, _: u64) -> Option<Arc<dyn Tap>> {
+            (key != "live/untapped").then(|| Arc::new(Notes::default()) as Arc<dyn Tap>)
+        }
+    }
+
+    #[tokio::test]
+    async fn taps_are_fed_in_stream_order_and_told_of_restarts_and_the_end() {
+        let hub = Arc::new(hub().with_taps(vec![Arc::new(AttachNotes)]));
+        assert!(hub
+            .publish("live/untapped", 9)
+            .unwrap()
+            .tap::<Notes>()
+            .is_none());
+        let stream = hub.publish("live/tapped", 1).unwrap();
+        let notes = stream.tap::<Notes>().expect("attached");
+        let mut ingest = Ingest::new(stream.clone());
+        ingest.set_track(0, avc());
+        push(&mut ingest, 0, 3);
+        assert_eq!(
+            notes.take(),
+            [
+                "track Video of 1",
+                "frame 0 true",
+                "frame 1 false",
+                "frame 2 false"
+            ]
+        );
+        drop(ingest);
+        stream.publisher_left();
+        hub.unpublish(&stream, 1);
+        let stream = hub.publish("live/tapped", 2).unwrap();
+        let mut ingest = Ingest::new(stream.clone());
+        ingest.set_track(0, avc());
+        push(&mut ingest, 25, 26);
+        // The returning publisher's timeline follows the last frame.
+        assert_eq!(
+            notes.take(),
+            ["left", "discontinuity", "track Video of 1", "frame 3 true"]
+        );
+        assert!(hub.end(&stream));
+        assert_eq!(notes.take(), ["end live/tapped"]);
+    }
+
     #[test]
-    fn hls_starts_at_the_first_request_with_what_the_ring_kept() {
+    fn a_late_tap_catches_up_from_the_oldest_keyframe_the_ring_kept() {
         let hub = hub();
         let stream = hub.publish("live/b", 1).unwrap();
         let mut ingest = Ingest::new(stream.clone());
         ingest.set_track(0, avc());
-        push(&mut ingest, 0, 250);
-        assert!(!stream.hls.segmenting(), "nobody asked");
-        assert!(stream.hls.view().ts.is_none());
-
-        stream.want_hls();
-        assert!(stream.hls.segmenting());
-        let view = stream.hls.view();
-        let ts = view
-            .ts
-            .as_ref()
-            .expect("a TS playlist at the first request");
-        assert!(ts.segments.len() >= 3, "{:?}", ts.timeline);
-        // And it goes on with the publisher's frames.
-        let before = ts.timeline.revision();
-        push(&mut ingest, 250, 300);
-        let after = stream.hls.view().ts.as_ref().unwrap().timeline.revision();
-        assert_ne!(before, after);
+        push(&mut ingest, 0, 60);
+        let (first, frames, tracks) = stream.catch_up(false, |b| {
+            let frames = b.packets.iter().filter(|p| p.is_video()).count();
+            (b.first, frames, b.tracks.clone())
+        });
+        // The ring holds everything: the configuration at 0, the first keyframe at 1.
+        assert_eq!((first, frames), (1, 60));
+        assert!(tracks[0].is_some() && tracks[1].is_none());
     }
 
     #[test]
@@ -1112,7 +1229,7 @@ mod tests {
         assert_eq!(stream.consumers(FormatId::RTP), 1);
         assert_eq!(stream.viewers_of(Protocol::Webrtc), 0);
         assert_eq!(stream.viewers_of(Protocol::Rtsp), 1);
-        // HLS viewers are counted by the segments they fetch (`crate::hls`).
-        assert_eq!(stream.viewers_of(Protocol::Hls), stream.hls_viewers());
+        // HLS viewers are counted by its tap (`crate::hls`): none here.
+        assert_eq!(stream.viewers_of(Protocol::Hls), 0);
     }
 }

@@ -43,7 +43,7 @@ impl Ingest {
             returning
         };
         if returning {
-            stream.hls.discontinuity();
+            stream.discontinuity();
         }
         Ingest {
             stream,
@@ -156,9 +156,6 @@ impl Ingest {
             MediaKind::Video => self.video = Some(track.clone()),
             MediaKind::Audio => self.audio = Some(track.clone()),
         }
-        if let Some(tap) = &self.stream.record {
-            tap.tracks(self.video.as_ref(), self.audio.as_ref());
-        }
         // The timeline is anchored at the first frame, not here: a server sends
         // its configuration at time 0 to a player that joins late, so anchoring
         // on it would move every frame of a returning publisher by its uptime.
@@ -202,9 +199,6 @@ impl Ingest {
         stream
             .bytes_in
             .fetch_add(frame.payload.len() as u64, Ordering::Relaxed);
-        if let Some(tap) = &stream.record {
-            tap.frame(&frame, key);
-        }
         let ts = Frame::ms_from_ticks(dts);
         self.stream
             .publish_media(Packet::new(Payload::Media { frame, track }, ts, key));
@@ -282,13 +276,11 @@ impl Drop for Publisher {
             frames = self.ingest.frames,
             bytes = self.ingest.bytes,
             dropped = self.ingest.dropped,
-            hls_bytes = stream.hls.memory(),
-            hls_viewers = stream.hls_viewers(),
+            tap_bytes = stream.taps_memory(),
+            tap_viewers = stream.tap_viewers(),
             "unpublish"
         );
-        if let Some(tap) = &stream.record {
-            tap.flush();
-        }
+        stream.publisher_left();
         let Some(generation) = self.hub.unpublish(stream, self.id) else {
             return;
         };

@@ -12,4 +12,5 @@ pub mod packet;
 pub mod play;
 pub mod protocol;
 pub mod ring;
+pub mod tap;
 pub mod transcode;

@@ -14,9 +14,10 @@
 //! [`FILES_IDLE`]): a stream nobody watches over HLS keeps its segments on the heap
 //! and spares its publisher the copy into page-cache pages.
 //!
-//! Segmenting itself runs on demand: from the first HLS request (the hub replays the
-//! GOPs its ring keeps, so the first playlist lists them at once) until `idle` after
-//! the last one, when the segments are dropped. An app can keep it on always (a CDN
+//! Segmenting itself runs on demand: from the first HLS request ([`want`]: the GOPs
+//! the stream's ring keeps are replayed, so the first playlist lists them at once)
+//! until `idle` after the last one, when the segments are dropped. [`HlsStream`] is a
+//! tap of its stream (`core::tap`): the publisher feeds it in stream order. An app can keep it on always (a CDN
 //! origin, whose edges must find segments that began before they asked).
 //!
 //! Names (see `docs/cdn.md`): a segment's URI is `TAG-N.ts`, `TAG-N.m4s` or, for a
@@ -34,7 +35,11 @@
 
 mod audience;
 
+use crate::core::hub::Stream;
+use crate::core::packet::Payload;
+use crate::core::tap::{Attach, Tap};
 use crate::io::memfile::MemFile;
+use crate::keys::PerStream;
 use arc_swap::ArcSwap;
 use audience::Audience;
 use bytes::Bytes;
@@ -755,11 +760,189 @@ impl HlsStream {
     }
 }
 
+/// HLS as one stream gets it.
+#[derive(Debug, Clone, Copy)]
+pub struct StreamHls {
+    pub config: HlsConfig,
+    /// Segment from the first frame on, asked for or not.
+    pub always: bool,
+    /// Stop segmenting this long after the last request.
+    pub idle: Duration,
+}
+
+/// Makes the HLS tap of each new stream for which HLS is on.
+#[derive(Debug)]
+pub struct HlsTaps {
+    /// By stream key; `None`: HLS is off for that stream.
+    pub settings: PerStream<Option<StreamHls>>,
+}
+
+impl Attach for HlsTaps {
+    fn attach(&self, key: &str, _id: u64) -> Option<Arc<dyn Tap>> {
+        let s = self.settings.of(key)?;
+        Some(Arc::new(HlsStream::new(
+            key,
+            Some(s.config),
+            s.always,
+            s.idle,
+        )))
+    }
+}
+
+impl Tap for HlsStream {
+    fn track(&self, _: &str, track: &Arc<Track>, _: [Option<&Arc<Track>>; 2]) {
+        self.set_track(track);
+    }
+
+    fn frame(&self, stream: &str, frame: &Frame, _: bool) {
+        self.push(stream, frame);
+    }
+
+    /// The TS variant takes the AAC made from an Opus stream's audio while segmenting.
+    fn wants_derived(&self) -> bool {
+        self.segmenting()
+    }
+
+    fn derived_track(&self, track: &Arc<Track>) {
+        self.set_derived_track(track);
+    }
+
+    fn derived_frame(&self, stream: &str, frame: &Frame) {
+        self.push_derived(stream, frame);
+    }
+
+    fn discontinuity(&self) {
+        HlsStream::discontinuity(self);
+    }
+
+    fn end(&self, stream: &str) {
+        HlsStream::end(self, stream);
+    }
+
+    fn viewers(&self) -> usize {
+        HlsStream::viewers(self)
+    }
+
+    fn memory(&self) -> usize {
+        HlsStream::memory(self)
+    }
+}
+
+/// Someone asked for `stream`'s HLS: its segmenters run (again) if they were idle,
+/// starting from the oldest keyframe the ring keeps so that the first playlist
+/// already lists what the ring holds. `None`: HLS is off for this stream.
+pub fn want(stream: &Arc<Stream>) -> Option<&HlsStream> {
+    let hls = stream.tap::<HlsStream>()?;
+    hls.requested();
+    if hls.segmenting() || !hls.enabled() {
+        return Some(hls);
+    }
+    stream.catch_up(true, |backlog| {
+        if hls.segmenting() {
+            return;
+        }
+        let newest = backlog.packets.back().map_or(0, |p| p.ts_ms);
+        let replay = (backlog.first..)
+            .zip(&backlog.packets)
+            .flat_map(|(pos, p)| {
+                let restart = backlog
+                    .restarts
+                    .contains(&pos)
+                    .then_some(Replay::Discontinuity);
+                let item = match &p.payload {
+                    _ if p.derived => None,
+                    Payload::Config(track) => Some(Replay::Track(track)),
+                    Payload::Media { frame, track } => {
+                        Some(Replay::Frame(frame, track, newest - p.ts_ms))
+                    }
+                    Payload::Metadata(_) => None,
+                };
+                restart.into_iter().chain(item)
+            });
+        // The TS variant's audio is the AAC made from Opus, from its first segment.
+        let derived = backlog.derived_track.as_ref().map(Replay::DerivedTrack);
+        hls.start(
+            &stream.key,
+            derived.into_iter().chain(replay),
+            &backlog.tracks,
+        );
+    });
+    Some(hls)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
     use sluice_media::codec::AvcConfig;
     use sluice_media::{MediaKind, TrackConfig};
+
+    /// A hub whose streams get an HLS tap with the default settings.
+    fn hub() -> crate::core::hub::Hub {
+        use crate::core::hub::{Hub, HubConfig, StreamPolicy};
+        Hub::new(HubConfig {
+            ring: crate::core::ring::RingLimits {
+                max_ms: 10_000,
+                max_bytes: 64 << 20,
+            },
+            publish_grace: Duration::from_secs(1),
+            policy: PerStream::fixed(StreamPolicy::default()),
+            rtp: false,
+            shape: crate::core::packet::Shape {
+                rtmp_chunk_size: 4096,
+            },
+        })
+        .with_taps(vec![Arc::new(HlsTaps {
+            settings: PerStream::fixed(Some(StreamHls {
+                config: HlsConfig::default(),
+                always: false,
+                idle: Duration::from_secs(30),
+            })),
+        })])
+    }
+
+    #[test]
+    fn hls_starts_at_the_first_request_with_what_the_ring_kept() {
+        let hub = hub();
+        let stream = hub.publish("live/b", 1).unwrap();
+        let mut ingest = crate::core::ingest::Ingest::new(stream.clone());
+        ingest.set_track(0, Track::clone(&avc()));
+        let push = |ingest: &mut crate::core::ingest::Ingest, from: i64, to: i64| {
+            for n in from..to {
+                ingest.frame(Frame {
+                    kind: MediaKind::Video,
+                    dts: n * 3600,
+                    pts: n * 3600,
+                    keyframe: n % 25 == 0,
+                    payload: Bytes::from(vec![
+                        0,
+                        0,
+                        0,
+                        2,
+                        if n % 25 == 0 { 0x65 } else { 0x41 },
+                        n as u8,
+                    ]),
+                });
+            }
+        };
+        push(&mut ingest, 0, 250);
+        let hls = stream.tap::<HlsStream>().expect("an HLS tap");
+        assert!(!hls.segmenting(), "nobody asked");
+        assert!(hls.view().ts.is_none());
+
+        want(&stream);
+        assert!(hls.segmenting());
+        let view = hls.view();
+        let ts = view
+            .ts
+            .as_ref()
+            .expect("a TS playlist at the first request");
+        assert!(ts.segments.len() >= 3, "{:?}", ts.timeline);
+        // And it goes on with the publisher's frames.
+        let before = ts.timeline.revision();
+        push(&mut ingest, 250, 300);
+        let after = hls.view().ts.as_ref().unwrap().timeline.revision();
+        assert_ne!(before, after);
+    }
 
     fn avc() -> Arc<Track> {
         let sps = Bytes::from_static(&[0x67, 0x42, 0xc0, 0x1e, 0xd9, 0x00, 0xa0, 0x47]);

@@ -511,7 +511,7 @@ fn stream(s: &Stream, clients: &[ClientInfo], auth: &crate::auth::Auth, pull: Va
         "players": s.players.load(Ordering::Relaxed),
         "skips": s.skips.load(Ordering::Relaxed),
         "ring": { "bytes": ring_bytes, "frames": ring_frames, "span_ms": span_ms },
-        "hls_bytes": s.hls.memory(),
+        "hls_bytes": s.tap::<crate::hls::HlsStream>().map_or(0, |h| h.memory()),
         // What a player adds to its URL's query to play when reading needs
         // authorization (the console's players): a viewer token for this stream.
         "play_query": auth

@@ -234,8 +234,10 @@ async fn answer_request(
     let Some(stream) = found else {
         return Reply::text(404, "not found\n");
     };
-    stream.want_hls();
-    match answer(&stream.hls, req, what).await {
+    let Some(hls) = crate::hls::want(&stream) else {
+        return Reply::text(404, "not found\n");
+    };
+    match answer(hls, req, what).await {
         Answer::Playlist(body, max_age) => {
             let mut headers = vec![
                 ("Content-Type", "application/vnd.apple.mpegurl".to_string()),
@@ -265,7 +267,7 @@ async fn answer_request(
                 viewer,
             } = found;
             if let (Some((fmp4, msn)), Method::Get) = (viewer, req.method) {
-                stream.hls.fetched(fmp4, msn);
+                hls.fetched(fmp4, msn);
             }
             Reply {
                 file,

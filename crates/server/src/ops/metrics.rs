@@ -132,7 +132,8 @@ pub fn render(
             .inc_by(s.skips.load(Ordering::Relaxed));
         ring.get_or_create(&labels)
             .set(s.lock().ring.bytes() as i64);
-        hls.get_or_create(&labels).set(s.hls.memory() as i64);
+        let bytes = s.tap::<crate::hls::HlsStream>().map_or(0, |h| h.memory());
+        hls.get_or_create(&labels).set(bytes as i64);
     }
     reg.register(
         "stream_viewers",
@@ -285,7 +286,7 @@ pub fn render(
         reg.register(name, help, c);
     }
 
-    if let Some(stats) = hub.recorder().map(|r| r.stats()) {
+    if let Some(stats) = hub.attached::<crate::record::Recorder>().map(|r| r.stats()) {
         let count = |n: &AtomicU64| {
             let c: Counter = Counter::default();
             c.inc_by(n.load(Ordering::Relaxed));

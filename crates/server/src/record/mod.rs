@@ -26,7 +26,8 @@
 mod fragmenter;
 mod writer;
 
-use crate::keys::Pattern;
+use crate::core::tap::{Attach, Tap};
+use crate::keys::{Pattern, PerStream};
 pub use fragmenter::{Format, FragmenterConfig};
 
 use sluice_media::{Frame, Track};
@@ -45,6 +46,9 @@ const FRAME_COST: usize = 128;
 pub struct RecordConfig {
     /// Streams to record.
     pub patterns: Vec<Pattern>,
+    /// Recording forced on (`Some(true)`) or off by the stream's app entry; `None`
+    /// leaves it to `patterns`.
+    pub force: PerStream<Option<bool>>,
     /// Where recordings go: `<dir>/<app>/<stream>/<stream>-<time>.<ext>`.
     pub dir: PathBuf,
     /// Where fragments and files end, and the container.
@@ -121,12 +125,21 @@ impl Queue {
     }
 }
 
-/// Makes the [`Tap`] of each stream that is to be recorded. Held by the hub.
+/// Makes the [`Recording`] of each stream that is to be recorded: a tap the hub
+/// attaches to each new stream.
 #[derive(Debug, Clone)]
 pub struct Recorder {
     queue: Arc<Queue>,
     patterns: Arc<[Pattern]>,
+    force: PerStream<Option<bool>>,
     stats: Arc<RecordStats>,
+}
+
+impl Attach for Recorder {
+    fn attach(&self, key: &str, id: u64) -> Option<Arc<dyn Tap>> {
+        let recording = self.recording(key, id, self.force.of(key))?;
+        Some(Arc::new(recording))
+    }
 }
 
 impl Recorder {
@@ -135,9 +148,9 @@ impl Recorder {
         &self.stats
     }
 
-    /// The tap of a new stream `key` (hub id `id`), if it is to be recorded: as `force`
-    /// says (an app entry's `record`), or else if a pattern matches it.
-    pub fn tap(&self, key: &str, id: u64, force: Option<bool>) -> Option<Tap> {
+    /// The recording of a new stream `key` (hub id `id`), if it is to be recorded: as
+    /// `force` says (an app entry's `record`), or else if a pattern matches it.
+    fn recording(&self, key: &str, id: u64, force: Option<bool>) -> Option<Recording> {
         if !force.unwrap_or_else(|| self.patterns.iter().any(|p| p.matches(key))) {
             return None;
         }
@@ -147,7 +160,7 @@ impl Recorder {
             key: key.to_string(),
             dropped: dropped.clone(),
         });
-        Some(Tap {
+        Some(Recording {
             id,
             key: key.to_string(),
             queue: self.queue.clone(),
@@ -158,11 +171,11 @@ impl Recorder {
     }
 }
 
-/// One stream's line to the writer thread. Its publisher calls [`Tap::tracks`],
-/// [`Tap::frame`] and [`Tap::flush`]; the hub calls [`Tap::close`] when the stream ends
-/// (and dropping the tap closes it too).
+/// One stream's line to the writer thread, a tap of the stream: its publisher feeds
+/// [`Recording::tracks`], [`Recording::frame`] and [`Recording::flush`]; the hub calls
+/// [`Recording::close`] when the stream ends (and dropping it closes it too).
 #[derive(Debug)]
-pub struct Tap {
+pub struct Recording {
     id: u64,
     key: String,
     queue: Arc<Queue>,
@@ -173,7 +186,25 @@ pub struct Tap {
     closed: AtomicBool,
 }
 
-impl Tap {
+impl Tap for Recording {
+    fn track(&self, _: &str, _: &Arc<Track>, [video, audio]: [Option<&Arc<Track>>; 2]) {
+        self.tracks(video, audio);
+    }
+
+    fn frame(&self, _: &str, frame: &Frame, start: bool) {
+        Recording::frame(self, frame, start);
+    }
+
+    fn publisher_left(&self) {
+        self.flush();
+    }
+
+    fn end(&self, _: &str) {
+        self.close();
+    }
+}
+
+impl Recording {
     /// The stream's tracks now.
     pub fn tracks(&self, video: Option<&Arc<Track>>, audio: Option<&Arc<Track>>) {
         self.queue.send(Command::Tracks {
@@ -229,7 +260,7 @@ impl Tap {
     }
 }
 
-impl Drop for Tap {
+impl Drop for Recording {
     fn drop(&mut self) {
         self.close();
     }
@@ -261,6 +292,7 @@ pub fn start(config: RecordConfig) -> std::io::Result<(Recorder, Writer)> {
         limit: config.queue_bytes,
     });
     let patterns: Arc<[Pattern]> = config.patterns.clone().into();
+    let force = config.force.clone();
     let stats = config.stats.clone();
     let thread = std::thread::Builder::new()
         .name("sluice-record".into())
@@ -272,6 +304,7 @@ pub fn start(config: RecordConfig) -> std::io::Result<(Recorder, Writer)> {
         Recorder {
             queue: queue.clone(),
             patterns,
+            force,
             stats,
         },
         Writer { queue, thread },
@@ -304,6 +337,7 @@ mod tests {
                 limit,
             }),
             patterns: vec![Pattern::parse("live/*").unwrap()].into(),
+            force: PerStream::fixed(None),
             stats: Default::default(),
         };
         (recorder, rx)
@@ -312,13 +346,13 @@ mod tests {
     #[test]
     fn only_matching_streams_get_a_tap() {
         let (recorder, rx) = stalled(1 << 20);
-        assert!(recorder.tap("other/cam", 1, None).is_none());
-        assert!(recorder.tap("live/cam", 3, Some(false)).is_none());
-        let forced = recorder.tap("other/cam", 4, Some(true)).unwrap();
+        assert!(recorder.recording("other/cam", 1, None).is_none());
+        assert!(recorder.recording("live/cam", 3, Some(false)).is_none());
+        let forced = recorder.recording("other/cam", 4, Some(true)).unwrap();
         assert!(matches!(rx.try_recv(), Ok(Command::Open { id: 4, .. })));
         drop(forced);
         assert!(matches!(rx.try_recv(), Ok(Command::Close { id: 4 })));
-        let tap = recorder.tap("live/cam", 2, None).unwrap();
+        let tap = recorder.recording("live/cam", 2, None).unwrap();
         assert!(matches!(rx.try_recv(), Ok(Command::Open { id: 2, .. })));
         drop(tap);
         assert!(matches!(rx.try_recv(), Ok(Command::Close { id: 2 })));
@@ -328,7 +362,7 @@ mod tests {
     #[test]
     fn a_full_queue_drops_frames_until_the_next_keyframe() {
         let (recorder, rx) = stalled(3 * (1000 + FRAME_COST));
-        let tap = recorder.tap("live/cam", 1, None).unwrap();
+        let tap = recorder.recording("live/cam", 1, None).unwrap();
         let sent = |keyframe| {
             tap.frame(&frame(keyframe, 1000), keyframe);
             std::iter::from_fn(|| rx.try_recv().ok())

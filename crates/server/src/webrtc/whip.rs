@@ -38,7 +38,7 @@ pub(crate) async fn post(
     if let Some(reply) = denied.await {
         return reply;
     }
-    if ctx.hub.find(key).is_some() && !ctx.hub.config.apps.for_stream(key).takeover {
+    if ctx.hub.find(key).is_some() && !ctx.hub.config.policy.of(key).takeover {
         return text(409, format!("stream {key} is already being published"));
     }
     answer_and_park(
