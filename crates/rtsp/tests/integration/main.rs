@@ -1,0 +1,10 @@
+//! The RTSP crate's integration tests.
+//! One binary for all of them: each file under `tests/` used to link the
+//! crate again; modules of one binary link it once.
+
+mod common;
+
+mod bad_input;
+mod client;
+mod message_props;
+mod pair;

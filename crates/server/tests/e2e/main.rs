@@ -1,0 +1,34 @@
+//! The server's end-to-end tests: real clients (ffmpeg, Chromium, GStreamer, nginx...) against the built server.
+//! One binary for all of them: each file under `tests/` used to link the
+//! crate again; modules of one binary link it once.
+
+mod common;
+
+mod api;
+mod auth;
+mod auth_backends;
+mod bad_input;
+mod browser;
+mod config;
+mod console;
+mod edge;
+mod fanout;
+mod ffmpeg;
+mod files;
+mod hls;
+mod hls_cdn;
+mod limits;
+mod load;
+mod panic;
+mod publishers;
+mod record;
+mod retina;
+mod rtmp_flv;
+mod rtmps;
+mod rtsp;
+mod shutdown;
+mod soak;
+mod srt;
+mod vod;
+mod webdav;
+mod webrtc;
