@@ -126,6 +126,8 @@ pub struct Stream {
     /// A player lost the picture and asks for a keyframe (a WebRTC viewer's PLI): a
     /// publisher that can make one on demand (WHIP) is asked, rate-limited.
     pub keyframe_wanted: Notify,
+    /// Woken at each start point pushed: players waiting for the first one.
+    started: Notify,
 }
 
 /// See [`Stream::forms`].
@@ -517,6 +519,7 @@ impl Stream {
             shape: config.shape,
             merge: policy.merge,
             keyframe_wanted: Notify::new(),
+            started: Notify::new(),
         }
     }
 
@@ -768,13 +771,14 @@ impl Stream {
     /// by then), up to `deadline`; whether it has one.
     pub async fn wait_start(&self, deadline: tokio::time::Instant) -> bool {
         loop {
+            // Made before the look, so a start pushed in between still wakes it.
+            let started = self.started.notified();
             if self.lock().ring.start().is_some() {
                 return true;
             }
-            if tokio::time::Instant::now() >= deadline {
+            if tokio::time::timeout_at(deadline, started).await.is_err() {
                 return false;
             }
-            tokio::time::sleep(std::time::Duration::from_millis(25)).await;
         }
     }
 
@@ -797,9 +801,14 @@ impl Stream {
                 .last_ts_ms
                 .map_or(packet.ts_ms, |l| l.max(packet.ts_ms)),
         );
+        let start = packet.key;
         state.ring.push(packet);
         for s in &state.subscribers {
             s.notify_one();
+        }
+        drop(state);
+        if start {
+            self.started.notify_waiters();
         }
     }
 
@@ -1195,6 +1204,35 @@ mod tests {
         // The ring holds everything: the configuration at 0, the first keyframe at 1.
         assert_eq!((first, frames), (1, 60));
         assert!(tracks[0].is_some() && tracks[1].is_none());
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_player_waiting_for_a_start_point_wakes_at_the_keyframe() {
+        let hub = hub();
+        let stream = hub.publish("live/w", 1).unwrap();
+        let t0 = tokio::time::Instant::now();
+        let deadline = t0 + Duration::from_secs(5);
+        let waiting = tokio::spawn({
+            let stream = stream.clone();
+            async move {
+                (
+                    stream.wait_start(deadline).await,
+                    tokio::time::Instant::now(),
+                )
+            }
+        });
+        tokio::time::sleep(Duration::from_millis(7)).await;
+        let mut ingest = Ingest::new(stream.clone());
+        ingest.set_track(0, avc());
+        push(&mut ingest, 0, 1);
+        // Woken by the keyframe itself (the clock is paused: no polling step passes).
+        let (started, at) = waiting.await.unwrap();
+        assert!(started);
+        assert_eq!(at - t0, Duration::from_millis(7));
+        // Without one, it gives up at the deadline.
+        let other = hub.publish("live/none", 2).unwrap();
+        assert!(!other.wait_start(deadline).await);
+        assert_eq!(tokio::time::Instant::now(), deadline);
     }
 
     #[test]
