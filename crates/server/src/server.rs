@@ -107,7 +107,7 @@ fn rtp_pairs(
     (0..workers)
         .map(|_| {
             let (ip, range) = range?;
-            match crate::rtsp::udp::bind_pair(ip, range) {
+            match crate::io::udp_pair::bind_pair(ip, range) {
                 Ok(pair) => Some(pair),
                 Err(e) => {
                     tracing::warn!("RTP over UDP: {e}");
