@@ -1492,6 +1492,17 @@ impl RtspSettings {
     }
 }
 
+impl HttpSettings {
+    /// Where the HTTPS certificate comes from.
+    pub fn cert_source(&self) -> crate::io::tls::CertSource {
+        crate::io::tls::CertSource {
+            cert: self.tls_cert.clone(),
+            key: self.tls_key.clone(),
+            self_signed: self.tls_self_signed,
+        }
+    }
+}
+
 impl HlsSettings {
     /// How a stream with HLS on is segmented.
     pub fn segmenting(&self) -> sluice_hls::HlsConfig {

@@ -151,7 +151,8 @@ impl Server {
         let (rtmp, mut rtmp_listeners) = listeners("RTMP", &config.rtmp.listen, workers)?;
         let (rtsp, mut rtsp_listeners) = listeners("RTSP", &config.rtsp.listen, workers)?;
         let (http, mut http_listeners) = listeners("HTTP", &config.http.listen, workers)?;
-        let tls = crate::io::tls::server_config(&config.http).map_err(io::Error::other)?;
+        let tls =
+            crate::io::tls::server_config(&config.http.cert_source()).map_err(io::Error::other)?;
         let (tls, certificate) = tls.unzip();
         let https_addr = if tls.is_some() {
             config.http.https.as_str()

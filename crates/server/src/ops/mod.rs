@@ -443,7 +443,8 @@ impl Ops {
             .map_err(|e| e.to_string())?;
         let mut done = Vec::new();
         if let Some(c) = &self.certificate {
-            c.reload(&config.http).map_err(|e| e.to_string())?;
+            c.reload(&config.http.cert_source())
+                .map_err(|e| e.to_string())?;
             done.push("tls_certificate");
         }
         if let Some(auth) = auth {
