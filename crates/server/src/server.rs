@@ -239,8 +239,9 @@ impl Server {
             let https = https_listeners.pop().zip(tls.clone());
             let api = api_listeners.pop();
             if http.is_some() || https.is_some() || api.is_some() {
+                let webrtc = registry.clone();
                 starts.push(Box::new(move |ctx| {
-                    crate::http::start(ctx, http, https, api)
+                    crate::http::start(ctx, webrtc, http, https, api)
                 }));
             }
             if let (Some(registry), Some(sock)) = (&registry, webrtc_sockets.pop()) {
@@ -271,7 +272,6 @@ impl Server {
             }
             let ctx = WorkerParts {
                 worker,
-                webrtc: registry.clone(),
                 relays: relays.clone(),
                 config: config.clone(),
                 hub: hub.clone(),
@@ -343,7 +343,6 @@ impl Drop for Server {
 /// What a worker's [`Ctx`] is made of, handed to its thread.
 struct WorkerParts {
     worker: usize,
-    webrtc: Option<Arc<crate::webrtc::Registry>>,
     relays: Option<Arc<crate::relay::Relays>>,
     config: Arc<Config>,
     hub: Arc<Hub>,
@@ -400,7 +399,6 @@ fn run_worker(parts: WorkerParts, starts: Vec<Start>, mut stop: watch::Receiver<
             auth: parts.ops.auth.clone(),
             ops: parts.ops,
             read_buf: RefCell::new(vec![0; crate::driver::READ_CHUNK].into_boxed_slice()),
-            webrtc: parts.webrtc,
             relays: parts.relays,
         });
         if worker == 0 {
