@@ -179,7 +179,7 @@ pub(crate) async fn reply(
     match (what, get, req.method) {
         (ApiPath::Metrics, true, _) => {
             let workers = ctx.ops.snapshots().await;
-            let text = crate::ops::metrics::render(
+            let text = super::metrics::render(
                 &ctx.hub,
                 &ctx.ops,
                 &ctx.auth.load(),

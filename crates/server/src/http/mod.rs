@@ -15,6 +15,7 @@ mod console;
 mod files;
 mod h2;
 pub(crate) mod hls;
+mod metrics;
 pub(crate) mod reply;
 mod router;
 mod vod;

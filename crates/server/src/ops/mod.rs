@@ -11,7 +11,6 @@
 //!   guard drops, whatever ends it.
 //! - A kicked connection ends at its driver's next turn (`Conn::kicked`).
 
-pub mod metrics;
 pub mod notify;
 
 use crate::core::fanout::Player;
