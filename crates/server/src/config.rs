@@ -226,6 +226,28 @@ macro_rules! apply_flag {
     };
 }
 
+/// A section's struct: defined here, or (`[section] Name in path`) by the module that
+/// uses it, which then need not import `config`; its fields must be the table's (the
+/// `Default` made here names each of them), and it derives `Serialize` and
+/// `Deserialize` with `#[serde(default, deny_unknown_fields)]` like the others.
+macro_rules! section_struct {
+    (
+        []
+        $(#[doc = $sdoc:literal])*
+        $Section:ident { $( $(#[doc = $doc:literal])* $field:ident : $ty:ty, )* }
+    ) => {
+        $(#[doc = $sdoc])*
+        #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+        #[serde(default, deny_unknown_fields)]
+        pub struct $Section {
+            $( $(#[doc = $doc])* pub $field: $ty, )*
+        }
+    };
+    ([$($owner:ident)::+] $(#[doc = $sdoc:literal])* $Section:ident { $($fields:tt)* }) => {
+        pub use $($owner)::+::$Section;
+    };
+}
+
 /// The settings table: from it come the structs, defaults, flags, `--print-config` and
 /// `docs/configuration.md` (see the module doc).
 macro_rules! settings {
@@ -236,18 +258,17 @@ macro_rules! settings {
         }
         $(
             $(#[doc = $sdoc:literal])*
-            [$section:ident] $Section:ident {
+            [$section:ident] $Section:ident $(in $($owner:ident)::+)? {
                 $( $(#[doc = $doc:literal])* $(#[flag $flag:tt])?
                    $field:ident : $ty:ty = $default:expr; )*
             }
         )*
     ) => {
         $(
-            $(#[doc = $sdoc])*
-            #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-            #[serde(default, deny_unknown_fields)]
-            pub struct $Section {
-                $( $(#[doc = $doc])* pub $field: $ty, )*
+            section_struct! {
+                [$($($owner)::+)?]
+                $(#[doc = $sdoc])*
+                $Section { $( $(#[doc = $doc])* $field: $ty, )* }
             }
 
             impl Default for $Section {
@@ -682,7 +703,7 @@ settings! {
     /// Notification hooks: URLs POSTed a JSON body when something ended, without waiting
     /// for or using the answer (a slow or dead receiver delays nothing; events beyond
     /// a queue of 4096 are dropped and logged).
-    [hooks] HookSettings {
+    [hooks] HookSettings in crate::hooks {
         /// When a publisher stops (event, id, protocol, ip, path, bytes_in, bytes_out,
         /// duration_s). Empty: none.
         on_publish_done: String = "";

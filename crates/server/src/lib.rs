@@ -21,6 +21,7 @@ mod ctx;
 mod delay;
 mod driver;
 mod hls;
+mod hooks;
 mod http;
 mod io;
 mod keys;

@@ -123,8 +123,7 @@ impl Server {
     pub fn start(config: Config) -> io::Result<Server> {
         let workers = config.worker_count();
         let config = Arc::new(config);
-        let notifier =
-            crate::ops::notify::Notifier::start(&config.hooks).map_err(io::Error::other)?;
+        let notifier = crate::hooks::Notifier::start(&config.hooks).map_err(io::Error::other)?;
         let recording = config.record_config().map(|mut c| {
             c.notifier = notifier.clone();
             crate::record::start(c)
@@ -349,7 +348,7 @@ struct WorkerParts {
     files: Arc<crate::io::filemap::FileMaps>,
     vods: Arc<crate::vod::Vods>,
     ops: Arc<crate::ops::Ops>,
-    notifier: Option<Arc<crate::ops::notify::Notifier>>,
+    notifier: Option<Arc<crate::hooks::Notifier>>,
     commands: tokio::sync::mpsc::UnboundedReceiver<crate::ops::Command>,
 }
 

@@ -11,8 +11,6 @@
 //!   guard drops, whatever ends it.
 //! - A kicked connection ends at its driver's next turn (`Conn::kicked`).
 
-pub mod notify;
-
 use crate::core::fanout::Player;
 use prometheus_client::metrics::family::Family;
 use prometheus_client::metrics::histogram::Histogram;
@@ -94,7 +92,7 @@ pub struct Clients {
     /// Connections ended, by protocol and reason.
     ended: RefCell<HashMap<(&'static str, &'static str), u64>>,
     /// Told when a publisher or player stops (`[hooks]`).
-    notifier: Option<Arc<notify::Notifier>>,
+    notifier: Option<Arc<crate::hooks::Notifier>>,
 }
 
 /// A connection's entry in its worker's [`Clients`]; dropping it removes the entry.
@@ -106,7 +104,7 @@ pub struct Client {
 }
 
 impl Clients {
-    pub fn new(notifier: Option<Arc<notify::Notifier>>) -> Clients {
+    pub fn new(notifier: Option<Arc<crate::hooks::Notifier>>) -> Clients {
         Clients {
             notifier,
             ..Clients::default()
@@ -245,8 +243,8 @@ impl Client {
         let e = &self.entry;
         let event = match e.role.get() {
             Role::Idle => return,
-            Role::Publish => notify::Ended::Publish,
-            Role::Play => notify::Ended::Play,
+            Role::Publish => crate::hooks::Ended::Publish,
+            Role::Play => crate::hooks::Ended::Play,
         };
         let Some(notifier) = self
             .clients
