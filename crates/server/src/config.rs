@@ -39,6 +39,7 @@
 //! otherwise). [`Config::for_stream`] gives the result as a [`StreamSettings`], which
 //! the hub fixes when it creates the stream.
 
+pub use crate::auth::UserConfig;
 use crate::keys::Pattern;
 use crate::record;
 use clap::builder::ValueParser;
@@ -669,7 +670,7 @@ settings! {
     /// Authorization: Bearer, or as the password of any user name); a `[[users]]`
     /// entry's name and password (query user=NAME&pass=PASSWORD, HTTP Basic, RTSP's
     /// challenge); then the HTTP hook, for what those did not settle.
-    [auth] AuthSettings {
+    [auth] AuthSettings in crate::auth {
         /// Publishing needs authorization.
         #[flag("auth-publish", "BOOL")]
         publish: bool = false;
@@ -769,27 +770,6 @@ pub struct AppConfig {
     pub pull_always: Option<bool>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub pull_transport: Option<String>,
-}
-
-/// One `[[users]]` entry: a user of the authorization (see `[auth]`).
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct UserConfig {
-    pub name: String,
-    /// An argon2 PHC string (`$argon2id$...`) or `sha256:HEX`; never the password.
-    pub password: String,
-    /// Stream patterns the user may publish (`live/*`, `*`).
-    #[serde(default, skip_serializing_if = "Vec::is_empty")]
-    pub publish: Vec<String>,
-    /// Stream patterns (and file paths) the user may play.
-    #[serde(default, skip_serializing_if = "Vec::is_empty")]
-    pub read: Vec<String>,
-    /// Address ranges the user may connect from (`10.0.0.0/8`); empty: any.
-    #[serde(default, skip_serializing_if = "Vec::is_empty")]
-    pub ips: Vec<String>,
-    /// The user may use the HTTP API and `/metrics` (HTTP Basic).
-    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
-    pub api: bool,
 }
 
 /// The keys of an `[[apps]]` entry and what they do, for the doc (a test checks them
@@ -1509,6 +1489,29 @@ impl RtspSettings {
                 _ => sluice_rtsp::AuthPolicy::Publish,
             },
             ..sluice_rtsp::ServerConfig::default()
+        }
+    }
+}
+
+/// The settings of the features, assembled from their sections and `[[apps]]`.
+impl Config {
+    /// What the authorization is made of: `[auth]`, `[[users]]`, the `[[apps]]`
+    /// entries' auth keys and `api.token`.
+    pub fn auth_config(&self) -> crate::auth::AuthConfig {
+        crate::auth::AuthConfig {
+            settings: self.auth.clone(),
+            users: self.users.clone(),
+            apps: self
+                .apps
+                .iter()
+                .map(|a| crate::auth::AppAuthConfig {
+                    name: a.name.clone(),
+                    publish: a.auth_publish,
+                    read: a.auth_read,
+                    hook: a.auth_hook.clone(),
+                })
+                .collect(),
+            api_token: self.api.token.clone(),
         }
     }
 }

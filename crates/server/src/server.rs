@@ -215,7 +215,7 @@ impl Server {
         let files = Arc::new(crate::io::filemap::FileMaps::default());
         let vods = Arc::new(crate::vod::Vods::default());
         let (shutdown, _) = watch::channel(false);
-        let auth = crate::auth::Auth::new(&config).map_err(io::Error::other)?;
+        let auth = crate::auth::Auth::new(&config.auth_config()).map_err(io::Error::other)?;
         let (ops, mut commands) = crate::ops::Ops::new(workers, certificate, auth, limits);
         let mut threads = Vec::with_capacity(workers);
         for worker in 0..workers {

@@ -569,7 +569,7 @@ mod tests {
             ips: vec![],
             api: api_user,
         }];
-        crate::auth::Auth::new(&c).unwrap()
+        crate::auth::Auth::new(&c.auth_config()).unwrap()
     }
 
     fn check(

@@ -435,7 +435,7 @@ impl Ops {
         let config = fresh.as_ref().unwrap_or(config);
         let auth = fresh
             .as_ref()
-            .map(crate::auth::Auth::new)
+            .map(|c| crate::auth::Auth::new(&c.auth_config()))
             .transpose()
             .map_err(|e| e.to_string())?;
         let mut done = Vec::new();
