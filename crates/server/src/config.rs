@@ -480,7 +480,7 @@ settings! {
     /// pull per stream, however many viewers, stopped a while after the last one leaves.
     /// An origin that fails is replaced by the next, and players continue. [[apps]]
     /// entries may name their own origins.
-    [edge] EdgeSettings {
+    [edge] EdgeSettings in crate::relay {
         /// Origins, tried in order: rtmp://HOST[:PORT], rtmps://HOST[:PORT] or
         /// http(s)://HOST[:PORT] (HTTP-FLV), each optionally with a path prefix; the stream's
         /// app/stream is appended (rtmp://origin:1935 pulls live/cam as
@@ -1512,6 +1512,26 @@ impl Config {
                 })
                 .collect(),
             api_token: self.api.token.clone(),
+        }
+    }
+
+    /// What the pulls and pushes are made of: `[edge]` and the `[[apps]]` entries'
+    /// origins, pulls and pushes.
+    pub fn relay_config(&self) -> crate::relay::RelayConfig {
+        crate::relay::RelayConfig {
+            edge: self.edge.clone(),
+            apps: self
+                .apps
+                .iter()
+                .map(|a| crate::relay::AppRelayConfig {
+                    name: a.name.clone(),
+                    origins: a.origins.clone(),
+                    push: a.push.clone(),
+                    pull: a.pull.clone(),
+                    pull_always: a.pull_always,
+                    pull_transport: a.pull_transport.clone(),
+                })
+                .collect(),
         }
     }
 }

@@ -146,7 +146,10 @@ impl Server {
         });
         let limits = crate::core::limits::Limits::new(config.limit_settings());
         let hub = Arc::new(hub.with_recorder(recorder).with_limits(limits.clone()));
-        let relays = Some(crate::relay::Relays::new(&config, hub.clone()));
+        let relays = Some(crate::relay::Relays::new(
+            &config.relay_config(),
+            hub.clone(),
+        ));
         let (rtmp, mut rtmp_listeners) = listeners("RTMP", &config.rtmp.listen, workers)?;
         let (rtsp, mut rtsp_listeners) = listeners("RTSP", &config.rtsp.listen, workers)?;
         let (http, mut http_listeners) = listeners("HTTP", &config.http.listen, workers)?;
