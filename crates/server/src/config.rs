@@ -39,6 +39,7 @@
 //! otherwise). [`Config::for_stream`] gives the result as a [`StreamSettings`], which
 //! the hub fixes when it creates the stream.
 
+pub use crate::auth::UserConfig;
 use crate::core::hub::StreamPolicy;
 use crate::hls::StreamHls;
 use crate::keys::{Pattern, PerStream};
@@ -229,6 +230,28 @@ macro_rules! apply_flag {
     };
 }
 
+/// A section's struct: defined here, or (`[section] Name in path`) by the module that
+/// uses it, which then need not import `config`; its fields must be the table's (the
+/// `Default` made here names each of them), and it derives `Serialize` and
+/// `Deserialize` with `#[serde(default, deny_unknown_fields)]` like the others.
+macro_rules! section_struct {
+    (
+        []
+        $(#[doc = $sdoc:literal])*
+        $Section:ident { $( $(#[doc = $doc:literal])* $field:ident : $ty:ty, )* }
+    ) => {
+        $(#[doc = $sdoc])*
+        #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+        #[serde(default, deny_unknown_fields)]
+        pub struct $Section {
+            $( $(#[doc = $doc])* pub $field: $ty, )*
+        }
+    };
+    ([$($owner:ident)::+] $(#[doc = $sdoc:literal])* $Section:ident { $($fields:tt)* }) => {
+        pub use $($owner)::+::$Section;
+    };
+}
+
 /// The settings table: from it come the structs, defaults, flags, `--print-config` and
 /// `docs/configuration.md` (see the module doc).
 macro_rules! settings {
@@ -239,18 +262,17 @@ macro_rules! settings {
         }
         $(
             $(#[doc = $sdoc:literal])*
-            [$section:ident] $Section:ident {
+            [$section:ident] $Section:ident $(in $($owner:ident)::+)? {
                 $( $(#[doc = $doc:literal])* $(#[flag $flag:tt])?
                    $field:ident : $ty:ty = $default:expr; )*
             }
         )*
     ) => {
         $(
-            $(#[doc = $sdoc])*
-            #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-            #[serde(default, deny_unknown_fields)]
-            pub struct $Section {
-                $( $(#[doc = $doc])* pub $field: $ty, )*
+            section_struct! {
+                [$($($owner)::+)?]
+                $(#[doc = $sdoc])*
+                $Section { $( $(#[doc = $doc])* $field: $ty, )* }
             }
 
             impl Default for $Section {
@@ -461,7 +483,7 @@ settings! {
     /// pull per stream, however many viewers, stopped a while after the last one leaves.
     /// An origin that fails is replaced by the next, and players continue. [[apps]]
     /// entries may name their own origins.
-    [edge] EdgeSettings {
+    [edge] EdgeSettings in crate::relay {
         /// Origins, tried in order: rtmp://HOST[:PORT], rtmps://HOST[:PORT] or
         /// http(s)://HOST[:PORT] (HTTP-FLV), each optionally with a path prefix; the stream's
         /// app/stream is appended (rtmp://origin:1935 pulls live/cam as
@@ -651,7 +673,7 @@ settings! {
     /// Authorization: Bearer, or as the password of any user name); a `[[users]]`
     /// entry's name and password (query user=NAME&pass=PASSWORD, HTTP Basic, RTSP's
     /// challenge); then the HTTP hook, for what those did not settle.
-    [auth] AuthSettings {
+    [auth] AuthSettings in crate::auth {
         /// Publishing needs authorization.
         #[flag("auth-publish", "BOOL")]
         publish: bool = false;
@@ -685,7 +707,7 @@ settings! {
     /// Notification hooks: URLs POSTed a JSON body when something ended, without waiting
     /// for or using the answer (a slow or dead receiver delays nothing; events beyond
     /// a queue of 4096 are dropped and logged).
-    [hooks] HookSettings {
+    [hooks] HookSettings in crate::hooks {
         /// When a publisher stops (event, id, protocol, ip, path, bytes_in, bytes_out,
         /// duration_s). Empty: none.
         on_publish_done: String = "";
@@ -751,27 +773,6 @@ pub struct AppConfig {
     pub pull_always: Option<bool>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub pull_transport: Option<String>,
-}
-
-/// One `[[users]]` entry: a user of the authorization (see `[auth]`).
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct UserConfig {
-    pub name: String,
-    /// An argon2 PHC string (`$argon2id$...`) or `sha256:HEX`; never the password.
-    pub password: String,
-    /// Stream patterns the user may publish (`live/*`, `*`).
-    #[serde(default, skip_serializing_if = "Vec::is_empty")]
-    pub publish: Vec<String>,
-    /// Stream patterns (and file paths) the user may play.
-    #[serde(default, skip_serializing_if = "Vec::is_empty")]
-    pub read: Vec<String>,
-    /// Address ranges the user may connect from (`10.0.0.0/8`); empty: any.
-    #[serde(default, skip_serializing_if = "Vec::is_empty")]
-    pub ips: Vec<String>,
-    /// The user may use the HTTP API and `/metrics` (HTTP Basic).
-    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
-    pub api: bool,
 }
 
 /// The keys of an `[[apps]]` entry and what they do, for the doc (a test checks them
@@ -1524,6 +1525,60 @@ impl RtspSettings {
                 _ => sluice_rtsp::AuthPolicy::Publish,
             },
             ..sluice_rtsp::ServerConfig::default()
+        }
+    }
+}
+
+/// The settings of the features, assembled from their sections and `[[apps]]`.
+impl Config {
+    /// What the authorization is made of: `[auth]`, `[[users]]`, the `[[apps]]`
+    /// entries' auth keys and `api.token`.
+    pub fn auth_config(&self) -> crate::auth::AuthConfig {
+        crate::auth::AuthConfig {
+            settings: self.auth.clone(),
+            users: self.users.clone(),
+            apps: self
+                .apps
+                .iter()
+                .map(|a| crate::auth::AppAuthConfig {
+                    name: a.name.clone(),
+                    publish: a.auth_publish,
+                    read: a.auth_read,
+                    hook: a.auth_hook.clone(),
+                })
+                .collect(),
+            api_token: self.api.token.clone(),
+        }
+    }
+
+    /// What the pulls and pushes are made of: `[edge]` and the `[[apps]]` entries'
+    /// origins, pulls and pushes.
+    pub fn relay_config(&self) -> crate::relay::RelayConfig {
+        crate::relay::RelayConfig {
+            edge: self.edge.clone(),
+            apps: self
+                .apps
+                .iter()
+                .map(|a| crate::relay::AppRelayConfig {
+                    name: a.name.clone(),
+                    origins: a.origins.clone(),
+                    push: a.push.clone(),
+                    pull: a.pull.clone(),
+                    pull_always: a.pull_always,
+                    pull_transport: a.pull_transport.clone(),
+                })
+                .collect(),
+        }
+    }
+}
+
+impl HttpSettings {
+    /// Where the HTTPS certificate comes from.
+    pub fn cert_source(&self) -> crate::io::tls::CertSource {
+        crate::io::tls::CertSource {
+            cert: self.tls_cert.clone(),
+            key: self.tls_key.clone(),
+            self_signed: self.tls_self_signed,
         }
     }
 }

@@ -42,8 +42,6 @@ pub struct Ctx {
     /// Where this worker's connections read into, one at a time (never held across an
     /// await): see `driver::READ_CHUNK`.
     pub read_buf: RefCell<Box<[u8]>>,
-    /// WebRTC's shared state, when its UDP port is on.
-    pub webrtc: Option<Arc<crate::webrtc::Registry>>,
     /// Pulls from origins, when this server is an edge.
     pub relays: Option<Arc<crate::relay::Relays>>,
 }

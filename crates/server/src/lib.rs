@@ -7,7 +7,9 @@
 //! - `io`: sockets and files — the player transport seam (`sock`), TLS, `sendmmsg`,
 //!   memfds, shared file mappings.
 //! - protocols: `rtmp`, `rtsp`, `http` (HTTP/1.1, WebSocket, HTTP/2, HLS routes).
-//! - features: `hls` (live segmenting), `vod` (files on demand), `record`.
+//! - features: `hls` (live segmenting), `vod` (files on demand), `record`, `auth`,
+//!   `relay` (edge pulls and pushes), `hooks` (notifications); below `config`, which
+//!   assembles their settings.
 //! - `driver`: the one connection driver every protocol's session runs in.
 //! - `server` starts the workers; `ctx` is what a connection of a worker can reach;
 //!   `delay` measures how late each worker runs its tasks.
@@ -21,6 +23,7 @@ mod ctx;
 mod delay;
 mod driver;
 mod hls;
+mod hooks;
 mod http;
 mod io;
 mod keys;

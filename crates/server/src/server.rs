@@ -107,7 +107,7 @@ fn rtp_pairs(
     (0..workers)
         .map(|_| {
             let (ip, range) = range?;
-            match crate::rtsp::udp::bind_pair(ip, range) {
+            match crate::io::udp_pair::bind_pair(ip, range) {
                 Ok(pair) => Some(pair),
                 Err(e) => {
                     tracing::warn!("RTP over UDP: {e}");
@@ -123,8 +123,7 @@ impl Server {
     pub fn start(config: Config) -> io::Result<Server> {
         let workers = config.worker_count();
         let config = Arc::new(config);
-        let notifier =
-            crate::ops::notify::Notifier::start(&config.hooks).map_err(io::Error::other)?;
+        let notifier = crate::hooks::Notifier::start(&config.hooks).map_err(io::Error::other)?;
         let recording = config.record_config().map(|mut c| {
             c.notifier = notifier.clone();
             crate::record::start(c)
@@ -153,11 +152,15 @@ impl Server {
             })];
         taps.extend(recorder.map(|r| Arc::new(r) as Arc<dyn crate::core::tap::Attach>));
         let hub = Arc::new(hub.with_taps(taps).with_limits(limits.clone()));
-        let relays = Some(crate::relay::Relays::new(&config, hub.clone()));
+        let relays = Some(crate::relay::Relays::new(
+            &config.relay_config(),
+            hub.clone(),
+        ));
         let (rtmp, mut rtmp_listeners) = listeners("RTMP", &config.rtmp.listen, workers)?;
         let (rtsp, mut rtsp_listeners) = listeners("RTSP", &config.rtsp.listen, workers)?;
         let (http, mut http_listeners) = listeners("HTTP", &config.http.listen, workers)?;
-        let tls = crate::io::tls::server_config(&config.http).map_err(io::Error::other)?;
+        let tls =
+            crate::io::tls::server_config(&config.http.cert_source()).map_err(io::Error::other)?;
         let (tls, certificate) = tls.unzip();
         let https_addr = if tls.is_some() {
             config.http.https.as_str()
@@ -221,7 +224,7 @@ impl Server {
         let files = Arc::new(crate::io::filemap::FileMaps::default());
         let vods = Arc::new(crate::vod::Vods::default());
         let (shutdown, _) = watch::channel(false);
-        let auth = crate::auth::Auth::new(&config).map_err(io::Error::other)?;
+        let auth = crate::auth::Auth::new(&config.auth_config()).map_err(io::Error::other)?;
         let (ops, mut commands) = crate::ops::Ops::new(workers, certificate, auth, limits);
         let mut threads = Vec::with_capacity(workers);
         for worker in 0..workers {
@@ -244,8 +247,9 @@ impl Server {
             let https = https_listeners.pop().zip(tls.clone());
             let api = api_listeners.pop();
             if http.is_some() || https.is_some() || api.is_some() {
+                let webrtc = registry.clone();
                 starts.push(Box::new(move |ctx| {
-                    crate::http::start(ctx, http, https, api)
+                    crate::http::start(ctx, webrtc, http, https, api)
                 }));
             }
             if let (Some(registry), Some(sock)) = (&registry, webrtc_sockets.pop()) {
@@ -276,7 +280,6 @@ impl Server {
             }
             let ctx = WorkerParts {
                 worker,
-                webrtc: registry.clone(),
                 relays: relays.clone(),
                 config: config.clone(),
                 hub: hub.clone(),
@@ -348,14 +351,13 @@ impl Drop for Server {
 /// What a worker's [`Ctx`] is made of, handed to its thread.
 struct WorkerParts {
     worker: usize,
-    webrtc: Option<Arc<crate::webrtc::Registry>>,
     relays: Option<Arc<crate::relay::Relays>>,
     config: Arc<Config>,
     hub: Arc<Hub>,
     files: Arc<crate::io::filemap::FileMaps>,
     vods: Arc<crate::vod::Vods>,
     ops: Arc<crate::ops::Ops>,
-    notifier: Option<Arc<crate::ops::notify::Notifier>>,
+    notifier: Option<Arc<crate::hooks::Notifier>>,
     commands: tokio::sync::mpsc::UnboundedReceiver<crate::ops::Command>,
 }
 
@@ -405,7 +407,6 @@ fn run_worker(parts: WorkerParts, starts: Vec<Start>, mut stop: watch::Receiver<
             auth: parts.ops.auth.clone(),
             ops: parts.ops,
             read_buf: RefCell::new(vec![0; crate::driver::READ_CHUNK].into_boxed_slice()),
-            webrtc: parts.webrtc,
             relays: parts.relays,
         });
         if worker == 0 {

@@ -21,9 +21,9 @@ pub mod credentials;
 pub mod hook;
 pub mod jwt;
 
-use crate::config::{Config, UserConfig};
 use crate::keys::Pattern;
 use hmac::{Hmac, Mac};
+use serde::{Deserialize, Serialize};
 use sha2::{Digest, Sha256};
 use std::collections::HashMap;
 use std::net::IpAddr;
@@ -132,6 +132,66 @@ pub struct Request<'a> {
     pub query: &'a str,
 }
 
+/// The `[auth]` table. Its keys' defaults, flags and help are in the configuration's
+/// settings table (`config.rs`), which also gives it its `Default`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct AuthSettings {
+    pub publish: bool,
+    pub read: bool,
+    pub signing_key: String,
+    pub jwt_key: String,
+    pub jwt_jwks_url: String,
+    pub jwt_claim: String,
+    pub hook_url: String,
+    pub hook_timeout_ms: u64,
+    pub hook_cache_ms: u64,
+}
+
+/// One `[[users]]` entry: a user of the authorization (see `[auth]`).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct UserConfig {
+    pub name: String,
+    /// An argon2 PHC string (`$argon2id$...`) or `sha256:HEX`; never the password.
+    pub password: String,
+    /// Stream patterns the user may publish (`live/*`, `*`).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub publish: Vec<String>,
+    /// Stream patterns (and file paths) the user may play.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub read: Vec<String>,
+    /// Address ranges the user may connect from (`10.0.0.0/8`); empty: any.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub ips: Vec<String>,
+    /// The user may use the HTTP API and `/metrics` (HTTP Basic).
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub api: bool,
+}
+
+/// What an `[[apps]]` entry says of the authorization of the streams its `name`
+/// matches (a pattern as in [`Pattern::app`]).
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct AppAuthConfig {
+    pub name: String,
+    /// `auth_publish`: publishing needs authorization, or not.
+    pub publish: Option<bool>,
+    /// `auth_read`: playing needs authorization, or not.
+    pub read: Option<bool>,
+    /// `auth_hook`: the hook URL of these streams (empty: none).
+    pub hook: Option<String>,
+}
+
+/// What the authorization is made of (the configuration assembles it).
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct AuthConfig {
+    pub settings: AuthSettings,
+    pub users: Vec<UserConfig>,
+    pub apps: Vec<AppAuthConfig>,
+    /// `api.token`: a bearer token for the API and `/metrics`.
+    pub api_token: String,
+}
+
 /// A password as stored.
 #[derive(Debug, Clone)]
 enum Password {
@@ -203,12 +263,12 @@ impl AuthConfigError {
 
 impl Auth {
     /// The authorization the configuration describes.
-    pub fn new(config: &Config) -> Result<Auth, AuthConfigError> {
+    pub fn new(config: &AuthConfig) -> Result<Auth, AuthConfigError> {
         let mut users = HashMap::new();
         for u in &config.users {
             users.insert(u.name.clone(), user(u)?);
         }
-        let a = &config.auth;
+        let a = &config.settings;
         let make_hook = |url: &str| -> Result<Option<Arc<hook::Hook>>, AuthConfigError> {
             if url.is_empty() {
                 return Ok(None);
@@ -226,7 +286,7 @@ impl Auth {
         for app in &config.apps {
             let pattern = Pattern::app(&app.name)
                 .map_err(|e| AuthConfigError::new(format!("app {}", app.name), e))?;
-            let hook = match app.auth_hook.as_deref() {
+            let hook = match app.hook.as_deref() {
                 None => None,
                 Some(url) if url == a.hook_url => Some(hook.clone()),
                 Some(url) => Some(make_hook(url)?),
@@ -234,8 +294,8 @@ impl Auth {
             apps.push((
                 pattern,
                 AppAuth {
-                    publish: app.auth_publish,
-                    read: app.auth_read,
+                    publish: app.publish,
+                    read: app.read,
                     hook,
                 },
             ));
@@ -251,7 +311,7 @@ impl Auth {
             jwt,
             hook,
             apps,
-            api_token: config.api.token.clone(),
+            api_token: config.api_token.clone(),
             viewer_key: rand::random(),
             verified: Mutex::new(HashMap::new()),
             denials: Default::default(),

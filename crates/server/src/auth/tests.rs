@@ -1,7 +1,6 @@
 #![allow(clippy::field_reassign_with_default)]
 
 use super::*;
-use crate::config::Config;
 
 fn sha(p: &str) -> String {
     let hash: [u8; 32] = Sha256::digest(p.as_bytes()).into();
@@ -18,10 +17,10 @@ fn argon(p: &str) -> String {
 }
 
 fn auth() -> Auth {
-    let mut c = Config::default();
-    c.auth.publish = true;
-    c.auth.read = true;
-    c.auth.signing_key = "k3y".into();
+    let mut c = AuthConfig::default();
+    c.settings.publish = true;
+    c.settings.read = true;
+    c.settings.signing_key = "k3y".into();
     c.users = vec![
         UserConfig {
             name: "studio".into(),
@@ -212,8 +211,8 @@ fn signed_urls() {
 
 #[test]
 fn what_is_not_required_is_open() {
-    let mut c = Config::default();
-    c.auth.publish = true;
+    let mut c = AuthConfig::default();
+    c.settings.publish = true;
     let a = Auth::new(&c).unwrap();
     assert_eq!(
         ask(
@@ -264,7 +263,7 @@ fn viewer_tokens() {
 #[test]
 fn bad_user_entries_are_refused() {
     for password in ["plain", "sha256:abc", "$argon2id$nonsense"] {
-        let mut c = Config::default();
+        let mut c = AuthConfig::default();
         c.users = vec![UserConfig {
             name: "x".into(),
             password: password.into(),
@@ -275,7 +274,7 @@ fn bad_user_entries_are_refused() {
         }];
         assert!(Auth::new(&c).is_err(), "{password}");
     }
-    let mut c = Config::default();
+    let mut c = AuthConfig::default();
     c.users = vec![UserConfig {
         name: "x".into(),
         password: sha("a"),
@@ -291,9 +290,9 @@ fn bad_user_entries_are_refused() {
 fn a_jwt_as_the_password_of_a_user_name_that_is_not_ours() {
     use jsonwebtoken::{EncodingKey, Header};
     let secret = "a shared secret of some length";
-    let mut c = Config::default();
-    c.auth.publish = true;
-    c.auth.jwt_key = secret.into();
+    let mut c = AuthConfig::default();
+    c.settings.publish = true;
+    c.settings.jwt_key = secret.into();
     c.users = vec![UserConfig {
         name: "studio".into(),
         password: sha("s3cret"),
@@ -344,11 +343,11 @@ fn a_jwt_as_the_password_of_a_user_name_that_is_not_ours() {
 
 #[test]
 fn apps_change_what_needs_authorization() {
-    let mut c = Config::default();
-    c.auth.read = true;
-    c.apps = vec![crate::config::AppConfig {
+    let mut c = AuthConfig::default();
+    c.settings.read = true;
+    c.apps = vec![AppAuthConfig {
         name: "public".into(),
-        auth_read: Some(false),
+        read: Some(false),
         ..Default::default()
     }];
     let a = Auth::new(&c).unwrap();

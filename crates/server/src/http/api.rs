@@ -179,7 +179,7 @@ pub(crate) async fn reply(
     match (what, get, req.method) {
         (ApiPath::Metrics, true, _) => {
             let workers = ctx.ops.snapshots().await;
-            let text = crate::ops::metrics::render(
+            let text = super::metrics::render(
                 &ctx.hub,
                 &ctx.ops,
                 &ctx.auth.load(),
@@ -569,7 +569,7 @@ mod tests {
             ips: vec![],
             api: api_user,
         }];
-        crate::auth::Auth::new(&c).unwrap()
+        crate::auth::Auth::new(&c.auth_config()).unwrap()
     }
 
     fn check(

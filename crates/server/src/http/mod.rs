@@ -15,9 +15,12 @@ mod console;
 mod files;
 mod h2;
 pub(crate) mod hls;
+mod metrics;
 pub(crate) mod reply;
 mod router;
 mod vod;
+mod whep;
+mod whip;
 
 use crate::core::fanout::Player;
 use crate::core::format::FormatId;
@@ -64,6 +67,8 @@ pub struct Worker {
     ctx: Rc<Ctx>,
     /// Files of `/vod/` HLS this worker knows.
     vod_files: crate::vod::WorkerFiles,
+    /// WebRTC's sessions (WHEP and WHIP are HTTP routes), when WebRTC is on.
+    webrtc: Option<Arc<crate::webrtc::Registry>>,
 }
 
 impl std::ops::Deref for Worker {
@@ -77,6 +82,7 @@ impl std::ops::Deref for Worker {
 /// and of the TLS one, and the task that lets go of files of `/vod/` HLS unused.
 pub fn start(
     ctx: &Rc<Ctx>,
+    webrtc: Option<Arc<crate::webrtc::Registry>>,
     http: Option<StdListener>,
     https: Option<(StdListener, Arc<rustls::ServerConfig>)>,
     api: Option<StdListener>,
@@ -84,6 +90,7 @@ pub fn start(
     let worker = Rc::new(Worker {
         ctx: ctx.clone(),
         vod_files: crate::vod::WorkerFiles::default(),
+        webrtc,
     });
     tokio::task::spawn_local({
         let worker = worker.clone();

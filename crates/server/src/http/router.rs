@@ -97,16 +97,16 @@ pub(crate) async fn handle<'r>(
             headers.extend(owned(&DAV_HEADERS));
             Reply::new(status, headers, vec![body])
         }
-        (Method::Post, Route::Whep(key)) => match &ctx.webrtc {
-            Some(registry) => crate::webrtc::whep::post(ctx, registry, req, key, peer).await,
+        (Method::Post, Route::Whep(key)) => match &worker.webrtc {
+            Some(registry) => super::whep::post(ctx, registry, req, key, peer).await,
             None => webrtc_off(),
         },
-        (Method::Post, Route::Whip(key)) => match &ctx.webrtc {
-            Some(registry) => crate::webrtc::whip::post(ctx, registry, req, key, peer).await,
+        (Method::Post, Route::Whip(key)) => match &worker.webrtc {
+            Some(registry) => super::whip::post(ctx, registry, req, key, peer).await,
             None => webrtc_off(),
         },
-        (Method::Delete, Route::WhepSession(resource)) => match &ctx.webrtc {
-            Some(registry) => crate::webrtc::whep::delete(ctx, registry, resource).await,
+        (Method::Delete, Route::WhepSession(resource)) => match &worker.webrtc {
+            Some(registry) => super::whep::delete(ctx, registry, resource).await,
             None => webrtc_off(),
         },
         (Method::Options, Route::Whep(_) | Route::Whip(_) | Route::WhepSession(_)) => {

@@ -1,9 +1,11 @@
 //! I/O at the edges: the transport a player is written through (`sock`), TLS set-up,
-//! batched UDP sends, sealed in-memory files and shared mappings of media-root files.
+//! RTP/RTCP port pairs, batched UDP sends, sealed in-memory files and shared mappings
+//! of media-root files.
 
 pub mod filemap;
 pub mod http_client;
 pub mod memfile;
 pub mod sock;
 pub mod tls;
+pub mod udp_pair;
 pub mod udp_send;

@@ -1,7 +1,6 @@
 //! TLS settings for the HTTPS listener: a PEM certificate and key, or a self-signed
 //! certificate generated at start for development. rustls with the aws-lc-rs provider.
 
-use crate::config::HttpSettings;
 use rustls::pki_types::pem::PemObject;
 use rustls::pki_types::{CertificateDer, PrivateKeyDer, PrivatePkcs8KeyDer};
 use std::sync::Arc;
@@ -19,6 +18,18 @@ pub enum TlsError {
     Generate(#[from] rcgen::Error),
     #[error("--tls-cert and --tls-key go together")]
     Incomplete,
+}
+
+/// Where the HTTPS certificate comes from (`http.tls_cert`, `http.tls_key`,
+/// `http.tls_self_signed`).
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct CertSource {
+    /// PEM file of the certificate chain; empty for none.
+    pub cert: String,
+    /// PEM file of the private key; empty for none.
+    pub key: String,
+    /// Generate a self-signed certificate for localhost instead.
+    pub self_signed: bool,
 }
 
 /// The certificate HTTPS presents, replaceable while the server runs (`reload`):
@@ -42,11 +53,11 @@ impl Certificate {
     /// Reads the certificate and key files again and presents them from the next
     /// handshake on; a self-signed certificate stays as it is. On error the current
     /// one stays.
-    pub fn reload(&self, config: &HttpSettings) -> Result<(), TlsError> {
-        if config.tls_self_signed {
+    pub fn reload(&self, source: &CertSource) -> Result<(), TlsError> {
+        if source.self_signed {
             return Ok(());
         }
-        let Some((certs, key)) = load(config)? else {
+        let Some((certs, key)) = load(source)? else {
             return Err(TlsError::Incomplete);
         };
         let key = rustls::sign::CertifiedKey::from_der(certs, key, &self.provider)?;
@@ -63,8 +74,8 @@ pub type ServerTls = (Arc<rustls::ServerConfig>, Arc<Certificate>);
 
 /// The certificate chain and key the settings name (generated when self-signed);
 /// `None` when there are none.
-fn load(config: &HttpSettings) -> Result<Option<Pair>, TlsError> {
-    if config.tls_self_signed {
+fn load(source: &CertSource) -> Result<Option<Pair>, TlsError> {
+    if source.self_signed {
         let cert = rcgen::generate_simple_self_signed(vec![
             "localhost".to_string(),
             "127.0.0.1".to_string(),
@@ -72,7 +83,7 @@ fn load(config: &HttpSettings) -> Result<Option<Pair>, TlsError> {
         let key = PrivateKeyDer::Pkcs8(PrivatePkcs8KeyDer::from(cert.signing_key.serialize_der()));
         return Ok(Some((vec![cert.cert.der().clone()], key)));
     }
-    match (config.tls_cert.is_empty(), config.tls_key.is_empty()) {
+    match (source.cert.is_empty(), source.key.is_empty()) {
         (true, true) => return Ok(None),
         (false, false) => {}
         _ => return Err(TlsError::Incomplete),
@@ -81,18 +92,18 @@ fn load(config: &HttpSettings) -> Result<Option<Pair>, TlsError> {
         path: path.to_string(),
         source,
     };
-    let certs = CertificateDer::pem_file_iter(&config.tls_cert)
-        .map_err(|e| pem(&config.tls_cert, e))?
+    let certs = CertificateDer::pem_file_iter(&source.cert)
+        .map_err(|e| pem(&source.cert, e))?
         .collect::<Result<Vec<_>, _>>()
-        .map_err(|e| pem(&config.tls_cert, e))?;
-    let key = PrivateKeyDer::from_pem_file(&config.tls_key).map_err(|e| pem(&config.tls_key, e))?;
+        .map_err(|e| pem(&source.cert, e))?;
+    let key = PrivateKeyDer::from_pem_file(&source.key).map_err(|e| pem(&source.key, e))?;
     Ok(Some((certs, key)))
 }
 
 /// The server's TLS configuration and its replaceable certificate, or `None` when
 /// HTTPS is off (no certificate given and none to generate).
-pub fn server_config(config: &HttpSettings) -> Result<Option<ServerTls>, TlsError> {
-    let Some((certs, key)) = load(config)? else {
+pub fn server_config(source: &CertSource) -> Result<Option<ServerTls>, TlsError> {
+    let Some((certs, key)) = load(source)? else {
         return Ok(None);
     };
     let provider = Arc::new(rustls::crypto::aws_lc_rs::default_provider());

@@ -11,9 +11,6 @@
 //!   guard drops, whatever ends it.
 //! - A kicked connection ends at its driver's next turn (`Conn::kicked`).
 
-pub mod metrics;
-pub mod notify;
-
 use crate::core::fanout::Player;
 use prometheus_client::metrics::family::Family;
 use prometheus_client::metrics::histogram::Histogram;
@@ -95,7 +92,7 @@ pub struct Clients {
     /// Connections ended, by protocol and reason.
     ended: RefCell<HashMap<(&'static str, &'static str), u64>>,
     /// Told when a publisher or player stops (`[hooks]`).
-    notifier: Option<Arc<notify::Notifier>>,
+    notifier: Option<Arc<crate::hooks::Notifier>>,
 }
 
 /// A connection's entry in its worker's [`Clients`]; dropping it removes the entry.
@@ -107,7 +104,7 @@ pub struct Client {
 }
 
 impl Clients {
-    pub fn new(notifier: Option<Arc<notify::Notifier>>) -> Clients {
+    pub fn new(notifier: Option<Arc<crate::hooks::Notifier>>) -> Clients {
         Clients {
             notifier,
             ..Clients::default()
@@ -246,8 +243,8 @@ impl Client {
         let e = &self.entry;
         let event = match e.role.get() {
             Role::Idle => return,
-            Role::Publish => notify::Ended::Publish,
-            Role::Play => notify::Ended::Play,
+            Role::Publish => crate::hooks::Ended::Publish,
+            Role::Play => crate::hooks::Ended::Play,
         };
         let Some(notifier) = self
             .clients
@@ -438,12 +435,13 @@ impl Ops {
         let config = fresh.as_ref().unwrap_or(config);
         let auth = fresh
             .as_ref()
-            .map(crate::auth::Auth::new)
+            .map(|c| crate::auth::Auth::new(&c.auth_config()))
             .transpose()
             .map_err(|e| e.to_string())?;
         let mut done = Vec::new();
         if let Some(c) = &self.certificate {
-            c.reload(&config.http).map_err(|e| e.to_string())?;
+            c.reload(&config.http.cert_source())
+                .map_err(|e| e.to_string())?;
             done.push("tls_certificate");
         }
         if let Some(auth) = auth {

@@ -56,7 +56,7 @@ pub struct RecordConfig {
     /// Bytes of frames waiting for the writer, beyond which frames are dropped.
     pub queue_bytes: usize,
     /// Told when a file is complete (`hooks.on_record_done`).
-    pub notifier: Option<Arc<crate::ops::notify::Notifier>>,
+    pub notifier: Option<Arc<crate::hooks::Notifier>>,
     /// What the writer did, for `/metrics`.
     pub stats: Arc<RecordStats>,
 }

@@ -165,7 +165,7 @@ impl Recording {
                     );
                     if let Some(n) = &config.notifier {
                         n.notify(
-                            crate::ops::notify::Ended::Record,
+                            crate::hooks::Ended::Record,
                             serde_json::json!({
                                 "path": self.key,
                                 "file": open.path.display().to_string(),

@@ -28,11 +28,12 @@ pub mod origin;
 mod pull;
 pub mod push;
 mod rtsp_pull;
+mod settings;
 mod srt_pull;
 
 pub use origin::Origin;
+pub use settings::{AppRelayConfig, EdgeSettings, RelayConfig};
 
-use crate::config::Config;
 use crate::core::hub::Hub;
 use crate::keys::Pattern;
 use std::collections::HashMap;
@@ -190,7 +191,7 @@ struct Dynamic {
 impl Relays {
     /// The server's pulls and pushes: those configured (URLs checked with the
     /// configuration), and room for the API's.
-    pub fn new(config: &Config, hub: Arc<Hub>) -> Arc<Relays> {
+    pub fn new(config: &RelayConfig, hub: Arc<Hub>) -> Arc<Relays> {
         let parse = |urls: &[String]| -> Vec<Origin> {
             urls.iter().filter_map(|u| Origin::parse(u).ok()).collect()
         };

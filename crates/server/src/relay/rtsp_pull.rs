@@ -50,13 +50,13 @@ pub struct RtspReader {
 }
 
 /// An RTP socket on an even port of `ip` and an RTCP socket on the next, as RTSP's
-/// server side binds them (`rtsp::udp::bind_pair`, ports of the kernel's choice).
+/// server side binds them (`io::udp_pair`, ports of the kernel's choice).
 fn bind_pair(ip: IpAddr) -> Result<(UdpSocket, UdpSocket), String> {
     let tokio = |s: std::net::UdpSocket| {
         s.set_nonblocking(true)?;
         UdpSocket::from_std(s)
     };
-    let (rtp, rtcp) = crate::rtsp::udp::bind_pair(ip, (0, 0)).map_err(|e| e.to_string())?;
+    let (rtp, rtcp) = crate::io::udp_pair::bind_pair(ip, (0, 0)).map_err(|e| e.to_string())?;
     Ok((
         tokio(rtp).map_err(|e| e.to_string())?,
         tokio(rtcp).map_err(|e| e.to_string())?,

@@ -22,7 +22,7 @@ use sluice_rtsp::PortPair;
 use std::cell::{Cell, RefCell};
 use std::collections::HashMap;
 use std::io::{self, IoSlice};
-use std::net::{IpAddr, SocketAddr, UdpSocket as StdUdpSocket};
+use std::net::{SocketAddr, UdpSocket as StdUdpSocket};
 use std::ops::Range;
 use std::os::fd::AsFd;
 use std::rc::Rc;
@@ -43,8 +43,6 @@ const MAX_BATCH: usize = 64;
 const SEND_BUFFER: usize = 32 << 20;
 /// Receive buffer: bursts of several publishers' keyframes.
 const RECV_BUFFER: usize = 4 << 20;
-/// Attempts at a kernel-chosen even/odd port pair.
-const PAIR_ATTEMPTS: usize = 64;
 
 /// A packet for a publisher's session: its SDP track and the RTP packet.
 pub type Inbound = (usize, Bytes);
@@ -131,39 +129,6 @@ impl Drop for HeardGuard {
             heard.remove(&self.from);
         }
     }
-}
-
-/// Binds an RTP socket on an even port and RTCP on the next, within `range`
-/// (`(0, 0)`: ports the kernel chooses).
-pub fn bind_pair(ip: IpAddr, range: (u16, u16)) -> io::Result<(StdUdpSocket, StdUdpSocket)> {
-    let bind = |port: u16| StdUdpSocket::bind(SocketAddr::new(ip, port));
-    if range == (0, 0) {
-        for _ in 0..PAIR_ATTEMPTS {
-            let rtp = bind(0)?;
-            let port = rtp.local_addr()?.port();
-            if port & 1 == 0 && port < u16::MAX {
-                if let Ok(rtcp) = bind(port + 1) {
-                    return Ok((rtp, rtcp));
-                }
-            }
-        }
-        return Err(io::Error::new(
-            io::ErrorKind::AddrInUse,
-            "no free even/odd UDP port pair",
-        ));
-    }
-    let (first, last) = range;
-    let mut port = first;
-    while port < last {
-        if let (Ok(rtp), Ok(rtcp)) = (bind(port), bind(port + 1)) {
-            return Ok((rtp, rtcp));
-        }
-        port = port.saturating_add(2);
-    }
-    Err(io::Error::new(
-        io::ErrorKind::AddrInUse,
-        format!("no free UDP port pair in {first}-{last}"),
-    ))
 }
 
 impl RtpUdp {
@@ -586,6 +551,7 @@ impl Batch {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use std::net::IpAddr;
 
     #[test]
     fn interleaved_frames_are_split_without_copying() {
@@ -664,7 +630,7 @@ mod tests {
             .unwrap();
         tokio::task::LocalSet::new().block_on(&rt, async {
             let ip = IpAddr::from([127, 0, 0, 1]);
-            let (rtp, rtcp) = bind_pair(ip, (0, 0)).unwrap();
+            let (rtp, rtcp) = crate::io::udp_pair::bind_pair(ip, (0, 0)).unwrap();
             let udp = RtpUdp::new(rtp, rtcp).unwrap();
             let player = StdUdpSocket::bind((ip, 0)).unwrap();
             let dest = [Some(player.local_addr().unwrap()), None, None, None];
@@ -693,17 +659,5 @@ mod tests {
             let sizes: Vec<usize> = (0..6).map(|_| player.recv(&mut buf).unwrap()).collect();
             assert_eq!(sizes, [1200, 1200, 300, 1200, 1200, 300]);
         });
-    }
-
-    #[test]
-    fn pairs_are_even_then_odd() {
-        let ip = IpAddr::from([127, 0, 0, 1]);
-        let (rtp, rtcp) = bind_pair(ip, (0, 0)).unwrap();
-        let p = rtp.local_addr().unwrap().port();
-        assert_eq!(p % 2, 0);
-        assert_eq!(rtcp.local_addr().unwrap().port(), p + 1);
-        // The same range again skips the pair in use.
-        let (rtp2, _) = bind_pair(ip, (p, p.saturating_add(10))).unwrap();
-        assert_ne!(rtp2.local_addr().unwrap().port(), p);
     }
 }

@@ -12,7 +12,7 @@
 //! Files: `registry` (answered sessions waiting for their first datagram, and the
 //! resources DELETE names), `udp` (a worker's socket: sessions by address, then by
 //! ufrag), `session` (one peer's task and its transport), `ingest` (a publisher's RTP
-//! to frames), `whep` and `whip` (the HTTP side).
+//! to frames), `whep` and `whip` (answering offers; their HTTP side is in `http`).
 
 mod ingest;
 mod registry;

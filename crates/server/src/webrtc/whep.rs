@@ -1,31 +1,45 @@
-//! WHEP (the IETF's WebRTC-HTTP egress protocol): `POST /app/stream/whep` with an SDP
-//! offer is answered `201 Created` with the SDP answer and a `Location` for the
-//! session; `DELETE` of that location ends it. The answer carries every host
-//! candidate (ICE-lite), so trickle ICE is not needed: `PATCH` is answered 405, as the
-//! spec allows. Reading needs the same permission as every other player (`auth`).
+//! WHEP's sessions (the IETF's WebRTC-HTTP egress protocol): an SDP offer to play a
+//! stream is answered and its session parked until ICE starts; a session's resource
+//! ends it. The answer carries every host candidate (ICE-lite), so trickle ICE is not
+//! needed. The HTTP side (content type, authorization, status codes) is `http::whep`.
 
 use super::registry::{Job, Registry, TooManyPending};
 use crate::core::format::{Format, FormatId};
 use crate::core::transcode;
 use crate::ctx::Ctx;
-use crate::http::reply::Reply;
-use bytes::Bytes;
-use sluice_http::Request;
 use sluice_media::TrackConfig;
-use sluice_webrtc::{Offered, Peer, PeerConfig, Role, VideoCodec};
+use sluice_webrtc::{Offered, Peer, PeerConfig, PeerError, Role, VideoCodec};
 use std::net::SocketAddr;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-/// A plain-text answer.
-pub(crate) fn text(status: u16, body: impl Into<String>) -> Reply {
-    Reply {
-        status,
-        headers: vec![("Content-Type", "text/plain".into())],
-        body: vec![Bytes::from(body.into() + "\n")],
-        file: None,
-    }
+/// An answered offer: the SDP answer, and the session's resource path
+/// (`/{key}/{kind}/{resource}`), which ends it.
+#[derive(Debug)]
+pub struct Answered {
+    pub sdp: String,
+    pub location: String,
 }
+
+/// Why an offer was not answered.
+#[derive(Debug, thiserror::Error)]
+pub enum Refused {
+    #[error("stream {0} is not live")]
+    NotLive(String),
+    #[error("stream {0} is already being published")]
+    Published(String),
+    #[error("too many UDP sessions")]
+    UdpSessions,
+    #[error("too many WebRTC sessions starting")]
+    Pending,
+    #[error(transparent)]
+    Offer(#[from] PeerError),
+}
+
+/// No session has the resource a request named.
+#[derive(Debug, thiserror::Error)]
+#[error("no such WebRTC session")]
+pub struct NoSuchSession;
 
 /// What the stream has for WebRTC now, and whether its audio is to be transcoded.
 fn offered(ctx: &Ctx, stream: &crate::core::hub::Stream) -> (Offered, bool) {
@@ -61,56 +75,22 @@ fn offered(ctx: &Ctx, stream: &crate::core::hub::Stream) -> (Offered, bool) {
     (Offered { video, opus }, transcoded)
 }
 
-/// The SDP offer of `req`, or the answer that refuses it.
-pub(super) fn sdp_body(req: &Request) -> Result<&str, Reply> {
-    let sdp_type = req
-        .header("content-type")
-        .is_some_and(|t| t.trim().eq_ignore_ascii_case("application/sdp"));
-    if !sdp_type {
-        return Err(text(415, "an offer is Content-Type: application/sdp"));
-    }
-    std::str::from_utf8(&req.body).map_err(|_| text(400, "the offer is not UTF-8"))
-}
-
 /// A new session's id and the secret part of its resource URL.
 fn new_resource(ctx: &Ctx) -> (u64, String) {
     let id = ctx.hub.next_id();
     (id, format!("{id}-{:016x}", rand::random::<u64>()))
 }
 
-/// `201 Created` with the SDP answer and the session's `Location`.
-fn created(sdp: String, location: String) -> Reply {
-    Reply {
-        status: 201,
-        headers: vec![
-            ("Content-Type", "application/sdp".into()),
-            ("Location", location),
-            ("Access-Control-Expose-Headers", "Location".into()),
-        ],
-        body: vec![Bytes::from(sdp)],
-        file: None,
-    }
-}
-
-/// Answers an offer to play `key`.
-pub(crate) async fn post(
+/// Answers an offer to play `key` (already authorized).
+pub async fn play(
     ctx: &Ctx,
     registry: &Arc<Registry>,
-    req: &Request,
+    offer: &str,
     key: &str,
     client: SocketAddr,
-) -> Reply {
-    let offer = match sdp_body(req) {
-        Ok(offer) => offer,
-        Err(reply) => return reply,
-    };
-    if let Some(denied) =
-        crate::http::access::read_denied(ctx, req, key, "webrtc", client.ip(), 0).await
-    {
-        return denied;
-    }
+) -> Result<Answered, Refused> {
     let Some(stream) = ctx.find_live(key).await else {
-        return text(404, format!("stream {key} is not live"));
+        return Err(Refused::NotLive(key.to_string()));
     };
     let wait = Duration::from_millis(ctx.config.players.wait_ms);
     let deadline = tokio::time::Instant::now() + wait;
@@ -145,8 +125,8 @@ pub(crate) async fn post(
 }
 
 /// Answers `offer` for `role` and parks the session until its first binding request
-/// (see `registry`): `201` with the answer and `Location: /{key}/{kind}/{resource}`,
-/// or the error that refuses it. `job` says what the session does, given the answered
+/// (see `registry`): the answer and the resource path `/{key}/{kind}/{resource}`, or
+/// why it is refused. `job` says what the session does, given the answered
 /// peer, and whether it carries video and audio.
 #[allow(clippy::too_many_arguments)]
 pub(super) fn answer_and_park(
@@ -158,9 +138,9 @@ pub(super) fn answer_and_park(
     kind: &'static str,
     client: SocketAddr,
     job: impl FnOnce(&Peer) -> (Job, bool, bool),
-) -> Reply {
+) -> Result<Answered, Refused> {
     let Ok(slot) = ctx.hub.limits.udp_session(client.ip()) else {
-        return text(503, "too many UDP sessions");
+        return Err(Refused::UdpSessions);
     };
     let settings = PeerConfig {
         candidates: registry.candidates.clone(),
@@ -170,7 +150,7 @@ pub(super) fn answer_and_park(
         Ok(a) => a,
         Err(e) => {
             tracing::info!(stream = %key, "{kind}: offer refused: {e}");
-            return text(400, e.to_string());
+            return Err(e.into());
         }
     };
     let (job, video, audio) = job(&answer.peer);
@@ -178,24 +158,20 @@ pub(super) fn answer_and_park(
     let location = format!("/{key}/{kind}/{resource}");
     let parked = registry.park(answer.ufrag, answer.peer, job, id, resource, slot);
     if parked == Err(TooManyPending) {
-        return text(503, "too many WebRTC sessions starting");
+        return Err(Refused::Pending);
     }
     tracing::info!(stream = %key, id, video, audio, "{kind}: answered");
-    created(answer.sdp, location)
+    Ok(Answered {
+        sdp: answer.sdp,
+        location,
+    })
 }
 
 /// Ends the session behind `resource` (WHEP or WHIP).
-pub(crate) async fn delete(ctx: &Ctx, registry: &Registry, resource: &str) -> Reply {
-    let Some(id) = registry.resource(resource) else {
-        return text(404, "no such WHEP session");
-    };
+pub async fn end(ctx: &Ctx, registry: &Registry, resource: &str) -> Result<(), NoSuchSession> {
+    let id = registry.resource(resource).ok_or(NoSuchSession)?;
     registry.forget(resource);
     // Running on whichever worker its datagrams reach: kicked there.
     ctx.ops.kick(id).await;
-    Reply {
-        status: 200,
-        headers: Vec::new(),
-        body: Vec::new(),
-        file: None,
-    }
+    Ok(())
 }

@@ -1,45 +1,25 @@
-//! WHIP (the IETF's WebRTC-HTTP ingestion protocol): `POST /app/stream/whip` with a
-//! browser's or encoder's SDP offer is answered `201 Created` with the answer and a
-//! `Location`; `DELETE` of it ends the publish. H.264 and Opus are accepted. The
+//! WHIP's sessions (the IETF's WebRTC-HTTP ingestion protocol): a browser's or
+//! encoder's SDP offer to publish a stream is answered like a player's (`whep`); the
 //! stream is published when ICE and DTLS are done, on the worker its datagrams reach.
-//! Publishing needs the publish permission (`auth`), as for every protocol.
+//! H.264 and Opus are accepted. The HTTP side is `http::whip`.
 
 use super::registry::{Job, Registry};
-use super::whep::{answer_and_park, sdp_body, text};
-use crate::auth::Action;
+use super::whep::{answer_and_park, Answered, Refused};
 use crate::ctx::Ctx;
-use crate::http::reply::Reply;
-use sluice_http::Request;
 use sluice_webrtc::Role;
 use std::net::SocketAddr;
 use std::sync::Arc;
 
-/// Answers an offer to publish `key`.
-pub(crate) async fn post(
+/// Answers an offer to publish `key` (already authorized).
+pub fn publish(
     ctx: &Ctx,
     registry: &Arc<Registry>,
-    req: &Request,
+    offer: &str,
     key: &str,
     client: SocketAddr,
-) -> Reply {
-    let offer = match sdp_body(req) {
-        Ok(offer) => offer,
-        Err(reply) => return reply,
-    };
-    let denied = crate::http::access::action_denied(
-        ctx,
-        req,
-        Action::Publish,
-        key,
-        "webrtc",
-        client.ip(),
-        0,
-    );
-    if let Some(reply) = denied.await {
-        return reply;
-    }
+) -> Result<Answered, Refused> {
     if ctx.hub.find(key).is_some() && !ctx.hub.config.policy.of(key).takeover {
-        return text(409, format!("stream {key} is already being published"));
+        return Err(Refused::Published(key.to_string()));
     }
     answer_and_park(
         ctx,

@@ -5,9 +5,9 @@
 //! the stream, per-worker cells); a registry built per scrape has no series left over
 //! from streams that ended, and no hot path pays for a label lookup.
 
-use super::Snapshot;
 use crate::core::hub::Hub;
 use crate::core::protocol::Protocol;
+use crate::ops::{Ops, Role, Snapshot, PANICS};
 use prometheus_client::encoding::text::encode;
 use prometheus_client::metrics::counter::Counter;
 use prometheus_client::metrics::family::Family;
@@ -79,7 +79,7 @@ fn relay_metrics(reg: &mut Registry, r: &crate::relay::Relays) {
 /// Renders every metric.
 pub fn render(
     hub: &Hub,
-    ops: &super::Ops,
+    ops: &Ops,
     auth: &crate::auth::Auth,
     workers: &[Snapshot],
     uptime_s: f64,
@@ -248,7 +248,7 @@ pub fn render(
         hits,
     );
     let panics: Counter = Counter::default();
-    panics.inc_by(super::PANICS.load(std::sync::atomic::Ordering::Relaxed));
+    panics.inc_by(PANICS.load(std::sync::atomic::Ordering::Relaxed));
     reg.register(
         "panics",
         "Panics caught; each ended one session, never a worker",
@@ -330,9 +330,9 @@ fn connections(reg: &mut Registry, workers: &[Snapshot]) {
             (
                 "role",
                 match c.role {
-                    super::Role::Idle => "idle",
-                    super::Role::Publish => "publish",
-                    super::Role::Play => "play",
+                    Role::Idle => "idle",
+                    Role::Publish => "publish",
+                    Role::Play => "play",
                 }
                 .to_owned(),
             ),

@@ -4,8 +4,8 @@
 //! slow or dead receiver delays nothing else. Past a full queue events are dropped
 //! and counted.
 
-use crate::config::HookSettings;
 use crate::io::http_client::{self, Target};
+use serde::{Deserialize, Serialize};
 use serde_json::Value;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
@@ -16,6 +16,17 @@ use tokio::sync::{mpsc, Semaphore};
 const QUEUE: usize = 4096;
 /// Notifications on their way at once.
 const IN_FLIGHT: usize = 64;
+
+/// The `[hooks]` table. Its keys' defaults, flags and help are in the configuration's
+/// settings table (`config.rs`), which also gives it its `Default`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct HookSettings {
+    pub on_publish_done: String,
+    pub on_play_done: String,
+    pub on_record_done: String,
+    pub timeout_ms: u64,
+}
 
 /// What happened.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
