@@ -25,7 +25,7 @@ pub enum Protocol {
     /// WebRTC (WHEP).
     Webrtc,
     /// HLS: not players of the fan-out, counted by the segments they fetch
-    /// (`Stream::hls_viewers`).
+    /// (`Stream::tap_viewers`).
     Hls,
 }
 
