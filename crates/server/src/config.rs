@@ -1510,6 +1510,11 @@ impl RtspSettings {
     }
 
     /// The RTSP session settings, with the users and policy of the configuration.
+    /// How long an RTSP session lives without a request or RTCP.
+    pub fn session_timeout(&self) -> Duration {
+        Duration::from_secs(self.session_timeout_s.max(1))
+    }
+
     pub fn session(&self) -> sluice_rtsp::ServerConfig {
         let users: std::collections::HashMap<String, String> = self
             .users
@@ -1519,7 +1524,7 @@ impl RtspSettings {
             .collect();
         sluice_rtsp::ServerConfig {
             auth: (!users.is_empty()).then(|| sluice_rtsp::AuthConfig::new("sluice", users)),
-            session_timeout: Duration::from_secs(self.session_timeout_s.max(1)),
+            session_timeout: self.session_timeout(),
             auth_policy: match self.auth.as_str() {
                 "all" => sluice_rtsp::AuthPolicy::All,
                 _ => sluice_rtsp::AuthPolicy::Publish,

@@ -311,7 +311,8 @@ impl Adapter<ServerSession> for Rtsp {
             .as_ref()
             .and_then(Publish::release_due)
             .map(tokio::time::Instant::from_std);
-        let timeout = self.worker.config.rtsp_session().session_timeout;
+        // Not `rtsp_session()`: that builds the users' map, and this runs every turn.
+        let timeout = self.worker.config.rtsp.session_timeout();
         tokio::select! {
             Some((track, packet)) = next_udp(&mut self.publishing) => Wake::Udp((track, packet)),
             () = sleep_until(release_due) => Wake::Release,
