@@ -362,6 +362,14 @@ impl Drop for TsUse {
     }
 }
 
+/// A player's claim on a form the publisher makes in stream order (see
+/// [`Stream::want_form`]).
+#[derive(Debug)]
+pub enum FormUse {
+    Rtp(RtpUse),
+    Ts(TsUse),
+}
+
 /// A consumer's claim on its stream's audio in the other codec (see
 /// [`Stream::want_transcoded`]).
 #[derive(Debug)]
@@ -605,6 +613,19 @@ impl Stream {
         );
     }
 
+    /// A player of format `id` needs its form until the returned guard is dropped: the
+    /// forms made in stream order (RTP, TS) are made while claimed; the others are
+    /// built on demand and need no claim (`None`). `Playing::start` takes it, so no
+    /// player can forget it; a protocol that reads the form before it plays (RTSP's
+    /// RTP-Info) takes its own first.
+    pub fn want_form(self: &Arc<Self>, id: FormatId) -> Option<FormUse> {
+        match id {
+            FormatId::RTP => self.want_rtp().map(FormUse::Rtp),
+            FormatId::TS => Some(FormUse::Ts(self.want_ts())),
+            _ => None,
+        }
+    }
+
     /// An RTSP player needs the RTP form until the returned guard is dropped (`None`:
     /// RTSP is off). The first one starts the form at the start keyframe: packets
     /// from there on that lack it get it now, in stream order, and the publisher makes
@@ -634,7 +655,7 @@ impl Stream {
 
     /// An SRT player needs the TS form until the returned guard is dropped. The first
     /// one starts it at the start keyframe, as [`Stream::want_rtp`] does the RTP form.
-    pub fn want_ts(self: &Arc<Self>) -> TsUse {
+    fn want_ts(self: &Arc<Self>) -> TsUse {
         let mut forms = self.forms();
         let Forms {
             ts,
@@ -1233,6 +1254,32 @@ mod tests {
         let other = hub.publish("live/none", 2).unwrap();
         assert!(!other.wait_start(deadline).await);
         assert_eq!(tokio::time::Instant::now(), deadline);
+    }
+
+    #[test]
+    fn the_ts_form_is_made_while_claimed_and_other_formats_need_no_claim() {
+        let hub = hub();
+        let stream = hub.publish("live/ts", 1).unwrap();
+        let mut ingest = Ingest::new(stream.clone());
+        ingest.set_track(0, avc());
+        push(&mut ingest, 0, 30);
+        assert!(stream.want_form(FormatId::FLV).is_none());
+        let claim = stream
+            .want_form(FormatId::TS)
+            .expect("TS is made in stream order");
+        // From the start keyframe (frame 25) on, the ring's packets have their TS form.
+        let has_ts = |p: &Arc<Packet>| p.built(FormatId::TS);
+        let kept = packets(&stream);
+        assert!(kept.iter().rev().take(5).all(has_ts));
+        assert!(
+            !kept.iter().rev().nth(5).is_some_and(has_ts),
+            "before the start"
+        );
+        push(&mut ingest, 30, 31);
+        assert!(has_ts(packets(&stream).last().unwrap()));
+        drop(claim);
+        push(&mut ingest, 31, 32);
+        assert!(!packets(&stream).last().unwrap().built(FormatId::TS));
     }
 
     #[test]

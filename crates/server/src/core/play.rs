@@ -6,7 +6,7 @@
 //! detaching, counting and the closing log line exist once, here.
 
 use crate::core::fanout::{CloseReason, Fanout, LocalStream, Player, PlayerWait};
-use crate::core::hub::{Stream, TranscodeUse};
+use crate::core::hub::{FormUse, Stream, TranscodeUse};
 use crate::core::protocol::Protocol;
 use std::io;
 use std::rc::Rc;
@@ -37,6 +37,8 @@ pub struct Playing {
     /// Keeps the stream's transcoding running while the player takes its output
     /// (a format that carries no Opus, of an Opus stream: `Stream::format_for`).
     _transcoded: Option<TranscodeUse>,
+    /// Keeps the player's form made in stream order, if its format's is (RTP, TS).
+    _form: Option<FormUse>,
 }
 
 impl Playing {
@@ -51,6 +53,8 @@ impl Playing {
     ) -> Playing {
         crate::io::sock::cap_send_buffer(player.sock.tcp(), fanout.policy.send_buffer);
         stream.count_player(player.format.id, protocol, true);
+        // Before the attach: the form starts at the start keyframe the player gets.
+        let form = stream.want_form(player.format.id);
         let transcoded = player
             .format
             .transcoded
@@ -63,6 +67,7 @@ impl Playing {
             player,
             protocol,
             _transcoded: transcoded,
+            _form: form,
         }
     }
 

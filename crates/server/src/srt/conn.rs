@@ -235,7 +235,6 @@ async fn run(
         Decision::Play(stream, vod) => {
             tracing::info!(stream = %stream.key, encrypted, ?latency, "play");
             conn.flush(Instant::now());
-            let _ts = stream.want_ts();
             let out = Rc::new(Sock::new(SrtOut(conn.clone())));
             let player = Player::new(id, out, stream.format_for(FormatId::TS));
             client.playing(&stream.key, &player);
