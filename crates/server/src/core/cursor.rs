@@ -6,7 +6,7 @@
 //! A skip can jump past a new sequence header (a resolution change), and a decoder
 //! fed new frames with the old configuration shows garbage. That rule is written here
 //! once, not in each reader. (The replays that start a form from the ring,
-//! `Stream::want_rtp`, `want_ts` and `catch_up`, read it once under the stream's lock
+//! `Stream::want_form` and `catch_up`, read it once under the stream's lock
 //! and never lag: they hold no cursor.)
 //!
 //! # Invariants

@@ -8,14 +8,14 @@
 //! window by each worker.
 //!
 //! What a stream makes for its consumers, it makes only while they are there: the RTP
-//! form while RTSP players play ([`Stream::want_rtp`]), the FLV family's forms while
+//! and TS forms while players claim them ([`Stream::want_form`]), the FLV family's forms while
 //! they have players, its audio in the other codec while consumers take that
 //! ([`Stream::want_transcoded`]). A consumer that arrives starts its output from the
 //! packets already in the ring. Features (HLS, recording) are taps (`core::tap`),
 //! made for each new stream by what the hub was given ([`Hub::with_taps`]).
 
-use crate::core::format::{self, Format, FormatId, TsSource};
-use crate::core::packet::{Packet, Payload, RtpSource, Shape};
+use crate::core::format::{self, Format, FormatId, OrderedForm};
+use crate::core::packet::{Packet, Payload, Shape};
 use crate::core::protocol::Protocol;
 use crate::core::ring::{Ring, RingLimits};
 use crate::core::tap::{Attach, Backlog, Tap};
@@ -133,10 +133,13 @@ pub struct Stream {
 /// See [`Stream::forms`].
 #[derive(Debug)]
 pub struct Forms {
-    /// The stream's RTP packetizers, when RTSP is on.
-    rtp: Option<RtpSource>,
-    /// RTSP players now: the RTP form is made while there are any.
-    rtp_users: usize,
+    /// The makers of the forms made in stream order (RTP, TS), by format: each made at
+    /// its format's first claim and kept (see `format::OrderedForm`).
+    ordered: [Option<Box<dyn OrderedForm>>; format::COUNT],
+    /// Claims on each format's form now: it is made while there are any.
+    claims: [usize; format::COUNT],
+    /// Whether the RTP form may be made (an RTSP or WebRTC listener is on).
+    rtp_on: bool,
     /// The transcoding thread (the stream's audio in the other codec), while consumers
     /// take what it makes: claims, and taps (HLS's TS variant takes AAC made from Opus).
     transcoder: Option<Transcoder>,
@@ -147,10 +150,6 @@ pub struct Forms {
     transcoder_run: u64,
     /// The stream's own audio is Opus: RTMP, FLV and MPEG-TS take the AAC made from it.
     opus_audio: bool,
-    /// The TS muxer of SRT players, made by the first of them.
-    ts: Option<TsSource>,
-    /// SRT players now: the TS form is made while there are any.
-    ts_users: usize,
 }
 
 #[derive(Debug)]
@@ -340,34 +339,20 @@ impl Hub {
     }
 }
 
-/// An RTSP player's claim on its stream's RTP form (see [`Stream::want_rtp`]).
-#[derive(Debug)]
-pub struct RtpUse(Arc<Stream>);
-
-impl Drop for RtpUse {
-    fn drop(&mut self) {
-        let mut forms = self.0.forms();
-        forms.rtp_users = forms.rtp_users.saturating_sub(1);
-    }
-}
-
-/// An SRT player's claim on its stream's TS form (see [`Stream::want_ts`]).
-#[derive(Debug)]
-pub struct TsUse(Arc<Stream>);
-
-impl Drop for TsUse {
-    fn drop(&mut self) {
-        let mut forms = self.0.forms();
-        forms.ts_users = forms.ts_users.saturating_sub(1);
-    }
-}
-
 /// A player's claim on a form the publisher makes in stream order (see
 /// [`Stream::want_form`]).
 #[derive(Debug)]
-pub enum FormUse {
-    Rtp(RtpUse),
-    Ts(TsUse),
+pub struct FormUse {
+    stream: Arc<Stream>,
+    id: FormatId,
+}
+
+impl Drop for FormUse {
+    fn drop(&mut self) {
+        let mut forms = self.stream.forms();
+        let claims = &mut forms.claims[self.id.index()];
+        *claims = claims.saturating_sub(1);
+    }
 }
 
 /// A consumer's claim on its stream's audio in the other codec (see
@@ -386,6 +371,20 @@ impl Drop for TranscodeUse {
 }
 
 impl Forms {
+    /// Makes the forms claimed now that take `packet` (in stream order).
+    fn make_ordered(&mut self, packet: &Packet, frame: &sluice_media::Frame) {
+        let Forms {
+            ordered, claims, ..
+        } = self;
+        for (maker, claims) in ordered.iter_mut().zip(claims.iter()) {
+            if let Some(maker) = maker.as_mut().filter(|_| *claims > 0) {
+                if maker.takes(packet) {
+                    maker.make(packet, frame);
+                }
+            }
+        }
+    }
+
     /// Stops the transcoding thread: what it still makes is dropped
     /// ([`Stream::push_derived`] takes only the current run's).
     fn stop_transcoder(&mut self) {
@@ -403,20 +402,11 @@ fn track_of(config: &Option<Arc<Packet>>) -> Option<Arc<Track>> {
     }
 }
 
-/// Whether the TS form (SRT players, and HLS's TS variant alike) takes `packet`: the
-/// stream's own video, and its own audio or, for an Opus stream (`opus_audio`), the
-/// AAC made from it.
-fn ts_takes(packet: &Packet, opus_audio: bool) -> bool {
-    match &packet.payload {
-        Payload::Media { frame, track } if frame.kind == MediaKind::Audio => {
-            if packet.derived {
-                opus_audio && matches!(track.config, TrackConfig::Aac(_))
-            } else {
-                !opus_audio
-            }
-        }
-        _ => !packet.derived,
-    }
+/// Whether a derived packet is the AAC made from an Opus stream's audio (what HLS's
+/// TS variant takes instead of the Opus).
+fn aac_from_opus(packet: &Packet, opus_audio: bool) -> bool {
+    matches!(&packet.payload, Payload::Media { track, .. }
+        if opus_audio && matches!(track.config, TrackConfig::Aac(_)))
 }
 
 impl StreamState {
@@ -512,15 +502,14 @@ impl Stream {
             b_frames: std::sync::atomic::AtomicBool::new(false),
             bytes_out: AtomicU64::new(0),
             forms: Mutex::new(Forms {
-                rtp: config.rtp.then(RtpSource::new),
-                rtp_users: 0,
+                ordered: std::array::from_fn(|_| None),
+                claims: [0; format::COUNT],
+                rtp_on: config.rtp,
                 transcoder: None,
                 transcoded_users: 0,
                 taps_transcoded: false,
                 transcoder_run: 0,
                 opus_audio: false,
-                ts: None,
-                ts_users: 0,
             }),
             consumers: std::array::from_fn(|_| AtomicUsize::new(0)),
             by_protocol: std::array::from_fn(|_| AtomicUsize::new(0)),
@@ -614,79 +603,58 @@ impl Stream {
     }
 
     /// A player of format `id` needs its form until the returned guard is dropped: the
-    /// forms made in stream order (RTP, TS) are made while claimed; the others are
-    /// built on demand and need no claim (`None`). `Playing::start` takes it, so no
-    /// player can forget it; a protocol that reads the form before it plays (RTSP's
-    /// RTP-Info) takes its own first.
+    /// forms made in stream order (RTP, TS: `format::OrderedForm`) are made while
+    /// claimed; the others are built on demand and need no claim (`None`, as for RTP
+    /// when no RTSP or WebRTC listener is on). `Playing::start` takes it, so no player
+    /// can forget it; a protocol that reads the form before it plays (RTSP's RTP-Info)
+    /// takes its own first. The first claim makes the form from the start keyframe on:
+    /// packets from there that lack it get it now, in stream order, and the publisher
+    /// makes it for every packet after them.
     pub fn want_form(self: &Arc<Self>, id: FormatId) -> Option<FormUse> {
-        match id {
-            FormatId::RTP => self.want_rtp().map(FormUse::Rtp),
-            FormatId::TS => Some(FormUse::Ts(self.want_ts())),
-            _ => None,
-        }
-    }
-
-    /// An RTSP player needs the RTP form until the returned guard is dropped (`None`:
-    /// RTSP is off). The first one starts the form at the start keyframe: packets
-    /// from there on that lack it get it now, in stream order, and the publisher makes
-    /// it for every packet after them.
-    pub fn want_rtp(self: &Arc<Self>) -> Option<RtpUse> {
         let mut forms = self.forms();
-        let Forms { rtp, rtp_users, .. } = &mut *forms;
-        let source = rtp.as_mut()?;
-        *rtp_users += 1;
-        if *rtp_users == 1 {
+        if id == FormatId::RTP && !forms.rtp_on {
+            return None;
+        }
+        let i = id.index();
+        if forms.ordered[i].is_none() {
+            let mut maker = id.format().ordered()?;
+            let state = self.lock();
+            let [video, audio] = state.tracks();
+            for track in [video, audio].iter().flatten() {
+                maker.track(track, false);
+            }
+            if let Some(track) = state.derived_audio_track() {
+                maker.track(&track, true);
+            }
+            forms.ordered[i] = Some(maker);
+        }
+        forms.claims[i] += 1;
+        if forms.claims[i] == 1 {
             let mut packets = VecDeque::new();
             {
                 let state = self.lock();
                 let ring = &state.ring;
                 ring.copy_since(ring.start().unwrap_or(ring.next()), &mut packets);
             }
-            for packet in packets.iter().filter(|p| p.rtp().is_none() && !p.derived) {
-                if let Payload::Media { frame, .. } = &packet.payload {
-                    if let Some(form) = source.packetize(frame) {
-                        packet.set_rtp(form);
+            if let Some(maker) = forms.ordered[i].as_mut() {
+                for packet in &packets {
+                    if let Payload::Media { frame, .. } = &packet.payload {
+                        if maker.takes(packet) && !maker.made(packet) {
+                            maker.make(packet, frame);
+                        }
                     }
                 }
             }
         }
-        Some(RtpUse(self.clone()))
+        Some(FormUse {
+            stream: self.clone(),
+            id,
+        })
     }
 
-    /// An SRT player needs the TS form until the returned guard is dropped. The first
-    /// one starts it at the start keyframe, as [`Stream::want_rtp`] does the RTP form.
-    fn want_ts(self: &Arc<Self>) -> TsUse {
-        let mut forms = self.forms();
-        let Forms {
-            ts,
-            ts_users,
-            opus_audio,
-            ..
-        } = &mut *forms;
-        *ts_users += 1;
-        if *ts_users == 1 {
-            let mut packets = VecDeque::new();
-            let tracks = {
-                let state = self.lock();
-                let ring = &state.ring;
-                ring.copy_since(ring.start().unwrap_or(ring.next()), &mut packets);
-                let [video, audio] = state.tracks();
-                let audio = if *opus_audio {
-                    state.derived_audio_track()
-                } else {
-                    audio
-                };
-                [video, audio]
-            };
-            let [video, audio] = tracks;
-            let source = ts.get_or_insert_with(|| TsSource::new(video, audio));
-            for packet in packets.iter().filter(|p| ts_takes(p, *opus_audio)) {
-                if let Payload::Media { frame, .. } = &packet.payload {
-                    packet.set_form(FormatId::TS, source.mux(frame));
-                }
-            }
-        }
-        TsUse(self.clone())
+    /// An RTSP or WebRTC player needs the RTP form: [`Stream::want_form`].
+    pub fn want_rtp(self: &Arc<Self>) -> Option<FormUse> {
+        self.want_form(FormatId::RTP)
     }
 
     /// A consumer takes the stream's audio in the other codec (Opus made from AAC for a
@@ -845,16 +813,12 @@ impl Stream {
             return;
         }
         if let Payload::Media { frame, .. } = &packet.payload {
-            if ts_takes(&packet, forms.opus_audio) {
+            if aac_from_opus(&packet, forms.opus_audio) {
                 for tap in &self.taps {
                     tap.derived_frame(&self.key, frame);
                 }
-                if forms.ts_users > 0 {
-                    if let Some(ts) = &mut forms.ts {
-                        packet.set_form(FormatId::TS, ts.mux(frame));
-                    }
-                }
             }
+            forms.make_ordered(&packet, frame);
         }
         let mut state = self.lock();
         state.ring.push(packet);
@@ -873,8 +837,8 @@ impl Stream {
         for tap in &self.taps {
             tap.derived_track(track);
         }
-        if let Some(ts) = &mut forms.ts {
-            ts.set_track(track);
+        for maker in forms.ordered.iter_mut().flatten() {
+            maker.track(track, true);
         }
         let mut state = self.lock();
         let ts = ts_ms.or(state.last_ts_ms).unwrap_or(0);
@@ -909,17 +873,8 @@ impl Stream {
             if let Some(t) = forms.transcoder.as_mut().filter(|_| !packet.is_video()) {
                 t.frame(frame);
             }
-            if forms.rtp_users > 0 {
-                if let Some(form) = forms.rtp.as_mut().and_then(|r| r.packetize(frame)) {
-                    packet.set_rtp(form);
-                }
-            }
             // An Opus stream's TS takes the AAC made from it instead (`push_derived`).
-            if forms.ts_users > 0 && ts_takes(&packet, forms.opus_audio) {
-                if let Some(ts) = &mut forms.ts {
-                    packet.set_form(FormatId::TS, ts.mux(frame));
-                }
-            }
+            forms.make_ordered(&packet, frame);
         }
         self.prepare(&packet);
         self.push(packet);
@@ -940,8 +895,9 @@ impl Stream {
                 tap.track(&self.key, track, tracks);
             }
         }
-        if let Some(rtp) = &mut forms.rtp {
-            rtp.set_track(track);
+        // Before the derived track: a maker learns here whether the audio is Opus.
+        for maker in forms.ordered.iter_mut().flatten() {
+            maker.track(track, false);
         }
         let mut derived = None;
         if track.kind() == MediaKind::Audio {
@@ -950,11 +906,6 @@ impl Stream {
             if let Some(derived) = &derived {
                 self.set_derived_track(&mut forms, derived, Some(packet.ts_ms));
             }
-        }
-        // An Opus stream's TS muxer takes the AAC track (`set_derived_track`).
-        let ts_takes = track.kind() == MediaKind::Video || !forms.opus_audio;
-        if let Some(ts) = forms.ts.as_mut().filter(|_| ts_takes) {
-            ts.set_track(track);
         }
         if let Some(t) = forms
             .transcoder

@@ -208,10 +208,15 @@ impl Packet {
         let _ = self.forms[id.index()].set(bytes);
     }
 
+    /// Whether the form of `id` was built or set.
+    pub fn has_form(&self, id: FormatId) -> bool {
+        self.forms[id.index()].get().is_some()
+    }
+
     /// Whether the form of `id` was built (for tests of who builds what).
     #[cfg(test)]
     pub fn built(&self, id: FormatId) -> bool {
-        self.forms[id.index()].get().is_some()
+        self.has_form(id)
     }
 
     /// Length of this packet in `format`.

@@ -22,7 +22,7 @@ pub mod udp;
 use crate::auth::{Action, Credentials, Denial, Request};
 use crate::core::fanout::{CloseReason, Player};
 use crate::core::format::{Format, FormatId};
-use crate::core::hub::{RtpUse, Stream};
+use crate::core::hub::{FormUse, Stream};
 use crate::core::ingest::Publisher;
 use crate::core::packet::rtp_channel;
 use crate::core::protocol::Protocol;
@@ -154,7 +154,7 @@ struct Rtsp {
     /// When the connection last brought a request.
     last_input: Instant,
     /// While playing: the stream makes its RTP form for us.
-    rtp_use: Option<RtpUse>,
+    rtp_use: Option<FormUse>,
     /// Held from the first SETUP over UDP on (`limits.max_udp_sessions`).
     udp_slot: Option<crate::core::limits::UdpSlot>,
 }

@@ -3,19 +3,39 @@
 //! formats only by their [`FormatId`]; a packet keeps one lazily built form per
 //! registered format, shared by every player of that format on every worker.
 //!
-//! Adding a format (WebRTC's RTP, SRT's TS): write its module, add its line below.
+//! Adding a format (WebRTC's RTP, SRT's TS): write its module, add its line below. A
+//! format whose bytes run across packets (sequence numbers, continuity counters) is
+//! made by the publisher in stream order while players claim it: its
+//! [`OutputFormat::ordered`] gives the maker, and the hub needs no edit.
 
 pub mod flv;
 mod rtmp;
 mod rtp;
 mod ts;
 
-pub use ts::TsSource;
-
 use crate::core::packet::{Packet, Shape};
 use bytes::Bytes;
-use sluice_media::MediaKind;
+use sluice_media::{Frame, MediaKind, Track};
 use std::fmt;
+use std::sync::Arc;
+
+/// The maker of a form made in stream order, one per stream: made at the format's
+/// first claim, kept while the stream lives (its numbering continues), fed every
+/// decoder configuration, and asked for the form of each packet while claimed.
+pub trait OrderedForm: Send + fmt::Debug {
+    /// A decoder configuration: the stream's own, or (`derived`) that of the audio the
+    /// server makes from it (AAC from Opus).
+    fn track(&mut self, track: &Arc<Track>, derived: bool);
+
+    /// Whether the form carries `packet` (a frame, the stream's own or derived).
+    fn takes(&self, packet: &Packet) -> bool;
+
+    /// Whether `packet` has its form already (made during an earlier claim).
+    fn made(&self, packet: &Packet) -> bool;
+
+    /// Makes the form of `packet`, whose frame is `frame`.
+    fn make(&mut self, packet: &Packet, frame: &Frame);
+}
 
 /// How a packet's shared bytes look in one output format.
 pub trait OutputFormat: Sync {
@@ -25,6 +45,12 @@ pub trait OutputFormat: Sync {
     /// The bytes of `packet` in this format, built once per packet on first use and
     /// shared; empty when the format does not carry this packet.
     fn build(&self, packet: &Packet, shape: &Shape) -> Bytes;
+
+    /// A new maker of this format's form, when it is made in stream order (see
+    /// [`OrderedForm`]); `None`: players build it from each packet alone.
+    fn ordered(&self) -> Option<Box<dyn OrderedForm>> {
+        None
+    }
 
     /// A form the packet holds already, made elsewhere (RTP, by the stream's packetizer
     /// in stream order): returned as is, never built or cached by a player.
@@ -68,7 +94,7 @@ register! {
     /// All RTP packets of a frame behind their interleave headers (RTSP), made by the
     /// publisher (see `packet::RtpSource`).
     RTP => rtp::Rtp,
-    /// MPEG-TS packets of a frame (SRT), made by the stream's `TsSource` in stream order.
+    /// MPEG-TS packets of a frame (SRT), made by the stream's muxer in stream order.
     TS => ts::Ts,
 }
 

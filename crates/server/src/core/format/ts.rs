@@ -1,18 +1,19 @@
 //! MPEG-TS for SRT players: each frame's TS packets, made by the stream's
 //! [`TsSource`] in stream order while SRT players play (continuity counters must
 //! follow stream order, so a player never builds this form; see
-//! `hub::Stream::want_ts`). Every SRT player gets the same bytes, cut into the same
+//! [`super::OrderedForm`]). The audio of an Opus stream is the AAC the server makes
+//! from it (TS players lack Opus). Every SRT player gets the same bytes, cut into the same
 //! datagram payloads.
 //!
 //! The tables (PAT, PMT) go before every video keyframe, where players start, and
 //! every half second of a stream without video. Decoder configurations travel in band:
 //! parameter sets on keyframes, ADTS headers on AAC.
 
-use super::OutputFormat;
-use crate::core::packet::{Packet, Shape};
+use super::{FormatId, OrderedForm, OutputFormat};
+use crate::core::packet::{Packet, Payload, Shape};
 use bytes::{Bytes, BytesMut};
 use sluice_media::ts::TsMuxer;
-use sluice_media::{Frame, MediaKind, Timestamp, Track};
+use sluice_media::{Frame, MediaKind, Timestamp, Track, TrackConfig};
 use std::sync::Arc;
 
 pub(super) struct Ts;
@@ -26,6 +27,58 @@ impl OutputFormat for Ts {
     fn build(&self, _: &Packet, _: &Shape) -> Bytes {
         Bytes::new()
     }
+
+    fn ordered(&self) -> Option<Box<dyn OrderedForm>> {
+        Some(Box::new(TsForm::default()))
+    }
+}
+
+/// The stream's TS muxer as a form made in stream order.
+#[derive(Debug, Default)]
+struct TsForm {
+    source: TsSource,
+    /// The stream's own audio is Opus: the muxer takes the AAC made from it instead.
+    opus_audio: bool,
+}
+
+impl OrderedForm for TsForm {
+    fn track(&mut self, track: &Arc<Track>, derived: bool) {
+        let takes = match (track.kind(), derived) {
+            (MediaKind::Video, derived) => !derived,
+            (MediaKind::Audio, false) => {
+                self.opus_audio = matches!(track.config, TrackConfig::Opus(_));
+                !self.opus_audio
+            }
+            (MediaKind::Audio, true) => self.opus_audio,
+        };
+        if takes {
+            self.source.set_track(track);
+        }
+    }
+
+    /// The stream's own video, and its own audio or, for an Opus stream, the AAC made
+    /// from it.
+    fn takes(&self, packet: &Packet) -> bool {
+        match &packet.payload {
+            Payload::Media { frame, track } if frame.kind == MediaKind::Audio => {
+                if packet.derived {
+                    self.opus_audio && matches!(track.config, TrackConfig::Aac(_))
+                } else {
+                    !self.opus_audio
+                }
+            }
+            Payload::Media { .. } => !packet.derived,
+            _ => false,
+        }
+    }
+
+    fn made(&self, packet: &Packet) -> bool {
+        packet.has_form(FormatId::TS)
+    }
+
+    fn make(&mut self, packet: &Packet, frame: &Frame) {
+        packet.set_form(FormatId::TS, self.source.mux(frame));
+    }
 }
 
 /// Tables at least this often (90 kHz) in a stream without video.
@@ -33,7 +86,7 @@ const AUDIO_TABLES_EVERY: Timestamp = 45_000;
 
 /// A stream's TS muxer with what it needs from the world: the stream's tracks.
 #[derive(Debug, Default)]
-pub struct TsSource {
+struct TsSource {
     video: Option<Arc<Track>>,
     audio: Option<Arc<Track>>,
     muxer: Option<TsMuxer>,
@@ -41,18 +94,8 @@ pub struct TsSource {
 }
 
 impl TsSource {
-    pub fn new(video: Option<Arc<Track>>, audio: Option<Arc<Track>>) -> TsSource {
-        let mut source = TsSource {
-            video,
-            audio,
-            ..TsSource::default()
-        };
-        source.remux();
-        source
-    }
-
     /// A new decoder configuration: a new muxer for the tracks now.
-    pub fn set_track(&mut self, track: &Arc<Track>) {
+    fn set_track(&mut self, track: &Arc<Track>) {
         match track.kind() {
             MediaKind::Video => self.video = Some(track.clone()),
             MediaKind::Audio => self.audio = Some(track.clone()),
@@ -71,7 +114,7 @@ impl TsSource {
     }
 
     /// The TS form of `frame`: empty when the muxer cannot take it.
-    pub fn mux(&mut self, frame: &Frame) -> Bytes {
+    fn mux(&mut self, frame: &Frame) -> Bytes {
         let Some(muxer) = &mut self.muxer else {
             return Bytes::new();
         };
