@@ -1129,10 +1129,10 @@ impl Config {
         }
         let pushes = self.apps.iter().flat_map(|a| a.push.iter().flatten());
         for url in pushes {
-            if let Err(why) = crate::relay::push::PushTarget::parse(url) {
+            if let Err(e) = crate::relay::push::PushTarget::parse(url) {
                 return Err(ConfigError::Invalid {
                     key: "apps.push",
-                    why,
+                    why: e.to_string(),
                 });
             }
         }
@@ -1146,10 +1146,10 @@ impl Config {
             }
         }
         if !self.edge.tls_ca.is_empty() {
-            if let Err(why) = crate::relay::client_tls(&self.edge.tls_ca) {
+            if let Err(e) = crate::relay::client_tls(&self.edge.tls_ca) {
                 return Err(ConfigError::Invalid {
                     key: "edge.tls_ca",
-                    why,
+                    why: e.to_string(),
                 });
             }
         }
