@@ -11,6 +11,10 @@
 //!   guard drops, whatever ends it.
 //! - A kicked connection ends at its driver's next turn (`Conn::kicked`).
 
+mod end;
+
+pub use end::EndReason;
+
 use crate::core::fanout::Player;
 use prometheus_client::metrics::family::Family;
 use prometheus_client::metrics::histogram::Histogram;
@@ -275,13 +279,13 @@ impl Client {
             .set(self.entry.bytes_in.get() + n as u64);
     }
 
-    /// The connection ended, for `reason` (see `driver::end_reason`).
-    pub fn ended(&self, reason: &'static str) {
+    /// The connection ended, for `reason`.
+    pub fn ended(&self, reason: EndReason) {
         if let Some(clients) = self.clients.upgrade() {
             *clients
                 .ended
                 .borrow_mut()
-                .entry((self.entry.protocol, reason))
+                .entry((self.entry.protocol, reason.as_str()))
                 .or_default() += 1;
         }
     }
