@@ -1129,10 +1129,10 @@ impl Config {
         }
         let pushes = self.apps.iter().flat_map(|a| a.push.iter().flatten());
         for url in pushes {
-            if let Err(why) = crate::relay::push::PushTarget::parse(url) {
+            if let Err(e) = crate::relay::push::PushTarget::parse(url) {
                 return Err(ConfigError::Invalid {
                     key: "apps.push",
-                    why,
+                    why: e.to_string(),
                 });
             }
         }
@@ -1146,10 +1146,10 @@ impl Config {
             }
         }
         if !self.edge.tls_ca.is_empty() {
-            if let Err(why) = crate::relay::client_tls(&self.edge.tls_ca) {
+            if let Err(e) = crate::relay::client_tls(&self.edge.tls_ca) {
                 return Err(ConfigError::Invalid {
                     key: "edge.tls_ca",
-                    why,
+                    why: e.to_string(),
                 });
             }
         }
@@ -1184,10 +1184,10 @@ impl Config {
                 why: format!("{bad:?} is not \"name:password\""),
             });
         }
-        if let Err(why) = self.rtsp.rtp_port_range() {
+        if let Err(e) = self.rtsp.rtp_port_range() {
             return Err(ConfigError::Invalid {
                 key: "rtsp.rtp_ports",
-                why,
+                why: e.to_string(),
             });
         }
         if !(128..=(16 << 20)).contains(&self.rtmp.chunk_size) {
@@ -1489,15 +1489,20 @@ impl LimitsSettings {
     }
 }
 
+/// An `rtsp.rtp_ports` value that is no port range.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("{0:?} is not \"A-B\" (A even, B > A), \"0\" or \"off\"")]
+pub struct RtpPortsError(String);
+
 impl RtspSettings {
     /// The UDP ports RTSP may bind for RTP/RTCP: `Ok(None)` when off, `Ok(Some((0, 0)))`
     /// for kernel-chosen ports.
-    pub fn rtp_port_range(&self) -> Result<Option<(u16, u16)>, String> {
+    pub fn rtp_port_range(&self) -> Result<Option<(u16, u16)>, RtpPortsError> {
         match self.rtp_ports.trim() {
             "off" => Ok(None),
             "0" => Ok(Some((0, 0))),
             range => {
-                let bad = || format!("{range:?} is not \"A-B\" (A even, B > A), \"0\" or \"off\"");
+                let bad = || RtpPortsError(range.to_string());
                 let (a, b) = range.split_once('-').ok_or_else(bad)?;
                 let a: u16 = a.trim().parse().map_err(|_| bad())?;
                 let b: u16 = b.trim().parse().map_err(|_| bad())?;

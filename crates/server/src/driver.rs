@@ -26,7 +26,7 @@ use crate::core::play::{PlayEnd, Playing, DRAIN_TIMEOUT};
 use crate::core::protocol::Protocol;
 use crate::ctx::Ctx;
 use crate::io::sock::{write_all, Sock};
-use crate::ops::Client;
+use crate::ops::{Client, EndReason};
 use bytes::Bytes;
 use sluice_session::{Input, Output, Session};
 use std::collections::VecDeque;
@@ -334,26 +334,26 @@ where
 {
     let result = drive(conn, adapter).await;
     conn.finish().await;
-    conn.client.ended(end_reason(&result));
+    let reason = result.as_ref().err().map(DriveError::end_reason);
+    conn.client.ended(reason.unwrap_or(EndReason::Closed));
     result
 }
 
-/// Why a connection ended, as `/metrics` counts it.
-fn end_reason<E: std::error::Error>(result: &Result<(), DriveError<E>>) -> &'static str {
-    match result {
-        Ok(()) => "closed",
-        Err(DriveError::Session(_)) => "protocol_error",
-        Err(DriveError::Io(_)) => "io_error",
-        Err(DriveError::Idle(_)) => "idle",
-        Err(DriveError::Handshake(_)) => "handshake_timeout",
-        Err(DriveError::Refused(_)) => "refused",
-        Err(DriveError::Media(_)) => "bad_media",
-        Err(DriveError::Closed(CloseReason::TooSlow)) => "too_slow",
-        Err(DriveError::Closed(CloseReason::WriteError)) => "write_error",
-        Err(DriveError::Closed(CloseReason::StreamEnded)) => "stream_ended",
-        Err(DriveError::Timeout) => "timeout",
-        Err(DriveError::Stalled(_)) => "stalled",
-        Err(DriveError::Kicked) => "kicked",
+impl<E: std::error::Error> DriveError<E> {
+    /// Why the connection ended, as `/metrics` counts it.
+    pub fn end_reason(&self) -> EndReason {
+        match self {
+            DriveError::Session(_) => EndReason::ProtocolError,
+            DriveError::Io(_) => EndReason::IoError,
+            DriveError::Idle(_) => EndReason::Idle,
+            DriveError::Handshake(_) => EndReason::HandshakeTimeout,
+            DriveError::Refused(_) => EndReason::Refused,
+            DriveError::Media(_) => EndReason::BadMedia,
+            DriveError::Closed(reason) => EndReason::from(*reason),
+            DriveError::Timeout => EndReason::Timeout,
+            DriveError::Stalled(_) => EndReason::Stalled,
+            DriveError::Kicked => EndReason::Kicked,
+        }
     }
 }
 

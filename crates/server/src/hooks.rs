@@ -59,16 +59,28 @@ pub struct Notifier {
     dropped: AtomicU64,
 }
 
+/// Why the notifier cannot start.
+#[derive(Debug, thiserror::Error)]
+pub enum HooksError {
+    #[error("hooks.{key}: {source}")]
+    Url {
+        key: &'static str,
+        source: crate::io::http_client::FetchError,
+    },
+    #[error("hooks thread: {0}")]
+    Thread(#[source] std::io::Error),
+}
+
 impl Notifier {
     /// The notifier `[hooks]` describes, and its thread; `None` when no hook is set.
-    pub fn start(settings: &HookSettings) -> Result<Option<Arc<Notifier>>, String> {
-        let target = |key: &str, url: &str| -> Result<Option<Arc<Target>>, String> {
+    pub fn start(settings: &HookSettings) -> Result<Option<Arc<Notifier>>, HooksError> {
+        let target = |key: &'static str, url: &str| -> Result<Option<Arc<Target>>, HooksError> {
             if url.is_empty() {
                 return Ok(None);
             }
             Target::parse(url)
                 .map(|t| Some(Arc::new(t)))
-                .map_err(|e| format!("hooks.{key}: {e}"))
+                .map_err(|source| HooksError::Url { key, source })
         };
         let publish_done = target("on_publish_done", &settings.on_publish_done)?;
         let play_done = target("on_play_done", &settings.on_play_done)?;
@@ -81,7 +93,7 @@ impl Notifier {
         std::thread::Builder::new()
             .name("sluice-hooks".into())
             .spawn(move || send_all(rx, timeout))
-            .map_err(|e| format!("hooks thread: {e}"))?;
+            .map_err(HooksError::Thread)?;
         Ok(Some(Arc::new(Notifier {
             tx,
             publish_done,

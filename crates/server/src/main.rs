@@ -49,9 +49,7 @@ fn main() -> std::process::ExitCode {
         }
     };
     // A reload reads the same file with the same flags again.
-    server.reload_from(Box::new(move || {
-        Config::load(&cli).map_err(|e| e.to_string())
-    }));
+    server.reload_from(Box::new(move || Config::load(&cli)));
     // One line a script can read the bound ports from (useful with port 0).
     let addr = |a: Option<std::net::SocketAddr>| a.map_or("off".into(), |a| a.to_string());
     println!(

@@ -30,6 +30,17 @@ const JWKS_TIMEOUT: Duration = Duration::from_secs(10);
 /// Longest token looked at.
 const MAX_TOKEN: usize = 8 << 10;
 
+/// Why a fetch of the JWKS gave no keys (the keys in hand stay).
+#[derive(Debug, thiserror::Error)]
+pub enum JwksError {
+    #[error(transparent)]
+    Fetch(#[from] http_client::FetchError),
+    #[error("status {0}")]
+    Status(u16),
+    #[error("not a JWKS: {0}")]
+    NotJwks(#[from] serde_json::Error),
+}
+
 /// Why the JWT settings cannot be used.
 #[derive(Debug, thiserror::Error)]
 pub enum JwtConfigError {
@@ -181,18 +192,15 @@ impl Jwt {
     }
 
     /// Fetches the JWKS and takes its keys (keeping the configured key, if any).
-    pub async fn refresh(&self) -> Result<usize, String> {
+    pub async fn refresh(&self) -> Result<usize, JwksError> {
         let Some(url) = &self.jwks else {
             return Ok(0);
         };
-        let got = http_client::get(url, JWKS_TIMEOUT)
-            .await
-            .map_err(|e| e.to_string())?;
+        let got = http_client::get(url, JWKS_TIMEOUT).await?;
         if got.status != 200 {
-            return Err(format!("status {}", got.status));
+            return Err(JwksError::Status(got.status));
         }
-        let set: JwkSet =
-            serde_json::from_slice(&got.body).map_err(|e| format!("not a JWKS: {e}"))?;
+        let set: JwkSet = serde_json::from_slice(&got.body)?;
         let keys: Vec<Key> = set
             .keys
             .iter()

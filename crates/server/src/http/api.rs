@@ -356,7 +356,7 @@ fn add_pull(ctx: &Worker, body: &[u8]) -> Reply {
             tracing::info!(stream = %add.stream, always = add.always, "pull added by the API");
             json_reply(201, &json!({ "stream": add.stream }))
         }
-        Err(e) => error(400, &e),
+        Err(e) => error(400, &e.to_string()),
     }
 }
 
@@ -380,7 +380,7 @@ fn add_push(ctx: &Worker, body: &[u8]) -> Reply {
             tracing::info!(streams = %add.streams, id, "push added by the API");
             json_reply(201, &json!({ "id": id }))
         }
-        Err(e) => error(400, &e),
+        Err(e) => error(400, &e.to_string()),
     }
 }
 

@@ -11,6 +11,10 @@
 //!   guard drops, whatever ends it.
 //! - A kicked connection ends at its driver's next turn (`Conn::kicked`).
 
+mod end;
+
+pub use end::EndReason;
+
 use crate::core::fanout::Player;
 use prometheus_client::metrics::family::Family;
 use prometheus_client::metrics::histogram::Histogram;
@@ -275,13 +279,13 @@ impl Client {
             .set(self.entry.bytes_in.get() + n as u64);
     }
 
-    /// The connection ended, for `reason` (see `driver::end_reason`).
-    pub fn ended(&self, reason: &'static str) {
+    /// The connection ended, for `reason`.
+    pub fn ended(&self, reason: EndReason) {
         if let Some(clients) = self.clients.upgrade() {
             *clients
                 .ended
                 .borrow_mut()
-                .entry((self.entry.protocol, reason))
+                .entry((self.entry.protocol, reason.as_str()))
                 .or_default() += 1;
         }
     }
@@ -356,7 +360,22 @@ pub enum Command {
 }
 
 /// Reads the configuration again, from the same file and flags, for a reload.
-pub type ConfigSource = Box<dyn Fn() -> Result<crate::config::Config, String> + Send + Sync>;
+pub type ConfigSource =
+    Box<dyn Fn() -> Result<crate::config::Config, crate::config::ConfigError> + Send + Sync>;
+
+/// Why a reload changed nothing.
+#[derive(Debug, thiserror::Error)]
+pub enum ReloadError {
+    /// The configuration no longer loads.
+    #[error(transparent)]
+    Config(#[from] crate::config::ConfigError),
+    /// Its authorization settings do not load.
+    #[error(transparent)]
+    Auth(#[from] crate::auth::AuthConfigError),
+    /// The HTTPS certificate files do not load.
+    #[error(transparent)]
+    Certificate(#[from] crate::io::tls::TlsError),
+}
 
 /// The line to every worker, and what the whole server knows of itself.
 pub struct Ops {
@@ -430,18 +449,16 @@ impl Ops {
     /// (`max_connections`, `max_connections_per_ip`, `max_streams`,
     /// `max_publishers_per_ip`, `max_udp_sessions`: what is in keeps its place). All or nothing: a setting that
     /// does not load changes nothing. Returns what was reloaded.
-    pub fn reload(&self, config: &crate::config::Config) -> Result<Vec<&'static str>, String> {
+    pub fn reload(&self, config: &crate::config::Config) -> Result<Vec<&'static str>, ReloadError> {
         let fresh = self.source.get().map(|load| load()).transpose()?;
         let config = fresh.as_ref().unwrap_or(config);
         let auth = fresh
             .as_ref()
             .map(|c| crate::auth::Auth::new(&c.auth_config()))
-            .transpose()
-            .map_err(|e| e.to_string())?;
+            .transpose()?;
         let mut done = Vec::new();
         if let Some(c) = &self.certificate {
-            c.reload(&config.http.cert_source())
-                .map_err(|e| e.to_string())?;
+            c.reload(&config.http.cert_source())?;
             done.push("tls_certificate");
         }
         if let Some(auth) = auth {

@@ -8,6 +8,7 @@
 //!   the RTMP chunk reader's and FLV tag reader's limits, the response head.
 //! - An origin that sends nothing for [`SILENCE`] is taken for dead.
 
+use super::error::{Peer, RelayError};
 use super::origin::{Origin, Scheme};
 use bytes::{Bytes, BytesMut};
 use sluice_http::response::{read_response_head, BodyFraming, ChunkedDecoder};
@@ -55,7 +56,7 @@ impl Reader {
         origin: &Origin,
         key: &str,
         tls: &Arc<rustls::ClientConfig>,
-    ) -> Result<Reader, String> {
+    ) -> Result<Reader, RelayError> {
         Ok(match origin.scheme {
             Scheme::Srt => Reader::Srt(Box::new(
                 super::srt_pull::SrtReader::open(origin, key).await?,
@@ -72,7 +73,7 @@ impl Reader {
 
     /// The next piece of the stream, or `None` when nothing came within `wait`; an
     /// error when the origin closed, went silent, ended the stream or sent garbage.
-    pub async fn next(&mut self, wait: Duration) -> Result<Option<Media>, String> {
+    pub async fn next(&mut self, wait: Duration) -> Result<Option<Media>, RelayError> {
         match self {
             Reader::Tcp(r) => r.next(wait).await,
             Reader::Srt(r) => r.next(wait).await,
@@ -125,13 +126,16 @@ pub struct TcpReader {
 }
 
 /// `app` and `stream` of an RTMP path: the first segment, and the rest.
-fn rtmp_parts(path: &str) -> Result<(&str, &str), String> {
+fn rtmp_parts(path: &str) -> Result<(&str, &str), RelayError> {
     path.split_once('/')
         .filter(|(a, s)| !a.is_empty() && !s.is_empty())
-        .ok_or_else(|| format!("{path:?} is not app/stream"))
+        .ok_or_else(|| RelayError::NotAppStream(path.to_string()))
 }
 
-async fn connect(origin: &Origin, tls: &Arc<rustls::ClientConfig>) -> Result<Box<dyn Io>, String> {
+async fn connect(
+    origin: &Origin,
+    tls: &Arc<rustls::ClientConfig>,
+) -> Result<Box<dyn Io>, RelayError> {
     let tls = matches!(origin.scheme, Scheme::Rtmps | Scheme::Flv { tls: true }).then_some(tls);
     connect_to(&origin.host, origin.port, tls).await
 }
@@ -155,20 +159,27 @@ pub(super) async fn connect_to(
     host: &str,
     port: u16,
     tls: Option<&Arc<rustls::ClientConfig>>,
-) -> Result<Box<dyn Io>, String> {
+) -> Result<Box<dyn Io>, RelayError> {
+    let addr = || format!("{host}:{port}");
     let tcp = TcpStream::connect((host, port))
         .await
-        .map_err(|e| format!("connect to {host}:{port}: {e}"))?;
+        .map_err(|source| RelayError::Connect {
+            addr: addr(),
+            source,
+        })?;
     let _ = tcp.set_nodelay(true);
     let Some(tls) = tls else {
         return Ok(Box::new(tcp));
     };
     let name = rustls::pki_types::ServerName::try_from(host.to_string())
-        .map_err(|_| format!("{host} is not a TLS server name"))?;
+        .map_err(|_| RelayError::ServerName(host.to_string()))?;
     let tls = tokio_rustls::TlsConnector::from(tls.clone())
         .connect(name, tcp)
         .await
-        .map_err(|e| format!("TLS with {host}:{port}: {e}"))?;
+        .map_err(|source| RelayError::Tls {
+            addr: addr(),
+            source,
+        })?;
     Ok(Box::new(tls))
 }
 
@@ -179,7 +190,7 @@ impl TcpReader {
         origin: &Origin,
         key: &str,
         tls: &Arc<rustls::ClientConfig>,
-    ) -> Result<TcpReader, String> {
+    ) -> Result<TcpReader, RelayError> {
         let io = connect(origin, tls).await?;
         let path = origin.path_of(key);
         let proto = match origin.scheme {
@@ -191,7 +202,7 @@ impl TcpReader {
                 Proto::Rtmp(Box::new(session))
             }
             Scheme::Srt | Scheme::Rtsp { .. } | Scheme::Hls { .. } => {
-                return Err("not an RTMP or FLV source".into())
+                return Err(RelayError::NotTcpSource)
             }
             Scheme::Flv { .. } => Proto::Flv {
                 tags: TagReader::new(),
@@ -215,7 +226,7 @@ impl TcpReader {
                 while !reader.playing {
                     // What comes before the answer is kept, within reason.
                     if reader.queue.len() > MAX_EARLY {
-                        return Err("media without NetStream.Play.Start".into());
+                        return Err(RelayError::EarlyMedia);
                     }
                     reader.read().await?;
                     reader.rtmp_input()?;
@@ -234,17 +245,18 @@ impl TcpReader {
                     .io
                     .write_all(request.as_bytes())
                     .await
-                    .map_err(|e| format!("write: {e}"))?;
+                    .map_err(RelayError::Write)?;
                 let head = loop {
-                    if let Some(head) =
-                        read_response_head(&mut reader.input).map_err(|e| e.to_string())?
-                    {
+                    if let Some(head) = read_response_head(&mut reader.input)? {
                         break head;
                     }
                     reader.read().await?;
                 };
                 if head.status != 200 {
-                    return Err(format!("the origin answered {}", head.status));
+                    return Err(RelayError::Status {
+                        what: Peer::Origin.to_string(),
+                        status: head.status,
+                    });
                 }
                 if let Proto::Flv { chunked, left, .. } = &mut reader.proto {
                     match head.framing {
@@ -261,13 +273,16 @@ impl TcpReader {
 
     /// The next piece of the stream, or `None` when nothing came within `wait`; an
     /// error when the origin closed, went silent, ended the stream or sent garbage.
-    async fn next(&mut self, wait: Duration) -> Result<Option<Media>, String> {
+    async fn next(&mut self, wait: Duration) -> Result<Option<Media>, RelayError> {
         if let Some(m) = self.queue.pop_front() {
             return Ok(Some(m));
         }
         match tokio::time::timeout(wait, self.read()).await {
             Err(_) if self.last_data.elapsed() >= SILENCE => {
-                return Err(format!("the origin sent nothing for {SILENCE:?}"))
+                return Err(RelayError::Silent {
+                    peer: Peer::Origin,
+                    after: SILENCE,
+                })
             }
             Err(_) => return Ok(None),
             Ok(r) => r?,
@@ -283,15 +298,15 @@ impl TcpReader {
     }
 
     /// One read into `input`.
-    async fn read(&mut self) -> Result<(), String> {
+    async fn read(&mut self) -> Result<(), RelayError> {
         self.input.reserve(READ_LEN);
         let n = self
             .io
             .read_buf(&mut self.input)
             .await
-            .map_err(|e| format!("read: {e}"))?;
+            .map_err(RelayError::Read)?;
         if n == 0 {
-            return Err("the origin closed the connection".into());
+            return Err(RelayError::Closed(Peer::Origin));
         }
         self.bytes += n as u64;
         self.last_data = Instant::now();
@@ -299,16 +314,16 @@ impl TcpReader {
     }
 
     /// Feeds `input` to the RTMP session and queues its media.
-    fn rtmp_input(&mut self) -> Result<(), String> {
+    fn rtmp_input(&mut self) -> Result<(), RelayError> {
         let Proto::Rtmp(session) = &mut self.proto else {
             return Ok(());
         };
         let input = self.input.split();
-        session.handle_input(&input).map_err(|e| e.to_string())
+        Ok(session.handle_input(&input)?)
     }
 
     /// Writes what the RTMP session has to send, and queues what it received.
-    async fn flush_rtmp(&mut self) -> Result<(), String> {
+    async fn flush_rtmp(&mut self) -> Result<(), RelayError> {
         let Proto::Rtmp(session) = &mut self.proto else {
             return Ok(());
         };
@@ -330,7 +345,11 @@ impl TcpReader {
                     }
                     ClientEvent::PlayStarted => self.playing = true,
                     ClientEvent::Rejected { code, description } => {
-                        return Err(format!("the origin refused: {code} {description}"))
+                        return Err(RelayError::Refused {
+                            peer: Peer::Origin,
+                            code,
+                            description,
+                        })
                     }
                     ClientEvent::Status { code, .. }
                         if matches!(
@@ -341,7 +360,7 @@ impl TcpReader {
                                 | "NetStream.Play.StreamNotFound"
                         ) =>
                     {
-                        return Err(format!("the origin's stream ended ({code})"))
+                        return Err(RelayError::StreamEnded(code))
                     }
                     _ => {}
                 },
@@ -351,14 +370,17 @@ impl TcpReader {
             // An origin that stops reading must not hold the pull here.
             tokio::time::timeout(SILENCE, self.io.write_all(&out))
                 .await
-                .map_err(|_| format!("the origin took nothing for {SILENCE:?}"))?
-                .map_err(|e| format!("write: {e}"))?;
+                .map_err(|_| RelayError::Stalled {
+                    peer: Peer::Origin,
+                    after: SILENCE,
+                })?
+                .map_err(RelayError::Write)?;
         }
         Ok(())
     }
 
     /// Decodes the FLV body in `input` and queues its tags.
-    fn flv_input(&mut self) -> Result<(), String> {
+    fn flv_input(&mut self) -> Result<(), RelayError> {
         let Proto::Flv {
             tags,
             chunked,
@@ -370,9 +392,9 @@ impl TcpReader {
         };
         match chunked {
             Some(d) => {
-                d.decode(&mut self.input, body).map_err(|e| e.to_string())?;
+                d.decode(&mut self.input, body)?;
                 if d.done() {
-                    return Err("the origin ended the stream".into());
+                    return Err(RelayError::BodyEnded);
                 }
             }
             None => {
@@ -385,12 +407,12 @@ impl TcpReader {
                 if let Some(l) = left {
                     *l -= n as u64;
                     if *l == 0 {
-                        return Err("the origin ended the stream".into());
+                        return Err(RelayError::BodyEnded);
                     }
                 }
             }
         }
-        while let Some(tag) = tags.read(body).map_err(|e| e.to_string())? {
+        while let Some(tag) = tags.read(body)? {
             let ts = i64::from(tag.timestamp_ms);
             match tag.tag_type {
                 TAG_VIDEO => self.queue.push_back(Media::Video(ts, tag.body)),

@@ -8,6 +8,7 @@
 //! are refused (no fMP4 demuxer for pulls yet).
 
 use super::client::Media;
+use super::error::RelayError;
 use crate::io::http_client::{get, get_up_to, Target};
 use sluice_hls::parse::{parse_playlist, resolve_uri, Playlist, SegmentRef};
 use sluice_media::ts::{Demuxed, TsDemuxer};
@@ -41,31 +42,50 @@ pub struct HlsReader {
     bytes: u64,
 }
 
-async fn fetch_text(url: &str) -> Result<String, String> {
-    let target = Target::parse(url).map_err(|e| e.to_string())?;
+/// Why fetching `url` failed.
+fn fetch_error(url: &str) -> impl FnOnce(crate::io::http_client::FetchError) -> RelayError + '_ {
+    move |source| RelayError::Fetch {
+        url: url.to_string(),
+        source,
+    }
+}
+
+/// Why the playlist at `url` does not parse.
+fn playlist_error(url: &str) -> impl FnOnce(sluice_hls::parse::ParseError) -> RelayError + '_ {
+    move |source| RelayError::Playlist {
+        url: url.to_string(),
+        source,
+    }
+}
+
+async fn fetch_text(url: &str) -> Result<String, RelayError> {
+    let target = Target::parse(url).map_err(fetch_error(url))?;
     let f = get(&target, FETCH_TIMEOUT)
         .await
-        .map_err(|e| format!("{url}: {e}"))?;
+        .map_err(fetch_error(url))?;
     if f.status != 200 {
-        return Err(format!("{url} answered {}", f.status));
+        return Err(RelayError::Status {
+            what: url.to_string(),
+            status: f.status,
+        });
     }
-    String::from_utf8(f.body.to_vec()).map_err(|_| format!("{url}: not UTF-8"))
+    String::from_utf8(f.body.to_vec()).map_err(|_| RelayError::NotUtf8(url.to_string()))
 }
 
 impl HlsReader {
     /// Reads the playlist at `url` (a master playlist leads to its best variant).
-    pub async fn open(url: &str) -> Result<HlsReader, String> {
+    pub async fn open(url: &str) -> Result<HlsReader, RelayError> {
         let mut url = url.to_string();
         let text = fetch_text(&url).await?;
-        let mut playlist = parse_playlist(&text).map_err(|e| format!("{url}: {e}"))?;
+        let mut playlist = parse_playlist(&text).map_err(playlist_error(&url))?;
         if let Playlist::Master(variants) = &playlist {
             let best = variants
                 .iter()
                 .max_by_key(|v| v.bandwidth)
-                .ok_or("a master playlist without variants")?;
+                .ok_or(RelayError::NoVariants)?;
             url = resolve_uri(&url, &best.uri);
             let text = fetch_text(&url).await?;
-            playlist = parse_playlist(&text).map_err(|e| format!("{url}: {e}"))?;
+            playlist = parse_playlist(&text).map_err(playlist_error(&url))?;
         }
         let mut reader = HlsReader {
             url,
@@ -88,7 +108,7 @@ impl HlsReader {
     }
 
     /// Fetches the segments of `playlist` not fetched yet.
-    async fn take(&mut self, playlist: Playlist) -> Result<(), String> {
+    async fn take(&mut self, playlist: Playlist) -> Result<(), RelayError> {
         let Playlist::Media {
             target_duration,
             segments,
@@ -96,13 +116,10 @@ impl HlsReader {
             init,
         } = playlist
         else {
-            return Err(format!(
-                "{}: a master playlist where a media one was",
-                self.url
-            ));
+            return Err(RelayError::MasterNotMedia(self.url.clone()));
         };
         if init.is_some() {
-            return Err("fMP4 HLS sources are not supported (MPEG-TS segments only)".into());
+            return Err(RelayError::Fmp4);
         }
         self.target = Duration::from_secs_f64(target_duration.clamp(0.1, 60.0));
         self.ended = ended;
@@ -112,12 +129,15 @@ impl HlsReader {
         let new: Vec<&SegmentRef> = segments.iter().filter(|s| s.msn >= start).collect();
         for s in &new {
             let url = resolve_uri(&self.url, &s.uri);
-            let target = Target::parse(&url).map_err(|e| e.to_string())?;
+            let target = Target::parse(&url).map_err(fetch_error(&url))?;
             let f = get_up_to(&target, FETCH_TIMEOUT, MAX_SEGMENT)
                 .await
-                .map_err(|e| format!("{url}: {e}"))?;
+                .map_err(fetch_error(&url))?;
             if f.status != 200 {
-                return Err(format!("{url} answered {}", f.status));
+                return Err(RelayError::Status {
+                    what: url,
+                    status: f.status,
+                });
             }
             self.bytes += f.body.len() as u64;
             self.demux.push(&f.body);
@@ -162,7 +182,7 @@ impl HlsReader {
         due
     }
 
-    pub async fn next(&mut self, wait: Duration) -> Result<Option<Media>, String> {
+    pub async fn next(&mut self, wait: Duration) -> Result<Option<Media>, RelayError> {
         let until = Instant::now() + wait;
         loop {
             let now = Instant::now();
@@ -172,15 +192,15 @@ impl HlsReader {
                 }
             }
             if self.queue.is_empty() && self.ended {
-                return Err("the source's playlist ended".into());
+                return Err(RelayError::PlaylistEnded);
             }
             if now >= self.next_reload && !self.ended {
                 let text = fetch_text(&self.url).await?;
-                let playlist = parse_playlist(&text).map_err(|e| format!("{}: {e}", self.url))?;
+                let playlist = parse_playlist(&text).map_err(playlist_error(&self.url))?;
                 self.take(playlist).await?;
                 let silent = (self.target * 3).max(Duration::from_secs(10));
                 if self.last_new.elapsed() > silent {
-                    return Err(format!("no new segment for {silent:?}"));
+                    return Err(RelayError::NoNewSegment(silent));
                 }
                 continue;
             }

@@ -23,6 +23,7 @@
 //! starts that edge's own pull.
 
 mod client;
+pub mod error;
 mod hls_pull;
 pub mod origin;
 mod pull;
@@ -31,6 +32,7 @@ mod rtsp_pull;
 mod settings;
 mod srt_pull;
 
+pub use error::{CaError, RuleError};
 pub use origin::Origin;
 pub use settings::{AppRelayConfig, EdgeSettings, RelayConfig};
 
@@ -57,7 +59,7 @@ pub struct EdgeConfig {
 
 /// The TLS client configuration of pulls and pushes: the web PKI's roots, and those
 /// of the PEM file `ca` when one is named.
-pub fn client_tls(ca: &str) -> Result<Arc<rustls::ClientConfig>, String> {
+pub fn client_tls(ca: &str) -> Result<Arc<rustls::ClientConfig>, CaError> {
     use rustls::pki_types::pem::PemObject;
     use rustls::pki_types::CertificateDer;
     if ca.is_empty() {
@@ -68,18 +70,25 @@ pub fn client_tls(ca: &str) -> Result<Arc<rustls::ClientConfig>, String> {
     };
     let certs: Vec<CertificateDer<'static>> = CertificateDer::pem_file_iter(ca)
         .and_then(|i| i.collect())
-        .map_err(|e| format!("{ca}: {e}"))?;
+        .map_err(|source| CaError::Pem {
+            ca: ca.to_string(),
+            source,
+        })?;
     if certs.is_empty() {
-        return Err(format!("{ca}: no certificate"));
+        return Err(CaError::Empty(ca.to_string()));
     }
+    let rustls = |source| CaError::Rustls {
+        ca: ca.to_string(),
+        source,
+    };
     for c in certs {
-        roots.add(c).map_err(|e| format!("{ca}: {e}"))?;
+        roots.add(c).map_err(rustls)?;
     }
     let config = rustls::ClientConfig::builder_with_provider(Arc::new(
         rustls::crypto::aws_lc_rs::default_provider(),
     ))
     .with_safe_default_protocol_versions()
-    .map_err(|e| e.to_string())?
+    .map_err(rustls)?
     .with_root_certificates(roots)
     .with_no_client_auth();
     Ok(Arc::new(config))
@@ -290,8 +299,8 @@ impl Relays {
         url: &str,
         always: bool,
         udp: bool,
-    ) -> Result<(), String> {
-        let mut source = Origin::parse_exact(url).map_err(|e| e.to_string())?;
+    ) -> Result<(), RuleError> {
+        let mut source = Origin::parse_exact(url)?;
         if let origin::Scheme::Rtsp { udp: u } = &mut source.scheme {
             *u = udp;
         }
@@ -337,8 +346,8 @@ impl Relays {
         streams: &str,
         url: &str,
         live: &[Arc<crate::core::hub::Stream>],
-    ) -> Result<u64, String> {
-        let pattern = Pattern::app(streams).map_err(|e| e.to_string())?;
+    ) -> Result<u64, RuleError> {
+        let pattern = Pattern::app(streams)?;
         let target = push::PushTarget::parse(url)?;
         let id = {
             let mut d = self.dynamic();

@@ -2,6 +2,7 @@
 //! above for the rules).
 
 use super::client::{Media, Reader};
+use super::error::RelayError;
 use super::{Origin, PullInfo, Relays};
 use crate::core::hub::{Hub, PublishError};
 use crate::core::ingest::Publisher;
@@ -24,7 +25,7 @@ enum Once {
     /// The stream got a publisher of its own here: the pull is not wanted.
     Superseded,
     /// The origin failed; `delivered` when it had sent media first.
-    Failed { why: String, delivered: bool },
+    Failed { why: RelayError, delivered: bool },
 }
 
 /// Players and HLS viewers of `key` here.
@@ -194,7 +195,7 @@ async fn once(
         }
         Err(_) => {
             return Once::Failed {
-                why: format!("no stream within {:?}", config.connect_timeout),
+                why: RelayError::NoStream(config.connect_timeout),
                 delivered: false,
             }
         }
@@ -224,7 +225,7 @@ async fn once(
                     Err(PublishError::InUse(_)) => return Once::Superseded,
                     Err(e) => {
                         return Once::Failed {
-                            why: e.to_string(),
+                            why: e.into(),
                             delivered,
                         }
                     }
@@ -249,7 +250,7 @@ async fn once(
             };
             if let Err(e) = applied {
                 return Once::Failed {
-                    why: format!("bad media from the origin: {e}"),
+                    why: RelayError::BadMedia(e),
                     delivered,
                 };
             }

@@ -11,6 +11,7 @@
 //! same push.
 
 use super::client::{connect_to, rtmp_session};
+use super::error::{Peer, PushUrlError, RelayError};
 use crate::core::cursor::{Cursor, Moved};
 use crate::core::format::flv::message_of;
 use crate::core::format::{Format, FormatId};
@@ -44,7 +45,7 @@ pub struct PushTarget {
 }
 
 impl PushTarget {
-    pub fn parse(url: &str) -> Result<PushTarget, String> {
+    pub fn parse(url: &str) -> Result<PushTarget, PushUrlError> {
         // The URL may hold a platform's key: errors name its scheme only.
         let scheme = url
             .split("://")
@@ -53,7 +54,10 @@ impl PushTarget {
             .chars()
             .take(10)
             .collect::<String>();
-        let bad = |why: &str| format!("bad push URL ({scheme}://...): {why}");
+        let bad = |why| PushUrlError {
+            scheme: scheme.clone(),
+            why,
+        };
         let origin_part = url.find("://").map_or(url, |i| {
             let rest = &url[i + 3..];
             &url[..i + 3 + rest.find('/').unwrap_or(rest.len())]
@@ -167,7 +171,7 @@ pub(super) async fn run(relays: Arc<super::Relays>, stream: Arc<Stream>, target:
         attempts += 1;
         match once(&relays, &stream, &target, &notify).await {
             Ok(()) => break,
-            Err((why, delivered)) => {
+            Err(Failed { why, delivered }) => {
                 tracing::warn!(stream = %stream.key, target = %url, "push: {why}");
                 if delivered {
                     wait = config.retry_min;
@@ -181,21 +185,27 @@ pub(super) async fn run(relays: Arc<super::Relays>, stream: Arc<Stream>, target:
     relays.push_ended(stream.id, &target);
 }
 
-/// One connection to the target: `Ok` when the stream ended, else why it failed and
-/// whether media went out first.
+/// Why one connection to the target failed, and whether media went out first.
+struct Failed {
+    why: RelayError,
+    delivered: bool,
+}
+
+/// One connection to the target: `Ok` when the stream ended, else why it failed.
 async fn once(
     relays: &super::Relays,
     stream: &Stream,
     target: &PushTarget,
     notify: &Notify,
-) -> Result<(), (String, bool)> {
-    let fail = |why: String| (why, false);
+) -> Result<(), Failed> {
+    let failed = |why: RelayError, delivered: bool| Failed { why, delivered };
+    let fail = |why| failed(why, false);
     let mut io = tokio::time::timeout(
         TIMEOUT,
         connect_to(&target.host, target.port, target.tls.then_some(&relays.tls)),
     )
     .await
-    .map_err(|_| fail("connect: timed out".into()))?
+    .map_err(|_| fail(RelayError::ConnectTimeout(TIMEOUT)))?
     .map_err(fail)?;
     let mut session = rtmp_session(target.tls, &target.authority(), &target.app);
     session.publish(&target.stream);
@@ -209,17 +219,16 @@ async fn once(
             }
             write(&mut io, &mut out).await?;
             input.clear();
-            if io.read_buf(&mut input).await.map_err(|e| e.to_string())? == 0 {
-                return Err("the target closed the connection".to_string());
+            if io.read_buf(&mut input).await.map_err(RelayError::Read)? == 0 {
+                return Err(RelayError::Closed(Peer::Target));
             }
-            session.handle_input(&input).map_err(|e| e.to_string())?;
+            session.handle_input(&input)?;
         }
     })
     .await
-    .map_err(|_| fail("the target did not accept the publish in time".into()))?;
+    .map_err(|_| fail(RelayError::NotAccepted(TIMEOUT)))?;
     started.map_err(fail)?;
     let mut delivered = false;
-    let failed = |why: String, delivered: bool| (why, delivered);
     // A cursor in the stream's ring: it starts at the newest keyframe, and a target
     // that does not keep up skips to the newest one, each time after the decoder
     // configurations it lacks.
@@ -266,7 +275,13 @@ async fn once(
         if !out.is_empty() {
             tokio::time::timeout(TIMEOUT, write(&mut io, &mut out))
                 .await
-                .map_err(|_| failed("the target takes nothing".into(), delivered))?
+                .map_err(|_| {
+                    let stalled = RelayError::Stalled {
+                        peer: Peer::Target,
+                        after: TIMEOUT,
+                    };
+                    failed(stalled, delivered)
+                })?
                 .map_err(|e| failed(e, delivered))?;
             delivered = true;
         }
@@ -275,23 +290,27 @@ async fn once(
         tokio::select! {
             () = notified => {}
             r = io.read_buf(&mut input) => match r {
-                Ok(0) => return Err(failed("the target closed the connection".into(), delivered)),
-                Ok(_) => session.handle_input(&input).map_err(|e| failed(e.to_string(), delivered))?,
-                Err(e) => return Err(failed(e.to_string(), delivered)),
+                Ok(0) => return Err(failed(RelayError::Closed(Peer::Target), delivered)),
+                Ok(_) => session.handle_input(&input).map_err(|e| failed(e.into(), delivered))?,
+                Err(e) => return Err(failed(RelayError::Read(e), delivered)),
             },
         }
     }
 }
 
 /// Moves the session's output to `out`; `true` once the target accepted the publish.
-fn drain(session: &mut ClientSession, out: &mut BytesMut) -> Result<bool, String> {
+fn drain(session: &mut ClientSession, out: &mut BytesMut) -> Result<bool, RelayError> {
     let mut started = false;
     while let Some(o) = session.poll_output() {
         match o {
             ClientOutput::Write(b) => out.extend_from_slice(&b),
             ClientOutput::Event(ClientEvent::PublishStarted) => started = true,
             ClientOutput::Event(ClientEvent::Rejected { code, description }) => {
-                return Err(format!("the target refused: {code} {description}"))
+                return Err(RelayError::Refused {
+                    peer: Peer::Target,
+                    code,
+                    description,
+                })
             }
             ClientOutput::Event(_) => {}
         }
@@ -299,8 +318,8 @@ fn drain(session: &mut ClientSession, out: &mut BytesMut) -> Result<bool, String
     Ok(started)
 }
 
-async fn write(io: &mut Box<dyn super::client::Io>, out: &mut BytesMut) -> Result<(), String> {
-    io.write_all(out).await.map_err(|e| format!("write: {e}"))?;
+async fn write(io: &mut Box<dyn super::client::Io>, out: &mut BytesMut) -> Result<(), RelayError> {
+    io.write_all(out).await.map_err(RelayError::Write)?;
     out.clear();
     Ok(())
 }
@@ -321,6 +340,7 @@ mod tests {
         assert_eq!(yt.display(), "rtmp://a.rtmp.youtube.com:1935/live2/(key)");
         assert!(!PushTarget::parse("ftp://x/secret-key")
             .unwrap_err()
+            .to_string()
             .contains("secret"));
         assert_eq!(t.for_stream("live/a?b").stream, "a_b?key=secret");
         let t = PushTarget::parse("rtmps://ingest.example/app/{key}").unwrap();

@@ -9,6 +9,7 @@
 //! one video and one audio track, as every other ingest gives it.
 
 use super::client::Media;
+use super::error::{Peer, RelayError};
 use super::origin::Origin;
 use bytes::{Bytes, BytesMut};
 use sluice_media::rtp::{Received, RtpReceiver};
@@ -51,22 +52,19 @@ pub struct RtspReader {
 
 /// An RTP socket on an even port of `ip` and an RTCP socket on the next, as RTSP's
 /// server side binds them (`io::udp_pair`, ports of the kernel's choice).
-fn bind_pair(ip: IpAddr) -> Result<(UdpSocket, UdpSocket), String> {
+fn bind_pair(ip: IpAddr) -> Result<(UdpSocket, UdpSocket), RelayError> {
     let tokio = |s: std::net::UdpSocket| {
         s.set_nonblocking(true)?;
         UdpSocket::from_std(s)
     };
-    let (rtp, rtcp) = crate::io::udp_pair::bind_pair(ip, (0, 0)).map_err(|e| e.to_string())?;
-    Ok((
-        tokio(rtp).map_err(|e| e.to_string())?,
-        tokio(rtcp).map_err(|e| e.to_string())?,
-    ))
+    let (rtp, rtcp) = crate::io::udp_pair::bind_pair(ip, (0, 0))?;
+    Ok((tokio(rtp)?, tokio(rtcp)?))
 }
 
 /// The media of a DESCRIBE answer to set up: the first video and the first audio
 /// section that depacketize.
-fn choose(sdp: &[u8]) -> Result<Vec<SdpMedia>, String> {
-    let sdp = parse_sdp(sdp).map_err(|e| format!("DESCRIBE answer's SDP: {e}"))?;
+fn choose(sdp: &[u8]) -> Result<Vec<SdpMedia>, RelayError> {
+    let sdp = parse_sdp(sdp)?;
     let mut kinds = Vec::new();
     let mut chosen = Vec::new();
     for media in sdp.media {
@@ -82,23 +80,26 @@ fn choose(sdp: &[u8]) -> Result<Vec<SdpMedia>, String> {
         chosen.push(media);
     }
     if chosen.is_empty() {
-        return Err("no media Sluice can take in the DESCRIBE answer".into());
+        return Err(RelayError::NoMedia);
     }
     Ok(chosen)
 }
 
 impl RtspReader {
     /// Plays the source's URL; returns once PLAY is answered.
-    pub async fn open(origin: &Origin, udp: bool) -> Result<RtspReader, String> {
-        let mut config = ClientConfig::new(&origin.raw).map_err(|e| e.to_string())?;
+    pub async fn open(origin: &Origin, udp: bool) -> Result<RtspReader, RelayError> {
+        let mut config = ClientConfig::new(&origin.raw)?;
         config.user_agent = concat!("sluice/", env!("CARGO_PKG_VERSION")).to_string();
         let tcp = TcpStream::connect((origin.host.as_str(), origin.port))
             .await
-            .map_err(|e| format!("connect to {}: {e}", origin.authority()))?;
+            .map_err(|source| RelayError::Connect {
+                addr: origin.authority(),
+                source,
+            })?;
         let _ = tcp.set_nodelay(true);
-        let local_ip = tcp.local_addr().map_err(|e| e.to_string())?.ip();
+        let local_ip = tcp.local_addr()?.ip();
         let mut session = ClientSession::new(config, rand::random(), std::time::Instant::now());
-        session.options().map_err(|e| e.to_string())?;
+        session.options()?;
         let mut r = RtspReader {
             tcp,
             session,
@@ -123,9 +124,7 @@ impl RtspReader {
             }
             for e in events {
                 match e {
-                    ClientEvent::Options { .. } => {
-                        r.session.describe().map_err(|e| e.to_string())?
-                    }
+                    ClientEvent::Options { .. } => r.session.describe()?,
                     ClientEvent::Described { sdp, .. } => {
                         media = choose(&sdp)?;
                         for _ in &media {
@@ -141,12 +140,12 @@ impl RtspReader {
                         if track + 1 < media.len() {
                             r.setup(&media, &pairs, track + 1)?;
                         } else {
-                            r.session.play(None).map_err(|e| e.to_string())?;
+                            r.session.play(None)?;
                         }
                     }
                     ClientEvent::Playing { .. } => {
                         for (m, pair) in media.iter().zip(pairs.drain(..)) {
-                            let d = m.depacketizer().map_err(|e| e.to_string())?;
+                            let d = m.depacketizer()?;
                             r.tracks.push(PullTrack {
                                 receiver: RtpReceiver::new(d, JITTER_DELAY),
                                 udp: pair,
@@ -170,36 +169,33 @@ impl RtspReader {
         media: &[SdpMedia],
         pairs: &[Option<(UdpSocket, UdpSocket)>],
         i: usize,
-    ) -> Result<(), String> {
+    ) -> Result<(), RelayError> {
         let Some(m) = media.get(i) else {
             return Ok(());
         };
         let transport = match pairs.get(i).and_then(Option::as_ref) {
             Some((rtp, rtcp)) => ClientTransport::Udp {
                 client_port: PortPair {
-                    rtp: rtp.local_addr().map_err(|e| e.to_string())?.port(),
-                    rtcp: rtcp.local_addr().map_err(|e| e.to_string())?.port(),
+                    rtp: rtp.local_addr()?.port(),
+                    rtcp: rtcp.local_addr()?.port(),
                 },
             },
             None => ClientTransport::Interleaved,
         };
-        self.session
-            .setup(&m.control, transport)
-            .map(|_| ())
-            .map_err(|e| e.to_string())
+        self.session.setup(&m.control, transport)?;
+        Ok(())
     }
 
     /// Events every state may see that end the pull, or are ignored.
-    fn common(&mut self, e: ClientEvent) -> Result<(), String> {
+    fn common(&mut self, e: ClientEvent) -> Result<(), RelayError> {
         match e {
-            ClientEvent::Refused(r) => Err(format!(
-                "{} answered {} {}",
-                r.method.as_str(),
-                r.status,
-                r.reason
-            )),
-            ClientEvent::Timeout { method } => Err(format!("no answer to {}", method.as_str())),
-            ClientEvent::TornDown => Err("the server ended the session".into()),
+            ClientEvent::Refused(r) => Err(RelayError::RtspRefused {
+                method: r.method,
+                status: r.status,
+                reason: r.reason,
+            }),
+            ClientEvent::Timeout { method } => Err(RelayError::NoAnswer(method)),
+            ClientEvent::TornDown => Err(RelayError::TornDown),
             ClientEvent::Interleaved { channel, payload } => {
                 self.interleaved(channel, payload);
                 Ok(())
@@ -247,46 +243,49 @@ impl RtspReader {
         }
     }
 
-    async fn write(&mut self) -> Result<(), String> {
+    async fn write(&mut self) -> Result<(), RelayError> {
         if !self.out.is_empty() {
             // A server that stops reading must not hold the pull here.
             tokio::time::timeout(SILENCE, self.tcp.write_all(&self.out))
                 .await
-                .map_err(|_| format!("the server took nothing for {SILENCE:?}"))?
-                .map_err(|e| format!("write: {e}"))?;
+                .map_err(|_| RelayError::Stalled {
+                    peer: Peer::Server,
+                    after: SILENCE,
+                })?
+                .map_err(RelayError::Write)?;
             self.out.clear();
         }
         Ok(())
     }
 
     /// One read of the connection into the session.
-    async fn read(&mut self) -> Result<(), String> {
+    async fn read(&mut self) -> Result<(), RelayError> {
         self.input.reserve(64 << 10);
         let n = self
             .tcp
             .read_buf(&mut self.input)
             .await
-            .map_err(|e| format!("read: {e}"))?;
+            .map_err(RelayError::Read)?;
         if n == 0 {
-            return Err("the server closed the connection".into());
+            return Err(RelayError::Closed(Peer::Server));
         }
         self.feed(n)
     }
 
-    fn feed(&mut self, n: usize) -> Result<(), String> {
+    fn feed(&mut self, n: usize) -> Result<(), RelayError> {
         self.bytes += n as u64;
         self.last_data = Instant::now();
         let input = self.input.split();
-        self.session
-            .handle_input(std::time::Instant::now(), &input)
-            .map_err(|e| e.to_string())
+        Ok(self
+            .session
+            .handle_input(std::time::Instant::now(), &input)?)
     }
 
     pub fn take_bytes(&mut self) -> u64 {
         std::mem::take(&mut self.bytes)
     }
 
-    pub async fn next(&mut self, wait: Duration) -> Result<Option<Media>, String> {
+    pub async fn next(&mut self, wait: Duration) -> Result<Option<Media>, RelayError> {
         let until = Instant::now() + wait;
         loop {
             let mut events = Vec::new();
@@ -300,7 +299,10 @@ impl RtspReader {
             }
             let now = Instant::now();
             if now.duration_since(self.last_data) >= SILENCE {
-                return Err(format!("the server sent nothing for {SILENCE:?}"));
+                return Err(RelayError::Silent {
+                    peer: Peer::Server,
+                    after: SILENCE,
+                });
             }
             if now >= until {
                 return Ok(None);
@@ -322,9 +324,9 @@ impl RtspReader {
             };
             let now_std = std::time::Instant::now();
             match got {
-                Got::Tcp(Ok(0)) => return Err("the server closed the connection".into()),
+                Got::Tcp(Ok(0)) => return Err(RelayError::Closed(Peer::Server)),
                 Got::Tcp(Ok(n)) => self.feed(n)?,
-                Got::Tcp(Err(e)) => return Err(format!("read: {e}")),
+                Got::Tcp(Err(e)) => return Err(RelayError::Read(e)),
                 Got::Udp(Ok((i, n))) => {
                     self.bytes += n as u64;
                     self.last_data = Instant::now();
@@ -334,7 +336,7 @@ impl RtspReader {
                     }
                     self.take(i);
                 }
-                Got::Udp(Err(e)) => return Err(format!("receive: {e}")),
+                Got::Udp(Err(e)) => return Err(RelayError::Receive(e)),
                 Got::Timer => {}
             }
             self.session.handle_timeout(now_std);

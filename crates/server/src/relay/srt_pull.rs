@@ -3,6 +3,7 @@
 //! tracks and frames (`sluice_media::ts::TsDemuxer`), as an SRT publisher's are.
 
 use super::client::Media;
+use super::error::{Peer, RelayError};
 use super::origin::Origin;
 use sluice_media::ts::{Demuxed, TsDemuxer};
 use sluice_srt::{CallConfig, CallSeed, Caller, Closed, Connection};
@@ -27,19 +28,22 @@ pub struct SrtReader {
 impl SrtReader {
     /// Calls the listener of `origin` and asks for `key` (the URL's stream id, or
     /// `#!::r=app/stream,m=request`).
-    pub async fn open(origin: &Origin, key: &str) -> Result<SrtReader, String> {
+    pub async fn open(origin: &Origin, key: &str) -> Result<SrtReader, RelayError> {
         let addr: SocketAddr = tokio::net::lookup_host((origin.host.as_str(), origin.port))
             .await
-            .map_err(|e| format!("resolve {}: {e}", origin.host))?
+            .map_err(|source| RelayError::Resolve {
+                host: origin.host.clone(),
+                source,
+            })?
             .next()
-            .ok_or_else(|| format!("{} has no address", origin.host))?;
+            .ok_or_else(|| RelayError::NoAddress(origin.host.clone()))?;
         let bind: SocketAddr = if addr.is_ipv4() {
             ([0, 0, 0, 0], 0).into()
         } else {
             (std::net::Ipv6Addr::UNSPECIFIED, 0).into()
         };
-        let sock = UdpSocket::bind(bind).await.map_err(|e| e.to_string())?;
-        sock.connect(addr).await.map_err(|e| e.to_string())?;
+        let sock = UdpSocket::bind(bind).await?;
+        sock.connect(addr).await?;
         let config = CallConfig {
             stream_id: Some(origin.srt_stream_id(key)),
             latency: Duration::from_millis(
@@ -61,22 +65,21 @@ impl SrtReader {
             salt: rand::random(),
             key: rand::random(),
         };
-        let mut caller =
-            Caller::new(config, seed, Instant::now().into_std()).map_err(|e| e.to_string())?;
+        let mut caller = Caller::new(config, seed, Instant::now().into_std())?;
         let mut buf = vec![0u8; 2048].into_boxed_slice();
         let conclusion = loop {
             if let Some(out) = caller.poll_transmit() {
-                sock.send(&out).await.map_err(|e| format!("send: {e}"))?;
+                sock.send(&out).await.map_err(RelayError::Send)?;
             }
             if let Some(outcome) = caller.poll_outcome() {
-                break outcome.map_err(|e| format!("SRT: {e}"))?;
+                break outcome?;
             }
             let wake = caller
                 .poll_timeout()
                 .map_or_else(|| Instant::now() + PEER_IDLE, Instant::from_std);
             tokio::select! {
                 r = sock.recv(&mut buf) => {
-                    let n = r.map_err(|e| format!("receive: {e}"))?;
+                    let n = r.map_err(RelayError::Receive)?;
                     caller.handle_datagram(Instant::now().into_std(), &buf[..n]);
                 }
                 () = tokio::time::sleep_until(wake) => caller.handle_timeout(Instant::now().into_std()),
@@ -107,7 +110,7 @@ impl SrtReader {
         }
     }
 
-    pub async fn next(&mut self, wait: Duration) -> Result<Option<Media>, String> {
+    pub async fn next(&mut self, wait: Duration) -> Result<Option<Media>, RelayError> {
         let until = Instant::now() + wait;
         loop {
             if let Some(m) = self.queue.pop_front() {
@@ -116,8 +119,11 @@ impl SrtReader {
             self.flush();
             if let Some(closed) = self.conn.closed() {
                 return Err(match closed {
-                    Closed::Idle => format!("the listener sent nothing for {PEER_IDLE:?}"),
-                    c => format!("the listener closed the connection ({c:?})"),
+                    Closed::Idle => RelayError::Silent {
+                        peer: Peer::Listener,
+                        after: PEER_IDLE,
+                    },
+                    c => RelayError::SrtClosed(c),
                 });
             }
             let now = Instant::now();
@@ -130,11 +136,10 @@ impl SrtReader {
                 .map_or(until, |t| Instant::from_std(t).min(until));
             tokio::select! {
                 r = self.sock.recv(&mut self.buf) => {
-                    let n = r.map_err(|e| format!("receive: {e}"))?;
+                    let n = r.map_err(RelayError::Receive)?;
                     self.bytes += n as u64;
                     self.conn
-                        .handle_datagram(Instant::now().into_std(), &self.buf[..n])
-                        .map_err(|e| e.to_string())?;
+                        .handle_datagram(Instant::now().into_std(), &self.buf[..n])?;
                 }
                 () = tokio::time::sleep_until(wake) => {}
             }

@@ -13,7 +13,7 @@ use crate::core::play::{PlayEnd, Playing};
 use crate::core::protocol::Protocol;
 use crate::ctx::Ctx;
 use crate::io::sock::{Ready, Sock, Transport};
-use crate::ops::Client;
+use crate::ops::{Client, EndReason};
 use bytes::Bytes;
 use sluice_media::ts::{Demuxed, TsDemuxer};
 use sluice_srt::{reject, Conclusion, Connection, DataOut, Mode, StreamId, PAYLOAD_LEN};
@@ -170,7 +170,7 @@ pub fn start(
         let client = Rc::new(ctx.clients.add(id, "srt", from));
         let reason = run(&ctx, &shared, &sock, &client, id, conclusion, from, now).await;
         sock.by_peer.borrow_mut().remove(&peer_key);
-        tracing::info!(reason, "srt connection ended");
+        tracing::info!(reason = reason.as_str(), "srt connection ended");
         client.ended(reason);
     };
     tokio::task::spawn_local(tracing::Instrument::instrument(task, span));
@@ -192,13 +192,13 @@ async fn run(
     c: Conclusion,
     from: SocketAddr,
     now: Instant,
-) -> &'static str {
+) -> EndReason {
     let decision = match decide(ctx, id, &c, from).await {
         Ok(d) => d,
         Err((code, why)) => {
             tracing::info!(stream_id = ?c.stream_id.as_deref().map(StreamId::parse), code, "srt: refused: {why}");
             sock.send(from, &[c.reject(code)], &[]);
-            return "refused";
+            return EndReason::Refused;
         }
     };
     let socket_id = c.socket_id;
@@ -314,12 +314,12 @@ async fn decide(
 }
 
 /// Runs an accepted connection's timers until it ends.
-async fn serve(conn: &Rc<Conn>, client: &Client, playing: Option<&Playing>) -> &'static str {
+async fn serve(conn: &Rc<Conn>, client: &Client, playing: Option<&Playing>) -> EndReason {
     loop {
         match conn.conn.borrow().closed() {
-            Some(sluice_srt::Closed::Shutdown) => return "closed",
-            Some(sluice_srt::Closed::Idle) => return "idle",
-            Some(sluice_srt::Closed::Local) => return "closed_by_server",
+            Some(sluice_srt::Closed::Shutdown) => return EndReason::Closed,
+            Some(sluice_srt::Closed::Idle) => return EndReason::Idle,
+            Some(sluice_srt::Closed::Local) => return EndReason::ClosedByServer,
             None => {}
         }
         let at = conn.timeout.get();
@@ -332,14 +332,14 @@ async fn serve(conn: &Rc<Conn>, client: &Client, playing: Option<&Playing>) -> &
                 return match end {
                     PlayEnd::Closed(r) => {
                         tracing::info!("player closed: {r:?}");
-                        "stream_ended"
+                        EndReason::StreamEnded
                     }
-                    PlayEnd::Io(_) => "io_error",
+                    PlayEnd::Io(_) => EndReason::IoError,
                 };
             }
             () = client.kicked() => {
                 conn.close();
-                return "kicked";
+                return EndReason::Kicked;
             }
         }
     }

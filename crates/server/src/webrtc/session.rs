@@ -13,7 +13,7 @@ use crate::core::play::{PlayEnd, Playing};
 use crate::core::protocol::Protocol;
 use crate::ctx::Ctx;
 use crate::io::sock::{Ready, Sock, Transport};
-use crate::ops::Client;
+use crate::ops::{Client, EndReason};
 use sluice_media::rtp::{next_interleaved, RtpPacket};
 use sluice_webrtc::outbound::{Datagrams, StreamPacket};
 use sluice_webrtc::{Peer, PeerEvent, PeerOutput, Via};
@@ -213,7 +213,7 @@ pub fn start(
                 sessions.borrow_mut().remove(&from);
             }
             registry.forget(&resource);
-            tracing::info!(reason, "webrtc session ended");
+            tracing::info!(reason = reason.as_str(), "webrtc session ended");
             client.ended(reason);
             session.ended.notify_one();
         }
@@ -258,11 +258,11 @@ impl Session {
     }
 
     /// Advances the peer's time; an error ends the session.
-    fn tick(&self) -> Result<(), &'static str> {
+    fn tick(&self) -> Result<(), EndReason> {
         let result = self.peer.borrow_mut().handle_timeout(Instant::now());
         if let Err(e) = result {
             tracing::info!("webrtc: {e}");
-            return Err("protocol_error");
+            return Err(EndReason::ProtocolError);
         }
         self.drain();
         Ok(())
@@ -297,7 +297,7 @@ async fn play(
     id: u64,
     stream: Arc<Stream>,
     format: Format,
-) -> &'static str {
+) -> EndReason {
     // The stream makes its RTP form while we play.
     let _rtp = stream.want_rtp();
     let mut playing: Option<Playing> = None;
@@ -322,7 +322,7 @@ async fn play(
                         Protocol::Webrtc,
                     ));
                 }
-                PeerEvent::Disconnected => return "disconnected",
+                PeerEvent::Disconnected => return EndReason::Disconnected,
                 // Passed on to a publisher that makes keyframes on demand (WHIP);
                 // others cannot be asked, and the GOP cache serves new players.
                 PeerEvent::KeyframeRequest => stream.keyframe_wanted.notify_one(),
@@ -330,7 +330,7 @@ async fn play(
             }
         }
         if !session.peer.borrow().is_alive() {
-            return "closed";
+            return EndReason::Closed;
         }
         match session.wait(client, playing.as_ref(), None, None).await {
             Woke::Timer => {
@@ -342,12 +342,12 @@ async fn play(
             Woke::Played(PlayEnd::Closed(r)) => {
                 tracing::info!("player closed: {r:?}");
                 session.close();
-                return "stream_ended";
+                return EndReason::StreamEnded;
             }
-            Woke::Played(PlayEnd::Io(_)) => return "io_error",
+            Woke::Played(PlayEnd::Io(_)) => return EndReason::IoError,
             Woke::Kicked => {
                 session.close();
-                return "kicked";
+                return EndReason::Kicked;
             }
         }
     }
@@ -363,7 +363,7 @@ async fn publish(
     id: u64,
     key: String,
     ip: std::net::IpAddr,
-) -> &'static str {
+) -> EndReason {
     let interval = Duration::from_millis(ctx.config.webrtc.keyframe_interval_ms.max(100));
     let mut ingest: Option<WhipIngest> = None;
     let mut next_keyframe: Option<Instant> = None;
@@ -377,7 +377,7 @@ async fn publish(
                         Err(e) => {
                             tracing::warn!(stream = %key, "publish refused: {e}");
                             session.close();
-                            return "refused";
+                            return EndReason::Refused;
                         }
                     };
                     let (video, audio) = session.peer.borrow().receives();
@@ -401,12 +401,12 @@ async fn publish(
                         i.sender_report(codec, ntp, rtp_time);
                     }
                 }
-                PeerEvent::Disconnected => return "disconnected",
+                PeerEvent::Disconnected => return EndReason::Disconnected,
                 _ => {}
             }
         }
         if !session.peer.borrow().is_alive() {
-            return "closed";
+            return EndReason::Closed;
         }
         let due = match (ingest.as_ref().and_then(WhipIngest::due), next_keyframe) {
             (Some(a), Some(b)) => Some(a.min(b)),
@@ -437,7 +437,7 @@ async fn publish(
             Woke::Events | Woke::Played(_) => {}
             Woke::Kicked => {
                 session.close();
-                return "kicked";
+                return EndReason::Kicked;
             }
         }
     }
