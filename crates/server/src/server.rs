@@ -406,6 +406,7 @@ fn run_worker(parts: WorkerParts, starts: Vec<Start>, mut stop: watch::Receiver<
             clients,
             ops: parts.ops,
             relays: parts.relays,
+            read_buf: vec![0; crate::driver::READ_CHUNK].into_boxed_slice(),
         }));
         if worker == 0 {
             tokio::task::spawn_local(refresh_jwks(ctx.auth().clone()));

@@ -51,6 +51,8 @@ pub struct Parts {
     pub clients: Rc<Clients>,
     pub ops: Arc<Ops>,
     pub relays: Option<Arc<Relays>>,
+    /// See [`Ctx::read_buf`].
+    pub read_buf: Box<[u8]>,
 }
 
 impl Ctx {
@@ -65,6 +67,7 @@ impl Ctx {
             clients,
             ops,
             relays,
+            read_buf,
         } = parts;
         Ctx {
             config,
@@ -75,7 +78,7 @@ impl Ctx {
             vods,
             clients,
             ops,
-            read_buf: RefCell::new(vec![0; crate::driver::READ_CHUNK].into_boxed_slice()),
+            read_buf: RefCell::new(read_buf),
             relays,
         }
     }
