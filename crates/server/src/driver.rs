@@ -149,8 +149,8 @@ pub struct Conn<S: Session> {
 
 impl<S: Session> Conn<S> {
     pub fn new(ctx: Rc<Ctx>, client: Client, sock: Rc<Sock>, session: S) -> Self {
-        let idle = Some(Duration::from_millis(ctx.config.limits.idle_timeout_ms));
-        let handshake = Duration::from_millis(ctx.config.limits.handshake_timeout_ms);
+        let idle = Some(Duration::from_millis(ctx.config().limits.idle_timeout_ms));
+        let handshake = Duration::from_millis(ctx.config().limits.handshake_timeout_ms);
         let start_by =
             (!handshake.is_zero()).then(|| (tokio::time::Instant::now() + handshake, handshake));
         Conn {
@@ -182,7 +182,7 @@ impl<S: Session> Conn<S> {
     /// Merges the reads of a publisher of `stream`: at most one per
     /// `publishers.read_merge_ms`, and never a longer wait than the stream's merge window.
     pub fn merge_reads(&mut self, stream: &Stream) {
-        let configured = Duration::from_millis(self.ctx.config.publishers.read_merge_ms);
+        let configured = Duration::from_millis(self.ctx.config().publishers.read_merge_ms);
         self.read_merge = read_merge(configured, stream.merge);
         self.started();
     }
@@ -212,7 +212,7 @@ impl<S: Session> Conn<S> {
         }
         self.client.playing(&stream.key, &player);
         self.started();
-        self.playing = Some(Playing::start(&self.ctx.fanout, stream, player, protocol));
+        self.playing = Some(Playing::start(self.ctx.fanout(), stream, player, protocol));
     }
 
     /// Stops playing: what is owed is written (bounded), then the socket is the
@@ -507,7 +507,7 @@ fn read_input<S: Session>(conn: &mut Conn<S>) -> Result<Option<usize>, DriveErro
         return Ok(total);
     }
     let ctx = conn.ctx.clone();
-    let mut buf = ctx.read_buf.borrow_mut();
+    let mut buf = ctx.read_buf().borrow_mut();
     let read = would_block(conn.sock.try_read(&mut buf))?;
     if let Some(n) = read.filter(|&n| n > 0) {
         conn.client.count_in(n);

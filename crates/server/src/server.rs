@@ -13,7 +13,6 @@ use crate::core::packet::Shape;
 use crate::core::ring::RingLimits;
 use crate::ctx::{Accept, Ctx};
 use socket2::{Domain, Protocol, Socket, Type};
-use std::cell::RefCell;
 use std::io;
 use std::net::{SocketAddr, TcpListener as StdListener};
 use std::rc::Rc;
@@ -155,6 +154,7 @@ impl Server {
         let relays = Some(crate::relay::Relays::new(
             &config.relay_config(),
             hub.clone(),
+            crate::ctx::admit::pulled,
         ));
         let (rtmp, mut rtmp_listeners) = listeners("RTMP", &config.rtmp.listen, workers)?;
         let (rtsp, mut rtsp_listeners) = listeners("RTSP", &config.rtsp.listen, workers)?;
@@ -396,26 +396,25 @@ fn run_worker(parts: WorkerParts, starts: Vec<Start>, mut stop: watch::Receiver<
             load,
             delay.clone(),
         ));
-        let ctx = Rc::new(Ctx {
+        let ctx = Rc::new(Ctx::new(crate::ctx::Parts {
+            worker,
             config,
             hub: parts.hub,
             fanout,
-            worker,
             files: parts.files,
             vods: parts.vods,
             clients,
-            auth: parts.ops.auth.clone(),
             ops: parts.ops,
-            read_buf: RefCell::new(vec![0; crate::driver::READ_CHUNK].into_boxed_slice()),
             relays: parts.relays,
-        });
+            read_buf: vec![0; crate::driver::READ_CHUNK].into_boxed_slice(),
+        }));
         if worker == 0 {
-            tokio::task::spawn_local(refresh_jwks(ctx.auth.clone()));
-            if let Some(relays) = &ctx.relays {
+            tokio::task::spawn_local(refresh_jwks(ctx.auth().clone()));
+            if let Some(relays) = ctx.relays() {
                 relays.start_always();
             }
             tokio::task::spawn_local({
-                let vods = ctx.vods.clone();
+                let vods = ctx.vods().clone();
                 async move {
                     let mut tick = tokio::time::interval(Duration::from_secs(5));
                     loop {
@@ -430,7 +429,7 @@ fn run_worker(parts: WorkerParts, starts: Vec<Start>, mut stop: watch::Receiver<
             for (std_listener, accept) in start(&ctx) {
                 match TcpListener::from_std(std_listener) {
                     Ok(l) => {
-                        let limits = ctx.hub.limits.clone();
+                        let limits = ctx.hub().limits.clone();
                         let task = tokio::task::spawn_local(accept_loop(worker, accept, l, limits));
                         accepting.push(task);
                     }
@@ -452,19 +451,19 @@ fn run_worker(parts: WorkerParts, starts: Vec<Start>, mut stop: watch::Receiver<
 /// HTTP-FLV and RTSP the end of their media), then every connection is asked to close
 /// and writes what it owes. What is still open at the deadline is dropped.
 async fn wind_down(ctx: &Ctx) {
-    let grace = Duration::from_millis(ctx.config.limits.shutdown_grace_ms);
-    for stream in ctx.hub.streams() {
-        ctx.hub.end(&stream);
+    let grace = Duration::from_millis(ctx.config().limits.shutdown_grace_ms);
+    for stream in ctx.hub().streams() {
+        ctx.hub().end(&stream);
     }
-    ctx.clients.kick_all();
+    ctx.clients().kick_all();
     let deadline = tokio::time::Instant::now() + grace;
-    while ctx.clients.len() > 0 && tokio::time::Instant::now() < deadline {
+    while ctx.clients().len() > 0 && tokio::time::Instant::now() < deadline {
         tokio::time::sleep(Duration::from_millis(10)).await;
     }
-    let left = ctx.clients.len();
+    let left = ctx.clients().len();
     if left > 0 {
         tracing::info!(
-            worker = ctx.worker,
+            worker = ctx.worker(),
             left,
             "shutdown: connections still open at the deadline are dropped"
         );

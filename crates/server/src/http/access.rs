@@ -3,7 +3,8 @@
 //! carry a token from their playlist in a cookie (or `?sluice_auth=`).
 
 use super::reply::Reply;
-use crate::auth::{Action, Credentials, Denial};
+use crate::auth::Action;
+use crate::ctx::admit::{Ask, Refusal};
 use crate::ctx::Ctx;
 use bytes::Bytes;
 use sha2::{Digest, Sha256};
@@ -56,33 +57,29 @@ pub(crate) async fn action_denied(
     peer: IpAddr,
     id: u64,
 ) -> Option<Reply> {
-    let creds = Credentials::from_http(req.header("authorization"), &req.query);
-    let asked = crate::auth::Request {
-        action,
-        path,
-        protocol,
-        id,
-        credentials: &creds,
-        peer,
-        query: &req.query,
-    };
-    ctx.authorize(&asked).await.err().map(denied)
+    let ask = Ask::new(protocol, path, id, peer).http(req.header("authorization"), &req.query);
+    ctx.check(&ask, action).await.err().map(|r| refused(&r))
 }
 
-/// 401 with a Basic challenge when credentials are missing or wrong, 403 otherwise.
-pub(crate) fn denied(denial: Denial) -> Reply {
+/// How HTTP answers a refusal: 401 with a Basic challenge when credentials are missing
+/// or wrong, 403 when they do not permit it (with the denial's reason), 404 for what
+/// is neither live nor a file, 409 for a stream published already, 503 for a limit.
+pub(crate) fn refused(refusal: &Refusal) -> Reply {
     let mut headers = vec![("Content-Type", "text/plain".to_string())];
-    let status = match denial {
-        Denial::NoCredentials | Denial::BadCredentials => {
+    let status = match refusal {
+        Refusal::Unauthorized(_) => {
             headers.push(("WWW-Authenticate", "Basic realm=\"sluice\"".into()));
             401
         }
-        _ => 403,
+        Refusal::Forbidden(_) => 403,
+        Refusal::NotFound(_) => 404,
+        Refusal::InUse(_) => 409,
+        Refusal::Limit(_) => 503,
     };
     Reply {
         status,
         headers,
-        body: vec![Bytes::from(format!("{}\n", denial.reason()))],
+        body: vec![Bytes::from(format!("{refusal}\n"))],
         file: None,
     }
 }

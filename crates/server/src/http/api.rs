@@ -10,10 +10,11 @@
 //! streams' atomics. A request takes each stream's lock once, briefly, for its ring.
 
 use super::reply::Reply;
-use super::Worker;
 use crate::auth::{Action, Credentials, Denial};
 use crate::core::hub::Stream;
 use crate::core::protocol::Protocol;
+use crate::ctx::admit::Ask;
+use crate::ctx::Ctx;
 use crate::ops::{ClientInfo, Role};
 use bytes::Bytes;
 use serde::Serialize;
@@ -126,14 +127,10 @@ async fn allowed(
             "credentials are required (a bearer token, or HTTP Basic)",
         ));
     }
-    let asked = crate::auth::Request {
-        action: Action::Api,
-        path: "api",
-        protocol: "api",
-        id: 0,
-        credentials: &creds,
-        peer: peer.ip(),
-        query: "",
+    // Judged quietly: a refused API request is logged by the caller.
+    let ask = Ask::new("api", "api", 0, peer.ip()).credentials(creds);
+    let Some(asked) = ask.request(Action::Api) else {
+        return Err((403, "wrong credentials"));
     };
     match auth.authorize(&asked).await {
         Ok(_) => Ok(()),
@@ -165,28 +162,23 @@ fn error(status: u16, message: &str) -> Reply {
 }
 
 /// Answers an API or metrics request.
-pub(crate) async fn reply(
-    ctx: &Worker,
-    req: &Request,
-    peer: SocketAddr,
-    what: ApiPath<'_>,
-) -> Reply {
-    if let Err((status, why)) = allowed(&ctx.auth.load(), req, peer).await {
+pub(crate) async fn reply(ctx: &Ctx, req: &Request, peer: SocketAddr, what: ApiPath<'_>) -> Reply {
+    if let Err((status, why)) = allowed(&ctx.auth().load(), req, peer).await {
         tracing::info!(%peer, path = %req.path, "API request denied: {why}");
         return error(status, why);
     }
     let get = matches!(req.method, Method::Get | Method::Head);
     match (what, get, req.method) {
         (ApiPath::Metrics, true, _) => {
-            let workers = ctx.ops.snapshots().await;
+            let workers = ctx.ops().snapshots().await;
             let text = super::metrics::render(
-                &ctx.hub,
-                &ctx.ops,
-                &ctx.auth.load(),
+                ctx.hub(),
+                ctx.ops(),
+                &ctx.auth().load(),
                 &workers,
-                ctx.ops.started_at.elapsed().as_secs_f64(),
-                ctx.config.api.metrics_per_connection,
-                ctx.relays.as_deref(),
+                ctx.ops().started_at.elapsed().as_secs_f64(),
+                ctx.config().api.metrics_per_connection,
+                ctx.relays().map(|r| &**r),
             );
             Reply {
                 status: 200,
@@ -208,24 +200,27 @@ pub(crate) async fn reply(
         (ApiPath::Streams, true, _) => {
             let clients = clients(ctx).await;
             let list: Vec<Value> = ctx
-                .hub
+                .hub()
                 .streams()
                 .iter()
-                .map(|s| stream(s, &clients, &ctx.auth.load(), pull(ctx, &s.key)))
+                .map(|s| stream(s, &clients, &ctx.auth().load(), pull(ctx, &s.key)))
                 .collect();
             json_reply(200, &json!({ "streams": list }))
         }
-        (ApiPath::Stream(key), true, _) => match ctx.hub.find(key) {
+        (ApiPath::Stream(key), true, _) => match ctx.hub().find(key) {
             Some(s) => {
                 let clients = clients(ctx).await;
-                json_reply(200, &stream(&s, &clients, &ctx.auth.load(), pull(ctx, key)))
+                json_reply(
+                    200,
+                    &stream(&s, &clients, &ctx.auth().load(), pull(ctx, key)),
+                )
             }
             None => error(404, "no such stream"),
         },
-        (ApiPath::Stream(key), false, Method::Delete) => match ctx.hub.find(key) {
+        (ApiPath::Stream(key), false, Method::Delete) => match ctx.hub().find(key) {
             Some(s) => {
-                let publishers = ctx.ops.kick_publishers(key).await;
-                let ended = ctx.hub.end(&s);
+                let publishers = ctx.ops().kick_publishers(key).await;
+                let ended = ctx.hub().end(&s);
                 tracing::info!(stream = %key, publishers, "stream closed by the API");
                 json_reply(
                     200,
@@ -242,7 +237,7 @@ pub(crate) async fn reply(
             }
         }
         (ApiPath::Client(id), false, Method::Delete) => {
-            if ctx.ops.kick(id).await {
+            if ctx.ops().kick(id).await {
                 tracing::info!(client = id, "client kicked by the API");
                 json_reply(200, &json!({ "kicked": id }))
             } else {
@@ -251,7 +246,7 @@ pub(crate) async fn reply(
         }
         (ApiPath::Workers, true, _) => {
             let workers: Vec<_> = ctx
-                .ops
+                .ops()
                 .snapshots()
                 .await
                 .into_iter()
@@ -261,7 +256,7 @@ pub(crate) async fn reply(
         }
         (ApiPath::Config, true, _) => {
             // Secrets are shown as set or not, never as they are.
-            let mut config = (*ctx.config).clone();
+            let mut config = ctx.config().as_ref().clone();
             for secret in [
                 &mut config.api.token,
                 &mut config.auth.signing_key,
@@ -276,21 +271,21 @@ pub(crate) async fn reply(
             }
             json_reply(200, &config)
         }
-        (ApiPath::Reload, false, Method::Post) => match ctx.ops.reload(&ctx.config) {
+        (ApiPath::Reload, false, Method::Post) => match ctx.ops().reload(ctx.config()) {
             Ok(done) => json_reply(200, &json!({ "reloaded": done })),
             Err(e) => error(500, &format!("reload failed, nothing changed: {e}")),
         },
         (ApiPath::Relays, true, _) => json_reply(200, &relays(ctx)),
         (ApiPath::RelayPulls, false, Method::Post) => add_pull(ctx, &req.body),
         (ApiPath::RelayPull(key), false, Method::Delete) => {
-            match ctx.relays.as_ref().map(|r| r.remove_pull(key)) {
+            match ctx.relays().map(|r| r.remove_pull(key)) {
                 Some(true) => json_reply(200, &json!({ "removed": key })),
                 _ => error(404, "no such pull"),
             }
         }
         (ApiPath::RelayPushes, false, Method::Post) => add_push(ctx, &req.body),
         (ApiPath::RelayPush(id), false, Method::Delete) => {
-            match ctx.relays.as_ref().map(|r| r.remove_push(id)) {
+            match ctx.relays().map(|r| r.remove_push(id)) {
                 Some(true) => json_reply(200, &json!({ "removed": id })),
                 _ => error(404, "no such push"),
             }
@@ -301,8 +296,8 @@ pub(crate) async fn reply(
 }
 
 /// Running pulls, and the pull and push rules the API added.
-fn relays(ctx: &Worker) -> Value {
-    let Some(r) = &ctx.relays else {
+fn relays(ctx: &Ctx) -> Value {
+    let Some(r) = ctx.relays() else {
         return json!({ "pulls": [], "pull_rules": [], "push_rules": [] });
     };
     let pulls: Vec<Value> = r
@@ -325,7 +320,7 @@ fn relays(ctx: &Worker) -> Value {
 
 /// `POST /api/v1/relays/pulls` `{"stream": "app/name", "url": "...", "always": false,
 /// "transport": "tcp"}`.
-fn add_pull(ctx: &Worker, body: &[u8]) -> Reply {
+fn add_pull(ctx: &Ctx, body: &[u8]) -> Reply {
     #[derive(serde::Deserialize)]
     #[serde(deny_unknown_fields)]
     struct Add {
@@ -348,7 +343,7 @@ fn add_pull(ctx: &Worker, body: &[u8]) -> Reply {
         Some("udp") => true,
         Some(_) => return error(400, "transport is tcp or udp"),
     };
-    let Some(relays) = &ctx.relays else {
+    let Some(relays) = ctx.relays() else {
         return error(503, "relays are off");
     };
     match relays.add_pull(&add.stream, &add.url, add.always, udp) {
@@ -361,7 +356,7 @@ fn add_pull(ctx: &Worker, body: &[u8]) -> Reply {
 }
 
 /// `POST /api/v1/relays/pushes` `{"streams": "live/*", "url": "rtmp://..."}`.
-fn add_push(ctx: &Worker, body: &[u8]) -> Reply {
+fn add_push(ctx: &Ctx, body: &[u8]) -> Reply {
     #[derive(serde::Deserialize)]
     #[serde(deny_unknown_fields)]
     struct Add {
@@ -372,10 +367,10 @@ fn add_push(ctx: &Worker, body: &[u8]) -> Reply {
         Ok(a) => a,
         Err(e) => return error(400, &format!("bad push: {e}")),
     };
-    let Some(relays) = &ctx.relays else {
+    let Some(relays) = ctx.relays() else {
         return error(503, "relays are off");
     };
-    match relays.add_push(&add.streams, &add.url, &ctx.hub.streams()) {
+    match relays.add_push(&add.streams, &add.url, &ctx.hub().streams()) {
         Ok(id) => {
             tracing::info!(streams = %add.streams, id, "push added by the API");
             json_reply(201, &json!({ "id": id }))
@@ -384,21 +379,21 @@ fn add_push(ctx: &Worker, body: &[u8]) -> Reply {
     }
 }
 
-fn server(ctx: &Worker) -> Value {
+fn server(ctx: &Ctx) -> Value {
     json!({
         "name": "sluice",
         "version": env!("CARGO_PKG_VERSION"),
-        "started_unix_ms": crate::ops::unix_ms(ctx.ops.started),
-        "uptime_s": ctx.ops.started_at.elapsed().as_secs_f64(),
-        "workers": ctx.ops.workers(),
-        "streams": ctx.hub.streams().len(),
+        "started_unix_ms": crate::ops::unix_ms(ctx.ops().started),
+        "uptime_s": ctx.ops().started_at.elapsed().as_secs_f64(),
+        "workers": ctx.ops().workers(),
+        "streams": ctx.hub().streams().len(),
     })
 }
 
 /// Every worker's connections.
-async fn clients(ctx: &Worker) -> Vec<ClientInfo> {
+async fn clients(ctx: &Ctx) -> Vec<ClientInfo> {
     let mut all: Vec<ClientInfo> = ctx
-        .ops
+        .ops()
         .snapshots()
         .await
         .into_iter()
@@ -430,7 +425,7 @@ fn track(track: &TrackConfig) -> Value {
 
 /// Where an edge pulls stream `key` from, as the API shows it (`null`: not pulled).
 fn pull(ctx: &crate::ctx::Ctx, key: &str) -> Value {
-    let Some(p) = ctx.relays.as_ref().and_then(|r| r.pull_of(key)) else {
+    let Some(p) = ctx.relays().and_then(|r| r.pull_of(key)) else {
         return Value::Null;
     };
     let since = p

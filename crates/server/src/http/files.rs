@@ -16,7 +16,6 @@
 //! - Opening stays beneath the media root (`open_beneath`): `..` and symbolic links
 //!   out are 403, anything but a regular file is 404.
 
-use super::Worker;
 use super::{write_bounded, Error};
 use crate::ctx::Ctx;
 use crate::driver::{Conn, DriveError};
@@ -30,7 +29,6 @@ use std::fs::{File, Metadata};
 use std::io;
 use std::os::unix::fs::MetadataExt;
 use std::path::Path;
-use std::rc::Rc;
 use std::time::Duration;
 use tokio::io::Interest;
 use tokio::net::TcpStream;
@@ -80,7 +78,7 @@ pub(crate) async fn answer(ctx: &Ctx, req: &Request, rest: &str) -> Result<Opene
             return Err((e.status(), "refused\n"));
         }
     };
-    let (root, path) = (ctx.config.media_root.clone(), rel.clone());
+    let (root, path) = (ctx.config().media_root.clone(), rel.clone());
     let opened =
         tokio::task::spawn_blocking(move || open_beneath(Path::new(&root), Path::new(&path)))
             .await
@@ -136,7 +134,7 @@ fn open_error(e: &io::Error) -> (u16, &'static str) {
 
 /// Sends an opened file's answer on an HTTP/1.1 connection, plain or TLS.
 pub(crate) async fn serve(
-    ctx: &Rc<Worker>,
+    ctx: &Ctx,
     conn: &mut Conn<ServerSession>,
     req: &Request,
     opened: Opened,
@@ -170,7 +168,7 @@ pub(crate) async fn serve(
         return Ok(());
     }
     // Map before the head: a mapping that fails is still a clean 500.
-    let map = match ctx.files.map(&file, &meta) {
+    let map = match ctx.files().map(&file, &meta) {
         Ok(map) => map,
         Err(e) => {
             tracing::warn!(path = %req.path, "cannot map file: {e}");
@@ -180,7 +178,7 @@ pub(crate) async fn serve(
             return Ok(());
         }
     };
-    tracing::debug!(files_mapped = ctx.files.mapped(), "mapped for TLS");
+    tracing::debug!(files_mapped = ctx.files().mapped(), "mapped for TLS");
     let body = slice(&map, range.start, range.end)?;
     conn.session.respond_head(status, &headers, None);
     let mut out = conn.take_transmits();
@@ -321,7 +319,7 @@ pub(crate) fn h2_answer(
     let range = response.range;
     let body = if response.body && req.method == Method::Get && !range.is_empty() {
         match ctx
-            .files
+            .files()
             .map(&file, &meta)
             .and_then(|map| slice(&map, range.start, range.end))
         {
@@ -369,7 +367,7 @@ pub(crate) async fn propfind(ctx: &Ctx, req: &Request, rest: &str) -> (u16, &'st
             return (e.status(), "text/plain", Bytes::from_static(b"refused\n"));
         }
     };
-    let root = ctx.config.media_root.clone();
+    let root = ctx.config().media_root.clone();
     let members = depth == dav::Depth::One;
     let path = rel.clone();
     let listed = tokio::task::spawn_blocking(move || {

@@ -19,6 +19,7 @@ use super::CORS_HEADERS;
 use crate::core::fanout::Player;
 use crate::core::format::FormatId;
 use crate::core::play::Playing;
+use crate::ctx::Ctx;
 use crate::io::sock::{Pipe, Sock};
 use bytes::Bytes;
 use http_body_util::{BodyExt, LengthLimitError, Limited};
@@ -161,10 +162,10 @@ async fn handle(
     tracing::debug!(path = %request.path, ?method, "request (h2)");
     match router::handle(ctx, &request, peer, 0, Listener::Media).await {
         Action::Reply(r) => reply(r, method),
-        Action::Flv(key) => flv(ctx, key).await,
+        Action::Flv(key) => flv(&ctx.ctx, key, peer).await,
         Action::StreamHead(headers) => response(200, headers, H2Body::Parts(VecDeque::new())),
         Action::File(opened) => {
-            let (status, headers, body) = files::h2_answer(ctx, &request, opened);
+            let (status, headers, body) = files::h2_answer(&ctx.ctx, &request, opened);
             response(status, headers, H2Body::Mapped(body))
         }
     }
@@ -201,10 +202,10 @@ fn response(
 }
 
 /// An HTTP-FLV player on an h2 stream.
-async fn flv(ctx: &Rc<Worker>, key: &str) -> http::Response<H2Body> {
-    let id = ctx.hub.next_id();
+async fn flv(ctx: &Ctx, key: &str, peer: std::net::SocketAddr) -> http::Response<H2Body> {
+    let id = ctx.hub().next_id();
     // A file on demand plays as a private stream, kept alive by the player's task.
-    let found = ctx.stream_or_file(key, key.strip_prefix("vod/"), id).await;
+    let found = router::flv_source(ctx, key, id, peer).await;
     let Some((stream, vod)) = found else {
         let body = VecDeque::from([Bytes::from(format!("stream {key} is not live\n"))]);
         return response(
@@ -213,14 +214,14 @@ async fn flv(ctx: &Rc<Worker>, key: &str) -> http::Response<H2Body> {
             H2Body::Parts(body),
         );
     };
-    let pipe = Pipe::new(ctx.config.players.send_buffer);
+    let pipe = Pipe::new(ctx.config().players.send_buffer);
     let player = Player::new(
         id,
         Rc::new(Sock::new(pipe.clone())),
         stream.format_for(FormatId::FLV),
     );
     let playing = Playing::start(
-        &ctx.fanout,
+        ctx.fanout(),
         &stream,
         player,
         crate::core::protocol::Protocol::Flv,

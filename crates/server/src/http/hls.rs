@@ -22,7 +22,6 @@ use crate::io::memfile::MemFile;
 use bytes::Bytes;
 use sluice_hls::{parse_blocking_request, Availability, Readiness, Timeline};
 use sluice_http::{Method, Request};
-use std::rc::Rc;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -159,14 +158,18 @@ enum Answer {
 /// Answers an HLS request for the stream `key`, with a `Cache-Control` on every
 /// answer (see the module docs).
 pub(crate) async fn reply(
-    ctx: &Rc<Worker>,
+    worker: &Worker,
     req: &Request,
     key: &str,
     what: HlsPath<'_>,
     peer: std::net::IpAddr,
 ) -> Reply {
-    let private = ctx.auth.load().required(crate::auth::Action::Read, key);
-    let mut reply = answer_request(ctx, req, key, what, peer, private).await;
+    let private = worker
+        .ctx
+        .auth()
+        .load()
+        .required(crate::auth::Action::Read, key);
+    let mut reply = answer_request(worker, req, key, what, peer, private).await;
     if !reply.headers.iter().any(|(n, _)| *n == "Cache-Control") {
         let caching = Caching::of_status(reply.status);
         reply
@@ -177,17 +180,18 @@ pub(crate) async fn reply(
 }
 
 async fn answer_request(
-    ctx: &Rc<Worker>,
+    worker: &Worker,
     req: &Request,
     key: &str,
     what: HlsPath<'_>,
     peer: std::net::IpAddr,
     private: bool,
 ) -> Reply {
+    let ctx = &worker.ctx;
     let playlist = matches!(what, HlsPath::TsPlaylist | HlsPath::Fmp4Playlist);
     // A viewer is authorized at its playlist and then shows the token it got there.
     let mut auth_cookie = None;
-    let auth = ctx.auth.load();
+    let auth = ctx.auth().load();
     if auth.required(crate::auth::Action::Read, key) {
         let shown = access::viewer_token(req, key).map(|t| auth.check_viewer_token(key, t));
         let renewed = || {
@@ -220,13 +224,13 @@ async fn answer_request(
         }
     }
     if let Some(path) = key.strip_prefix("vod/") {
-        let mut reply = super::vod::reply(ctx, path, what).await;
+        let mut reply = super::vod::reply(worker, path, what).await;
         reply.headers.extend(auth_cookie.map(|c| ("Set-Cookie", c)));
         return reply;
     }
     // An edge pulls a stream a playlist asks for (segments name streams it has).
-    let found = match ctx.hub.find(key) {
-        None if playlist && ctx.relays.as_ref().is_some_and(|r| r.pulls_here(key)) => {
+    let found = match ctx.hub().find(key) {
+        None if playlist && ctx.relays().is_some_and(|r| r.pulls_here(key)) => {
             ctx.find_live(key).await
         }
         found => found,

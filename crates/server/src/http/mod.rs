@@ -71,13 +71,6 @@ pub struct Worker {
     webrtc: Option<Arc<crate::webrtc::Registry>>,
 }
 
-impl std::ops::Deref for Worker {
-    type Target = Ctx;
-    fn deref(&self) -> &Ctx {
-        &self.ctx
-    }
-}
-
 /// Starts this worker's HTTP: what runs for each connection of the plain listener
 /// and of the TLS one, and the task that lets go of files of `/vod/` HLS unused.
 pub fn start(
@@ -129,12 +122,12 @@ pub fn start(
     accepts
 }
 
-async fn serve(ctx: Rc<Worker>, sock: TcpStream, peer: SocketAddr, api_only: bool) {
-    let id = ctx.hub.next_id();
+async fn serve(worker: Rc<Worker>, sock: TcpStream, peer: SocketAddr, api_only: bool) {
+    let id = worker.ctx.hub().next_id();
     let protocol = if api_only { "api" } else { "http" };
     let span = tracing::info_span!("http", id, %peer);
     async move {
-        match connection(&ctx, id, peer, protocol, sock.into_sock()).await {
+        match connection(&worker, id, peer, protocol, sock.into_sock()).await {
             Ok(()) => tracing::debug!("closed"),
             Err(e) => tracing::info!("closed: {e}"),
         }
@@ -144,21 +137,21 @@ async fn serve(ctx: Rc<Worker>, sock: TcpStream, peer: SocketAddr, api_only: boo
 }
 
 /// HTTPS: the TLS handshake (bounded in time), then the same routes as HTTP, or HTTP/2.
-async fn serve_tls(ctx: Rc<Worker>, acceptor: TlsAcceptor, sock: TcpStream, peer: SocketAddr) {
-    let id = ctx.hub.next_id();
+async fn serve_tls(worker: Rc<Worker>, acceptor: TlsAcceptor, sock: TcpStream, peer: SocketAddr) {
+    let id = worker.ctx.hub().next_id();
     let span = tracing::info_span!("https", id, %peer);
     async move {
-        let bound = ctx.config.limits.handshake_bound();
+        let bound = worker.ctx.config().limits.handshake_bound();
         let Some(tls) = crate::io::tls::accept(&acceptor, sock, bound).await else {
             return;
         };
         if tls.get_ref().1.alpn_protocol() == Some(b"h2") {
-            return match h2::serve(ctx, peer, tls).await {
+            return match h2::serve(worker, peer, tls).await {
                 Ok(()) => tracing::debug!("closed"),
                 Err(e) => tracing::info!("closed: {e}"),
             };
         }
-        match connection(&ctx, id, peer, "https", tls.into_sock()).await {
+        match connection(&worker, id, peer, "https", tls.into_sock()).await {
             Ok(()) => tracing::debug!("closed"),
             Err(e) => tracing::info!("closed: {e}"),
         }
@@ -169,13 +162,14 @@ async fn serve_tls(ctx: Rc<Worker>, acceptor: TlsAcceptor, sock: TcpStream, peer
 
 /// One HTTP/1.1 connection, plain or TLS, on the common driver.
 async fn connection(
-    ctx: &Rc<Worker>,
+    worker: &Rc<Worker>,
     id: u64,
     peer: SocketAddr,
     protocol: &'static str,
     sock: Sock,
 ) -> Result<(), Error> {
-    let idle = Duration::from_millis(ctx.config.limits.idle_timeout_ms);
+    let ctx = &worker.ctx;
+    let idle = Duration::from_millis(ctx.config().limits.idle_timeout_ms);
     let session = ServerSession::new(
         ServerConfig {
             head_timeout: idle,
@@ -185,12 +179,12 @@ async fn connection(
         Instant::now(),
     );
     // The session times out slow heads and silent kept-alive connections itself.
-    let client = ctx.clients.add(id, protocol, peer);
-    let mut conn = Conn::new(ctx.ctx.clone(), client, Rc::new(sock), session)
+    let client = ctx.clients().add(id, protocol, peer);
+    let mut conn = Conn::new(ctx.clone(), client, Rc::new(sock), session)
         .without_idle_timeout()
         .without_start_deadline();
     let mut http = Http {
-        worker: ctx.clone(),
+        worker: worker.clone(),
         peer,
         idle,
         vod: None,
@@ -250,7 +244,7 @@ impl Http {
                 conn.session.body_sent();
                 Ok(())
             }
-            Action::File(opened) => files::serve(&worker, conn, &req, opened, self.idle).await,
+            Action::File(opened) => files::serve(&worker.ctx, conn, &req, opened, self.idle).await,
         }
     }
 
@@ -287,10 +281,8 @@ impl Http {
         req: &Request,
         key: &str,
     ) -> Result<(), Error> {
-        let found = self
-            .worker
-            .stream_or_file(key, key.strip_prefix("vod/"), conn.id)
-            .await;
+        let peer = conn.client.peer();
+        let found = router::flv_source(&self.worker.ctx, key, conn.id, peer).await;
         let Some((stream, vod)) = found else {
             let body = Bytes::from(format!("stream {key} is not live\n"));
             conn.session

@@ -15,9 +15,14 @@ use super::files::{self, Opened, DAV_HEADERS};
 use super::hls::{self, HlsPath};
 use super::reply::Reply;
 use super::Worker;
+use crate::core::hub::Stream;
+use crate::ctx::admit::Ask;
+use crate::ctx::Ctx;
+use crate::vod::VodPlay;
 use sluice_http::{Method, Request};
 use std::net::SocketAddr;
 use std::rc::Rc;
+use std::sync::Arc;
 
 /// Longest stream key (`app/name`) accepted in a path.
 const MAX_KEY_LEN: usize = 256;
@@ -71,7 +76,7 @@ pub(crate) async fn handle<'r>(
     id: u64,
     listener: Listener,
 ) -> Action<'r> {
-    let ctx = worker;
+    let ctx = &worker.ctx;
     if let (Some(what), false) = (api::route(&req.path), req.method == Method::Options) {
         return Action::Reply(api::reply(ctx, req, peer, what).await);
     }
@@ -124,7 +129,7 @@ pub(crate) async fn handle<'r>(
         }
         (Method::Get, Route::Flv(key)) => return Action::Flv(key),
         (Method::Get | Method::Head, Route::Hls(key, what)) => {
-            hls::reply(ctx, req, key, what, peer.ip()).await
+            hls::reply(worker, req, key, what, peer.ip()).await
         }
         (Method::Get | Method::Head, Route::Files(rest)) => {
             return match files::answer(ctx, req, rest).await {
@@ -136,6 +141,20 @@ pub(crate) async fn handle<'r>(
         _ => Reply::empty(405),
     };
     Action::Reply(reply)
+}
+
+/// What `GET /app/name.flv` plays, its route authorized already: the live stream, or
+/// the file on demand under `vod/` from its start (a private stream kept going by the
+/// returned [`VodPlay`], which the player holds). `None` when neither is there.
+pub(crate) async fn flv_source(
+    ctx: &Ctx,
+    key: &str,
+    id: u64,
+    peer: SocketAddr,
+) -> Option<(Arc<Stream>, Option<VodPlay>)> {
+    let ask = Ask::new("http", key, id, peer.ip()).checked();
+    let source = ctx.admit_play(&ask, key.strip_prefix("vod/")).await.ok()?;
+    Some(source.start(ctx, id))
 }
 
 /// 404 when WebRTC is off (`webrtc.udp = "off"`).

@@ -15,13 +15,17 @@ use crate::vod::VodFile;
 use bytes::Bytes;
 use sluice_hls::vod::{VodError, VodPlan, VodVariant};
 use std::path::Path;
-use std::rc::Rc;
 use std::sync::Arc;
 
 /// Answers an HLS request for the file `path` below the media root.
-pub(crate) async fn reply(ctx: &Rc<Worker>, path: &str, what: HlsPath<'_>) -> Reply {
-    let root = Path::new(&ctx.config.media_root);
-    let file = match ctx.vod_files.open(&ctx.vods, &ctx.files, root, path).await {
+pub(crate) async fn reply(worker: &Worker, path: &str, what: HlsPath<'_>) -> Reply {
+    let ctx = &worker.ctx;
+    let root = Path::new(&ctx.config().media_root);
+    let file = match worker
+        .vod_files
+        .open(ctx.vods(), ctx.files(), root, path)
+        .await
+    {
         Ok(f) => f,
         Err(e) => {
             tracing::info!(file = %path, "vod hls: {e}");
@@ -31,7 +35,7 @@ pub(crate) async fn reply(ctx: &Rc<Worker>, path: &str, what: HlsPath<'_>) -> Re
     };
     let hls = file
         .hls
-        .get_or_init(|| VodHls::new(VodPlan::new(&file.movie, ctx.config.hls.segment_ms)));
+        .get_or_init(|| VodHls::new(VodPlan::new(&file.movie, ctx.config().hls.segment_ms)));
     let tag = format!("{:x}", file.tag);
     let same = |t: &str| t == tag;
     let object = match what {

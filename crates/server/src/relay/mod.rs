@@ -36,7 +36,8 @@ pub use error::{CaError, RuleError};
 pub use origin::Origin;
 pub use settings::{AppRelayConfig, EdgeSettings, RelayConfig};
 
-use crate::core::hub::Hub;
+use crate::core::hub::{Hub, PublishError};
+use crate::core::ingest::Publisher;
 use crate::keys::Pattern;
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -171,7 +172,14 @@ pub struct Relays {
     /// Rules the API added (and may remove).
     dynamic: Mutex<Dynamic>,
     pub counters: RelayCounters,
+    /// How a pull's stream gets its publisher: the server's one admission.
+    admit: Admit,
 }
+
+/// The door a pull publishes through (the server's admission, which sits above the
+/// relays): the publisher of stream `key` for pull `id`, with what a new publisher
+/// sets off.
+pub type Admit = fn(&Arc<Relays>, &str, u64) -> Result<Publisher, PublishError>;
 
 /// A pull the API configured: stream `key` from `source`.
 #[derive(Debug, Clone)]
@@ -200,7 +208,7 @@ struct Dynamic {
 impl Relays {
     /// The server's pulls and pushes: those configured (URLs checked with the
     /// configuration), and room for the API's.
-    pub fn new(config: &RelayConfig, hub: Arc<Hub>) -> Arc<Relays> {
+    pub fn new(config: &RelayConfig, hub: Arc<Hub>, admit: Admit) -> Arc<Relays> {
         let parse = |urls: &[String]| -> Vec<Origin> {
             urls.iter().filter_map(|u| Origin::parse(u).ok()).collect()
         };
@@ -268,6 +276,7 @@ impl Relays {
             pushes: Mutex::new(std::collections::HashSet::new()),
             dynamic: Mutex::new(Dynamic::default()),
             counters: RelayCounters::default(),
+            admit,
         })
     }
 
@@ -431,6 +440,16 @@ impl Relays {
         for key in self.always.clone() {
             self.start(&key, true);
         }
+    }
+
+    /// The hub pulled streams are published to.
+    pub fn hub(&self) -> &Arc<Hub> {
+        &self.hub
+    }
+
+    /// The publisher of pulled stream `key` (see [`Admit`]).
+    pub fn admit(self: &Arc<Self>, key: &str, id: u64) -> Result<Publisher, PublishError> {
+        (self.admit)(self, key, id)
     }
 
     /// Starts pulling `key` on this worker unless it is pulled already, published

@@ -214,12 +214,9 @@ async fn once(
         if let Some(media) = media {
             let p = match &mut publisher {
                 Some(p) => p,
-                None => match Publisher::new(hub, key, id) {
+                None => match relays.admit(key, id) {
                     Ok(p) => {
                         tracing::info!(stream = %key, origin = %origin.display_of(key), "edge: pulling");
-                        // A pulled stream is pushed as a published one is (a camera
-                        // sent on to a platform).
-                        relays.on_publish(&p.stream);
                         publisher.insert(p)
                     }
                     Err(PublishError::InUse(_)) => return Once::Superseded,

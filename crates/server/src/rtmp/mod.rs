@@ -6,11 +6,11 @@
 //! hands its socket to the worker's fan-out). Protocol rules live in the session, the
 //! I/O in the driver; this file is only the adapter.
 
-use crate::auth::{Action, Credentials, Request};
 use crate::core::fanout::{CloseReason, Player};
 use crate::core::format::FormatId;
 use crate::core::ingest::Publisher;
 use crate::core::protocol::Protocol;
+use crate::ctx::admit::{Ask, Refusal};
 use crate::ctx::{Accept, Ctx};
 use crate::driver::{self, Adapter, Conn, DriveError, Next};
 use crate::io::sock::{IntoSock, Sock};
@@ -30,7 +30,7 @@ type Error = DriveError<RtmpError>;
 pub fn accept(ctx: &Rc<Ctx>) -> Accept {
     let ctx = ctx.clone();
     Rc::new(move |sock, peer, admission| {
-        let id = ctx.hub.next_id();
+        let id = ctx.hub().next_id();
         let span = tracing::info_span!("rtmp", id, %peer);
         let served = serve(ctx.clone(), Sock::tcp_stream(sock), peer, id, "rtmp");
         tokio::task::spawn_local(
@@ -49,11 +49,11 @@ pub fn accept_tls(ctx: &Rc<Ctx>, tls: Arc<rustls::ServerConfig>) -> Accept {
     let acceptor = TlsAcceptor::from(tls);
     Rc::new(move |sock, peer, admission| {
         let (ctx, acceptor) = (ctx.clone(), acceptor.clone());
-        let id = ctx.hub.next_id();
+        let id = ctx.hub().next_id();
         let span = tracing::info_span!("rtmps", id, %peer);
         tokio::task::spawn_local(
             async move {
-                let bound = ctx.config.limits.handshake_bound();
+                let bound = ctx.config().limits.handshake_bound();
                 // A plain RTMP client, a scanner: closed at once.
                 if let Some(tls) = crate::io::tls::accept(&acceptor, sock, bound).await {
                     serve(ctx, tls.into_sock(), peer, id, "rtmps").await;
@@ -68,11 +68,11 @@ pub fn accept_tls(ctx: &Rc<Ctx>, tls: Arc<rustls::ServerConfig>) -> Accept {
 async fn serve(ctx: Rc<Ctx>, sock: Sock, peer: SocketAddr, id: u64, protocol: &'static str) {
     tracing::debug!("connected");
     let session = ServerSession::new(ServerConfig {
-        out_chunk_size: ctx.config.rtmp.chunk_size,
-        max_message_len: ctx.config.rtmp.max_message_len,
+        out_chunk_size: ctx.config().rtmp.chunk_size,
+        max_message_len: ctx.config().rtmp.max_message_len,
         ..ServerConfig::default()
     });
-    let client = ctx.clients.add(id, protocol, peer);
+    let client = ctx.clients().add(id, protocol, peer);
     let mut conn = Conn::new(ctx, client, Rc::new(sock), session);
     let mut rtmp = Rtmp {
         publishing: None,
@@ -103,27 +103,7 @@ impl Adapter<ServerSession> for Rtmp {
             Event::Publish(req) => return Ok(self.publish(conn, &req).await),
             Event::Play(req) => {
                 tracing::debug!(query = %req.query, "play request");
-                let key = req.key();
-                let creds = Credentials::from_query(&req.query);
-                let path = crate::vod::rtmp_path(&key).unwrap_or_else(|| key.clone());
-                let asked = Request {
-                    action: Action::Read,
-                    path: &path,
-                    protocol: "rtmp",
-                    id: conn.id,
-                    credentials: &creds,
-                    peer: conn.client.peer().ip(),
-                    query: &req.query,
-                };
-                if let Err(denial) = conn.ctx.authorize(&asked).await {
-                    conn.session
-                        .reject_play("NetStream.Play.Unauthorized", denial.reason());
-                    return Err(DriveError::Refused(format!(
-                        "play {key}: {}",
-                        denial.reason()
-                    )));
-                }
-                self.play(conn, key).await?;
+                self.play(conn, &req).await?;
             }
             Event::Media(media) => {
                 if let Some(ingest) = &mut self.publishing {
@@ -180,22 +160,8 @@ impl Rtmp {
     async fn publish(&mut self, conn: &mut Conn<ServerSession>, req: &StreamRequest) -> Next {
         let key = req.key();
         let ctx = conn.ctx.clone();
-        let creds = Credentials::from_query(&req.query);
-        let asked = Request {
-            action: Action::Publish,
-            path: &key,
-            protocol: "rtmp",
-            id: conn.id,
-            credentials: &creds,
-            peer: conn.client.peer().ip(),
-            query: &req.query,
-        };
-        if let Err(denial) = ctx.authorize(&asked).await {
-            conn.session
-                .reject_publish("NetStream.Publish.Unauthorized", denial.reason());
-            return Next::Close;
-        }
-        match ctx.publish(&key, conn.id, conn.client.peer().ip()).await {
+        let ask = Ask::new("rtmp", &key, conn.id, conn.client.peer().ip()).query(&req.query);
+        match ctx.admit_publish(&ask).await {
             Ok(publisher) => {
                 tracing::info!(stream = %key, query = %req.query, "publish");
                 conn.session.accept_publish();
@@ -203,6 +169,11 @@ impl Rtmp {
                 conn.client.publishing(&key);
                 self.publishing = Some(publisher);
                 Next::Continue
+            }
+            Err(refused @ (Refusal::Unauthorized(_) | Refusal::Forbidden(_))) => {
+                conn.session
+                    .reject_publish("NetStream.Publish.Unauthorized", &refused.to_string());
+                Next::Close
             }
             Err(e) => {
                 tracing::warn!(stream = %key, "publish refused: {e}");
@@ -213,21 +184,35 @@ impl Rtmp {
         }
     }
 
-    /// Starts playing `key`: a live stream, or a file on demand (`vod/...`).
-    async fn play(&mut self, conn: &mut Conn<ServerSession>, key: String) -> Result<(), Error> {
-        // A file on demand plays as a private stream, kept alive by its `VodPlay`,
-        // which the player holds.
+    /// Starts playing what `req` asks for: a live stream, or a file on demand (`vod/...`,
+    /// authorized on the file's path).
+    async fn play(
+        &mut self,
+        conn: &mut Conn<ServerSession>,
+        req: &StreamRequest,
+    ) -> Result<(), Error> {
+        let key = req.key();
+        let ctx = conn.ctx.clone();
         let file = crate::vod::rtmp_path(&key);
-        let found = conn
-            .ctx
-            .stream_or_file(&key, file.as_deref(), conn.id)
-            .await;
-        let Some((stream, vod)) = found else {
-            conn.session.reject_play(
-                "NetStream.Play.StreamNotFound",
-                &format!("{key} is not live"),
-            );
-            return Err(DriveError::Refused(format!("{key} is not live")));
+        let ask = Ask::new("rtmp", &key, conn.id, conn.client.peer().ip()).query(&req.query);
+        let ask = match &file {
+            Some(path) => ask.judged_on(path),
+            None => ask,
+        };
+        let (stream, vod) = match ctx.admit_play(&ask, file.as_deref()).await {
+            Ok(source) => source.start(&ctx, conn.id),
+            Err(refused @ (Refusal::Unauthorized(_) | Refusal::Forbidden(_))) => {
+                conn.session
+                    .reject_play("NetStream.Play.Unauthorized", &refused.to_string());
+                return Err(DriveError::Refused(format!("play {key}: {refused}")));
+            }
+            Err(_) => {
+                conn.session.reject_play(
+                    "NetStream.Play.StreamNotFound",
+                    &format!("{key} is not live"),
+                );
+                return Err(DriveError::Refused(format!("{key} is not live")));
+            }
         };
         tracing::info!(stream = %key, "play");
         conn.session.accept_play();

@@ -19,13 +19,14 @@
 mod per_packet;
 pub mod udp;
 
-use crate::auth::{Action, Credentials, Denial, Request};
+use crate::auth::Action;
 use crate::core::fanout::{CloseReason, Player};
 use crate::core::format::{Format, FormatId};
 use crate::core::hub::{FormUse, Stream};
 use crate::core::ingest::Publisher;
 use crate::core::packet::rtp_channel;
 use crate::core::protocol::Protocol;
+use crate::ctx::admit::{Ask, Refusal, Source as Found};
 use crate::ctx::{Accept, Ctx};
 use crate::driver::{self, Adapter, Conn, DriveError, Next};
 use crate::io::sock::Sock;
@@ -77,19 +78,12 @@ pub struct Worker {
     udp: Option<Rc<udp::RtpUdp>>,
 }
 
-impl std::ops::Deref for Worker {
-    type Target = Ctx;
-    fn deref(&self) -> &Ctx {
-        &self.ctx
-    }
-}
-
 /// What this worker runs for each RTSP connection; `udp` is its RTP/RTCP port pair.
 pub fn accept(ctx: &Rc<Ctx>, udp: Option<(std::net::UdpSocket, std::net::UdpSocket)>) -> Accept {
     let udp = udp.and_then(|(rtp, rtcp)| match udp::RtpUdp::new(rtp, rtcp) {
         Ok(u) => Some(u),
         Err(e) => {
-            tracing::warn!(worker = ctx.worker, "RTP over UDP off: {e}");
+            tracing::warn!(worker = ctx.worker(), "RTP over UDP off: {e}");
             None
         }
     });
@@ -107,19 +101,19 @@ pub fn accept(ctx: &Rc<Ctx>, udp: Option<(std::net::UdpSocket, std::net::UdpSock
 }
 
 async fn serve(worker: Rc<Worker>, sock: TcpStream, peer: SocketAddr) {
-    let id = worker.hub.next_id();
+    let id = worker.ctx.hub().next_id();
     let span = tracing::info_span!("rtsp", id, %peer);
     async move {
         tracing::debug!("connected");
         let now = Instant::now();
-        let session = ServerSession::new(worker.config.rtsp_session(), rand::random(), now);
-        let sock = Rc::new(if worker.config.rtsp.batch {
+        let session = ServerSession::new(worker.ctx.config().rtsp_session(), rand::random(), now);
+        let sock = Rc::new(if worker.ctx.config().rtsp.batch {
             Sock::tcp_stream(sock)
         } else {
             Sock::new(per_packet::PerPacket(sock))
         });
         // The session times out a silent peer itself.
-        let client = worker.clients.add(id, "rtsp", peer);
+        let client = worker.ctx.clients().add(id, "rtsp", peer);
         let mut conn = Conn::new(worker.ctx.clone(), client, sock, session).without_idle_timeout();
         let mut rtsp = Rtsp {
             worker,
@@ -214,17 +208,8 @@ impl Adapter<ServerSession> for Rtsp {
                 authorization,
             } => {
                 let key = stream_key(&path);
-                let asked = Asked {
-                    action: Action::Read,
-                    key: &key,
-                    query: &query,
-                    user: user.as_deref(),
-                    authorization: authorization.as_deref(),
-                };
-                match authorize(conn, asked).await {
-                    Ok(()) => self.describe(conn, key).await?,
-                    Err(answer) => answer.send(conn)?,
-                }
+                let ask = ask(conn, &key, &query, user.is_some(), authorization.as_deref());
+                self.describe(conn, &ask).await?;
             }
             ServerEvent::Announce {
                 path,
@@ -234,16 +219,12 @@ impl Adapter<ServerSession> for Rtsp {
                 authorization,
             } => {
                 let key = stream_key(&path);
-                let asked = Asked {
-                    action: Action::Publish,
-                    key: &key,
-                    query: &query,
-                    user: user.as_deref(),
-                    authorization: authorization.as_deref(),
-                };
-                match authorize(conn, asked).await {
-                    Ok(()) => self.announce(conn, key, &sdp).await?,
-                    Err(answer) => answer.send(conn)?,
+                let ask = ask(conn, &key, &query, user.is_some(), authorization.as_deref());
+                let ctx = conn.ctx.clone();
+                // Authorized before its SDP is even read.
+                match ctx.check(&ask, Action::Publish).await {
+                    Ok(()) => self.announce(conn, ask.checked(), &sdp).await?,
+                    Err(refused) => refuse(conn, &refused)?,
                 }
             }
             ServerEvent::Setup {
@@ -312,7 +293,7 @@ impl Adapter<ServerSession> for Rtsp {
             .and_then(Publish::release_due)
             .map(tokio::time::Instant::from_std);
         // Not `rtsp_session()`: that builds the users' map, and this runs every turn.
-        let timeout = self.worker.config.rtsp.session_timeout();
+        let timeout = self.worker.ctx.config().rtsp.session_timeout();
         tokio::select! {
             Some((track, packet)) = next_udp(&mut self.publishing) => Wake::Udp((track, packet)),
             () = sleep_until(release_due) => Wake::Release,
@@ -492,7 +473,7 @@ impl Rtsp {
             return Ok(conn.session.reject(461)?);
         }
         if self.udp_slot.is_none() {
-            match self.worker.hub.limits.udp_session(self.peer.ip()) {
+            match self.worker.ctx.hub().limits.udp_session(self.peer.ip()) {
                 Ok(slot) => self.udp_slot = Some(slot),
                 // 453 Not Enough Bandwidth: the client may retry over TCP.
                 Err(_) => return Ok(conn.session.reject(453)?),
@@ -541,15 +522,27 @@ impl Rtsp {
 
     /// Answers a DESCRIBE with the SDP of the stream's current tracks, waiting up to
     /// `play_wait_ms` for the stream and for a keyframe to start players at.
-    async fn describe(&mut self, conn: &mut Conn<ServerSession>, key: String) -> Result<(), Error> {
-        if let Some(path) = key.strip_prefix("vod/") {
-            return self.describe_file(conn, path).await;
-        }
-        let Some(stream) = self.worker.find_live(&key).await else {
-            tracing::info!(stream = %key, "describe: not live");
-            return Ok(conn.session.not_found()?);
+    async fn describe(
+        &mut self,
+        conn: &mut Conn<ServerSession>,
+        ask: &Ask<'_>,
+    ) -> Result<(), Error> {
+        let key = ask.key;
+        let ctx = conn.ctx.clone();
+        let file = key.strip_prefix("vod/");
+        let stream = match ctx.admit_play(ask, file).await {
+            Ok(Found::Live(stream) | Found::Pulled(stream)) => stream,
+            Ok(Found::File(opened)) => {
+                return self.describe_file(conn, file.unwrap_or(key), opened);
+            }
+            Err(refused) => {
+                if let Refusal::NotFound(_) = refused {
+                    tracing::info!(stream = %key, "describe: not live");
+                }
+                return refuse(conn, &refused);
+            }
         };
-        let wait = Duration::from_millis(self.worker.config.players.wait_ms);
+        let wait = Duration::from_millis(self.worker.ctx.config().players.wait_ms);
         let deadline = tokio::time::Instant::now() + wait;
         let tracks: Vec<Arc<Track>> = if stream.wait_start(deadline).await {
             let state = stream.lock();
@@ -567,7 +560,7 @@ impl Rtsp {
             return Ok(conn.session.not_found()?);
         }
         let range = SdpRange::Live;
-        let (session_id, sdp) = (stream.id, Self::sdp(conn.id, &key, &tracks, range));
+        let (session_id, sdp) = (stream.id, Self::sdp(conn.id, key, &tracks, range));
         let Some(sdp) = sdp else {
             return Ok(conn.session.reject(500)?);
         };
@@ -578,19 +571,12 @@ impl Rtsp {
     }
 
     /// Answers a DESCRIBE of a file below the media root.
-    async fn describe_file(
+    fn describe_file(
         &mut self,
         conn: &mut Conn<ServerSession>,
         path: &str,
+        file: Arc<VodFile>,
     ) -> Result<(), Error> {
-        let root = std::path::Path::new(&self.worker.config.media_root);
-        let file = match self.worker.vods.open(&self.worker.files, root, path).await {
-            Ok(f) => f,
-            Err(e) => {
-                tracing::info!(file = %path, "describe: {e}");
-                return Ok(conn.session.not_found()?);
-            }
-        };
         let tracks: Vec<Arc<Track>> = file
             .movie
             .tracks
@@ -662,7 +648,8 @@ impl Rtsp {
                     _ => *resume,
                 };
                 self.vod = None;
-                let play = VodPlay::start(file.clone(), &self.worker.hub.config, conn.id, from);
+                let play =
+                    VodPlay::start(file.clone(), &self.worker.ctx.hub().config, conn.id, from);
                 let range = NptRange {
                     start: Some(NptTime::At(Duration::from_secs_f64(
                         crate::vod::secs_from_ticks(play.start_pts.max(0)),
@@ -726,18 +713,24 @@ impl Rtsp {
             dest[ch] = Some(SocketAddr::new(self.peer.ip(), client.rtp));
             dest[ch + 1] = Some(SocketAddr::new(self.peer.ip(), client.rtcp));
         }
-        dest.iter()
-            .any(Option::is_some)
-            .then(|| UdpOut::new(conn.sock.clone(), udp, dest, self.worker.config.rtsp.batch))
+        dest.iter().any(Option::is_some).then(|| {
+            UdpOut::new(
+                conn.sock.clone(),
+                udp,
+                dest,
+                self.worker.ctx.config().rtsp.batch,
+            )
+        })
     }
 
     /// Claims the stream of an ANNOUNCE and reads its SDP.
     async fn announce(
         &mut self,
         conn: &mut Conn<ServerSession>,
-        key: String,
+        ask: Ask<'_>,
         sdp: &[u8],
     ) -> Result<(), Error> {
+        let key = ask.key;
         if self.publishing.is_some() {
             return Ok(conn.session.reject(455)?);
         }
@@ -776,7 +769,7 @@ impl Rtsp {
             return Ok(conn.session.reject(415)?);
         }
         let ctx = conn.ctx.clone();
-        let publisher = match ctx.publish(&key, conn.id, conn.client.peer().ip()).await {
+        let publisher = match ctx.admit_publish(&ask).await {
             Ok(p) => p,
             Err(e) => {
                 tracing::warn!(stream = %key, "publish refused: {e}");
@@ -785,7 +778,7 @@ impl Rtsp {
         };
         tracing::info!(stream = %key, tracks = kinds.len(), "publish");
         conn.merge_reads(&publisher.stream);
-        conn.client.publishing(&key);
+        conn.client.publishing(key);
         self.publishing = Some(Publish {
             ingest: publisher,
             tracks,
@@ -874,57 +867,37 @@ impl Publish {
 }
 
 /// `/live/cam1/` → `live/cam1`.
-/// A DESCRIBE or ANNOUNCE to authorize.
-#[derive(Clone, Copy)]
-struct Asked<'a> {
-    action: Action,
+/// What a DESCRIBE or ANNOUNCE asks. A user the RTSP session authenticated itself
+/// (`rtsp.users`, Digest or Basic) is authorized already; otherwise credentials in
+/// the URL's query (`[[users]]`, a JWT, a signed URL) or in a Basic `Authorization`
+/// header (which the session left to us) are judged by every backend.
+fn ask<'a>(
+    conn: &Conn<ServerSession>,
     key: &'a str,
     query: &'a str,
-    /// A user the session authenticated itself (`rtsp.users`, Digest or Basic).
-    user: Option<&'a str>,
-    /// The `Authorization` header the session left to us.
-    authorization: Option<&'a str>,
-}
-
-/// How a request is refused: 401 with a Basic challenge when credentials are missing
-/// or wrong (a client with credentials in its URL then sends them), 403 otherwise.
-enum Refusal {
-    Challenge,
-    Forbidden,
-}
-
-impl Refusal {
-    fn send(self, conn: &mut Conn<ServerSession>) -> Result<(), Error> {
-        match self {
-            Refusal::Challenge => conn.session.reject_unauthorized("sluice")?,
-            Refusal::Forbidden => conn.session.reject(403)?,
-        }
-        Ok(())
+    authenticated: bool,
+    authorization: Option<&str>,
+) -> Ask<'a> {
+    let ask = Ask::new("rtsp", key, conn.id, conn.client.peer().ip()).http(authorization, query);
+    if authenticated {
+        ask.checked()
+    } else {
+        ask
     }
 }
 
-/// Whether the server's authorization lets this request go on: a user the RTSP
-/// session authenticated itself, or credentials in the URL's query (`[[users]]`, a
-/// JWT, a signed URL) or in a Basic `Authorization` header, judged by every backend.
-async fn authorize(conn: &Conn<ServerSession>, asked: Asked<'_>) -> Result<(), Refusal> {
-    if asked.user.is_some() {
-        return Ok(());
+/// Answers a refusal: 401 with a Basic challenge when credentials are missing or
+/// wrong (a client with credentials in its URL then sends them), 403 when they do not
+/// permit it, 404 for what is neither live nor a file, 455 for a stream published
+/// already or a limit reached.
+fn refuse(conn: &mut Conn<ServerSession>, refused: &Refusal) -> Result<(), Error> {
+    match refused {
+        Refusal::Unauthorized(_) => conn.session.reject_unauthorized("sluice")?,
+        Refusal::Forbidden(_) => conn.session.reject(403)?,
+        Refusal::NotFound(_) => conn.session.not_found()?,
+        Refusal::InUse(_) | Refusal::Limit(_) => conn.session.reject(455)?,
     }
-    let creds = Credentials::from_http(asked.authorization, asked.query);
-    let req = Request {
-        action: asked.action,
-        path: asked.key,
-        protocol: "rtsp",
-        id: conn.id,
-        credentials: &creds,
-        peer: conn.client.peer().ip(),
-        query: asked.query,
-    };
-    match conn.ctx.authorize(&req).await {
-        Ok(_) => Ok(()),
-        Err(Denial::NoCredentials | Denial::BadCredentials) => Err(Refusal::Challenge),
-        Err(_) => Err(Refusal::Forbidden),
-    }
+    Ok(())
 }
 
 fn stream_key(path: &str) -> String {

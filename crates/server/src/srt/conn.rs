@@ -5,12 +5,13 @@
 
 use super::socket::Socket;
 use super::Shared;
-use crate::auth::{Action, Credentials, Request};
+use crate::auth::Credentials;
 use crate::core::fanout::Player;
 use crate::core::format::FormatId;
 use crate::core::ingest::Publisher;
 use crate::core::play::{PlayEnd, Playing};
 use crate::core::protocol::Protocol;
+use crate::ctx::admit::{Ask, Refusal};
 use crate::ctx::Ctx;
 use crate::io::sock::{Ready, Sock, Transport};
 use crate::ops::{Client, EndReason};
@@ -151,10 +152,10 @@ pub fn start(
     let peer_key = (from, conclusion.peer_socket_id);
     // Admission first: a connection's state lives past any one datagram.
     let slots = ctx
-        .hub
+        .hub()
         .limits
         .admit(from.ip())
-        .and_then(|a| Ok((a, ctx.hub.limits.udp_session(from.ip())?)));
+        .and_then(|a| Ok((a, ctx.hub().limits.udp_session(from.ip())?)));
     let Ok(slots) = slots else {
         sock.send(from, &[conclusion.reject(reject::UNAVAILABLE)], &[]);
         return;
@@ -162,12 +163,12 @@ pub fn start(
     sock.by_peer
         .borrow_mut()
         .insert(peer_key, conclusion.socket_id);
-    let id = ctx.hub.next_id();
+    let id = ctx.hub().next_id();
     let span = tracing::info_span!("srt", id, peer = %from);
     let (ctx, shared, sock) = (ctx.clone(), shared.clone(), sock.clone());
     let task = async move {
         let _slots = slots;
-        let client = Rc::new(ctx.clients.add(id, "srt", from));
+        let client = Rc::new(ctx.clients().add(id, "srt", from));
         let reason = run(&ctx, &shared, &sock, &client, id, conclusion, from, now).await;
         sock.by_peer.borrow_mut().remove(&peer_key);
         tracing::info!(reason = reason.as_str(), "srt connection ended");
@@ -238,7 +239,7 @@ async fn run(
             let out = Rc::new(Sock::new(SrtOut(conn.clone())));
             let player = Player::new(id, out, stream.format_for(FormatId::TS));
             client.playing(&stream.key, &player);
-            let playing = Playing::start(&ctx.fanout, &stream, player, Protocol::Srt);
+            let playing = Playing::start(ctx.fanout(), &stream, player, Protocol::Srt);
             let reason = serve(&conn, client, Some(&playing)).await;
             drop(playing);
             drop(vod);
@@ -270,47 +271,28 @@ async fn decide(
         credentials.password = sid.password.clone();
     }
     let key = sid.resource.clone();
-    let action = match sid.mode {
-        Mode::Publish => Action::Publish,
-        Mode::Read => Action::Read,
+    let ask = Ask::new("srt", &key, id, from.ip())
+        .query(&query)
+        .credentials(credentials);
+    let code = |refused: &Refusal| match refused {
+        Refusal::Unauthorized(_) => reject::UNAUTHORIZED,
+        Refusal::Forbidden(_) => reject::FORBIDDEN,
+        Refusal::NotFound(_) => reject::NOT_FOUND,
+        Refusal::InUse(_) => reject::CONFLICT,
+        Refusal::Limit(_) => reject::UNAVAILABLE,
     };
-    let asked = Request {
-        action,
-        path: &key,
-        protocol: "srt",
-        id,
-        credentials: &credentials,
-        peer: from.ip(),
-        query: &query,
-    };
-    if let Err(denial) = ctx.authorize(&asked).await {
-        let code = match denial {
-            crate::auth::Denial::NoCredentials | crate::auth::Denial::BadCredentials => {
-                reject::UNAUTHORIZED
-            }
-            _ => reject::FORBIDDEN,
-        };
-        return Err((code, denial.reason().to_owned()));
-    }
-    match sid.mode {
-        Mode::Publish => match ctx.publish(&key, id, from.ip()).await {
-            Ok(p) => Ok(Decision::Publish(p)),
-            Err(e) => {
-                let code = match e {
-                    crate::core::hub::PublishError::InUse(_) => reject::CONFLICT,
-                    crate::core::hub::PublishError::Limit(_) => reject::UNAVAILABLE,
-                };
-                Err((code, e.to_string()))
-            }
-        },
+    let decided = match sid.mode {
+        Mode::Publish => ctx.admit_publish(&ask).await.map(Decision::Publish),
         Mode::Read => {
             let file = crate::vod::rtmp_path(&key);
-            match ctx.stream_or_file(&key, file.as_deref(), id).await {
-                Some((stream, vod)) => Ok(Decision::Play(stream, vod)),
-                None => Err((reject::NOT_FOUND, format!("{key} is not live"))),
-            }
+            let source = ctx.admit_play(&ask, file.as_deref()).await;
+            source.map(|s| {
+                let (stream, vod) = s.start(ctx, id);
+                Decision::Play(stream, vod)
+            })
         }
-    }
+    };
+    decided.map_err(|refused| (code(&refused), refused.to_string()))
 }
 
 /// Runs an accepted connection's timers until it ends.

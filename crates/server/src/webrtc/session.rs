@@ -11,6 +11,7 @@ use crate::core::format::Format;
 use crate::core::hub::Stream;
 use crate::core::play::{PlayEnd, Playing};
 use crate::core::protocol::Protocol;
+use crate::ctx::admit::Ask;
 use crate::ctx::Ctx;
 use crate::io::sock::{Ready, Sock, Transport};
 use crate::ops::{Client, EndReason};
@@ -199,7 +200,7 @@ pub fn start(
             sessions.cloned(),
         );
         async move {
-            let client = ctx.clients.add(id, "webrtc", from);
+            let client = ctx.clients().add(id, "webrtc", from);
             let _slot = slot;
             let reason = match job {
                 Job::Play {
@@ -316,7 +317,7 @@ async fn play(
                     let player = Player::new(id, out, format);
                     client.playing(&stream.key, &player);
                     playing = Some(Playing::start(
-                        &ctx.fanout,
+                        ctx.fanout(),
                         &stream,
                         player,
                         Protocol::Webrtc,
@@ -364,7 +365,7 @@ async fn publish(
     key: String,
     ip: std::net::IpAddr,
 ) -> EndReason {
-    let interval = Duration::from_millis(ctx.config.webrtc.keyframe_interval_ms.max(100));
+    let interval = Duration::from_millis(ctx.config().webrtc.keyframe_interval_ms.max(100));
     let mut ingest: Option<WhipIngest> = None;
     let mut next_keyframe: Option<Instant> = None;
     let mut last_keyframe_request = Instant::now();
@@ -372,7 +373,9 @@ async fn publish(
         while let Some(event) = session.next_event() {
             match event {
                 PeerEvent::Connected if ingest.is_none() => {
-                    let publisher = match ctx.publish(&key, id, ip).await {
+                    // Authorized at its offer (WHIP's HTTP route).
+                    let ask = Ask::new("webrtc", &key, id, ip).checked();
+                    let publisher = match ctx.admit_publish(&ask).await {
                         Ok(p) => p,
                         Err(e) => {
                             tracing::warn!(stream = %key, "publish refused: {e}");

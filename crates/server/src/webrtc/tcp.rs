@@ -42,7 +42,7 @@ async fn serve(ctx: Rc<Ctx>, registry: Arc<Registry>, sock: TcpStream, peer: Soc
     let _ = sock.set_nodelay(true);
     let (mut read, write) = sock.into_split();
     let mut buf = BytesMut::with_capacity(4096);
-    let limit = ctx.config.limits.handshake_bound();
+    let limit = ctx.config().limits.handshake_bound();
     let first = match tokio::time::timeout(limit, next_frame(&mut read, &mut buf)).await {
         Ok(Ok(Some(frame))) => frame,
         Ok(Ok(None)) | Ok(Err(_)) => return,

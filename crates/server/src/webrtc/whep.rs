@@ -6,6 +6,7 @@
 use super::registry::{Job, Registry, TooManyPending};
 use crate::core::format::{Format, FormatId};
 use crate::core::transcode;
+use crate::ctx::admit::{Ask, Source};
 use crate::ctx::Ctx;
 use sluice_media::TrackConfig;
 use sluice_webrtc::{Offered, Peer, PeerConfig, PeerError, Role, VideoCodec};
@@ -52,7 +53,7 @@ fn offered(ctx: &Ctx, stream: &crate::core::hub::Stream) -> (Offered, bool) {
         TrackConfig::Vp8 { .. } => Some(VideoCodec::Vp8),
         _ => None,
     });
-    let transcode = ctx.config.webrtc.transcode_audio && transcode::AVAILABLE;
+    let transcode = ctx.config().webrtc.transcode_audio && transcode::AVAILABLE;
     let (opus, transcoded) = match audio.as_deref().map(|t| &t.config) {
         Some(TrackConfig::Opus(_)) => (true, false),
         Some(TrackConfig::Aac(_)) if transcode => (true, true),
@@ -77,7 +78,7 @@ fn offered(ctx: &Ctx, stream: &crate::core::hub::Stream) -> (Offered, bool) {
 
 /// A new session's id and the secret part of its resource URL.
 fn new_resource(ctx: &Ctx) -> (u64, String) {
-    let id = ctx.hub.next_id();
+    let id = ctx.hub().next_id();
     (id, format!("{id}-{:016x}", rand::random::<u64>()))
 }
 
@@ -89,10 +90,13 @@ pub async fn play(
     key: &str,
     client: SocketAddr,
 ) -> Result<Answered, Refused> {
-    let Some(stream) = ctx.find_live(key).await else {
-        return Err(Refused::NotLive(key.to_string()));
+    // WebRTC plays live streams only (no file on demand).
+    let ask = Ask::new("webrtc", key, 0, client.ip()).checked();
+    let stream = match ctx.admit_play(&ask, None).await {
+        Ok(Source::Live(stream) | Source::Pulled(stream)) => stream,
+        Ok(Source::File(_)) | Err(_) => return Err(Refused::NotLive(key.to_string())),
     };
-    let wait = Duration::from_millis(ctx.config.players.wait_ms);
+    let wait = Duration::from_millis(ctx.config().players.wait_ms);
     let deadline = tokio::time::Instant::now() + wait;
     // Its codecs are known from its first keyframe on.
     stream.wait_start(deadline).await;
@@ -139,7 +143,7 @@ pub(super) fn answer_and_park(
     client: SocketAddr,
     job: impl FnOnce(&Peer) -> (Job, bool, bool),
 ) -> Result<Answered, Refused> {
-    let Ok(slot) = ctx.hub.limits.udp_session(client.ip()) else {
+    let Ok(slot) = ctx.hub().limits.udp_session(client.ip()) else {
         return Err(Refused::UdpSessions);
     };
     let settings = PeerConfig {
@@ -172,6 +176,6 @@ pub async fn end(ctx: &Ctx, registry: &Registry, resource: &str) -> Result<(), N
     let id = registry.resource(resource).ok_or(NoSuchSession)?;
     registry.forget(resource);
     // Running on whichever worker its datagrams reach: kicked there.
-    ctx.ops.kick(id).await;
+    ctx.ops().kick(id).await;
     Ok(())
 }

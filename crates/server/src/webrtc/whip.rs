@@ -18,7 +18,7 @@ pub fn publish(
     key: &str,
     client: SocketAddr,
 ) -> Result<Answered, Refused> {
-    if ctx.hub.find(key).is_some() && !ctx.hub.config.policy.of(key).takeover {
+    if ctx.hub().find(key).is_some() && !ctx.hub().config.policy.of(key).takeover {
         return Err(Refused::Published(key.to_string()));
     }
     answer_and_park(
