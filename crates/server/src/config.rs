@@ -1332,6 +1332,34 @@ impl Config {
         }
     }
 
+    /// The settings whose values differ from `other`'s: `section.key` (`key` for the
+    /// top-level ones), and `apps` or `users` for those lists. What a reload reports
+    /// as needing a restart, less what it applied.
+    pub fn changed_keys(&self, other: &Config) -> Vec<String> {
+        let (Ok(a), Ok(b)) = (toml::Table::try_from(self), toml::Table::try_from(other)) else {
+            return Vec::new();
+        };
+        let mut changed = Vec::new();
+        let keys: std::collections::BTreeSet<&String> = a.keys().chain(b.keys()).collect();
+        for key in keys {
+            match (a.get(key), b.get(key)) {
+                (Some(toml::Value::Table(x)), Some(toml::Value::Table(y))) => {
+                    let inner: std::collections::BTreeSet<&String> =
+                        x.keys().chain(y.keys()).collect();
+                    changed.extend(
+                        inner
+                            .into_iter()
+                            .filter(|k| x.get(*k) != y.get(*k))
+                            .map(|k| format!("{key}.{k}")),
+                    );
+                }
+                (x, y) if x != y => changed.push(key.clone()),
+                _ => {}
+            }
+        }
+        changed
+    }
+
     /// The default configuration as a commented TOML document.
     pub fn commented_defaults() -> String {
         Config::default().commented()
@@ -2038,6 +2066,24 @@ mod tests {
         );
         assert!(!hint.contains("`x`"), "{hint}");
         assert_eq!(moved_keys("workers = 1\n[rtmp]\nlisten = \"off\"\n"), "");
+    }
+
+    #[test]
+    fn changed_keys_name_each_setting_that_differs() {
+        let a = Config::default();
+        let mut b = a.clone();
+        assert!(a.changed_keys(&b).is_empty());
+        b.rtmp.chunk_size = 8192;
+        b.limits.max_streams = 7;
+        b.workers = 3;
+        b.apps.push(AppConfig {
+            name: "live".into(),
+            ..AppConfig::default()
+        });
+        assert_eq!(
+            a.changed_keys(&b),
+            ["apps", "limits.max_streams", "rtmp.chunk_size", "workers"]
+        );
     }
 
     #[test]

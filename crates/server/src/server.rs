@@ -324,7 +324,7 @@ impl Server {
     /// authorization settings), as SIGHUP and the API's reload do.
     pub fn reload(&self) {
         match self.ops.reload(&self.config) {
-            Ok(done) => tracing::info!(?done, "reloaded"),
+            Ok(r) => tracing::info!(done = ?r.done, "reloaded"),
             Err(e) => tracing::warn!("reload failed, nothing changed: {e}"),
         }
     }

@@ -272,7 +272,10 @@ pub(crate) async fn reply(ctx: &Ctx, req: &Request, peer: SocketAddr, what: ApiP
             json_reply(200, &config)
         }
         (ApiPath::Reload, false, Method::Post) => match ctx.ops().reload(ctx.config()) {
-            Ok(done) => json_reply(200, &json!({ "reloaded": done })),
+            Ok(r) => json_reply(
+                200,
+                &json!({ "reloaded": r.done, "restart_needed": r.restart }),
+            ),
             Err(e) => error(500, &format!("reload failed, nothing changed: {e}")),
         },
         (ApiPath::Relays, true, _) => json_reply(200, &relays(ctx)),

@@ -359,6 +359,54 @@ pub enum Command {
     KickPublishers(Arc<str>, oneshot::Sender<usize>),
 }
 
+/// What a reload applies while sessions go on: these settings (a key ending in `.`
+/// stands for its whole section), and the apps' auth keys.
+const RELOADED: &[&str] = &[
+    "http.tls_cert",
+    "http.tls_key",
+    "auth.",
+    "users",
+    "api.token",
+    "limits.max_connections",
+    "limits.max_connections_per_ip",
+    "limits.max_streams",
+    "limits.max_publishers_per_ip",
+    "limits.max_udp_sessions",
+];
+
+/// What a reload did.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Reloaded {
+    /// What was reloaded (`tls_certificate`, `auth`, `limits`).
+    pub done: Vec<&'static str>,
+    /// Settings that differ between the running configuration and the file, and take
+    /// a restart (`section.key`, `apps`).
+    pub restart: Vec<String>,
+}
+
+/// The settings that differ between `running` and `fresh` that a reload does not
+/// apply.
+fn needs_restart(running: &crate::config::Config, fresh: &crate::config::Config) -> Vec<String> {
+    // The apps' auth keys are reloaded; the rest of an app entry is not.
+    let strip = |c: &crate::config::Config| {
+        let mut c = c.clone();
+        for app in &mut c.apps {
+            (app.auth_publish, app.auth_read, app.auth_hook) = (None, None, None);
+        }
+        c
+    };
+    strip(running)
+        .changed_keys(&strip(fresh))
+        .into_iter()
+        .filter(|key| {
+            !RELOADED.iter().any(|r| match r.strip_suffix('.') {
+                Some(section) => key.split_once('.').is_some_and(|(s, _)| s == section),
+                None => key == r,
+            })
+        })
+        .collect()
+}
+
 /// Reads the configuration again, from the same file and flags, for a reload.
 pub type ConfigSource =
     Box<dyn Fn() -> Result<crate::config::Config, crate::config::ConfigError> + Send + Sync>;
@@ -448,10 +496,11 @@ impl Ops {
     /// the next requests are judged by the new ones), and the admission limits
     /// (`max_connections`, `max_connections_per_ip`, `max_streams`,
     /// `max_publishers_per_ip`, `max_udp_sessions`: what is in keeps its place). All or nothing: a setting that
-    /// does not load changes nothing. Returns what was reloaded.
-    pub fn reload(&self, config: &crate::config::Config) -> Result<Vec<&'static str>, ReloadError> {
+    /// does not load changes nothing. Returns what was reloaded, and the settings that
+    /// changed in the file but take a restart.
+    pub fn reload(&self, running: &crate::config::Config) -> Result<Reloaded, ReloadError> {
         let fresh = self.source.get().map(|load| load()).transpose()?;
-        let config = fresh.as_ref().unwrap_or(config);
+        let config = fresh.as_ref().unwrap_or(running);
         let auth = fresh
             .as_ref()
             .map(|c| crate::auth::Auth::new(&c.auth_config()))
@@ -470,7 +519,16 @@ impl Ops {
             self.limits.set(fresh.limit_settings());
             done.push("limits");
         }
-        Ok(done)
+        let restart = fresh
+            .as_ref()
+            .map_or_else(Vec::new, |f| needs_restart(running, f));
+        if !restart.is_empty() {
+            tracing::warn!(
+                ?restart,
+                "reload: these settings changed and take a restart"
+            );
+        }
+        Ok(Reloaded { done, restart })
     }
 
     /// Sends every worker the command `make` builds around its reply channel, all at
@@ -625,6 +683,25 @@ pub async fn serve_commands(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_reload_says_which_changed_settings_take_a_restart() {
+        use crate::config::{AppConfig, Config};
+        let mut running = Config::default();
+        running.apps.push(AppConfig {
+            name: "live".into(),
+            ..AppConfig::default()
+        });
+        let mut fresh = running.clone();
+        fresh.limits.max_streams = 7;
+        fresh.auth.signing_key = "a new key of sixteen bytes".into();
+        fresh.apps[0].auth_publish = Some(true);
+        // Limits, auth and an app entry's auth keys are reloaded.
+        assert_eq!(needs_restart(&running, &fresh), Vec::<String>::new());
+        fresh.rtmp.chunk_size = 8192;
+        fresh.apps[0].hls = Some(false);
+        assert_eq!(needs_restart(&running, &fresh), ["apps", "rtmp.chunk_size"]);
+    }
 
     #[test]
     fn a_client_is_listed_until_its_guard_drops() {

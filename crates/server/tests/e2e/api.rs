@@ -300,6 +300,44 @@ fn presents(https: SocketAddr, ca: &std::path::Path) -> bool {
 }
 
 #[test]
+fn a_reload_applies_the_limits_and_names_what_takes_a_restart() {
+    let dir = crate::common::scratch("api-reload-restart");
+    let file = dir.join("sluice.toml");
+    std::fs::write(
+        &file,
+        "[limits]\nmax_streams = 10\n[rtmp]\nchunk_size = 4096\n",
+    )
+    .unwrap();
+    let server = TestServer::start(&["--config", file.to_str().unwrap()]);
+    let (status, nothing) = json(server.http, "POST", "/api/v1/reload");
+    assert_eq!(status, 200, "{nothing}");
+    assert_eq!(
+        nothing["restart_needed"],
+        serde_json::json!([]),
+        "{nothing}"
+    );
+    std::fs::write(
+        &file,
+        "[limits]\nmax_streams = 20\n[rtmp]\nchunk_size = 8192\n",
+    )
+    .unwrap();
+    let (status, done) = json(server.http, "POST", "/api/v1/reload");
+    assert_eq!(status, 200, "{done}");
+    assert!(
+        done["reloaded"]
+            .as_array()
+            .unwrap()
+            .contains(&"limits".into()),
+        "{done}"
+    );
+    assert_eq!(
+        done["restart_needed"],
+        serde_json::json!(["rtmp.chunk_size"]),
+        "{done}"
+    );
+}
+
+#[test]
 #[cfg_attr(not(all(have_ffmpeg, have_curl)), ignore = "needs ffmpeg and curl")]
 fn a_certificate_reload_keeps_https_players_playing() {
     if !have_ffmpeg() || !crate::common::have("curl") {
