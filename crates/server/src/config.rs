@@ -185,6 +185,77 @@ impl Value for Vec<String> {
 }
 
 /// A default as written in the table: a `&str` for a `String`, else the value itself.
+/// A setting with a few named values (`"reject"`, `"takeover"`): parsed once, by
+/// the file, the flag or the API alike, and matched as a type, never as a string.
+trait Choice: Copy + Send + Sync + 'static {
+    /// Each value's name, as the file and the flag write it.
+    const NAMES: &'static [(&'static str, Self)];
+}
+
+impl<T: Choice> Value for T {
+    fn typed(arg: Arg) -> Arg {
+        let names: Vec<&'static str> = T::NAMES.iter().map(|(n, _)| *n).collect();
+        use clap::builder::TypedValueParser;
+        arg.action(ArgAction::Set).value_parser(
+            clap::builder::PossibleValuesParser::new(names).map(|name: String| {
+                T::NAMES
+                    .iter()
+                    .find(|(n, _)| *n == name)
+                    .map_or(T::NAMES[0].1, |(_, v)| *v)
+            }),
+        )
+    }
+    fn from_flag(matches: &ArgMatches, id: &str) -> Option<Self> {
+        matches.get_one::<T>(id).copied()
+    }
+}
+
+/// `log_format`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum LogFormat {
+    Text,
+    Json,
+}
+
+impl Choice for LogFormat {
+    const NAMES: &'static [(&'static str, Self)] =
+        &[("text", LogFormat::Text), ("json", LogFormat::Json)];
+}
+
+/// `rtsp.auth`: which RTSP requests need credentials.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum RtspAuth {
+    Publish,
+    All,
+}
+
+impl Choice for RtspAuth {
+    const NAMES: &'static [(&'static str, Self)] =
+        &[("publish", RtspAuth::Publish), ("all", RtspAuth::All)];
+}
+
+/// `publishers.second` (and an app's `second_publisher`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum SecondPublisher {
+    Reject,
+    Takeover,
+}
+
+impl Choice for SecondPublisher {
+    const NAMES: &'static [(&'static str, Self)] = &[
+        ("reject", SecondPublisher::Reject),
+        ("takeover", SecondPublisher::Takeover),
+    ];
+}
+
+impl Choice for record::Format {
+    const NAMES: &'static [(&'static str, Self)] =
+        &[("fmp4", record::Format::Fmp4), ("ts", record::Format::Ts)];
+}
+
 trait FromDefault<D> {
     fn from_default(value: D) -> Self;
 }
@@ -348,7 +419,7 @@ settings! {
         /// Log lines as "text" (for people) or "json" (one object per line, for log
         /// shippers).
         #[flag("log-format", "FORMAT")]
-        log_format: String = "text";
+        log_format: LogFormat = LogFormat::Text;
         /// Directory of files served on demand (/files/ downloads, /vod/ playback) and where
         /// recordings are written.
         #[flag("media-root", "DIR")]
@@ -388,7 +459,7 @@ settings! {
         /// Which RTSP requests need credentials when users are set: "publish"
         /// (ANNOUNCE/RECORD) or "all" (every request but OPTIONS).
         #[flag("rtsp-auth", "WHICH")]
-        auth: String = "publish";
+        auth: RtspAuth = RtspAuth::Publish;
         /// Send all RTP packets of a frame (of a merge window) with one call: a vectored
         /// write on TCP, sendmmsg on UDP. false sends each packet with its own call, only to
         /// measure what batching saves.
@@ -563,7 +634,7 @@ settings! {
         dir: String = "recordings";
         /// Container of recordings: "fmp4" (fragmented MP4, played by /vod/) or "ts" (MPEG-TS).
         #[flag("record-format", "FORMAT")]
-        format: String = "fmp4";
+        format: record::Format = record::Format::Fmp4;
         /// A recording starts a new file at the first keyframe after this many seconds.
         #[flag("record-rotate-s", "S")]
         rotate_s: u64 = 3600;
@@ -613,7 +684,7 @@ settings! {
         /// When a second publisher arrives for a stream that has one: "reject" it, or let
         /// it "takeover" (the first is disconnected; players continue with the new one).
         #[flag("second-publisher", "POLICY")]
-        second: String = "reject";
+        second: SecondPublisher = SecondPublisher::Reject;
         /// Disconnect a publisher whose stream has had no viewers (players or HLS) for this
         /// many seconds; 0 never does.
         #[flag("publisher-no-viewers-s", "SECONDS")]
@@ -754,7 +825,7 @@ pub struct AppConfig {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub merge_ms: Option<u64>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub second_publisher: Option<String>,
+    pub second_publisher: Option<SecondPublisher>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub no_viewers_s: Option<u64>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -1002,8 +1073,8 @@ impl Apps {
                 .and_then(|a| a.merge_ms)
                 .map_or(self.merge, Duration::from_millis),
             takeover: app
-                .and_then(|a| a.second_publisher.as_deref())
-                .map_or(self.takeover, |p| p == "takeover"),
+                .and_then(|a| a.second_publisher)
+                .map_or(self.takeover, |p| p == SecondPublisher::Takeover),
             no_viewers: Some(Duration::from_secs(
                 app.and_then(|a| a.no_viewers_s)
                     .unwrap_or(self.no_viewers_s),
@@ -1060,25 +1131,6 @@ impl Config {
     }
 
     fn validate(&self) -> Result<(), ConfigError> {
-        let policies = std::iter::once(self.publishers.second.as_str()).chain(
-            self.apps
-                .iter()
-                .filter_map(|a| a.second_publisher.as_deref()),
-        );
-        for policy in policies {
-            if !matches!(policy, "reject" | "takeover") {
-                return Err(ConfigError::Invalid {
-                    key: "publishers.second",
-                    why: format!("{policy:?}: use \"reject\" or \"takeover\""),
-                });
-            }
-        }
-        if !matches!(self.log_format.as_str(), "text" | "json") {
-            return Err(ConfigError::Invalid {
-                key: "log_format",
-                why: format!("{:?}: use \"text\" or \"json\"", self.log_format),
-            });
-        }
         for (key, value) in [
             ("rtmp.listen", &self.rtmp.listen),
             ("rtsp.listen", &self.rtsp.listen),
@@ -1172,12 +1224,6 @@ impl Config {
                 why: format!("{phrase} characters: SRT takes 10 to 79"),
             });
         }
-        if !matches!(self.rtsp.auth.as_str(), "publish" | "all") {
-            return Err(ConfigError::Invalid {
-                key: "rtsp.auth",
-                why: format!("{:?} is neither \"publish\" nor \"all\"", self.rtsp.auth),
-            });
-        }
         if let Some(bad) = self.rtsp.users.iter().find(|u| !u.contains(':')) {
             return Err(ConfigError::Invalid {
                 key: "rtsp.users",
@@ -1203,12 +1249,6 @@ impl Config {
                     why: why.to_string(),
                 });
             }
-        }
-        if record::Format::parse(&self.record.format).is_none() {
-            return Err(ConfigError::Invalid {
-                key: "record.format",
-                why: format!("{:?} is neither \"fmp4\" nor \"ts\"", self.record.format),
-            });
         }
         if self.record.rotate_s == 0 {
             return Err(ConfigError::Invalid {
@@ -1275,7 +1315,7 @@ impl Config {
             force: Arc::new(self.apps()).record(),
             dir: PathBuf::from(&self.media_root).join(&record.dir),
             fragmenter: record::FragmenterConfig {
-                format: record::Format::parse(&record.format).unwrap_or(record::Format::Fmp4),
+                format: record.format,
                 fragment_ticks: i64::try_from(record.fragment_ms)
                     .unwrap_or(i64::MAX)
                     .saturating_mul(ticks_per_ms),
@@ -1301,7 +1341,7 @@ impl Config {
             hls_always: self.hls.always,
             hls_idle: Duration::from_secs(self.hls.idle_s),
             merge: Duration::from_millis(self.players.merge_ms),
-            takeover: self.publishers.second == "takeover",
+            takeover: self.publishers.second == SecondPublisher::Takeover,
             no_viewers_s: self.publishers.no_viewers_s,
         }
     }
@@ -1558,9 +1598,9 @@ impl RtspSettings {
         sluice_rtsp::ServerConfig {
             auth: (!users.is_empty()).then(|| sluice_rtsp::AuthConfig::new("sluice", users)),
             session_timeout: self.session_timeout(),
-            auth_policy: match self.auth.as_str() {
-                "all" => sluice_rtsp::AuthPolicy::All,
-                _ => sluice_rtsp::AuthPolicy::Publish,
+            auth_policy: match self.auth {
+                RtspAuth::All => sluice_rtsp::AuthPolicy::All,
+                RtspAuth::Publish => sluice_rtsp::AuthPolicy::Publish,
             },
             ..sluice_rtsp::ServerConfig::default()
         }
@@ -1768,9 +1808,9 @@ mod tests {
         let live = c.for_stream("live/a");
         assert!(!live.takeover);
         assert_eq!(live.no_viewers, Some(Duration::from_secs(30)));
-        let bad =
-            Config::from_toml("[[apps]]\nname = \"x\"\nsecond_publisher = \"both\"\n").unwrap();
-        assert!(bad.validate().is_err());
+        let bad = Config::from_toml("[[apps]]\nname = \"x\"\nsecond_publisher = \"both\"\n");
+        let why = bad.unwrap_err().to_string();
+        assert!(why.contains("expected `reject` or `takeover`"), "{why}");
     }
 
     #[test]
@@ -1781,7 +1821,7 @@ mod tests {
             hls_always: Some(true),
             record: Some(true),
             merge_ms: Some(1),
-            second_publisher: Some("takeover".into()),
+            second_publisher: Some(SecondPublisher::Takeover),
             no_viewers_s: Some(1),
             auth_publish: Some(true),
             auth_read: Some(false),
@@ -1987,9 +2027,9 @@ mod tests {
         assert_eq!(c.players.wait_ms, 300);
         assert_eq!(c.limits.publish_grace_ms, 1500);
         assert_eq!(c.limits.ring_ms, 5000);
-        assert_eq!(c.record.format, "ts");
+        assert_eq!(c.record.format, record::Format::Ts);
         assert_eq!(c.rtsp.users, ["alice:s3cret"]);
-        assert_eq!(c.rtsp.auth, "all");
+        assert_eq!(c.rtsp.auth, RtspAuth::All);
         assert!(!c.hls.enabled);
         assert_eq!(c.hls.segment_ms, 1000);
         assert_eq!(c.hls.part_ms, 200);
@@ -2017,14 +2057,15 @@ mod tests {
                 ..
             })
         ));
-        let cli = Cli::parse_from(["sluice", "--record-format", "avi"]);
-        assert!(matches!(
-            Config::load(&cli),
-            Err(ConfigError::Invalid {
-                key: "record.format",
-                ..
-            })
-        ));
+        // A value outside a setting's choices is refused where it is read: by the flag
+        // parser, naming the choices, and by the file's.
+        let err = Cli::try_parse_from(["sluice", "--record-format", "avi"]).unwrap_err();
+        assert!(
+            err.to_string().contains("[possible values: fmp4, ts]"),
+            "{err}"
+        );
+        let err = Config::from_toml("[record]\nformat = \"avi\"\n").unwrap_err();
+        assert!(err.to_string().contains("expected `fmp4` or `ts`"), "{err}");
     }
 
     #[test]

@@ -30,7 +30,7 @@ fn main() -> std::process::ExitCode {
     let logs = tracing_subscriber::fmt()
         .with_env_filter(filter)
         .with_writer(std::io::stderr);
-    if config.log_format == "json" {
+    if config.log_format == sluice_server::config::LogFormat::Json {
         logs.json().init();
     } else {
         logs.with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()))

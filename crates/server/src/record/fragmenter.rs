@@ -48,8 +48,9 @@ pub const CLAMP_TICKS: Timestamp = CLOCK_HZ as Timestamp / 2;
 /// jumped, and one sample must not last half a minute.
 pub const MAX_GAP_TICKS: Timestamp = 30 * CLOCK_HZ as Timestamp;
 
-/// The container of recording files.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+/// The container of recording files (`record.format`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+#[serde(rename_all = "lowercase")]
 pub enum Format {
     /// Fragmented MP4: `ftyp` + `moov` (with `mvex`), then `moof` + `mdat` pairs.
     Fmp4,
@@ -58,15 +59,6 @@ pub enum Format {
 }
 
 impl Format {
-    /// Parses a configuration value (`fmp4` or `ts`).
-    pub fn parse(value: &str) -> Option<Format> {
-        match value {
-            "fmp4" => Some(Format::Fmp4),
-            "ts" => Some(Format::Ts),
-            _ => None,
-        }
-    }
-
     /// The file name extension.
     pub fn extension(self) -> &'static str {
         self.container().extension()

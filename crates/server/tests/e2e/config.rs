@@ -211,5 +211,22 @@ fn an_unknown_log_format_is_refused() {
         .output()
         .expect("run sluice");
     assert_eq!(out.status.code(), Some(2));
-    assert!(String::from_utf8_lossy(&out.stderr).contains("log_format"));
+    let said = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        said.contains("--log-format") && said.contains("text, json"),
+        "{said}"
+    );
+    // In the file, the key and the choices.
+    let file = crate::common::scratch("bad-log-format").join("sluice.toml");
+    std::fs::write(&file, "log_format = \"xml\"\n").expect("write");
+    let out = Command::new(env!("CARGO_BIN_EXE_sluice"))
+        .args(["--config", file.to_str().expect("utf-8")])
+        .output()
+        .expect("run sluice");
+    assert_eq!(out.status.code(), Some(2));
+    let said = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        said.contains("log_format") && said.contains("`text` or `json`"),
+        "{said}"
+    );
 }
