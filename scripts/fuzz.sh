@@ -2,8 +2,9 @@
 # Runs every cargo-fuzz target for SECONDS each (default 10), from its committed seeds
 # (crates/*/fuzz/seeds/<target>, made by scripts/fuzz-seeds.py) plus what earlier runs
 # found (target/fuzz-corpus). Needs a nightly toolchain; installs cargo-fuzz from the
-# crate registry when missing. Prints executions per target; a crash fails the run and
-# leaves its input in crates/<crate>/fuzz/artifacts/<target>/.
+# crate registry when missing. Prints how long each fuzz crate took to build and the
+# executions per target; a crash fails the run and leaves its input in
+# crates/<crate>/fuzz/artifacts/<target>/.
 #
 #   bash scripts/fuzz.sh [SECONDS] [FILTER]   (FILTER: part of "crate/target", e.g. webrtc/)
 set -euo pipefail
@@ -26,15 +27,26 @@ export CARGO_TARGET_DIR=$root/target/fuzz
 failed=()
 total=0
 printf '%-34s %12s %8s\n' target executions seconds
+built=0
 for dir in crates/*/fuzz; do
   crate=$(basename "$(dirname "$dir")")
+  targets=()
+  for target in $(cd "$dir/.." && cargo +nightly fuzz list --fuzz-dir fuzz); do
+    if [ -z "$filter" ] || [[ $crate/$target == *$filter* ]]; then targets+=("$target"); fi
+  done
+  # A crate none of whose targets the filter takes is not built.
+  [ ${#targets[@]} -gt 0 ] || continue
+  start=$(date +%s)
   (cd "$dir/.." && cargo +nightly fuzz build -a --fuzz-dir fuzz >/dev/null 2>&1) || {
     echo "build of $dir failed:" >&2
     (cd "$dir/.." && cargo +nightly fuzz build -a --fuzz-dir fuzz) >&2 || true
     exit 1
   }
-  for target in $(cd "$dir/.." && cargo +nightly fuzz list --fuzz-dir fuzz); do
-    [ -z "$filter" ] || [[ $crate/$target == *$filter* ]] || continue
+  took=$(($(date +%s) - start))
+  built=$((built + took))
+  # Where CI's fuzz step spends its time: the build of each fuzz crate, in seconds.
+  printf '%-34s %12s %8s\n' "$crate (build)" - "$took"
+  for target in "${targets[@]}"; do
     corpus=$root/target/fuzz-corpus/$crate/$target
     mkdir -p "$corpus"
     seeds=$dir/seeds/$target
@@ -56,7 +68,7 @@ for dir in crates/*/fuzz; do
       "$([ $status = ok ] || echo "CRASH: see $log")"
   done
 done
-echo "executions in all: $total"
+echo "executions in all: $total; builds took $built s"
 if [ ${#failed[@]} -gt 0 ]; then
   echo "scripts/fuzz.sh: crashes in: ${failed[*]}" >&2
   for f in "${failed[@]}"; do

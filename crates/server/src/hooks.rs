@@ -65,7 +65,7 @@ pub enum HooksError {
     #[error("hooks.{key}: {source}")]
     Url {
         key: &'static str,
-        source: crate::io::http_client::FetchError,
+        source: crate::io::http_client::UrlError,
     },
     #[error("hooks thread: {0}")]
     Thread(#[source] std::io::Error),

@@ -42,14 +42,6 @@ mod test_alloc;
 mod vod;
 mod webrtc;
 
-/// What the fuzz targets (`crates/server/fuzz`) reach; not an API.
-#[doc(hidden)]
-pub mod fuzzing {
-    pub use crate::auth::jwt::Jwt;
-    pub use crate::auth::{Action, Credentials};
-    pub use crate::io::http_client::Target;
-}
-
 /// The top-level modules, lowest first: each may import only those before it. A new
 /// module takes its place here (the test `floors::every_import_goes_down` says where
 /// an import goes up).

@@ -17,7 +17,6 @@
 //! lets any protocol read that stream until it expires: the API hands one to the
 //! console's player.
 
-pub mod credentials;
 pub mod hook;
 pub mod jwt;
 
@@ -31,90 +30,9 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
-pub use credentials::Credentials;
+pub use sluice_access::{Action, Credentials, Denial, Grant};
 
 type HmacSha256 = Hmac<Sha256>;
-
-/// What a request wants to do.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
-pub enum Action {
-    Publish,
-    Read,
-    /// The HTTP API and `/metrics`.
-    Api,
-}
-
-impl Action {
-    pub fn name(self) -> &'static str {
-        match self {
-            Action::Publish => "publish",
-            Action::Read => "read",
-            Action::Api => "api",
-        }
-    }
-}
-
-/// Why a request was refused.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
-pub enum Denial {
-    /// Authorization is required and none was given.
-    NoCredentials,
-    /// No such user, or a wrong password.
-    BadCredentials,
-    /// The user may not do this on this path.
-    NotPermitted,
-    /// The user may not connect from this address.
-    AddressNotAllowed,
-    /// A signed URL whose signature does not match.
-    BadSignature,
-    /// A signed URL, JWT or viewer token past its expiry.
-    Expired,
-    /// The auth hook answered, and not with a 2xx.
-    HookDenied,
-    /// The auth hook did not answer in time (or at all).
-    HookUnavailable,
-}
-
-impl Denial {
-    pub fn reason(self) -> &'static str {
-        match self {
-            Denial::NoCredentials => "no_credentials",
-            Denial::BadCredentials => "bad_credentials",
-            Denial::NotPermitted => "not_permitted",
-            Denial::AddressNotAllowed => "address_not_allowed",
-            Denial::BadSignature => "bad_signature",
-            Denial::Expired => "expired",
-            Denial::HookDenied => "hook_denied",
-            Denial::HookUnavailable => "hook_unavailable",
-        }
-    }
-
-    const ALL: [Denial; 8] = [
-        Denial::NoCredentials,
-        Denial::BadCredentials,
-        Denial::NotPermitted,
-        Denial::AddressNotAllowed,
-        Denial::BadSignature,
-        Denial::Expired,
-        Denial::HookDenied,
-        Denial::HookUnavailable,
-    ];
-}
-
-/// Who was allowed.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub enum Grant {
-    /// Authorization is not required for this action.
-    Open,
-    /// A signed URL.
-    Signed,
-    /// A user of `[[users]]`.
-    User(String),
-    /// A JWT, with its subject.
-    Token(String),
-    /// The auth hook, for the user name given (if any).
-    Hook(String),
-}
 
 /// One request to authorize.
 #[derive(Debug, Clone, Copy)]

@@ -7,6 +7,7 @@
 use bytes::Bytes;
 use http_body_util::BodyExt;
 use hyper_util::rt::TokioIo;
+pub use sluice_access::{Target, UrlError};
 use std::sync::{Arc, OnceLock};
 use std::time::Duration;
 use tokio::net::TcpStream;
@@ -17,8 +18,8 @@ const MAX_BODY: usize = 256 << 10;
 /// Why a request got no answer.
 #[derive(Debug, thiserror::Error)]
 pub enum FetchError {
-    #[error("bad URL {0:?}: expected http://HOST[:PORT]/PATH or https://...")]
-    Url(String),
+    #[error(transparent)]
+    Url(#[from] UrlError),
     #[error("no answer within {0:?}")]
     Timeout(Duration),
     #[error("{0}")]
@@ -34,82 +35,6 @@ pub enum FetchError {
 pub struct Fetched {
     pub status: u16,
     pub body: Bytes,
-}
-
-/// A URL's parts, checked once when the configuration is read.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Target {
-    tls: bool,
-    host: String,
-    port: u16,
-    /// Path and query, starting with `/`.
-    path: String,
-}
-
-impl Target {
-    pub fn parse(url: &str) -> Result<Target, FetchError> {
-        let bad = || FetchError::Url(url.to_string());
-        let (tls, rest) = if let Some(r) = url.strip_prefix("http://") {
-            (false, r)
-        } else if let Some(r) = url.strip_prefix("https://") {
-            (true, r)
-        } else {
-            return Err(bad());
-        };
-        let (authority, path) = match rest.find('/') {
-            Some(i) => (&rest[..i], &rest[i..]),
-            None => (rest, "/"),
-        };
-        let default = if tls { 443 } else { 80 };
-        let port = |p: &str| p.parse::<u16>().ok().filter(|&p| p != 0).ok_or_else(bad);
-        let (host, port) = if let Some(v6) = authority.strip_prefix('[') {
-            let (host, after) = v6.split_once(']').ok_or_else(bad)?;
-            host.parse::<std::net::Ipv6Addr>().map_err(|_| bad())?;
-            match after {
-                "" => (host, default),
-                p => (host, port(p.strip_prefix(':').ok_or_else(bad)?)?),
-            }
-        } else {
-            match authority.split_once(':') {
-                Some((host, p)) => (host, port(p)?),
-                None => (authority, default),
-            }
-        };
-        let name_char = |c: char| c.is_ascii_alphanumeric() || matches!(c, '.' | '-' | '_' | ':');
-        if host.is_empty() || !host.chars().all(name_char) {
-            return Err(bad());
-        }
-        if http::uri::PathAndQuery::try_from(path).is_err() {
-            return Err(bad());
-        }
-        Ok(Target {
-            tls,
-            host: host.to_string(),
-            port,
-            path: path.to_string(),
-        })
-    }
-
-    fn host_header(&self) -> String {
-        let default = if self.tls { 443 } else { 80 };
-        let host = if self.host.contains(':') {
-            format!("[{}]", self.host)
-        } else {
-            self.host.clone()
-        };
-        if self.port == default {
-            host
-        } else {
-            format!("{host}:{}", self.port)
-        }
-    }
-}
-
-impl std::fmt::Display for Target {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        let scheme = if self.tls { "https" } else { "http" };
-        write!(f, "{scheme}://{}{}", self.host_header(), self.path)
-    }
 }
 
 /// POSTs `json` to `target`; the whole exchange within `timeout`.
@@ -154,11 +79,11 @@ async fn exchange(
     json: Option<String>,
     max: usize,
 ) -> Result<Fetched, FetchError> {
-    let tcp = TcpStream::connect((target.host.as_str(), target.port)).await?;
+    let tcp = TcpStream::connect((target.host(), target.port())).await?;
     let _ = tcp.set_nodelay(true);
     let mut request = http::Request::builder()
         .method(method)
-        .uri(&target.path)
+        .uri(target.path())
         .header("Host", target.host_header())
         .header("User-Agent", concat!("sluice/", env!("CARGO_PKG_VERSION")))
         .header("Connection", "close");
@@ -168,9 +93,9 @@ async fn exchange(
     let request = request
         .body(json.unwrap_or_default())
         .map_err(|e| FetchError::Http(e.to_string()))?;
-    if target.tls {
-        let name = rustls::pki_types::ServerName::try_from(target.host.clone())
-            .map_err(|_| FetchError::Url(target.to_string()))?;
+    if target.tls() {
+        let name = rustls::pki_types::ServerName::try_from(target.host().to_string())
+            .map_err(|_| UrlError(target.to_string()))?;
         let tls = tokio_rustls::TlsConnector::from(tls_config())
             .connect(name, tcp)
             .await?;
@@ -234,45 +159,4 @@ pub(crate) fn tls_config() -> Arc<rustls::ClientConfig> {
             )
         })
         .clone()
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn urls() {
-        let t = Target::parse("http://127.0.0.1:8080/auth?x=1").unwrap();
-        assert_eq!(
-            (t.tls, t.host.as_str(), t.port, t.path.as_str()),
-            (false, "127.0.0.1", 8080, "/auth?x=1")
-        );
-        let t = Target::parse("https://keys.example.com").unwrap();
-        assert_eq!((t.tls, t.port, t.path.as_str()), (true, 443, "/"));
-        assert_eq!(t.to_string(), "https://keys.example.com/");
-        let t = Target::parse("http://[::1]:9000/h").unwrap();
-        assert_eq!((t.host.as_str(), t.port), ("::1", 9000));
-        assert_eq!(t.to_string(), "http://[::1]:9000/h");
-        let t = Target::parse("http://[::1]/h").unwrap();
-        assert_eq!((t.host.as_str(), t.port), ("::1", 80));
-        for bad in [
-            "ftp://x/",
-            "http://",
-            "http:///x",
-            "http://host:99999/",
-            "http://host:x/",
-            "http://user:pw@host/",
-            "localhost:80",
-            // Found by the fuzzer: a bracket that opens no address.
-            "https://[:3/jwttp:///Z::",
-            "http://[::1/x",
-            "http://[nope]/x",
-            "http://[::1]x/",
-            "http://host:0/",
-            "http://ho st/",
-            "http://host/a b",
-        ] {
-            assert!(Target::parse(bad).is_err(), "{bad}");
-        }
-    }
 }

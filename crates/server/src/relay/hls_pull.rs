@@ -9,7 +9,7 @@
 
 use super::client::Media;
 use super::error::RelayError;
-use crate::io::http_client::{get, get_up_to, Target};
+use crate::io::http_client::{get, get_up_to, FetchError, Target};
 use sluice_hls::parse::{parse_playlist, resolve_uri, Playlist, SegmentRef};
 use sluice_media::ts::{Demuxed, TsDemuxer};
 use std::collections::VecDeque;
@@ -43,7 +43,7 @@ pub struct HlsReader {
 }
 
 /// Why fetching `url` failed.
-fn fetch_error(url: &str) -> impl FnOnce(crate::io::http_client::FetchError) -> RelayError + '_ {
+fn fetch_error(url: &str) -> impl FnOnce(FetchError) -> RelayError + '_ {
     move |source| RelayError::Fetch {
         url: url.to_string(),
         source,
@@ -59,7 +59,9 @@ fn playlist_error(url: &str) -> impl FnOnce(sluice_hls::parse::ParseError) -> Re
 }
 
 async fn fetch_text(url: &str) -> Result<String, RelayError> {
-    let target = Target::parse(url).map_err(fetch_error(url))?;
+    let target = Target::parse(url)
+        .map_err(FetchError::from)
+        .map_err(fetch_error(url))?;
     let f = get(&target, FETCH_TIMEOUT)
         .await
         .map_err(fetch_error(url))?;
@@ -129,7 +131,9 @@ impl HlsReader {
         let new: Vec<&SegmentRef> = segments.iter().filter(|s| s.msn >= start).collect();
         for s in &new {
             let url = resolve_uri(&self.url, &s.uri);
-            let target = Target::parse(&url).map_err(fetch_error(&url))?;
+            let target = Target::parse(&url)
+                .map_err(FetchError::from)
+                .map_err(fetch_error(&url))?;
             let f = get_up_to(&target, FETCH_TIMEOUT, MAX_SEGMENT)
                 .await
                 .map_err(fetch_error(&url))?;

@@ -4,7 +4,7 @@
 #![no_main]
 
 use libfuzzer_sys::fuzz_target;
-use sluice_server::fuzzing::Credentials;
+use sluice_access::Credentials;
 
 fuzz_target!(|data: &[u8]| {
     let Some((&cut, rest)) = data.split_first() else {

@@ -13,7 +13,9 @@ const MAX_VALUE: usize = 4096;
 /// What a request says about who makes it.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct Credentials {
+    /// A user name (`user`, `username`, or HTTP Basic).
     pub user: Option<String>,
+    /// The user's password (`pass`, `password`, or HTTP Basic).
     pub password: Option<String>,
     /// A signed URL: its expiry (Unix seconds) and signature (hex).
     pub signed: Option<(u64, String)>,
@@ -100,8 +102,8 @@ fn decode(v: &str) -> Option<String> {
     let bytes = v.as_bytes();
     let mut out = Vec::with_capacity(bytes.len());
     let mut i = 0;
-    while i < bytes.len() {
-        match bytes[i] {
+    while let Some(&byte) = bytes.get(i) {
+        match byte {
             b'%' => {
                 let hex = v.get(i + 1..i + 3)?;
                 out.push(u8::from_str_radix(hex, 16).ok()?);

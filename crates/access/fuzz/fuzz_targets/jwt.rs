@@ -4,19 +4,22 @@
 #![no_main]
 
 use libfuzzer_sys::fuzz_target;
-use sluice_server::fuzzing::{Action, Jwt};
+use sluice_access::jwt::{check, Key};
+use sluice_access::Action;
 use std::sync::OnceLock;
 
 const PEM: &str = "-----BEGIN PUBLIC KEY-----\nMCowBQYDK2VwAyEAGb9ECWmEzf6FQbrBZ9w7lshQhqowtrbLDFw4rXAxZuE=\n-----END PUBLIC KEY-----\n";
 
-fn verifiers() -> &'static [Jwt; 2] {
-    static V: OnceLock<[Jwt; 2]> = OnceLock::new();
+/// Each verifier's keys and permissions claim.
+fn verifiers() -> &'static [([Key; 1], &'static str); 2] {
+    static V: OnceLock<[([Key; 1], &'static str); 2]> = OnceLock::new();
     V.get_or_init(|| {
         [
-            Jwt::new("a secret of sixteen bytes or more", "", "")
-                .unwrap()
-                .unwrap(),
-            Jwt::new(PEM, "", "perms").unwrap().unwrap(),
+            (
+                [Key::configured("a secret of sixteen bytes or more").unwrap()],
+                "",
+            ),
+            ([Key::configured(PEM).unwrap()], "perms"),
         ]
     })
 }
@@ -25,9 +28,9 @@ fuzz_target!(|data: &[u8]| {
     let Ok(token) = std::str::from_utf8(data) else {
         return;
     };
-    for jwt in verifiers() {
+    for (keys, claim) in verifiers() {
         for action in [Action::Publish, Action::Read, Action::Api] {
-            assert!(jwt.check(token, action, "live/cam").is_err());
+            assert!(check(keys, claim, token, action, "live/cam").is_err());
         }
     }
 });
