@@ -145,7 +145,7 @@ pub struct Player {
     /// How far its cursor was behind the newest frame at its last write, in ms.
     lag_ms: Cell<Option<i64>>,
     /// When it was made: its time to first frame counts from here.
-    created: std::time::Instant,
+    created: tokio::time::Instant,
 }
 
 #[derive(Debug, Default)]
@@ -186,7 +186,7 @@ impl Player {
             start_at: Cell::new(None),
             detached: Cell::new(false),
             lag_ms: Cell::new(None),
-            created: std::time::Instant::now(),
+            created: tokio::time::Instant::now(),
         })
     }
 

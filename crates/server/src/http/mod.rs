@@ -36,7 +36,7 @@ use std::collections::VecDeque;
 use std::net::{SocketAddr, TcpListener as StdListener};
 use std::rc::Rc;
 use std::sync::Arc;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 use tokio::net::TcpStream;
 use tokio_rustls::TlsAcceptor;
 use tracing::Instrument;
@@ -176,7 +176,7 @@ async fn connection(
             server: "sluice".into(),
             extra_headers: CORS.into(),
         },
-        Instant::now(),
+        crate::driver::now(),
     );
     // The session times out slow heads and silent kept-alive connections itself.
     let client = ctx.clients().add(id, protocol, peer);
