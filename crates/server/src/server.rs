@@ -465,8 +465,11 @@ pub async fn wind_down(ctx: &Ctx) {
     for stream in ctx.hub().streams() {
         ctx.hub().end(&stream);
     }
-    ctx.clients().kick_all();
     let deadline = tokio::time::Instant::now() + grace;
+    while !ctx.fanout().ended_streams_told() && tokio::time::Instant::now() < deadline {
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    ctx.clients().kick_all();
     while ctx.clients().len() > 0 && tokio::time::Instant::now() < deadline {
         tokio::time::sleep(Duration::from_millis(10)).await;
     }

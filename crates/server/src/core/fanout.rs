@@ -275,6 +275,21 @@ impl Fanout {
         local
     }
 
+    /// Whether every player of an ended stream on this worker has been told so (it is
+    /// closing, its end queued). A shutdown waits for this before it kicks: the pump
+    /// tells them at their stream's next merge window, and a connection kicked before
+    /// would be dropped without hearing the end (RTMP's UnpublishNotify).
+    pub fn ended_streams_told(&self) -> bool {
+        self.streams.borrow().values().all(|local| {
+            !local.stream.lock().closed
+                || local
+                    .players
+                    .borrow()
+                    .iter()
+                    .all(|p| p.io.borrow().closing.is_some())
+        })
+    }
+
     /// Removes a player; the last one out of a stream stops this worker's mirror of it.
     pub fn detach(&self, local: &Rc<LocalStream>, player: &Rc<Player>) {
         player.detached.set(true);

@@ -122,7 +122,7 @@ fn a_player_past_its_skips_is_closed_as_too_slow() {
         let got = timeout(T, fast.video_until(3000)).await.expect("fast");
         assert_every_frame_from(&got, 0, 3000);
         // The slow one is closed: it reads what was written, then the end.
-        timeout(T, slow.to_end()).await.expect("closed");
+        timeout(T, slow.until_closed()).await.expect("closed");
         assert_eq!(worker.ended("rtmp", "too_slow"), 1);
         drop(publishing.await);
     });
@@ -164,7 +164,7 @@ fn a_publisher_back_within_the_grace_window_keeps_its_players_and_one_gone_ends_
         // Gone for good: the stream ends when the window does.
         second.close_stream();
         let left = Instant::now();
-        let events = timeout(T, viewer.to_end()).await.expect("the end");
+        let events = timeout(T, viewer.until_closed()).await.expect("the end");
         let ended = left.elapsed();
         assert!(events.iter().any(unpublished), "{events:?}");
         assert!(
@@ -183,10 +183,10 @@ fn a_kick_ends_a_connection_and_is_counted() {
         publisher.frames(0, 0).await;
         let mut viewer = player(&worker, "cam", usize::MAX).await;
         assert!(worker.ctx.ops().kick(viewer.id).await);
-        timeout(T, viewer.to_end()).await.expect("kicked");
+        timeout(T, viewer.until_closed()).await.expect("kicked");
         assert_eq!(worker.ended("rtmp", "kicked"), 1);
         assert_eq!(worker.ctx.ops().kick_publishers("live/cam").await, 1);
-        timeout(T, publisher.to_end()).await.expect("kicked");
+        timeout(T, publisher.until_closed()).await.expect("kicked");
         assert_eq!(worker.ended("rtmp", "kicked"), 2);
         assert!(!worker.ctx.ops().kick(viewer.id).await, "gone already");
     });
@@ -211,10 +211,9 @@ fn shutdown_ends_streams_and_connections_within_the_grace() {
         let grace = Duration::from_millis(worker.ctx.config().limits.shutdown_grace_ms);
         assert!(took <= grace, "{took:?}");
         assert_eq!(worker.ctx.clients().len(), 0, "after {took:?}");
-        // Its connection ends. (It is kicked before the fan-out's merge window has
-        // told it of the stream's end, so RTMP's UnpublishNotify does not come.)
-        timeout(T, viewer.to_end()).await.expect("the end");
-        timeout(T, publisher.to_end()).await.expect("closed");
+        let events = timeout(T, viewer.until_closed()).await.expect("the end");
+        assert!(events.iter().any(unpublished), "{events:?}");
+        timeout(T, publisher.until_closed()).await.expect("closed");
         drop((stuck, silent));
     });
 }

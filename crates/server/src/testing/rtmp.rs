@@ -87,7 +87,7 @@ impl RtmpClient {
     }
 
     /// Reads until the server closes the connection; the events before.
-    pub async fn to_end(&mut self) -> Vec<ClientEvent> {
+    pub async fn until_closed(&mut self) -> Vec<ClientEvent> {
         let mut events = Vec::new();
         while let Some(e) = self.next().await {
             events.push(e);
