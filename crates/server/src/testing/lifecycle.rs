@@ -247,3 +247,41 @@ fn a_slow_start_is_closed_at_the_handshake_timeout() {
         assert_eq!(worker.ended("rtmp", "handshake_timeout"), 1);
     });
 }
+
+/// Players that vanish without a FIN (they stop reading and never close, as a peer
+/// whose network went away looks from here), one HTTP-FLV and one RTMP, are closed as
+/// too slow within the lag bound and the skips allowed, while a witness of the same
+/// stream gets every frame (moved here from the end-to-end `bad_input`).
+#[test]
+fn players_that_vanish_are_closed_as_too_slow_and_a_witness_gets_every_frame() {
+    run(|| async {
+        let mut config = Config::default();
+        config.players.merge_ms = 50;
+        config.players.max_lag_ms = 500;
+        config.players.max_skips = 1;
+        let worker = Worker::new(config);
+        let mut publisher = publisher(&worker, "victim").await;
+        publisher.frames(0, 0).await;
+        let mut witness = player(&worker, "victim", usize::MAX).await;
+        let mut flv = super::http::FlvPlayer::get(worker.http(4096).expect("admitted"), "victim");
+        assert_eq!(
+            timeout(T, flv.next_video()).await.expect("a tag"),
+            Some(Video::Config)
+        );
+        assert_eq!(flv.status, Some(200));
+        let rtmp = player(&worker, "victim", 4096).await;
+        // Neither reads again.
+        let publishing = tokio::task::spawn_local(async move {
+            publisher.frames(FRAME_MS, 8000).await;
+            publisher
+        });
+        let got = timeout(T, witness.video_until(8000))
+            .await
+            .expect("the witness");
+        assert_every_frame_from(&got, 0, 8000);
+        drop(publishing.await);
+        assert_eq!(worker.ended("http", "too_slow"), 1);
+        assert_eq!(worker.ended("rtmp", "too_slow"), 1);
+        drop((flv, rtmp));
+    });
+}

@@ -2,7 +2,8 @@
 //! (hub, fan-out, ops, clients, built as `server.rs` builds them) on a current-thread
 //! runtime with a `LocalSet` and a paused clock, and connections over an in-memory
 //! transport ([`wire`]) into a protocol's real accept path, driven from the test side
-//! by the protocol crate's sans-IO client session ([`rtmp::RtmpClient`]).
+//! by the protocol crate's sans-IO client session ([`rtmp::RtmpClient`]) or raw
+//! bytes ([`http::FlvPlayer`]).
 //!
 //! Why: the lifecycle of connections and streams (attach, skip, grace window, kick,
 //! shutdown) is the driver's, the adapters' and the fan-out's, not the kernel's; in
@@ -11,10 +12,11 @@
 //!
 //! # How to use it
 //! [`run`] a test's body; make a [`Worker`] from a [`Config`]; connect clients with
-//! [`Worker::rtmp`]. Bound every wait with `tokio::time::timeout`: on the paused clock
+//! [`Worker::rtmp`] or [`Worker::http`]. Bound every wait with `tokio::time::timeout`: on the paused clock
 //! the runtime jumps to the next timer whenever every task waits, so a wait that would
 //! hang fails at its virtual deadline instead, at once.
 
+pub mod http;
 pub mod rtmp;
 pub mod wire;
 
@@ -49,6 +51,8 @@ pub fn run<F: Future<Output = ()>>(body: impl FnOnce() -> F) {
 /// One worker of a server, in process.
 pub struct Worker {
     pub ctx: Rc<Ctx>,
+    /// The worker's HTTP side (routes, files).
+    http: Rc<crate::http::Worker>,
     /// The next peer's port (each connection comes from its own).
     port: Cell<u16>,
 }
@@ -92,6 +96,7 @@ impl Worker {
             read_buf: vec![0; crate::driver::READ_CHUNK].into_boxed_slice(),
         }));
         Worker {
+            http: crate::http::Worker::new(&ctx, None),
             ctx,
             port: Cell::new(40_000),
         }
@@ -113,6 +118,15 @@ impl Worker {
         let (sock, end) = wire::pair(window);
         let id = crate::rtmp::start(&self.ctx, sock, peer, admission);
         Some(rtmp::RtmpClient::new(id, end))
+    }
+
+    /// A plain HTTP/1.1 connection (see [`Worker::rtmp`]), its bytes raw.
+    pub fn http(&self, window: usize) -> Option<wire::Peer> {
+        let peer = self.peer();
+        let admission = self.ctx.hub().limits.admit(peer.ip()).ok()?;
+        let (sock, end) = wire::pair(window);
+        crate::http::start_plain(&self.http, sock, peer, admission, false);
+        Some(end)
     }
 
     /// Connections ended so far with `reason` (`/metrics`' disconnects).

@@ -169,7 +169,7 @@ impl RtmpClient {
     }
 }
 
-fn video(ts: i64, payload: &Bytes) -> Video {
+pub(super) fn video(ts: i64, payload: &Bytes) -> Video {
     match flv::parse_video(payload).expect("a video tag") {
         VideoTag::Config(_) => Video::Config,
         VideoTag::Frame { keyframe, .. } => Video::Frame { ts, key: keyframe },
