@@ -285,3 +285,23 @@ fn players_that_vanish_are_closed_as_too_slow_and_a_witness_gets_every_frame() {
         drop((flv, rtmp));
     });
 }
+
+/// An HTTP connection that sends no request is closed at the idle timeout: the
+/// session's own timer, read on tokio's clock (`driver::now`).
+#[test]
+fn a_silent_http_connection_is_closed_at_the_idle_timeout() {
+    run(|| async {
+        let mut config = Config::default();
+        config.limits.idle_timeout_ms = 1000;
+        let worker = Worker::new(config);
+        let peer = worker.http(usize::MAX).expect("admitted");
+        let started = Instant::now();
+        timeout(T, peer.recv()).await.expect("closed");
+        let closed = started.elapsed();
+        assert!(
+            closed >= Duration::from_millis(1000) && closed <= Duration::from_millis(1100),
+            "closed after {closed:?}"
+        );
+        assert_eq!(worker.ctx.clients().len(), 0);
+    });
+}
