@@ -34,7 +34,7 @@ use std::future::Future;
 use std::io;
 use std::rc::Rc;
 use std::sync::Arc;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 /// Bytes read from the socket per wake-up, into the worker's scratch buffer
 /// (`Ctx::read_buf`), so an idle connection (a player) costs no read buffer.
@@ -44,6 +44,12 @@ pub const READ_CHUNK: usize = 16 << 10;
 /// fast stream left in the socket is taken at once, up to this many chunks (the rest
 /// waits for the next wake-up, which comes at once).
 const MERGED_READS: usize = 16;
+
+/// The time sessions are given: tokio's clock, so that a test on a paused clock
+/// (`testing`) drives every timeout of the driver and the sessions alike.
+pub fn now() -> std::time::Instant {
+    tokio::time::Instant::now().into_std()
+}
 
 /// What an adapter asks of the driver after an event.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -433,7 +439,7 @@ where
             Woke::Kicked => return Err(DriveError::Kicked),
             Woke::Timer => {
                 timer_armed = None;
-                conn.session.handle_timeout(Instant::now());
+                conn.session.handle_timeout(now());
             }
             Woke::Idle => {
                 idle_armed = None;
@@ -471,7 +477,7 @@ fn read_input<S: Session>(conn: &mut Conn<S>) -> Result<Option<usize>, DriveErro
         Err(e) if e.kind() == io::ErrorKind::WouldBlock => Ok(None),
         Err(e) => Err(e),
     };
-    let now = Instant::now();
+    let now = now();
     if conn.session.input_buffer().is_some() {
         // A merged publisher drains what its window left; otherwise one chunk a wake-up.
         let chunks = if conn.read_merge.is_some() {

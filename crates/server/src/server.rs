@@ -117,6 +117,35 @@ fn rtp_pairs(
         .collect()
 }
 
+/// The hub's settings from the configuration (also the harness's: `testing`).
+pub fn hub_config(config: &Config, apps: &Arc<crate::config::Apps>) -> HubConfig {
+    HubConfig {
+        ring: RingLimits {
+            max_ms: i64::try_from(config.limits.ring_ms).unwrap_or(i64::MAX),
+            max_bytes: config.limits.ring_bytes,
+        },
+        publish_grace: Duration::from_millis(config.limits.publish_grace_ms),
+        policy: apps.policies(),
+        // RTSP and WebRTC players share the stream's RTP form.
+        rtp: Config::listener(&config.rtsp.listen).is_some()
+            || Config::listener(&config.webrtc.udp).is_some()
+            || Config::listener(&config.webrtc.tcp).is_some(),
+        shape: Shape {
+            rtmp_chunk_size: config.rtmp.chunk_size as usize,
+        },
+    }
+}
+
+/// How a worker's fan-out treats its players, from the configuration.
+pub fn player_policy(config: &Config, shape: Shape) -> Policy {
+    Policy {
+        max_lag_ms: i64::try_from(config.players.max_lag_ms).unwrap_or(i64::MAX),
+        max_skips: config.players.max_skips,
+        shape,
+        send_buffer: config.players.send_buffer,
+    }
+}
+
 impl Server {
     /// Binds every listener, then starts the workers.
     pub fn start(config: Config) -> io::Result<Server> {
@@ -129,21 +158,7 @@ impl Server {
         });
         let (recorder, record_writer) = recording.transpose()?.unzip();
         let apps = Arc::new(config.apps());
-        let hub = Hub::new(HubConfig {
-            ring: RingLimits {
-                max_ms: i64::try_from(config.limits.ring_ms).unwrap_or(i64::MAX),
-                max_bytes: config.limits.ring_bytes,
-            },
-            publish_grace: Duration::from_millis(config.limits.publish_grace_ms),
-            policy: apps.policies(),
-            // RTSP and WebRTC players share the stream's RTP form.
-            rtp: Config::listener(&config.rtsp.listen).is_some()
-                || Config::listener(&config.webrtc.udp).is_some()
-                || Config::listener(&config.webrtc.tcp).is_some(),
-            shape: Shape {
-                rtmp_chunk_size: config.rtmp.chunk_size as usize,
-            },
-        });
+        let hub = Hub::new(hub_config(&config, &apps));
         let limits = crate::core::limits::Limits::new(config.limit_settings());
         let mut taps: Vec<Arc<dyn crate::core::tap::Attach>> =
             vec![Arc::new(crate::hls::HlsTaps {
@@ -379,12 +394,7 @@ fn run_worker(parts: WorkerParts, starts: Vec<Start>, mut stop: watch::Receiver<
 
         let config = parts.config;
         let fanout = Fanout::new(
-            Policy {
-                max_lag_ms: i64::try_from(config.players.max_lag_ms).unwrap_or(i64::MAX),
-                max_skips: config.players.max_skips,
-                shape: parts.hub.config.shape,
-                send_buffer: config.players.send_buffer,
-            },
+            player_policy(&config, parts.hub.config.shape),
             parts.ops.first_frame_of(worker),
         );
         let load = crate::ops::Load::start();
@@ -450,13 +460,16 @@ fn run_worker(parts: WorkerParts, starts: Vec<Start>, mut stop: watch::Receiver<
 /// `limits.shutdown_grace_ms`: the streams end (players hear it: RTMP `onStatus`,
 /// HTTP-FLV and RTSP the end of their media), then every connection is asked to close
 /// and writes what it owes. What is still open at the deadline is dropped.
-async fn wind_down(ctx: &Ctx) {
+pub async fn wind_down(ctx: &Ctx) {
     let grace = Duration::from_millis(ctx.config().limits.shutdown_grace_ms);
     for stream in ctx.hub().streams() {
         ctx.hub().end(&stream);
     }
-    ctx.clients().kick_all();
     let deadline = tokio::time::Instant::now() + grace;
+    while !ctx.fanout().ended_streams_told() && tokio::time::Instant::now() < deadline {
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    ctx.clients().kick_all();
     while ctx.clients().len() > 0 && tokio::time::Instant::now() < deadline {
         tokio::time::sleep(Duration::from_millis(10)).await;
     }

@@ -145,7 +145,7 @@ pub struct Player {
     /// How far its cursor was behind the newest frame at its last write, in ms.
     lag_ms: Cell<Option<i64>>,
     /// When it was made: its time to first frame counts from here.
-    created: std::time::Instant,
+    created: tokio::time::Instant,
 }
 
 #[derive(Debug, Default)]
@@ -186,7 +186,7 @@ impl Player {
             start_at: Cell::new(None),
             detached: Cell::new(false),
             lag_ms: Cell::new(None),
-            created: std::time::Instant::now(),
+            created: tokio::time::Instant::now(),
         })
     }
 
@@ -273,6 +273,21 @@ impl Fanout {
         local.sync();
         local.flush(&player);
         local
+    }
+
+    /// Whether every player of an ended stream on this worker has been told so (it is
+    /// closing, its end queued). A shutdown waits for this before it kicks: the pump
+    /// tells them at their stream's next merge window, and a connection kicked before
+    /// would be dropped without hearing the end (RTMP's UnpublishNotify).
+    pub fn ended_streams_told(&self) -> bool {
+        self.streams.borrow().values().all(|local| {
+            !local.stream.lock().closed
+                || local
+                    .players
+                    .borrow()
+                    .iter()
+                    .all(|p| p.io.borrow().closing.is_some())
+        })
     }
 
     /// Removes a player; the last one out of a stream stops this worker's mirror of it.

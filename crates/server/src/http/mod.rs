@@ -24,6 +24,7 @@ mod whip;
 
 use crate::core::fanout::Player;
 use crate::core::format::FormatId;
+use crate::core::limits::Admission;
 use crate::ctx::{Accept, Ctx};
 use crate::driver::{self, Adapter, Conn, DriveError, Next};
 use crate::io::sock::{write_all, IntoSock, Sock};
@@ -36,7 +37,7 @@ use std::collections::VecDeque;
 use std::net::{SocketAddr, TcpListener as StdListener};
 use std::rc::Rc;
 use std::sync::Arc;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 use tokio::net::TcpStream;
 use tokio_rustls::TlsAcceptor;
 use tracing::Instrument;
@@ -80,31 +81,13 @@ pub fn start(
     https: Option<(StdListener, Arc<rustls::ServerConfig>)>,
     api: Option<StdListener>,
 ) -> Vec<(StdListener, Accept)> {
-    let worker = Rc::new(Worker {
-        ctx: ctx.clone(),
-        vod_files: crate::vod::WorkerFiles::default(),
-        webrtc,
-    });
-    tokio::task::spawn_local({
-        let worker = worker.clone();
-        async move {
-            let mut tick = tokio::time::interval(crate::vod::SWEEP_EVERY);
-            loop {
-                tick.tick().await;
-                worker.vod_files.sweep(std::time::Instant::now());
-            }
-        }
-    });
+    let worker = Worker::new(ctx, webrtc);
     let mut accepts = Vec::new();
     for (l, api_only) in [(http, false), (api, true)] {
         let Some(l) = l else { continue };
         let worker = worker.clone();
         let accept: Accept = Rc::new(move |sock, peer, admission| {
-            let served = serve(worker.clone(), sock, peer, api_only);
-            tokio::task::spawn_local(async move {
-                served.await;
-                drop(admission);
-            });
+            start_plain(&worker, sock.into_sock(), peer, admission, api_only);
         });
         accepts.push((l, accept));
     }
@@ -122,12 +105,52 @@ pub fn start(
     accepts
 }
 
-async fn serve(worker: Rc<Worker>, sock: TcpStream, peer: SocketAddr, api_only: bool) {
+impl Worker {
+    /// This worker's HTTP state, and the task that lets go of files of `/vod/` HLS
+    /// unused.
+    pub fn new(ctx: &Rc<Ctx>, webrtc: Option<Arc<crate::webrtc::Registry>>) -> Rc<Worker> {
+        let worker = Rc::new(Worker {
+            ctx: ctx.clone(),
+            vod_files: crate::vod::WorkerFiles::default(),
+            webrtc,
+        });
+        tokio::task::spawn_local({
+            let worker = worker.clone();
+            async move {
+                let mut tick = tokio::time::interval(crate::vod::SWEEP_EVERY);
+                loop {
+                    tick.tick().await;
+                    worker.vod_files.sweep(std::time::Instant::now());
+                }
+            }
+        });
+        worker
+    }
+}
+
+/// Runs one plain HTTP/1.1 connection over `sock` on this worker's event loop,
+/// holding its place within the limits until it ends: what the listener does with
+/// each connection, and the harness (`testing`) with an in-memory one.
+pub fn start_plain(
+    worker: &Rc<Worker>,
+    sock: Sock,
+    peer: SocketAddr,
+    admission: Admission,
+    api_only: bool,
+) {
+    let served = serve(worker.clone(), sock, peer, api_only);
+    tokio::task::spawn_local(async move {
+        served.await;
+        drop(admission);
+    });
+}
+
+async fn serve(worker: Rc<Worker>, sock: Sock, peer: SocketAddr, api_only: bool) {
     let id = worker.ctx.hub().next_id();
     let protocol = if api_only { "api" } else { "http" };
     let span = tracing::info_span!("http", id, %peer);
     async move {
-        match connection(&worker, id, peer, protocol, sock.into_sock()).await {
+        match connection(&worker, id, peer, protocol, sock).await {
             Ok(()) => tracing::debug!("closed"),
             Err(e) => tracing::info!("closed: {e}"),
         }
@@ -176,7 +199,7 @@ async fn connection(
             server: "sluice".into(),
             extra_headers: CORS.into(),
         },
-        Instant::now(),
+        crate::driver::now(),
     );
     // The session times out slow heads and silent kept-alive connections itself.
     let client = ctx.clients().add(id, protocol, peer);

@@ -83,7 +83,7 @@ struct Entry {
     stream: RefCell<Option<Arc<str>>>,
     role: Cell<Role>,
     /// When the connection began its current role.
-    role_since: Cell<Instant>,
+    role_since: Cell<tokio::time::Instant>,
     bytes_in: Cell<u64>,
     player: RefCell<Weak<Player>>,
     kick: Notify,
@@ -123,7 +123,7 @@ impl Clients {
             since: SystemTime::now(),
             stream: RefCell::new(None),
             role: Cell::new(Role::Idle),
-            role_since: Cell::new(Instant::now()),
+            role_since: Cell::new(tokio::time::Instant::now()),
             bytes_in: Cell::new(0),
             player: RefCell::new(Weak::new()),
             kick: Notify::new(),
@@ -230,7 +230,7 @@ impl Client {
     fn begin(&self, role: Role, key: &str) {
         self.end_role();
         self.entry.role.set(role);
-        self.entry.role_since.set(Instant::now());
+        self.entry.role_since.set(tokio::time::Instant::now());
         *self.entry.stream.borrow_mut() = Some(key.into());
     }
 

@@ -9,6 +9,7 @@
 use crate::core::fanout::{CloseReason, Player};
 use crate::core::format::FormatId;
 use crate::core::ingest::Publisher;
+use crate::core::limits::Admission;
 use crate::core::protocol::Protocol;
 use crate::ctx::admit::{Ask, Refusal};
 use crate::ctx::{Accept, Ctx};
@@ -30,17 +31,25 @@ type Error = DriveError<RtmpError>;
 pub fn accept(ctx: &Rc<Ctx>) -> Accept {
     let ctx = ctx.clone();
     Rc::new(move |sock, peer, admission| {
-        let id = ctx.hub().next_id();
-        let span = tracing::info_span!("rtmp", id, %peer);
-        let served = serve(ctx.clone(), Sock::tcp_stream(sock), peer, id, "rtmp");
-        tokio::task::spawn_local(
-            async move {
-                served.await;
-                drop(admission);
-            }
-            .instrument(span),
-        );
+        start(&ctx, Sock::tcp_stream(sock), peer, admission);
     })
+}
+
+/// Runs one RTMP connection over `sock` on this worker's event loop, holding its
+/// place within the limits until it ends: what the TCP listener does with each
+/// connection, and the harness (`testing`) with an in-memory one. Returns its id.
+pub fn start(ctx: &Rc<Ctx>, sock: Sock, peer: SocketAddr, admission: Admission) -> u64 {
+    let id = ctx.hub().next_id();
+    let span = tracing::info_span!("rtmp", id, %peer);
+    let served = serve(ctx.clone(), sock, peer, id, "rtmp");
+    tokio::task::spawn_local(
+        async move {
+            served.await;
+            drop(admission);
+        }
+        .instrument(span),
+    );
+    id
 }
 
 /// Accepts RTMPS connections: the TLS handshake (bounded in time), then RTMP.

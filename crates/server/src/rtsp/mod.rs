@@ -105,7 +105,7 @@ async fn serve(worker: Rc<Worker>, sock: TcpStream, peer: SocketAddr) {
     let span = tracing::info_span!("rtsp", id, %peer);
     async move {
         tracing::debug!("connected");
-        let now = Instant::now();
+        let now = crate::driver::now();
         let session = ServerSession::new(worker.ctx.config().rtsp_session(), rand::random(), now);
         let sock = Rc::new(if worker.ctx.config().rtsp.batch {
             Sock::tcp_stream(sock)
@@ -195,7 +195,7 @@ impl Adapter<ServerSession> for Rtsp {
         event: ServerEvent,
     ) -> Result<Next, Error> {
         if event != ServerEvent::Timeout {
-            self.last_input = Instant::now();
+            self.last_input = crate::driver::now();
         }
         if conn.playing().is_some() {
             return self.while_playing(conn, event).await;
@@ -306,7 +306,7 @@ impl Adapter<ServerSession> for Rtsp {
     fn on_wake(&mut self, conn: &mut Conn<ServerSession>, wake: Wake) -> Result<Next, Error> {
         match wake {
             Wake::Udp((track, packet)) => {
-                let now = Instant::now();
+                let now = crate::driver::now();
                 conn.session.note_activity(now);
                 if let Some(p) = &mut self.publishing {
                     p.rtp_udp(track, packet, now);
@@ -314,7 +314,7 @@ impl Adapter<ServerSession> for Rtsp {
             }
             Wake::Release => {
                 if let Some(p) = &mut self.publishing {
-                    p.release(Instant::now());
+                    p.release(crate::driver::now());
                 }
             }
             Wake::Silent => {
@@ -817,7 +817,7 @@ impl Publish {
     /// The publisher said it is done: what its UDP route and jitter buffers still hold
     /// goes to the stream, holes and all, rather than with the session.
     fn finish(&mut self) {
-        let now = Instant::now();
+        let now = crate::driver::now();
         if let Some(rx) = &mut self.udp {
             let mut queued = Vec::new();
             while let Ok(inbound) = rx.try_recv() {
@@ -940,7 +940,7 @@ async fn silent_for(timeout: Duration, last_input: Instant, heard: &[HeardGuard]
             .map(HeardGuard::last)
             .fold(last_input, Instant::max);
         let due = last + timeout;
-        if Instant::now() >= due {
+        if crate::driver::now() >= due {
             return;
         }
         tokio::time::sleep_until(tokio::time::Instant::from_std(due)).await;

@@ -200,9 +200,9 @@ impl RtpUdp {
             .heard
             .borrow_mut()
             .entry(from)
-            .or_insert_with(|| Rc::new(Cell::new(Instant::now())))
+            .or_insert_with(|| Rc::new(Cell::new(crate::driver::now())))
             .clone();
-        cell.set(Instant::now());
+        cell.set(crate::driver::now());
         HeardGuard {
             udp: self.clone(),
             from,
@@ -241,7 +241,7 @@ impl RtpUdp {
             match self.rtcp.recv_from(&mut buf).await {
                 Ok((_, from)) => {
                     if let Some(cell) = self.heard.borrow().get(&from) {
-                        cell.set(Instant::now());
+                        cell.set(crate::driver::now());
                     }
                 }
                 Err(e) => tracing::debug!("rtcp socket: {e}"),
