@@ -402,13 +402,6 @@ fn track_of(config: &Option<Arc<Packet>>) -> Option<Arc<Track>> {
     }
 }
 
-/// Whether a derived packet is the AAC made from an Opus stream's audio (what HLS's
-/// TS variant takes instead of the Opus).
-fn aac_from_opus(packet: &Packet, opus_audio: bool) -> bool {
-    matches!(&packet.payload, Payload::Media { track, .. }
-        if opus_audio && matches!(track.config, TrackConfig::Aac(_)))
-}
-
 impl StreamState {
     /// The metadata and decoder configurations now: what a reader placed at the ring's
     /// start gets first (see `cursor::Cursor::jump`).
@@ -813,7 +806,7 @@ impl Stream {
             return;
         }
         if let Payload::Media { frame, .. } = &packet.payload {
-            if aac_from_opus(&packet, forms.opus_audio) {
+            if format::aac_from_opus(&packet, forms.opus_audio) {
                 for tap in &self.taps {
                     tap.derived_frame(&self.key, frame);
                 }

@@ -13,6 +13,8 @@ mod rtmp;
 mod rtp;
 mod ts;
 
+pub(crate) use ts::aac_from_opus;
+
 use crate::core::packet::{Packet, Shape};
 use bytes::Bytes;
 use sluice_media::{Frame, MediaKind, Track};

@@ -33,6 +33,14 @@ impl OutputFormat for Ts {
     }
 }
 
+/// Whether `packet` is the AAC the server makes from an Opus stream's audio (a derived
+/// packet; `opus_audio`: the stream's own audio is Opus): what the TS form, and HLS's
+/// TS variant, take instead of the Opus.
+pub(crate) fn aac_from_opus(packet: &Packet, opus_audio: bool) -> bool {
+    matches!(&packet.payload, Payload::Media { track, .. }
+        if packet.derived && opus_audio && matches!(track.config, TrackConfig::Aac(_)))
+}
+
 /// The stream's TS muxer as a form made in stream order.
 #[derive(Debug, Default)]
 struct TsForm {
@@ -62,7 +70,7 @@ impl OrderedForm for TsForm {
         match &packet.payload {
             Payload::Media { frame, track } if frame.kind == MediaKind::Audio => {
                 if packet.derived {
-                    self.opus_audio && matches!(track.config, TrackConfig::Aac(_))
+                    aac_from_opus(packet, self.opus_audio)
                 } else {
                     !self.opus_audio
                 }
