@@ -42,13 +42,14 @@
 pub use crate::auth::UserConfig;
 use crate::core::hub::StreamPolicy;
 use crate::hls::StreamHls;
+pub use crate::io::listen::Listen;
+pub use crate::io::udp_pair::RtpPorts;
 use crate::keys::{Pattern, PerStream};
 use crate::record;
 use clap::builder::ValueParser;
 use clap::{Arg, ArgAction, ArgMatches, CommandFactory, Parser};
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeSet;
-use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Duration;
@@ -157,6 +158,31 @@ impl Value for String {
         matches.get_one::<String>(id).cloned()
     }
 }
+
+/// A setting written as text but parsed into its type (an address or `off`, a port
+/// range): the flag's parser refuses what the type's `FromStr` refuses, and the
+/// table's default literal is parsed the same way.
+macro_rules! text_value {
+    ($($t:ty),*) => {$(
+        impl Value for $t {
+            fn typed(arg: Arg) -> Arg {
+                arg.action(ArgAction::Set).value_parser(|s: &str| s.parse::<$t>())
+            }
+            fn from_flag(matches: &ArgMatches, id: &str) -> Option<Self> {
+                matches.get_one::<$t>(id).copied()
+            }
+        }
+
+        /// A default literal that does not parse is caught by the tests that every
+        /// default reads back as the table writes it, not at run time.
+        impl FromDefault<&str> for $t {
+            fn from_default(value: &str) -> $t {
+                value.parse().unwrap_or_else(|_| <$t>::OFF)
+            }
+        }
+    )*};
+}
+text_value!(Listen, RtpPorts);
 
 /// `--flag` alone means true; `--flag false` and `--flag true` say it.
 impl Value for bool {
@@ -430,11 +456,11 @@ settings! {
     [rtmp] RtmpSettings {
         /// RTMP listener address, or "off".
         #[flag("rtmp", "ADDR")]
-        listen: String = "0.0.0.0:1935";
+        listen: Listen = "0.0.0.0:1935";
         /// RTMPS (RTMP over TLS) listener address, or "off"; it serves the HTTPS certificate
         /// (`http.tls_cert`, `http.tls_key`, or `--tls-self-signed`) and is off without one.
         #[flag("rtmps", "ADDR")]
-        rtmps: String = "off";
+        rtmps: Listen = "off";
         /// Outgoing RTMP chunk size; the same for every player so chunked bytes are shared.
         chunk_size: u32 = 4096;
         /// Largest RTMP message accepted from a peer, in bytes.
@@ -446,12 +472,12 @@ settings! {
         /// RTSP listener address (publish with ANNOUNCE/RECORD, play with DESCRIBE/PLAY; RTP
         /// interleaved on TCP or over UDP), or "off".
         #[flag("rtsp", "ADDR")]
-        listen: String = "0.0.0.0:8554";
+        listen: Listen = "0.0.0.0:8554";
         /// UDP ports for RTSP's RTP over UDP, as "A-B": each worker binds one pair (RTP on an
         /// even port, RTCP on the next) shared by all its UDP sessions; "0" lets the kernel
         /// choose; "off" offers TCP only.
         #[flag("rtp-ports", "A-B")]
-        rtp_ports: String = "30000-30199";
+        rtp_ports: RtpPorts = "30000-30199";
         /// RTSP users as "name:password" (the flag: repeat it for more); empty (the default)
         /// asks nobody for credentials. Clients get Digest and Basic challenges (401).
         #[flag("rtsp-user", "NAME:PASSWORD")]
@@ -474,11 +500,11 @@ settings! {
     [http] HttpSettings {
         /// HTTP listener address (HTTP-FLV, WebSocket-FLV, HLS, files), or "off".
         #[flag("http", "ADDR")]
-        listen: String = "0.0.0.0:8080";
+        listen: Listen = "0.0.0.0:8080";
         /// HTTPS listener address (the same routes as HTTP), or "off"; it listens only with a
         /// certificate (tls_cert and tls_key) or tls_self_signed.
         #[flag("https", "ADDR")]
-        https: String = "0.0.0.0:8443";
+        https: Listen = "0.0.0.0:8443";
         /// PEM file with the HTTPS certificate chain.
         #[flag("tls-cert", "FILE")]
         tls_cert: String = "";
@@ -495,12 +521,12 @@ settings! {
     [webrtc] WebrtcSettings {
         /// UDP address of WebRTC media (every worker shares it), or "off".
         #[flag("webrtc-udp", "ADDR")]
-        udp: String = "0.0.0.0:8189";
+        udp: Listen = "0.0.0.0:8189";
         /// TCP address for ICE over TCP (RFC 6544 passive candidates, RFC 4571 framing), for
         /// browsers on networks that block UDP; "off" by default. With `udp` off, WebRTC is
         /// TCP only.
         #[flag("webrtc-tcp", "ADDR")]
-        tcp: String = "off";
+        tcp: Listen = "off";
         /// Addresses (IPs or host names) browsers reach the UDP port at, announced as ICE
         /// candidates. Empty: the UDP address's IP when it names one, else this machine's
         /// interface addresses. Behind NAT or in Docker, name the public address here.
@@ -532,7 +558,7 @@ settings! {
     [srt] SrtSettings {
         /// SRT listener address (UDP; every worker shares it), or "off".
         #[flag("srt", "ADDR")]
-        listen: String = "0.0.0.0:8890";
+        listen: Listen = "0.0.0.0:8890";
         /// The receiver latency this server asks for, in ms (TSBPD): how long a lost packet may
         /// be waited for. The larger of both sides' wins; libsrt's default is 120.
         #[flag("srt-latency-ms", "MS")]
@@ -803,7 +829,7 @@ settings! {
         /// A listener of its own for the API, `/metrics` and the console (plain HTTP, nothing
         /// else is served there), or "off": they stay on the HTTP and HTTPS listeners.
         #[flag("api", "ADDR")]
-        listen: String = "off";
+        listen: Listen = "off";
         /// /metrics also has series per connection (labels id, protocol, peer, role,
         /// stream): bytes, lag, skips. One series per connection: for small servers.
         #[flag("metrics-per-connection", "BOOL")]
@@ -1131,20 +1157,6 @@ impl Config {
     }
 
     fn validate(&self) -> Result<(), ConfigError> {
-        for (key, value) in [
-            ("rtmp.listen", &self.rtmp.listen),
-            ("rtsp.listen", &self.rtsp.listen),
-            ("http.listen", &self.http.listen),
-            ("http.https", &self.http.https),
-            ("srt.listen", &self.srt.listen),
-        ] {
-            if value != "off" && value.parse::<SocketAddr>().is_err() {
-                return Err(ConfigError::Invalid {
-                    key,
-                    why: format!("{value:?} is neither an address like 0.0.0.0:1935 nor \"off\""),
-                });
-            }
-        }
         let origins = self
             .edge
             .origins
@@ -1230,12 +1242,6 @@ impl Config {
                 why: format!("{bad:?} is not \"name:password\""),
             });
         }
-        if let Err(e) = self.rtsp.rtp_port_range() {
-            return Err(ConfigError::Invalid {
-                key: "rtsp.rtp_ports",
-                why: e.to_string(),
-            });
-        }
         if !(128..=(16 << 20)).contains(&self.rtmp.chunk_size) {
             return Err(ConfigError::Invalid {
                 key: "rtmp.chunk_size",
@@ -1288,11 +1294,6 @@ impl Config {
     /// The RTSP session settings, with the users and policy of the configuration.
     pub fn rtsp_session(&self) -> sluice_rtsp::ServerConfig {
         self.rtsp.session()
-    }
-
-    /// A listener address, or `None` when it is "off".
-    pub fn listener(value: &str) -> Option<SocketAddr> {
-        value.parse().ok()
     }
 
     /// The recorder's settings, or `None` when no stream is to be recorded (no
@@ -1557,37 +1558,13 @@ impl LimitsSettings {
     }
 }
 
-/// An `rtsp.rtp_ports` value that is no port range.
-#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-#[error("{0:?} is not \"A-B\" (A even, B > A), \"0\" or \"off\"")]
-pub struct RtpPortsError(String);
-
 impl RtspSettings {
-    /// The UDP ports RTSP may bind for RTP/RTCP: `Ok(None)` when off, `Ok(Some((0, 0)))`
-    /// for kernel-chosen ports.
-    pub fn rtp_port_range(&self) -> Result<Option<(u16, u16)>, RtpPortsError> {
-        match self.rtp_ports.trim() {
-            "off" => Ok(None),
-            "0" => Ok(Some((0, 0))),
-            range => {
-                let bad = || RtpPortsError(range.to_string());
-                let (a, b) = range.split_once('-').ok_or_else(bad)?;
-                let a: u16 = a.trim().parse().map_err(|_| bad())?;
-                let b: u16 = b.trim().parse().map_err(|_| bad())?;
-                if a & 1 != 0 || b <= a || a == 0 {
-                    return Err(bad());
-                }
-                Ok(Some((a, b)))
-            }
-        }
-    }
-
-    /// The RTSP session settings, with the users and policy of the configuration.
     /// How long an RTSP session lives without a request or RTCP.
     pub fn session_timeout(&self) -> Duration {
         Duration::from_secs(self.session_timeout_s.max(1))
     }
 
+    /// The RTSP session settings, with the users and policy of the configuration.
     pub fn session(&self) -> sluice_rtsp::ServerConfig {
         let users: std::collections::HashMap<String, String> = self
             .users
@@ -1766,6 +1743,32 @@ mod tests {
         .unwrap();
         assert_eq!(config.apps.len(), 2);
         assert_eq!(Config::from_toml(&config.commented()).unwrap(), config);
+    }
+
+    #[test]
+    fn listeners_are_addresses_or_off_refused_with_their_key() {
+        // A default that did not parse would turn into `off` unseen.
+        let d = Config::default();
+        let on = [d.rtmp.listen, d.rtsp.listen, d.http.listen, d.http.https];
+        assert!(on
+            .iter()
+            .chain([&d.webrtc.udp, &d.srt.listen])
+            .all(|l| l.is_on()));
+        assert_eq!([d.rtmp.rtmps, d.webrtc.tcp, d.api.listen], [Listen::Off; 3]);
+        assert_eq!(d.rtsp.rtp_ports, RtpPorts::Range(30000, 30199));
+        let why = Config::from_toml("[rtsp]\nrtp_ports = \"1-2\"\n")
+            .unwrap_err()
+            .to_string();
+        assert!(why.contains("rtp_ports") && why.contains("A even"), "{why}");
+        let why = Config::from_toml("[srt]\nlisten = \"8890\"\n")
+            .unwrap_err()
+            .to_string();
+        assert!(
+            why.contains("listen = \"8890\"") && why.contains("neither an address"),
+            "{why}"
+        );
+        let flag = Cli::try_parse_from(["sluice", "--rtmp", "localhost"]).unwrap_err();
+        assert!(flag.to_string().contains("neither an address"), "{flag}");
     }
 
     #[test]
@@ -1948,8 +1951,8 @@ mod tests {
         ]);
         let config = Config::load(&cli).unwrap();
         assert_eq!(config.players.merge_ms, 0);
-        assert_eq!(config.http.listen, "off");
-        assert_eq!(config.rtmp.listen, "0.0.0.0:1935");
+        assert_eq!(config.http.listen, Listen::Off);
+        assert_eq!(config.rtmp.listen.to_string(), "0.0.0.0:1935");
         assert!(config.http.tls_self_signed);
         assert!(config.hls.enabled);
         assert!(!config.rtsp.batch);
@@ -2018,7 +2021,7 @@ mod tests {
             "200",
         ]);
         let c = Config::load(&cli).unwrap();
-        assert_eq!(c.rtmp.listen, "127.0.0.1:0");
+        assert_eq!(c.rtmp.listen.to_string(), "127.0.0.1:0");
         assert_eq!(c.http.tls_cert, "c.pem");
         assert_eq!(c.workers, 2);
         assert_eq!(c.players.max_lag_ms, 1000);
@@ -2078,14 +2081,8 @@ mod tests {
             Config::from_toml("[[apps]]\nhls = true\n").is_err(),
             "no name"
         );
-        let cli = Cli::parse_from(["sluice", "--rtmp", "nowhere"]);
-        assert!(matches!(
-            Config::load(&cli),
-            Err(ConfigError::Invalid {
-                key: "rtmp.listen",
-                ..
-            })
-        ));
+        // The flag's parser refuses it, before any configuration is made.
+        assert!(Cli::try_parse_from(["sluice", "--rtmp", "nowhere"]).is_err());
         assert!(Cli::try_parse_from(["sluice", "--workers", "many"]).is_err());
         assert!(Cli::try_parse_from(["sluice", "--hls", "maybe"]).is_err());
     }
@@ -2197,22 +2194,5 @@ mod tests {
         assert!(record.patterns.is_empty());
         let off = Config::from_toml("[[apps]]\nname = \"live\"\nrecord = false\n").unwrap();
         assert!(off.record_config().is_none());
-    }
-
-    #[test]
-    fn rtp_port_ranges() {
-        let with = |v: &str| RtspSettings {
-            rtp_ports: v.into(),
-            ..RtspSettings::default()
-        };
-        assert_eq!(
-            with("30000-30199").rtp_port_range(),
-            Ok(Some((30000, 30199)))
-        );
-        assert_eq!(with("0").rtp_port_range(), Ok(Some((0, 0))));
-        assert_eq!(with("off").rtp_port_range(), Ok(None));
-        for bad in ["30001-30100", "30000-30000", "x-y", "30000", "0-10"] {
-            assert!(with(bad).rtp_port_range().is_err(), "{bad}");
-        }
     }
 }

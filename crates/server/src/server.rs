@@ -6,7 +6,7 @@
 //! A protocol joins by giving each worker an [`Accept`]: its per-worker state (if any)
 //! and what to run for a new connection.
 
-use crate::config::{Config, RtspSettings};
+use crate::config::{Config, Listen, RtspSettings};
 use crate::core::fanout::{Fanout, Policy};
 use crate::core::hub::{Hub, HubConfig};
 use crate::core::packet::Shape;
@@ -71,10 +71,10 @@ fn listener(addr: SocketAddr) -> io::Result<StdListener> {
 /// bind, so every worker shares the port the kernel chose. An error names the listener.
 fn listeners(
     name: &str,
-    value: &str,
+    listen: Listen,
     workers: usize,
 ) -> io::Result<(Option<SocketAddr>, Vec<StdListener>)> {
-    let Some(addr) = Config::listener(value) else {
+    let Some(addr) = listen.addr() else {
         return Ok((None, Vec::new()));
     };
     let named = |e: io::Error| io::Error::new(e.kind(), format!("{name} listener on {addr}: {e}"));
@@ -99,8 +99,8 @@ fn rtp_pairs(
     rtsp: Option<SocketAddr>,
     workers: usize,
 ) -> Vec<Option<(std::net::UdpSocket, std::net::UdpSocket)>> {
-    let range = match (rtsp, config.rtp_port_range()) {
-        (Some(addr), Ok(Some(range))) => Some((addr.ip(), range)),
+    let range = match (rtsp, config.rtp_ports.range()) {
+        (Some(addr), Some(range)) => Some((addr.ip(), range)),
         _ => None,
     };
     (0..workers)
@@ -127,9 +127,7 @@ pub fn hub_config(config: &Config, apps: &Arc<crate::config::Apps>) -> HubConfig
         publish_grace: Duration::from_millis(config.limits.publish_grace_ms),
         policy: apps.policies(),
         // RTSP and WebRTC players share the stream's RTP form.
-        rtp: Config::listener(&config.rtsp.listen).is_some()
-            || Config::listener(&config.webrtc.udp).is_some()
-            || Config::listener(&config.webrtc.tcp).is_some(),
+        rtp: config.rtsp.listen.is_on() || config.webrtc.udp.is_on() || config.webrtc.tcp.is_on(),
         shape: Shape {
             rtmp_chunk_size: config.rtmp.chunk_size as usize,
         },
@@ -171,31 +169,31 @@ impl Server {
             hub.clone(),
             crate::ctx::admit::pulled,
         ));
-        let (rtmp, mut rtmp_listeners) = listeners("RTMP", &config.rtmp.listen, workers)?;
-        let (rtsp, mut rtsp_listeners) = listeners("RTSP", &config.rtsp.listen, workers)?;
-        let (http, mut http_listeners) = listeners("HTTP", &config.http.listen, workers)?;
+        let (rtmp, mut rtmp_listeners) = listeners("RTMP", config.rtmp.listen, workers)?;
+        let (rtsp, mut rtsp_listeners) = listeners("RTSP", config.rtsp.listen, workers)?;
+        let (http, mut http_listeners) = listeners("HTTP", config.http.listen, workers)?;
         let tls =
             crate::io::tls::server_config(&config.http.cert_source()).map_err(io::Error::other)?;
         let (tls, certificate) = tls.unzip();
         let https_addr = if tls.is_some() {
-            config.http.https.as_str()
+            config.http.https
         } else {
-            "off"
+            Listen::Off
         };
         let (https, mut https_listeners) = listeners("HTTPS", https_addr, workers)?;
         let rtmps_tls = tls.as_deref().map(crate::io::tls::rtmps_config);
         let rtmps_addr = if rtmps_tls.is_some() {
-            config.rtmp.rtmps.as_str()
+            config.rtmp.rtmps
         } else {
-            if Config::listener(&config.rtmp.rtmps).is_some() {
+            if config.rtmp.rtmps.is_on() {
                 tracing::warn!("RTMPS off: it needs a certificate (--tls-cert and --tls-key)");
             }
-            "off"
+            Listen::Off
         };
         let (rtmps, mut rtmps_listeners) = listeners("RTMPS", rtmps_addr, workers)?;
-        let (api, mut api_listeners) = listeners("API", &config.api.listen, workers)?;
+        let (api, mut api_listeners) = listeners("API", config.api.listen, workers)?;
         let mut udp_pairs = rtp_pairs(&config.rtsp, rtsp, workers);
-        let (webrtc, mut webrtc_sockets) = match Config::listener(&config.webrtc.udp) {
+        let (webrtc, mut webrtc_sockets) = match config.webrtc.udp.addr() {
             Some(addr) => {
                 let (bound, sockets) = crate::webrtc::bind_sockets(addr, workers)
                     .map_err(|e| io::Error::new(e.kind(), format!("WebRTC UDP on {addr}: {e}")))?;
@@ -204,7 +202,7 @@ impl Server {
             None => (None, Vec::new()),
         };
         let (webrtc_tcp, mut webrtc_tcp_listeners) =
-            listeners("WebRTC TCP", &config.webrtc.tcp, workers)?;
+            listeners("WebRTC TCP", config.webrtc.tcp, workers)?;
         let registry = (webrtc.is_some() || webrtc_tcp.is_some()).then(|| {
             // Discovered addresses first: they are the ones NAT lets browsers reach.
             let mut candidates = Vec::new();
@@ -227,7 +225,7 @@ impl Server {
                 config.limits.handshake_bound(),
             ))
         });
-        let (srt, mut srt_sockets) = match Config::listener(&config.srt.listen) {
+        let (srt, mut srt_sockets) = match config.srt.listen.addr() {
             Some(addr) => {
                 let (bound, sockets) = crate::io::udp_send::bind_shared(addr, workers)
                     .map_err(|e| io::Error::new(e.kind(), format!("SRT on {addr}: {e}")))?;

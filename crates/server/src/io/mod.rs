@@ -4,6 +4,7 @@
 
 pub mod filemap;
 pub mod http_client;
+pub mod listen;
 pub mod memfile;
 pub mod sock;
 pub mod tls;
