@@ -41,6 +41,7 @@ mod srt;
 mod test_alloc;
 #[cfg(test)]
 mod testing;
+mod transcode;
 mod vod;
 mod webrtc;
 
@@ -50,7 +51,15 @@ mod webrtc;
 pub const FLOORS: &[&[&str]] = &[
     &["io", "keys", "delay"],
     &["core"],
-    &["hooks", "hls", "record", "vod", "auth", "relay"],
+    &[
+        "hooks",
+        "hls",
+        "record",
+        "vod",
+        "auth",
+        "relay",
+        "transcode",
+    ],
     &["config"],
     &["ops"],
     &["ctx", "driver"],

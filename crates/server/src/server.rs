@@ -131,6 +131,9 @@ pub fn hub_config(config: &Config, apps: &Arc<crate::config::Apps>) -> HubConfig
         shape: Shape {
             rtmp_chunk_size: config.rtmp.chunk_size as usize,
         },
+        derive: crate::transcode::AVAILABLE.then(|| {
+            Arc::new(crate::transcode::Transcoding) as Arc<dyn crate::core::derive::Derive>
+        }),
     }
 }
 

@@ -729,6 +729,7 @@ mod tests {
                 shape: Shape {
                     rtmp_chunk_size: 4096,
                 },
+                derive: None,
             };
             let stream = Stream::private("live/test", 1, &config);
             let mut ingest = Ingest::new(stream.clone());

@@ -14,12 +14,12 @@
 //! packets already in the ring. Features (HLS, recording) are taps (`core::tap`),
 //! made for each new stream by what the hub was given ([`Hub::with_taps`]).
 
+use super::derive::{Derive, DeriveRun, DerivedOut};
 use crate::core::format::{self, Format, FormatId, OrderedForm};
 use crate::core::packet::{Packet, Payload, Shape};
 use crate::core::protocol::Protocol;
 use crate::core::ring::{Ring, RingLimits};
 use crate::core::tap::{Attach, Backlog, Tap};
-use crate::core::transcode::{self, Transcoder};
 use crate::keys::PerStream;
 use arc_swap::ArcSwap;
 use sluice_media::{MediaKind, Track, TrackConfig};
@@ -40,6 +40,9 @@ pub struct HubConfig {
     pub rtp: bool,
     /// The shape of the shared bytes (the RTMP chunk size).
     pub shape: Shape,
+    /// What makes a stream's audio in the other codec for the consumers that need it
+    /// (the server's transcoding), or `None`: they get no audio.
+    pub derive: Option<Arc<dyn Derive>>,
 }
 
 /// What the core does for one stream, as its app entry (or the defaults) says.
@@ -123,6 +126,8 @@ pub struct Stream {
     shape: Shape,
     /// The merge window of its players (per app: [`StreamPolicy`]).
     pub merge: Duration,
+    /// What makes its derived audio (see [`HubConfig::derive`]).
+    derive: Option<Arc<dyn Derive>>,
     /// A player lost the picture and asks for a keyframe (a WebRTC viewer's PLI): a
     /// publisher that can make one on demand (WHIP) is asked, rate-limited.
     pub keyframe_wanted: Notify,
@@ -140,9 +145,10 @@ pub struct Forms {
     claims: [usize; format::COUNT],
     /// Whether the RTP form may be made (an RTSP or WebRTC listener is on).
     rtp_on: bool,
-    /// The transcoding thread (the stream's audio in the other codec), while consumers
-    /// take what it makes: claims, and taps (HLS's TS variant takes AAC made from Opus).
-    transcoder: Option<Transcoder>,
+    /// The run making the stream's audio in the other codec (`core::derive`), while
+    /// consumers take what it makes: claims, and taps (HLS's TS variant takes AAC made
+    /// from Opus).
+    transcoder: Option<Box<dyn DeriveRun>>,
     transcoded_users: usize,
     taps_transcoded: bool,
     /// Counts transcoding threads started and stopped: a stopped one's late output
@@ -507,6 +513,7 @@ impl Stream {
             consumers: std::array::from_fn(|_| AtomicUsize::new(0)),
             by_protocol: std::array::from_fn(|_| AtomicUsize::new(0)),
             shape: config.shape,
+            derive: config.derive.clone(),
             merge: policy.merge,
             keyframe_wanted: Notify::new(),
             started: Notify::new(),
@@ -653,7 +660,7 @@ impl Stream {
     /// A consumer takes the stream's audio in the other codec (Opus made from AAC for a
     /// WebRTC player, AAC made from Opus for RTMP, FLV and MPEG-TS) until the returned
     /// guard is dropped (`None`: this build does not transcode). The first one starts
-    /// the stream's transcoding thread; see `transcode`.
+    /// the stream's transcoding run; see `core::derive`.
     pub fn want_transcoded(self: &Arc<Self>) -> Option<TranscodeUse> {
         let mut forms = self.forms();
         self.start_transcoder(&mut forms)?;
@@ -663,12 +670,13 @@ impl Stream {
 
     /// Starts the transcoding thread unless it runs; `None` when it cannot. A new one
     /// gets the ring's audio from the start keyframe on (at most
-    /// [`transcode::BACKFILL`] frames), so that what a new player gets of the GOP
+    /// [`Derive::backfill`] frames), so that what a new player gets of the GOP
     /// cache has audio too; the AAC made from Opus has its configuration at once.
     fn start_transcoder(self: &Arc<Self>, forms: &mut Forms) -> Option<()> {
         if forms.transcoder.is_some() {
             return Some(());
         }
+        let derive = self.derive.clone()?;
         let mut packets = VecDeque::new();
         let audio = {
             let state = self.lock();
@@ -677,15 +685,15 @@ impl Stream {
             let [_, audio] = state.tracks();
             audio
         };
-        let derived = audio.as_deref().and_then(transcode::derived_track);
+        let derived = audio.as_deref().and_then(|a| derive.derived_track(a));
         forms.transcoder_run += 1;
-        let run = forms.transcoder_run;
-        let mut transcoder = Transcoder::spawn(self, run, audio, derived.clone())?;
+        let out = DerivedOut::new(self, forms.transcoder_run);
+        let mut transcoder = derive.start(out, audio, derived.clone())?;
         let own_audio = packets.iter().filter(|p| {
             !p.derived && matches!(&p.payload, Payload::Media { frame, .. } if frame.kind == MediaKind::Audio)
         });
         let count = own_audio.clone().count();
-        let backfill = own_audio.skip(count.saturating_sub(transcode::BACKFILL));
+        let backfill = own_audio.skip(count.saturating_sub(derive.backfill()));
         if let Some(track) = &derived {
             // Timed as the first frame made: players take its time as the track's.
             let first = backfill.clone().next().map(|p| p.ts_ms);
@@ -700,6 +708,12 @@ impl Stream {
         Some(())
     }
 
+    /// Whether the stream's audio can be made in the other codec (this server
+    /// transcodes).
+    pub fn derives(&self) -> bool {
+        self.derive.is_some()
+    }
+
     /// Whether the stream's audio is being transcoded now.
     pub fn transcoding(&self) -> bool {
         self.forms().transcoder.is_some()
@@ -710,7 +724,7 @@ impl Stream {
     /// instead of it, when this build transcodes. See [`Stream::want_transcoded`].
     pub fn format_for(&self, id: FormatId) -> Format {
         let opus = self.forms().opus_audio;
-        if opus && id != FormatId::RTP && crate::core::transcode::AVAILABLE {
+        if opus && id != FormatId::RTP && self.derive.is_some() {
             Format {
                 audio: false,
                 transcoded: true,
@@ -849,8 +863,9 @@ impl Stream {
     pub fn publish_media(self: &Arc<Self>, packet: Arc<Packet>) {
         let mut forms = self.forms();
         // A tap may take AAC made from Opus (HLS's TS variant, while it segments).
-        let wanted =
-            forms.opus_audio && transcode::AVAILABLE && self.taps.iter().any(|t| t.wants_derived());
+        let wanted = forms.opus_audio
+            && self.derive.is_some()
+            && self.taps.iter().any(|t| t.wants_derived());
         if wanted && !forms.taps_transcoded {
             forms.taps_transcoded = self.start_transcoder(&mut forms).is_some();
         } else if forms.taps_transcoded && !wanted {
@@ -895,7 +910,9 @@ impl Stream {
         let mut derived = None;
         if track.kind() == MediaKind::Audio {
             forms.opus_audio = matches!(track.config, TrackConfig::Opus(_));
-            derived = transcode::derived_track(track).filter(|_| forms.transcoder.is_some());
+            derived = (self.derive.as_ref())
+                .and_then(|d| d.derived_track(track))
+                .filter(|_| forms.transcoder.is_some());
             if let Some(derived) = &derived {
                 self.set_derived_track(&mut forms, derived, Some(packet.ts_ms));
             }
@@ -953,6 +970,7 @@ mod tests {
             shape: Shape {
                 rtmp_chunk_size: 4096,
             },
+            derive: None,
         })
     }
 

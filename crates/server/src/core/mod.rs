@@ -3,6 +3,7 @@
 //! [`ingest::Ingest`] (publishers) and [`fanout::Player`] (players).
 
 pub mod cursor;
+pub mod derive;
 pub mod fanout;
 pub mod format;
 pub mod hub;
@@ -13,4 +14,3 @@ pub mod play;
 pub mod protocol;
 pub mod ring;
 pub mod tap;
-pub mod transcode;

@@ -890,6 +890,7 @@ mod tests {
             shape: crate::core::packet::Shape {
                 rtmp_chunk_size: 4096,
             },
+            derive: None,
         })
         .with_taps(vec![Arc::new(HlsTaps {
             settings: PerStream::fixed(Some(StreamHls {

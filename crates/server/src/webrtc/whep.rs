@@ -5,7 +5,6 @@
 
 use super::registry::{Job, Registry, TooManyPending};
 use crate::core::format::{Format, FormatId};
-use crate::core::transcode;
 use crate::ctx::admit::{Ask, Source};
 use crate::ctx::Ctx;
 use sluice_media::TrackConfig;
@@ -53,7 +52,7 @@ fn offered(ctx: &Ctx, stream: &crate::core::hub::Stream) -> (Offered, bool) {
         TrackConfig::Vp8 { .. } => Some(VideoCodec::Vp8),
         _ => None,
     });
-    let transcode = ctx.config().webrtc.transcode_audio && transcode::AVAILABLE;
+    let transcode = ctx.config().webrtc.transcode_audio && stream.derives();
     let (opus, transcoded) = match audio.as_deref().map(|t| &t.config) {
         Some(TrackConfig::Opus(_)) => (true, false),
         Some(TrackConfig::Aac(_)) if transcode => (true, true),

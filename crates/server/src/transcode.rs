@@ -1,6 +1,8 @@
 //! The stream's audio in the other codec, once per stream (see `sluice_transcode`):
 //! AAC to Opus for WebRTC players, Opus to AAC for the consumers that carry no Opus
-//! (RTMP, HTTP-FLV, WebSocket-FLV, HLS's MPEG-TS, SRT's MPEG-TS).
+//! (RTMP, HTTP-FLV, WebSocket-FLV, HLS's MPEG-TS, SRT's MPEG-TS). A feature: the hub
+//! knows it only as a [`Derive`] (`core::derive`), given by the server when this build
+//! transcodes.
 //!
 //! Why a thread per stream: decoding, (resampling) and encoding cost about half a
 //! percent of a core per stream, too much to do on a worker's event loop between other
@@ -11,7 +13,7 @@
 //! ([`crate::core::packet::Packet::derived`]), which only those consumers take
 //! ([`crate::core::format::Format::transcoded`]): Opus with its RTP form, AAC after
 //! its decoder configuration, which the hub sets when the thread starts
-//! ([`derived_track`]).
+//! ([`Derive::derived_track`]).
 //!
 //! Which way is the stream's audio track's: AAC is made into Opus, Opus into AAC,
 //! anything else into nothing. When the thread starts, the hub hands it the audio of
@@ -19,10 +21,10 @@
 //! frame: a player's audio starts with its video, a moment later. Output times are
 //! the input's (the chains count samples from it), so audio and video stay in step.
 
-use crate::core::hub::Stream;
+use crate::core::derive::{Derive, DeriveRun, DerivedOut};
 use sluice_media::{Frame, Track};
 use std::sync::mpsc::{self, SyncSender, TrySendError};
-use std::sync::{Arc, Weak};
+use std::sync::Arc;
 
 /// Whether this build transcodes (the `transcode` cargo feature).
 pub const AVAILABLE: bool = cfg!(feature = "transcode");
@@ -33,7 +35,30 @@ const BACKLOG: usize = 256;
 
 /// Frames of the ring handed to a thread that starts, at most (half the backlog,
 /// 2.5 s or more): the newest of the GOP cache, so that live frames still fit.
-pub const BACKFILL: usize = BACKLOG / 2;
+const BACKFILL: usize = BACKLOG / 2;
+
+/// Transcoding, as the hub takes it: a thread per stream that has consumers of it.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct Transcoding;
+
+impl Derive for Transcoding {
+    fn derived_track(&self, own: &Track) -> Option<Arc<Track>> {
+        derived_track(own)
+    }
+
+    fn start(
+        &self,
+        out: DerivedOut,
+        own: Option<Arc<Track>>,
+        derived: Option<Arc<Track>>,
+    ) -> Option<Box<dyn DeriveRun>> {
+        Transcoder::spawn(out, own, derived).map(|t| Box::new(t) as Box<dyn DeriveRun>)
+    }
+
+    fn backfill(&self) -> usize {
+        BACKFILL
+    }
+}
 
 /// What the publisher hands the thread.
 #[derive(Debug)]
@@ -51,7 +76,7 @@ enum Input {
 /// that the hub hands it to consumers at once (`hub::Stream::want_transcoded`). `None`
 /// for other codecs (Opus made from AAC needs no configuration in band) and in builds
 /// that do not transcode.
-pub fn derived_track(track: &Track) -> Option<Arc<Track>> {
+fn derived_track(track: &Track) -> Option<Arc<Track>> {
     #[cfg(feature = "transcode")]
     if let sluice_media::TrackConfig::Opus(c) = &track.config {
         let asc = sluice_transcode::OpusToAac::audio_specific_config_for(c.channels.into());
@@ -66,18 +91,17 @@ pub fn derived_track(track: &Track) -> Option<Arc<Track>> {
 
 /// The publisher's side of a stream's transcoding thread; dropping it ends the thread.
 #[derive(Debug)]
-pub struct Transcoder {
+struct Transcoder {
     tx: SyncSender<Input>,
     dropped: u64,
 }
 
 impl Transcoder {
-    /// Starts the thread for `stream`, whose audio is `track` now, made into
+    /// Starts the thread for `out`'s stream, whose audio is `track` now, made into
     /// `derived`; `None` when this build does not transcode or no thread could be
     /// started.
-    pub fn spawn(
-        stream: &Arc<Stream>,
-        run: u64,
+    fn spawn(
+        out: DerivedOut,
         track: Option<Arc<Track>>,
         derived: Option<Arc<Track>>,
     ) -> Option<Transcoder> {
@@ -85,13 +109,12 @@ impl Transcoder {
             return None;
         }
         let (tx, rx) = mpsc::sync_channel(BACKLOG);
-        let weak = Arc::downgrade(stream);
-        let key = stream.key.clone();
+        let (key, name) = (out.key.clone(), format!("transcode-{}", out.id));
         let spawned = std::thread::Builder::new()
-            .name(format!("transcode-{}", stream.id))
-            .spawn(move || transcode(weak, run, key, rx));
+            .name(name)
+            .spawn(move || transcode(out, rx));
         if let Err(e) = spawned {
-            tracing::warn!(stream = %stream.key, "transcoding not started: {e}");
+            tracing::warn!(stream = %key, "transcoding not started: {e}");
             return None;
         }
         let mut t = Transcoder { tx, dropped: 0 };
@@ -99,19 +122,6 @@ impl Transcoder {
             t.send(Input::Track { own, derived });
         }
         Some(t)
-    }
-
-    /// A new audio configuration of the stream, made into `derived`.
-    pub fn track(&mut self, track: &Arc<Track>, derived: Option<Arc<Track>>) {
-        self.send(Input::Track {
-            own: track.clone(),
-            derived,
-        });
-    }
-
-    /// An audio frame of the stream.
-    pub fn frame(&mut self, frame: &Frame) {
-        self.send(Input::Frame(frame.clone()));
     }
 
     fn send(&mut self, input: Input) {
@@ -127,6 +137,19 @@ impl Transcoder {
                 }
             }
         }
+    }
+}
+
+impl DeriveRun for Transcoder {
+    fn track(&mut self, own: &Arc<Track>, derived: Option<Arc<Track>>) {
+        self.send(Input::Track {
+            own: own.clone(),
+            derived,
+        });
+    }
+
+    fn frame(&mut self, frame: &Frame) {
+        self.send(Input::Frame(frame.clone()));
     }
 }
 
@@ -180,13 +203,8 @@ impl Chain {
         }
     }
 
-    /// Feeds one frame and pushes what comes out into `stream`'s ring.
-    fn push(
-        &mut self,
-        frame: &Frame,
-        stream: &Stream,
-        run: u64,
-    ) -> Result<(), sluice_transcode::Error> {
+    /// Feeds one frame and pushes what comes out into the stream's ring.
+    fn push(&mut self, frame: &Frame, to: &DerivedOut) -> Result<(), sluice_transcode::Error> {
         use crate::core::packet::{Packet, Payload};
         use sluice_media::MediaKind;
         let made = |payload: Vec<u8>, pts: i64, track: &Arc<Track>| {
@@ -206,7 +224,7 @@ impl Chain {
                     let (frame, track, ts) = made(out.data, out.pts, track);
                     let form = rtp.packetize(&frame);
                     let payload = Payload::Media { frame, track };
-                    stream.push_derived(run, Packet::derived(payload, ts, form));
+                    to.push(Packet::derived(payload, ts, form));
                 }
                 result
             }
@@ -215,7 +233,7 @@ impl Chain {
                 while let Some(out) = chain.pop() {
                     let (frame, track, ts) = made(out.data, out.pts, track);
                     let payload = Payload::Media { frame, track };
-                    stream.push_derived(run, Packet::derived(payload, ts, None));
+                    to.push(Packet::derived(payload, ts, None));
                 }
                 result
             }
@@ -224,15 +242,15 @@ impl Chain {
 }
 
 #[cfg(feature = "transcode")]
-fn transcode(stream: Weak<Stream>, run: u64, key: String, rx: mpsc::Receiver<Input>) {
-    let span = tracing::info_span!("transcode", stream = %key);
+fn transcode(out: DerivedOut, rx: mpsc::Receiver<Input>) {
+    let span = tracing::info_span!("transcode", stream = %out.key);
     let _enter = span.enter();
     let mut chain: Option<Chain> = None;
     let mut errors = 0u64;
     while let Ok(input) = rx.recv() {
-        let Some(stream) = stream.upgrade() else {
+        if !out.alive() {
             return;
-        };
+        }
         let frame = match input {
             Input::Track { own, derived } => {
                 chain = match Chain::new(&own, derived) {
@@ -251,7 +269,7 @@ fn transcode(stream: Weak<Stream>, run: u64, key: String, rx: mpsc::Receiver<Inp
             Input::Frame(frame) => frame,
         };
         let Some(c) = &mut chain else { continue };
-        if let Err(e) = c.push(&frame, &stream, run) {
+        if let Err(e) = c.push(&frame, &out) {
             errors += 1;
             if errors.is_power_of_two() {
                 tracing::info!(errors, "{e}");
@@ -262,4 +280,4 @@ fn transcode(stream: Weak<Stream>, run: u64, key: String, rx: mpsc::Receiver<Inp
 }
 
 #[cfg(not(feature = "transcode"))]
-fn transcode(_: Weak<Stream>, _: u64, _: String, _: mpsc::Receiver<Input>) {}
+fn transcode(_: DerivedOut, _: mpsc::Receiver<Input>) {}
