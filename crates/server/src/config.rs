@@ -1296,6 +1296,14 @@ impl Config {
         self.rtsp.session()
     }
 
+    /// Which new streams are recorded: an app entry's `record`, else the
+    /// `record.streams` patterns.
+    pub fn recorded(&self) -> PerStream<bool> {
+        let patterns = self.record.streams.iter();
+        let patterns = patterns.filter_map(|p| Pattern::parse(p).ok()).collect();
+        record::records(patterns, Arc::new(self.apps()).record())
+    }
+
     /// The recorder's settings, or `None` when no stream is to be recorded (no
     /// `record.streams` pattern and no app entry with `record = true`).
     pub fn record_config(&self) -> Option<record::RecordConfig> {

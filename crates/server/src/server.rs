@@ -241,7 +241,7 @@ impl Server {
         let vods = Arc::new(crate::vod::Vods::default());
         let (shutdown, _) = watch::channel(false);
         let auth = crate::auth::Auth::new(&config.auth_config()).map_err(io::Error::other)?;
-        let (ops, mut commands) = crate::ops::Ops::new(workers, certificate, auth, limits);
+        let (ops, mut commands) = crate::ops::Ops::new(workers, certificate, auth, hub.clone());
         let mut threads = Vec::with_capacity(workers);
         for worker in 0..workers {
             let mut starts: Vec<Start> = Vec::new();

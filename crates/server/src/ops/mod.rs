@@ -372,12 +372,21 @@ const RELOADED: &[&str] = &[
     "limits.max_streams",
     "limits.max_publishers_per_ip",
     "limits.max_udp_sessions",
+    // For the streams that start after the reload (live ones keep theirs); VOD keeps
+    // the segment duration it started with.
+    "hls.",
+    "players.merge_ms",
+    "publishers.second",
+    "publishers.no_viewers_s",
 ];
+
+/// Reloaded while the recorder runs (see [`needs_restart`]).
+const RELOADED_WHILE_RECORDING: &[&str] = &["record.streams"];
 
 /// What a reload did.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Reloaded {
-    /// What was reloaded (`tls_certificate`, `auth`, `limits`).
+    /// What was reloaded (`tls_certificate`, `auth`, `limits`, `new_streams`).
     pub done: Vec<&'static str>,
     /// Settings that differ between the running configuration and the file, and take
     /// a restart (`section.key`, `apps`).
@@ -385,24 +394,42 @@ pub struct Reloaded {
 }
 
 /// The settings that differ between `running` and `fresh` that a reload does not
-/// apply.
-fn needs_restart(running: &crate::config::Config, fresh: &crate::config::Config) -> Vec<String> {
-    // The apps' auth keys are reloaded; the rest of an app entry is not.
+/// apply. Recording settings are reloaded only while the recorder runs (`recording`):
+/// starting its writer takes a restart.
+fn needs_restart(
+    running: &crate::config::Config,
+    fresh: &crate::config::Config,
+    recording: bool,
+) -> Vec<String> {
+    // An app entry's keys that a reload applies are cut; entries left with none of
+    // the others (the relays') drop out, so adding or removing one is no change.
     let strip = |c: &crate::config::Config| {
         let mut c = c.clone();
         for app in &mut c.apps {
             (app.auth_publish, app.auth_read, app.auth_hook) = (None, None, None);
+            (app.hls, app.hls_always, app.merge_ms) = (None, None, None);
+            (app.second_publisher, app.no_viewers_s) = (None, None);
+            if recording {
+                app.record = None;
+            }
         }
+        let name_only = |a: &crate::config::AppConfig| crate::config::AppConfig {
+            name: a.name.clone(),
+            ..Default::default()
+        };
+        c.apps.retain(|a| *a != name_only(a));
         c
     };
     strip(running)
         .changed_keys(&strip(fresh))
         .into_iter()
         .filter(|key| {
-            !RELOADED.iter().any(|r| match r.strip_suffix('.') {
+            let reloaded = |r: &&str| match r.strip_suffix('.') {
                 Some(section) => key.split_once('.').is_some_and(|(s, _)| s == section),
                 None => key == r,
-            })
+            };
+            !(RELOADED.iter().any(|r| reloaded(r))
+                || recording && RELOADED_WHILE_RECORDING.iter().any(|r| reloaded(r)))
         })
         .collect()
 }
@@ -432,8 +459,9 @@ pub struct Ops {
     certificate: Option<Arc<crate::io::tls::Certificate>>,
     /// The authorization every worker uses; a reload replaces it.
     pub auth: Arc<arc_swap::ArcSwap<crate::auth::Auth>>,
-    /// The admission limits; a reload sets new ones.
-    limits: Arc<crate::core::limits::Limits>,
+    /// The hub: a reload sets its admission limits and what new streams get (their
+    /// policy, HLS, recording).
+    hub: Arc<crate::core::hub::Hub>,
     source: std::sync::OnceLock<ConfigSource>,
     /// Seconds from a player's start to its first keyframe, one histogram per worker
     /// (each observed only by its worker).
@@ -457,14 +485,14 @@ impl Ops {
         n: usize,
         certificate: Option<Arc<crate::io::tls::Certificate>>,
         auth: crate::auth::Auth,
-        limits: Arc<crate::core::limits::Limits>,
+        hub: Arc<crate::core::hub::Hub>,
     ) -> (Arc<Ops>, Vec<mpsc::UnboundedReceiver<Command>>) {
         let (tx, rx): (Vec<_>, Vec<_>) = (0..n).map(|_| mpsc::unbounded_channel()).unzip();
         let ops = Ops {
             workers: tx,
             certificate,
             auth: Arc::new(arc_swap::ArcSwap::from_pointee(auth)),
-            limits,
+            hub,
             source: std::sync::OnceLock::new(),
             first_frame: Family::new_with_constructor(|| Histogram::new(FIRST_FRAME_BUCKETS)),
             started: SystemTime::now(),
@@ -495,7 +523,9 @@ impl Ops {
     /// `[[users]]`, the apps' auth keys, `api.token`: sessions that are in keep going,
     /// the next requests are judged by the new ones), and the admission limits
     /// (`max_connections`, `max_connections_per_ip`, `max_streams`,
-    /// `max_publishers_per_ip`, `max_udp_sessions`: what is in keeps its place). All or nothing: a setting that
+    /// `max_publishers_per_ip`, `max_udp_sessions`: what is in keeps its place), and
+    /// what new streams get (their policy, HLS and recording, from `[hls]`, `[players]`,
+    /// `[publishers]`, `[record]` and the apps: live streams keep theirs). All or nothing: a setting that
     /// does not load changes nothing. Returns what was reloaded, and the settings that
     /// changed in the file but take a restart.
     pub fn reload(&self, running: &crate::config::Config) -> Result<Reloaded, ReloadError> {
@@ -515,13 +545,24 @@ impl Ops {
             self.auth.store(Arc::new(old.reloaded(auth)));
             done.push("auth");
         }
+        let recording = self.hub.attached::<crate::record::Recorder>();
         if let Some(fresh) = &fresh {
-            self.limits.set(fresh.limit_settings());
+            self.hub.limits.set(fresh.limit_settings());
             done.push("limits");
+            // What each new stream gets; streams that are live keep theirs.
+            let apps = Arc::new(fresh.apps());
+            self.hub.config.policy.set(&apps.policies());
+            if let Some(hls) = self.hub.attached::<crate::hls::HlsTaps>() {
+                hls.settings.set(&apps.hls());
+            }
+            if let Some(recorder) = recording {
+                recorder.records().set(&fresh.recorded());
+            }
+            done.push("new_streams");
         }
         let restart = fresh
             .as_ref()
-            .map_or_else(Vec::new, |f| needs_restart(running, f));
+            .map_or_else(Vec::new, |f| needs_restart(running, f, recording.is_some()));
         if !restart.is_empty() {
             tracing::warn!(
                 ?restart,
@@ -696,11 +737,29 @@ mod tests {
         fresh.limits.max_streams = 7;
         fresh.auth.signing_key = "a new key of sixteen bytes".into();
         fresh.apps[0].auth_publish = Some(true);
-        // Limits, auth and an app entry's auth keys are reloaded.
-        assert_eq!(needs_restart(&running, &fresh), Vec::<String>::new());
-        fresh.rtmp.chunk_size = 8192;
         fresh.apps[0].hls = Some(false);
-        assert_eq!(needs_restart(&running, &fresh), ["apps", "rtmp.chunk_size"]);
+        fresh.hls.segment_ms = 1000;
+        fresh.apps.push(AppConfig {
+            name: "tv".into(),
+            merge_ms: Some(0),
+            record: Some(true),
+            ..AppConfig::default()
+        });
+        // Limits, auth, what new streams get and an app entry's keys of those are
+        // reloaded; recording too, while the recorder runs.
+        assert_eq!(needs_restart(&running, &fresh, true), Vec::<String>::new());
+        assert_eq!(needs_restart(&running, &fresh, false), ["apps"]);
+        fresh.rtmp.chunk_size = 8192;
+        fresh.apps[0].origins = Some(vec!["rtmp://origin/".into()]);
+        fresh.record.streams = vec!["live/*".into()];
+        assert_eq!(
+            needs_restart(&running, &fresh, true),
+            ["apps", "rtmp.chunk_size"]
+        );
+        assert_eq!(
+            needs_restart(&running, &fresh, false),
+            ["apps", "record.streams", "rtmp.chunk_size"]
+        );
     }
 
     #[test]

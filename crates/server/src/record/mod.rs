@@ -130,14 +130,24 @@ impl Queue {
 #[derive(Debug, Clone)]
 pub struct Recorder {
     queue: Arc<Queue>,
-    patterns: Arc<[Pattern]>,
-    force: PerStream<Option<bool>>,
+    /// Whether a new stream is recorded; a reload replaces it ([`Recorder::records`]).
+    records: PerStream<bool>,
     stats: Arc<RecordStats>,
+}
+
+/// Which new streams are recorded: as `force` says (an app entry's `record`), or else
+/// if one of `patterns` matches.
+pub fn records(patterns: Vec<Pattern>, force: PerStream<Option<bool>>) -> PerStream<bool> {
+    PerStream::new(move |key| {
+        force
+            .of(key)
+            .unwrap_or_else(|| patterns.iter().any(|p| p.matches(key)))
+    })
 }
 
 impl Attach for Recorder {
     fn attach(&self, key: &str, id: u64) -> Option<Arc<dyn Tap>> {
-        let recording = self.recording(key, id, self.force.of(key))?;
+        let recording = self.recording(key, id, self.records.of(key))?;
         Some(Arc::new(recording))
     }
 }
@@ -148,10 +158,14 @@ impl Recorder {
         &self.stats
     }
 
-    /// The recording of a new stream `key` (hub id `id`), if it is to be recorded: as
-    /// `force` says (an app entry's `record`), or else if a pattern matches it.
-    fn recording(&self, key: &str, id: u64, force: Option<bool>) -> Option<Recording> {
-        if !force.unwrap_or_else(|| self.patterns.iter().any(|p| p.matches(key))) {
+    /// Which new streams are recorded (see [`records`]): a reload sets it anew.
+    pub fn records(&self) -> &PerStream<bool> {
+        &self.records
+    }
+
+    /// The recording of a new stream `key` (hub id `id`), if it is `recorded`.
+    fn recording(&self, key: &str, id: u64, recorded: bool) -> Option<Recording> {
+        if !recorded {
             return None;
         }
         let dropped = Arc::new(AtomicU64::new(0));
@@ -291,8 +305,7 @@ pub fn start(config: RecordConfig) -> std::io::Result<(Recorder, Writer)> {
         bytes: AtomicUsize::new(0),
         limit: config.queue_bytes,
     });
-    let patterns: Arc<[Pattern]> = config.patterns.clone().into();
-    let force = config.force.clone();
+    let records = records(config.patterns.clone(), config.force.clone());
     let stats = config.stats.clone();
     let thread = std::thread::Builder::new()
         .name("sluice-record".into())
@@ -303,8 +316,7 @@ pub fn start(config: RecordConfig) -> std::io::Result<(Recorder, Writer)> {
     Ok((
         Recorder {
             queue: queue.clone(),
-            patterns,
-            force,
+            records,
             stats,
         },
         Writer { queue, thread },
@@ -336,8 +348,10 @@ mod tests {
                 bytes: AtomicUsize::new(0),
                 limit,
             }),
-            patterns: vec![Pattern::parse("live/*").unwrap()].into(),
-            force: PerStream::fixed(None),
+            records: records(
+                vec![Pattern::parse("live/*").unwrap()],
+                PerStream::new(|key: &str| (key == "live/off").then_some(false)),
+            ),
             stats: Default::default(),
         };
         (recorder, rx)
@@ -346,13 +360,13 @@ mod tests {
     #[test]
     fn only_matching_streams_get_a_tap() {
         let (recorder, rx) = stalled(1 << 20);
-        assert!(recorder.recording("other/cam", 1, None).is_none());
-        assert!(recorder.recording("live/cam", 3, Some(false)).is_none());
-        let forced = recorder.recording("other/cam", 4, Some(true)).unwrap();
+        assert!(recorder.attach("other/cam", 1).is_none());
+        assert!(recorder.attach("live/off", 3).is_none(), "forced off");
+        let forced = recorder.recording("other/cam", 4, true).unwrap();
         assert!(matches!(rx.try_recv(), Ok(Command::Open { id: 4, .. })));
         drop(forced);
         assert!(matches!(rx.try_recv(), Ok(Command::Close { id: 4 })));
-        let tap = recorder.recording("live/cam", 2, None).unwrap();
+        let tap = recorder.attach("live/cam", 2).unwrap();
         assert!(matches!(rx.try_recv(), Ok(Command::Open { id: 2, .. })));
         drop(tap);
         assert!(matches!(rx.try_recv(), Ok(Command::Close { id: 2 })));
@@ -362,7 +376,7 @@ mod tests {
     #[test]
     fn a_full_queue_drops_frames_until_the_next_keyframe() {
         let (recorder, rx) = stalled(3 * (1000 + FRAME_COST));
-        let tap = recorder.recording("live/cam", 1, None).unwrap();
+        let tap = recorder.recording("live/cam", 1, true).unwrap();
         let sent = |keyframe| {
             tap.frame(&frame(keyframe, 1000), keyframe);
             std::iter::from_fn(|| rx.try_recv().ok())

@@ -305,3 +305,43 @@ fn a_silent_http_connection_is_closed_at_the_idle_timeout() {
         assert_eq!(worker.ctx.clients().len(), 0);
     });
 }
+
+#[test]
+fn a_reload_changes_what_new_streams_get_and_live_ones_keep_theirs() {
+    use crate::config::AppConfig;
+    use crate::hls::HlsStream;
+    run(|| async {
+        let mut config = Config::default();
+        config.apps.push(AppConfig {
+            name: "live".into(),
+            hls: Some(false),
+            merge_ms: Some(0),
+            ..AppConfig::default()
+        });
+        let mut fresh = config.clone();
+        fresh.apps[0].hls = Some(true);
+        fresh.apps[0].merge_ms = Some(50);
+        let worker = Worker::new(config);
+        let _a = publisher(&worker, "a").await;
+        let ops = worker.ctx.ops();
+        ops.set_source(Box::new(move || Ok(fresh.clone())));
+        let reloaded = ops.reload(worker.ctx.config()).expect("reloaded");
+        assert!(reloaded.done.contains(&"new_streams"), "{reloaded:?}");
+        assert_eq!(reloaded.restart, Vec::<String>::new());
+        let _b = publisher(&worker, "b").await;
+        let hub = worker.ctx.hub();
+        let (a, b) = (hub.find("live/a").unwrap(), hub.find("live/b").unwrap());
+        assert!(
+            a.tap::<HlsStream>().is_none(),
+            "a live stream keeps its HLS off"
+        );
+        assert!(
+            b.tap::<HlsStream>().is_some(),
+            "a new one gets the reloaded entry's"
+        );
+        assert_eq!(
+            (a.merge, b.merge),
+            (Duration::ZERO, Duration::from_millis(50))
+        );
+    });
+}

@@ -68,9 +68,13 @@ impl Worker {
         let apps = Arc::new(config.apps());
         let limits = Limits::new(config.limit_settings());
         let hub = Hub::new(crate::server::hub_config(&config, &apps)).with_limits(limits.clone());
-        let hub = Arc::new(hub);
+        // HLS as the server attaches it (it segments only once asked).
+        let hls = crate::hls::HlsTaps {
+            settings: apps.hls(),
+        };
+        let hub = Arc::new(hub.with_taps(vec![Arc::new(hls)]));
         let auth = crate::auth::Auth::new(&config.auth_config()).expect("the authorization");
-        let (ops, mut commands) = Ops::new(1, None, auth, limits);
+        let (ops, mut commands) = Ops::new(1, None, auth, hub.clone());
         let fanout = Fanout::new(
             crate::server::player_policy(&config, hub.config.shape),
             ops.first_frame_of(0),
