@@ -428,8 +428,8 @@ fn needs_restart(
                 Some(section) => key.split_once('.').is_some_and(|(s, _)| s == section),
                 None => key == r,
             };
-            !(RELOADED.iter().any(|r| reloaded(r))
-                || recording && RELOADED_WHILE_RECORDING.iter().any(|r| reloaded(r)))
+            !(RELOADED.iter().any(&reloaded)
+                || recording && RELOADED_WHILE_RECORDING.iter().any(&reloaded))
         })
         .collect()
 }
