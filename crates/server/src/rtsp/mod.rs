@@ -24,6 +24,7 @@ use crate::core::fanout::{CloseReason, Player};
 use crate::core::format::{Format, FormatId};
 use crate::core::hub::{FormUse, Stream};
 use crate::core::ingest::Publisher;
+use crate::core::limits::Admission;
 use crate::core::packet::rtp_channel;
 use crate::core::protocol::Protocol;
 use crate::ctx::admit::{Ask, Refusal, Source as Found};
@@ -44,7 +45,6 @@ use std::net::SocketAddr;
 use std::rc::Rc;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
-use tokio::net::TcpStream;
 use tokio::sync::mpsc;
 use tracing::Instrument;
 use udp::{HeardGuard, Inbound, RouteGuard, UdpOut};
@@ -92,26 +92,46 @@ pub fn accept(ctx: &Rc<Ctx>, udp: Option<(std::net::UdpSocket, std::net::UdpSock
         udp,
     });
     Rc::new(move |sock, peer, admission| {
-        let served = serve(worker.clone(), sock, peer);
-        tokio::task::spawn_local(async move {
-            served.await;
-            drop(admission);
-        });
+        let sock = if worker.ctx.config().rtsp.batch {
+            Sock::tcp_stream(sock)
+        } else {
+            Sock::new(per_packet::PerPacket(sock))
+        };
+        start(&worker, sock, peer, admission);
     })
 }
 
-async fn serve(worker: Rc<Worker>, sock: TcpStream, peer: SocketAddr) {
+impl Worker {
+    /// A worker's RTSP without RTP over UDP (the harness's, `testing`).
+    #[cfg(test)]
+    pub fn tcp_only(ctx: &Rc<Ctx>) -> Rc<Worker> {
+        Rc::new(Worker {
+            ctx: ctx.clone(),
+            udp: None,
+        })
+    }
+}
+
+/// Runs one RTSP connection over `sock` on this worker's event loop, holding its
+/// place within the limits until it ends: what the listener does with each
+/// connection, and the harness with an in-memory one. Returns its id.
+pub fn start(worker: &Rc<Worker>, sock: Sock, peer: SocketAddr, admission: Admission) -> u64 {
     let id = worker.ctx.hub().next_id();
+    let served = serve(worker.clone(), sock, peer, id);
+    tokio::task::spawn_local(async move {
+        served.await;
+        drop(admission);
+    });
+    id
+}
+
+async fn serve(worker: Rc<Worker>, sock: Sock, peer: SocketAddr, id: u64) {
     let span = tracing::info_span!("rtsp", id, %peer);
     async move {
         tracing::debug!("connected");
         let now = crate::driver::now();
         let session = ServerSession::new(worker.ctx.config().rtsp_session(), rand::random(), now);
-        let sock = Rc::new(if worker.ctx.config().rtsp.batch {
-            Sock::tcp_stream(sock)
-        } else {
-            Sock::new(per_packet::PerPacket(sock))
-        });
+        let sock = Rc::new(sock);
         // The session times out a silent peer itself.
         let client = worker.ctx.clients().add(id, "rtsp", peer);
         let mut conn = Conn::new(worker.ctx.clone(), client, sock, session).without_idle_timeout();

@@ -345,3 +345,62 @@ fn a_reload_changes_what_new_streams_get_and_live_ones_keep_theirs() {
         );
     });
 }
+
+#[test]
+fn an_rtsp_player_gets_every_frame_from_the_gop_cache_on_and_ends_with_the_stream() {
+    run(|| async {
+        let worker = Worker::new(Config::default());
+        let mut publisher = publisher(&worker, "cam").await;
+        publisher.frames(0, 960).await;
+        let mut player = worker.rtsp("live/cam", usize::MAX).expect("admitted");
+        assert!(timeout(T, player.play()).await.expect("answered"), "plays");
+        let publishing = tokio::task::spawn_local(async move {
+            publisher.frames(1000, 3000).await;
+            publisher.close_stream();
+            publisher
+        });
+        // A frame's last packet carries the marker: one per frame, 90 kHz apart by
+        // 40 ms, from the keyframe at 0 to 3 s.
+        let mut frames = Vec::new();
+        while frames.len() < 76 {
+            let rtp = timeout(T, player.next_rtp()).await.expect("in time");
+            let rtp = rtp.expect("frames until 3 s");
+            if rtp.marker {
+                frames.push(rtp.timestamp);
+            }
+        }
+        let steps: Vec<u32> = frames.windows(2).map(|w| w[1].wrapping_sub(w[0])).collect();
+        assert!(steps.iter().all(|&s| s == 3600), "{steps:?}");
+        let _publisher = publishing.await.expect("published");
+        // The stream ends (no grace by default): the player's connection is closed.
+        while timeout(T, player.next_rtp())
+            .await
+            .expect("closed")
+            .is_some()
+        {}
+        // Told as the end of what it played: the adapter closes, no error.
+        let ended = worker.ctx.clients().ended();
+        assert_eq!(worker.ended("rtsp", "closed"), 1, "{ended:?}");
+    });
+}
+
+#[test]
+fn an_rtsp_connection_that_neither_plays_nor_publishes_is_closed_at_the_handshake_bound() {
+    run(|| async {
+        let mut config = Config::default();
+        config.limits.handshake_timeout_ms = 5_000;
+        let worker = Worker::new(config);
+        let mut client = worker.rtsp("live/none", usize::MAX).expect("admitted");
+        // Answering requests is no start: the bound runs from the connection on.
+        let start = Instant::now();
+        assert!(timeout(T, client.options()).await.expect("answered"));
+        let end = timeout(T, client.next()).await;
+        assert!(matches!(end, Ok(None)), "closed: {end:?}");
+        let waited = start.elapsed();
+        assert!(
+            waited >= Duration::from_secs(5) && waited < Duration::from_secs(6),
+            "{waited:?}"
+        );
+        assert_eq!(worker.ended("rtsp", "handshake_timeout"), 1);
+    });
+}

@@ -18,6 +18,7 @@
 
 pub mod http;
 pub mod rtmp;
+pub mod rtsp;
 pub mod wire;
 
 mod lifecycle;
@@ -53,6 +54,8 @@ pub struct Worker {
     pub ctx: Rc<Ctx>,
     /// The worker's HTTP side (routes, files).
     http: Rc<crate::http::Worker>,
+    /// The worker's RTSP side (RTP interleaved only: no UDP ports).
+    rtsp: Rc<crate::rtsp::Worker>,
     /// The next peer's port (each connection comes from its own).
     port: Cell<u16>,
 }
@@ -101,6 +104,7 @@ impl Worker {
         }));
         Worker {
             http: crate::http::Worker::new(&ctx, None),
+            rtsp: crate::rtsp::Worker::tcp_only(&ctx),
             ctx,
             port: Cell::new(40_000),
         }
@@ -122,6 +126,15 @@ impl Worker {
         let (sock, end) = wire::pair(window);
         let id = crate::rtmp::start(&self.ctx, sock, peer, admission);
         Some(rtmp::RtmpClient::new(id, end))
+    }
+
+    /// An RTSP connection to `rtsp://sluice/<key>` (see [`Worker::rtmp`]).
+    pub fn rtsp(&self, key: &str, window: usize) -> Option<rtsp::RtspClient> {
+        let peer = self.peer();
+        let admission = self.ctx.hub().limits.admit(peer.ip()).ok()?;
+        let (sock, end) = wire::pair(window);
+        crate::rtsp::start(&self.rtsp, sock, peer, admission);
+        Some(rtsp::RtspClient::new(end, key))
     }
 
     /// A plain HTTP/1.1 connection (see [`Worker::rtmp`]), its bytes raw.
