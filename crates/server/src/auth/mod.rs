@@ -331,7 +331,10 @@ impl Auth {
             None => self.hook.as_ref(),
         };
         if let Some(hook) = hook {
-            return hook.check(req).await;
+            // Boxed: an HTTP request's future is large, and every connection's task
+            // that may be authorized would otherwise carry its size for its life
+            // (about 10 KB per player).
+            return Box::pin(hook.check(req)).await;
         }
         if creds.user.is_some() || creds.token.is_some() {
             Err(Denial::BadCredentials)

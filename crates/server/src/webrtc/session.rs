@@ -208,7 +208,11 @@ pub fn start(
                     format,
                     opus: _opus,
                 } => play(&ctx, &session, &client, id, stream, format).await,
-                Job::Publish { key, ip } => publish(&ctx, &session, &client, id, key, ip).await,
+                // Boxed: the publisher's admission (authorization, takeover) is a large
+                // future, and unboxed it would size every player's task as well.
+                Job::Publish { key, ip } => {
+                    Box::pin(publish(&ctx, &session, &client, id, key, ip)).await
+                }
             };
             if let Some(sessions) = sessions {
                 sessions.borrow_mut().remove(&from);
