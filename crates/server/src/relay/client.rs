@@ -1,7 +1,8 @@
-//! Reading a live stream from an origin: RTMP or RTMPS play over
-//! `sluice_rtmp::ClientSession`, HTTP(S)-FLV over `sluice_http::response` and
-//! `sluice_media::flv::TagReader`. What comes out is FLV tag bodies with their
-//! timestamps, as an RTMP publisher's media, for `core::ingest`.
+//! Reading a live stream from an origin or source ([`Reader`]: HTTP(S)-FLV over
+//! `sluice_http::response` and `sluice_media::flv::TagReader`, and the SRT, RTSP and
+//! HLS readers), and what every pull's connection gives the hub ([`Media`]). RTMP and
+//! RTMPS origins are played in the connection driver (`link`), over the RTMP client
+//! session made here ([`rtmp_session`]).
 //!
 //! # Invariants
 //! - Everything an origin can make us hold is bounded: the read buffer (one read),
@@ -13,7 +14,7 @@ use super::origin::{Origin, Scheme};
 use bytes::{Bytes, BytesMut};
 use sluice_http::response::{read_response_head, BodyFraming, ChunkedDecoder};
 use sluice_media::flv::{TagReader, TAG_AUDIO, TAG_SCRIPT, TAG_VIDEO};
-use sluice_rtmp::{ClientConfig, ClientEvent, ClientOutput, ClientSession};
+use sluice_rtmp::{ClientConfig, ClientSession};
 use std::collections::VecDeque;
 use std::sync::Arc;
 use std::time::Duration;
@@ -23,10 +24,8 @@ use tokio::time::Instant;
 
 /// Bytes per read.
 const READ_LEN: usize = 64 << 10;
-/// Media messages kept while waiting for the origin's `NetStream.Play.Start`.
-const MAX_EARLY: usize = 4096;
 /// An origin silent this long (no media, no keep-alive) is taken for dead.
-const SILENCE: Duration = Duration::from_secs(10);
+pub const SILENCE: Duration = Duration::from_secs(10);
 
 /// One piece of the stream: as an RTMP publisher sends it (RTMP, HTTP-FLV), or
 /// demuxed (SRT's MPEG-TS).
@@ -99,7 +98,6 @@ impl<T: AsyncRead + AsyncWrite + Unpin> Io for T {}
 
 /// How the stream is read.
 enum Proto {
-    Rtmp(Box<ClientSession>),
     Flv {
         tags: TagReader,
         /// `None`: the body runs until the connection closes.
@@ -111,7 +109,7 @@ enum Proto {
     },
 }
 
-/// A stream being read from an origin over TCP (RTMP, RTMPS, HTTP-FLV).
+/// A stream being read from an HTTP(S)-FLV origin.
 pub struct TcpReader {
     io: Box<dyn Io>,
     proto: Proto,
@@ -121,12 +119,10 @@ pub struct TcpReader {
     /// Bytes read since [`Reader::take_bytes`].
     bytes: u64,
     last_data: Instant,
-    /// RTMP: the origin answered `NetStream.Play.Start`.
-    playing: bool,
 }
 
 /// `app` and `stream` of an RTMP path: the first segment, and the rest.
-fn rtmp_parts(path: &str) -> Result<(&str, &str), RelayError> {
+pub fn rtmp_parts(path: &str) -> Result<(&str, &str), RelayError> {
     path.split_once('/')
         .filter(|(a, s)| !a.is_empty() && !s.is_empty())
         .ok_or_else(|| RelayError::NotAppStream(path.to_string()))
@@ -144,7 +140,7 @@ async fn connect(
 const RTMP_CHUNK_SIZE: u32 = 4096;
 
 /// An RTMP client session for application `app` at `authority`, as ffmpeg's connects.
-pub(super) fn rtmp_session(tls: bool, authority: &str, app: &str) -> ClientSession {
+pub fn rtmp_session(tls: bool, authority: &str, app: &str) -> ClientSession {
     let scheme = if tls { "rtmps" } else { "rtmp" };
     ClientSession::new(ClientConfig {
         app: app.to_string(),
@@ -192,18 +188,12 @@ impl TcpReader {
         tls: &Arc<rustls::ClientConfig>,
     ) -> Result<TcpReader, RelayError> {
         let io = connect(origin, tls).await?;
-        let path = origin.path_of(key);
         let proto = match origin.scheme {
-            Scheme::Rtmp | Scheme::Rtmps => {
-                let (app, stream) = rtmp_parts(&path)?;
-                let tls = origin.scheme == Scheme::Rtmps;
-                let mut session = rtmp_session(tls, &origin.authority(), app);
-                session.play(stream);
-                Proto::Rtmp(Box::new(session))
-            }
-            Scheme::Srt | Scheme::Rtsp { .. } | Scheme::Hls { .. } => {
-                return Err(RelayError::NotTcpSource)
-            }
+            Scheme::Rtmp
+            | Scheme::Rtmps
+            | Scheme::Srt
+            | Scheme::Rtsp { .. }
+            | Scheme::Hls { .. } => return Err(RelayError::NotTcpSource),
             Scheme::Flv { .. } => Proto::Flv {
                 tags: TagReader::new(),
                 chunked: None,
@@ -218,21 +208,8 @@ impl TcpReader {
             queue: VecDeque::new(),
             bytes: 0,
             last_data: Instant::now(),
-            playing: false,
         };
         match &mut reader.proto {
-            Proto::Rtmp(_) => {
-                reader.flush_rtmp().await?;
-                while !reader.playing {
-                    // What comes before the answer is kept, within reason.
-                    if reader.queue.len() > MAX_EARLY {
-                        return Err(RelayError::EarlyMedia);
-                    }
-                    reader.read().await?;
-                    reader.rtmp_input()?;
-                    reader.flush_rtmp().await?;
-                }
-            }
             Proto::Flv { .. } => {
                 let request = format!(
                     "GET {} HTTP/1.1\r\nHost: {}\r\nUser-Agent: sluice/{}\r\n\
@@ -258,12 +235,11 @@ impl TcpReader {
                         status: head.status,
                     });
                 }
-                if let Proto::Flv { chunked, left, .. } = &mut reader.proto {
-                    match head.framing {
-                        BodyFraming::Chunked => *chunked = Some(ChunkedDecoder::new()),
-                        BodyFraming::Length(n) => *left = Some(n),
-                        BodyFraming::Close => {}
-                    }
+                let Proto::Flv { chunked, left, .. } = &mut reader.proto;
+                match head.framing {
+                    BodyFraming::Chunked => *chunked = Some(ChunkedDecoder::new()),
+                    BodyFraming::Length(n) => *left = Some(n),
+                    BodyFraming::Close => {}
                 }
                 reader.flv_input()?;
             }
@@ -287,13 +263,7 @@ impl TcpReader {
             Err(_) => return Ok(None),
             Ok(r) => r?,
         }
-        match self.proto {
-            Proto::Rtmp(_) => {
-                self.rtmp_input()?;
-                self.flush_rtmp().await?;
-            }
-            Proto::Flv { .. } => self.flv_input()?,
-        }
+        self.flv_input()?;
         Ok(self.queue.pop_front())
     }
 
@@ -313,72 +283,6 @@ impl TcpReader {
         Ok(())
     }
 
-    /// Feeds `input` to the RTMP session and queues its media.
-    fn rtmp_input(&mut self) -> Result<(), RelayError> {
-        let Proto::Rtmp(session) = &mut self.proto else {
-            return Ok(());
-        };
-        let input = self.input.split();
-        Ok(session.handle_input(&input)?)
-    }
-
-    /// Writes what the RTMP session has to send, and queues what it received.
-    async fn flush_rtmp(&mut self) -> Result<(), RelayError> {
-        let Proto::Rtmp(session) = &mut self.proto else {
-            return Ok(());
-        };
-        let mut out = BytesMut::new();
-        while let Some(o) = session.poll_output() {
-            match o {
-                ClientOutput::Write(b) => out.extend_from_slice(&b),
-                ClientOutput::Event(e) => match e {
-                    ClientEvent::Video {
-                        timestamp_ms,
-                        payload,
-                    } => self.queue.push_back(Media::Video(timestamp_ms, payload)),
-                    ClientEvent::Audio {
-                        timestamp_ms,
-                        payload,
-                    } => self.queue.push_back(Media::Audio(timestamp_ms, payload)),
-                    ClientEvent::Metadata { payload } => {
-                        self.queue.push_back(Media::Metadata(payload))
-                    }
-                    ClientEvent::PlayStarted => self.playing = true,
-                    ClientEvent::Rejected { code, description } => {
-                        return Err(RelayError::Refused {
-                            peer: Peer::Origin,
-                            code,
-                            description,
-                        })
-                    }
-                    ClientEvent::Status { code, .. }
-                        if matches!(
-                            code.as_str(),
-                            "NetStream.Play.UnpublishNotify"
-                                | "NetStream.Play.Stop"
-                                | "NetStream.Play.Complete"
-                                | "NetStream.Play.StreamNotFound"
-                        ) =>
-                    {
-                        return Err(RelayError::StreamEnded(code))
-                    }
-                    _ => {}
-                },
-            }
-        }
-        if !out.is_empty() {
-            // An origin that stops reading must not hold the pull here.
-            tokio::time::timeout(SILENCE, self.io.write_all(&out))
-                .await
-                .map_err(|_| RelayError::Stalled {
-                    peer: Peer::Origin,
-                    after: SILENCE,
-                })?
-                .map_err(RelayError::Write)?;
-        }
-        Ok(())
-    }
-
     /// Decodes the FLV body in `input` and queues its tags.
     fn flv_input(&mut self) -> Result<(), RelayError> {
         let Proto::Flv {
@@ -386,10 +290,7 @@ impl TcpReader {
             chunked,
             body,
             left,
-        } = &mut self.proto
-        else {
-            return Ok(());
-        };
+        } = &mut self.proto;
         match chunked {
             Some(d) => {
                 d.decode(&mut self.input, body)?;

@@ -65,6 +65,9 @@ pub enum RelayError {
     Socket(#[from] std::io::Error),
     #[error("read: {0}")]
     Read(#[source] std::io::Error),
+    /// A read or write of a connection the driver runs failed.
+    #[error("connection: {0}")]
+    Conn(#[source] std::io::Error),
     #[error("write: {0}")]
     Write(#[source] std::io::Error),
     #[error("receive: {0}")]
@@ -121,8 +124,6 @@ pub enum RelayError {
     NotAppStream(String),
     #[error("not an RTMP or FLV source")]
     NotTcpSource,
-    #[error("media without NetStream.Play.Start")]
-    EarlyMedia,
     #[error("RTMP: {0}")]
     Rtmp(#[from] sluice_rtmp::RtmpError),
     #[error("RTSP: {0}")]
@@ -161,6 +162,12 @@ pub enum RelayError {
     /// What the origin sent does not parse as media (FLV tags, AVC or AAC headers).
     #[error("bad media from the origin: {0}")]
     BadMedia(#[from] sluice_media::flv::FlvError),
+    /// This thread runs no worker, so no driver for a relay's connection.
+    #[error("no connection driver on this thread")]
+    NoDriver,
+    /// The API, a takeover or the shutdown ended the connection.
+    #[error("ended by the server")]
+    Kicked,
     /// The stream here refused the pull's publisher.
     #[error(transparent)]
     Publish(#[from] crate::core::hub::PublishError),

@@ -22,11 +22,12 @@
 //! An edge's origins may be edges themselves: a pull is a play request there, which
 //! starts that edge's own pull.
 
-mod client;
+pub mod client;
 pub mod error;
 mod hls_pull;
+pub mod link;
 pub mod origin;
-mod pull;
+pub mod pull;
 pub mod push;
 mod rtsp_pull;
 mod settings;

@@ -95,6 +95,7 @@ impl Worker {
             relays: None,
             read_buf: vec![0; crate::driver::READ_CHUNK].into_boxed_slice(),
         }));
+        crate::driver::relay::install(&ctx);
         Worker {
             http: crate::http::Worker::new(&ctx, None),
             ctx,
