@@ -1,5 +1,6 @@
-//! Relay connections in the one driver: a pull from an RTMP or RTMPS origin and a
-//! push to an RTMP or RTMPS target run their `sluice_rtmp::ClientSession` in
+//! Relay connections in the one driver: a pull from an RTMP, RTMPS or HTTP(S)-FLV
+//! origin and a push to an RTMP or RTMPS target run their sans-IO client session
+//! (`sluice_rtmp::ClientSession`, `sluice_http::flv_client::FlvClient`) in
 //! [`super::run`], as the server's own connections run theirs. The session is given
 //! the time, so its start and silence timeouts are the driver's timer; the connection
 //! is in the worker's registry (the API lists it, a kick or the shutdown ends it) and
@@ -19,7 +20,12 @@ use crate::relay::link::{Connection, Link};
 use crate::relay::origin::Scheme;
 use crate::relay::pull::{PullSink, Stop, TICK};
 use crate::relay::push::PushFeed;
+use sluice_http::flv_client::{FlvClient, FlvClientError, FlvEvent};
+use sluice_media::flv::{TAG_AUDIO, TAG_SCRIPT, TAG_VIDEO};
 use sluice_rtmp::{ClientEvent, ClientSession, ClientTimeouts, RtmpError, Waited};
+use sluice_session::Session;
+
+type Error = DriveError<RtmpError>;
 use std::future::Future;
 use std::net::SocketAddr;
 use std::rc::{Rc, Weak};
@@ -27,7 +33,97 @@ use std::sync::Arc;
 use std::time::Duration;
 use tokio::net::TcpStream;
 
-type Error = DriveError<RtmpError>;
+/// A client session a pull plays its origin with: what its events give the hub.
+trait Played: Session {
+    /// What `event` carries of the stream (`None`: nothing), or why it ends the
+    /// connection; `timeout` is the pull's connect timeout.
+    fn media(event: Self::Event, timeout: Duration) -> Result<Option<Media>, RelayError>;
+
+    /// What a failure of the session means for the relay.
+    fn error(e: Self::Error) -> RelayError;
+
+    /// Bytes received from the origin.
+    fn received(&self) -> u64;
+}
+
+impl Played for ClientSession {
+    fn media(event: ClientEvent, timeout: Duration) -> Result<Option<Media>, RelayError> {
+        Ok(Some(match event {
+            ClientEvent::Video {
+                timestamp_ms,
+                payload,
+            } => Media::Video(timestamp_ms, payload),
+            ClientEvent::Audio {
+                timestamp_ms,
+                payload,
+            } => Media::Audio(timestamp_ms, payload),
+            ClientEvent::Metadata { payload } => Media::Metadata(payload),
+            ClientEvent::Rejected { code, description } => {
+                return Err(RelayError::Refused {
+                    peer: Peer::Origin,
+                    code,
+                    description,
+                })
+            }
+            ClientEvent::Status { code, .. } if ends_stream(&code) => {
+                return Err(RelayError::StreamEnded(code))
+            }
+            ClientEvent::TimedOut(Waited::Start) => return Err(RelayError::NoStream(timeout)),
+            ClientEvent::TimedOut(Waited::Input) => return Err(silent()),
+            _ => return Ok(None),
+        }))
+    }
+
+    fn error(e: RtmpError) -> RelayError {
+        RelayError::Rtmp(e)
+    }
+
+    fn received(&self) -> u64 {
+        self.bytes_received()
+    }
+}
+
+impl Played for FlvClient {
+    fn media(event: FlvEvent, timeout: Duration) -> Result<Option<Media>, RelayError> {
+        let tag = match event {
+            FlvEvent::Playing => return Ok(None),
+            FlvEvent::TimedOut { start: true } => return Err(RelayError::NoStream(timeout)),
+            FlvEvent::TimedOut { start: false } => return Err(silent()),
+            FlvEvent::Tag(tag) => tag,
+        };
+        let ts = i64::from(tag.timestamp_ms);
+        Ok(match tag.tag_type {
+            TAG_VIDEO => Some(Media::Video(ts, tag.body)),
+            TAG_AUDIO => Some(Media::Audio(ts, tag.body)),
+            TAG_SCRIPT => Some(Media::Metadata(tag.body)),
+            _ => None,
+        })
+    }
+
+    fn error(e: FlvClientError) -> RelayError {
+        match e {
+            FlvClientError::Response(e) => RelayError::Http(e),
+            FlvClientError::Status(status) => RelayError::Status {
+                what: Peer::Origin.to_string(),
+                status,
+            },
+            FlvClientError::Flv(e) => RelayError::BadMedia(e),
+            FlvClientError::Ended => RelayError::BodyEnded,
+            FlvClientError::Datagram => RelayError::Closed(Peer::Origin),
+        }
+    }
+
+    fn received(&self) -> u64 {
+        self.bytes_received()
+    }
+}
+
+fn silent() -> RelayError {
+    RelayError::Silent {
+        peer: Peer::Origin,
+        after: SILENCE,
+    }
+}
 
 /// A worker's way of running relay connections in its driver.
 pub struct Relaying {
@@ -61,22 +157,36 @@ impl Link for Relaying {
     }
 }
 
-/// One connection of a pull from an RTMP(S) origin.
+/// One connection of a pull from an RTMP(S) or HTTP(S)-FLV origin.
 async fn pull(ctx: Rc<Ctx>, sink: &mut PullSink<'_>) -> Stop {
     let start = super::now();
     let timeout = sink.connect_timeout();
     let origin = sink.origin().clone();
-    let path = origin.path_of(sink.key());
-    let (app, stream) = match rtmp_parts(&path) {
-        Ok(parts) => parts,
-        Err(why) => return why.into(),
-    };
-    let tls = (origin.scheme == Scheme::Rtmps).then(|| sink.tls().clone());
+    let key = sink.key().to_string();
+    let tls = matches!(origin.scheme, Scheme::Rtmps | Scheme::Flv { tls: true })
+        .then(|| sink.tls().clone());
     let dialed = tokio::time::timeout(timeout, dial(&origin.host, origin.port, tls.as_ref()));
     let (sock, peer) = match dialed.await {
         Ok(Ok(dialed)) => dialed,
         Ok(Err(why)) => return why.into(),
         Err(_) => return RelayError::NoStream(timeout).into(),
+    };
+    let opened = Opened {
+        ctx,
+        sock,
+        peer,
+        timeout,
+    };
+    if let Scheme::Flv { .. } = origin.scheme {
+        let agent = concat!("sluice/", env!("CARGO_PKG_VERSION"));
+        let session = FlvClient::new(&origin.flv_path(&key), &origin.authority(), agent)
+            .with_timeouts(start, timeout, SILENCE);
+        return play(opened, "flv-pull", session, sink).await;
+    }
+    let path = origin.path_of(&key);
+    let (app, stream) = match rtmp_parts(&path) {
+        Ok(parts) => parts,
+        Err(why) => return why.into(),
     };
     let timeouts = ClientTimeouts {
         start: timeout,
@@ -85,7 +195,32 @@ async fn pull(ctx: Rc<Ctx>, sink: &mut PullSink<'_>) -> Stop {
     let mut session =
         rtmp_session(tls.is_some(), &origin.authority(), app).with_timeouts(start, timeouts);
     session.play(stream);
-    let mut conn = connection(&ctx, "rtmp-pull", sock, peer, session);
+    play(opened, "rtmp-pull", session, sink).await
+}
+
+/// A pull's connection, made.
+struct Opened {
+    ctx: Rc<Ctx>,
+    sock: Sock,
+    peer: SocketAddr,
+    /// The pull's connect timeout.
+    timeout: Duration,
+}
+
+/// Plays the origin over `session` until the pull stops or the origin fails.
+async fn play<S: Played>(
+    opened: Opened,
+    protocol: &'static str,
+    session: S,
+    sink: &mut PullSink<'_>,
+) -> Stop {
+    let Opened {
+        ctx,
+        sock,
+        peer,
+        timeout,
+    } = opened;
+    let mut conn = connection(&ctx, protocol, sock, peer, session);
     let mut tick = tokio::time::interval(TICK);
     tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
     let mut adapter = Pull {
@@ -99,7 +234,7 @@ async fn pull(ctx: Rc<Ctx>, sink: &mut PullSink<'_>) -> Stop {
     adapter.count(&conn);
     match (adapter.stop, result) {
         (Some(stop), _) => stop,
-        (None, Err(e)) => Stop::Failed(relay_error(e, Peer::Origin)),
+        (None, Err(e)) => Stop::Failed(relay_error::<S>(e, Peer::Origin)),
         (None, Ok(())) => RelayError::Closed(Peer::Origin).into(),
     }
 }
@@ -123,7 +258,7 @@ async fn push(ctx: Rc<Ctx>, feed: &mut PushFeed<'_>) -> Result<(), RelayError> {
     let result = super::run(&mut conn, &mut adapter).await;
     match (adapter.done, result) {
         (true, _) => Ok(()),
-        (false, Err(e)) => Err(relay_error(e, Peer::Target)),
+        (false, Err(e)) => Err(relay_error::<ClientSession>(e, Peer::Target)),
         (false, Ok(())) => Err(RelayError::Closed(Peer::Target)),
     }
 }
@@ -131,13 +266,13 @@ async fn push(ctx: Rc<Ctx>, feed: &mut PushFeed<'_>) -> Result<(), RelayError> {
 /// A relay's connection as the driver runs it: in the worker's registry, bounded by
 /// its session's own timeouts rather than the server's idle and start bounds, which
 /// are for peers that connect to us.
-fn connection(
+fn connection<S: Session>(
     ctx: &Rc<Ctx>,
     protocol: &'static str,
     sock: Sock,
     peer: SocketAddr,
-    session: ClientSession,
-) -> Conn<ClientSession> {
+    session: S,
+) -> Conn<S> {
     let client = ctx.clients().add(ctx.hub().next_id(), protocol, peer);
     Conn::new(ctx.clone(), client, Rc::new(sock), session)
         .without_idle_timeout()
@@ -188,13 +323,16 @@ struct Pull<'s, 'a> {
 
 impl Pull<'_, '_> {
     /// Counts what the session read since the last count.
-    fn count(&mut self, conn: &Conn<ClientSession>) {
-        let read = conn.session.bytes_received();
+    fn count<S: Played>(&mut self, conn: &Conn<S>) {
+        let read = conn.session.received();
         self.sink.count_bytes(read - self.counted);
         self.counted = read;
     }
 
-    fn step(&mut self, result: Result<(), Stop>) -> Result<Next, Error> {
+    fn step<E: std::error::Error>(
+        &mut self,
+        result: Result<(), Stop>,
+    ) -> Result<Next, DriveError<E>> {
         match result {
             Ok(()) => Ok(Next::Continue),
             Err(Stop::Failed(why)) => Err(DriveError::Relay(why)),
@@ -217,44 +355,18 @@ fn ends_stream(code: &str) -> bool {
     )
 }
 
-impl Adapter<ClientSession> for Pull<'_, '_> {
+impl<S: Played> Adapter<S> for Pull<'_, '_> {
     type Wake = ();
 
     async fn on_event(
         &mut self,
-        conn: &mut Conn<ClientSession>,
-        event: ClientEvent,
-    ) -> Result<Next, Error> {
-        let media = match event {
-            ClientEvent::Video {
-                timestamp_ms,
-                payload,
-            } => Media::Video(timestamp_ms, payload),
-            ClientEvent::Audio {
-                timestamp_ms,
-                payload,
-            } => Media::Audio(timestamp_ms, payload),
-            ClientEvent::Metadata { payload } => Media::Metadata(payload),
-            ClientEvent::Rejected { code, description } => {
-                return Err(DriveError::Relay(RelayError::Refused {
-                    peer: Peer::Origin,
-                    code,
-                    description,
-                }))
-            }
-            ClientEvent::Status { code, .. } if ends_stream(&code) => {
-                return Err(DriveError::Relay(RelayError::StreamEnded(code)))
-            }
-            ClientEvent::TimedOut(Waited::Start) => {
-                return Err(DriveError::Relay(RelayError::NoStream(self.timeout)))
-            }
-            ClientEvent::TimedOut(Waited::Input) => {
-                return Err(DriveError::Relay(RelayError::Silent {
-                    peer: Peer::Origin,
-                    after: SILENCE,
-                }))
-            }
-            _ => return Ok(Next::Continue),
+        conn: &mut Conn<S>,
+        event: S::Event,
+    ) -> Result<Next, DriveError<S::Error>> {
+        let media = match S::media(event, self.timeout) {
+            Ok(Some(media)) => media,
+            Ok(None) => return Ok(Next::Continue),
+            Err(why) => return Err(DriveError::Relay(why)),
         };
         self.count(conn);
         let result = self.sink.media(media).and_then(|()| self.sink.tick());
@@ -267,7 +379,7 @@ impl Adapter<ClientSession> for Pull<'_, '_> {
         }
     }
 
-    fn on_wake(&mut self, conn: &mut Conn<ClientSession>, (): ()) -> Result<Next, Error> {
+    fn on_wake(&mut self, conn: &mut Conn<S>, (): ()) -> Result<Next, DriveError<S::Error>> {
         self.count(conn);
         let result = self.sink.tick();
         self.step(result)
@@ -340,10 +452,10 @@ impl Adapter<ClientSession> for Push<'_, '_> {
 }
 
 /// What ended a relay's connection, as the relays tell it.
-fn relay_error(e: Error, peer: Peer) -> RelayError {
+fn relay_error<S: Played>(e: DriveError<S::Error>, peer: Peer) -> RelayError {
     match e {
         DriveError::Relay(e) => e,
-        DriveError::Session(e) => RelayError::Rtmp(e),
+        DriveError::Session(e) => S::error(e),
         DriveError::Io(e) => RelayError::Conn(e),
         DriveError::Stalled(after) => RelayError::Stalled { peer, after },
         DriveError::Idle(after) => RelayError::Silent { peer, after },

@@ -122,7 +122,8 @@ pub enum RelayError {
     SrtClosed(sluice_srt::Closed),
     #[error("{0:?} is not app/stream")]
     NotAppStream(String),
-    #[error("not an RTMP or FLV source")]
+    /// An RTMP or HTTP-FLV origin where a reader was asked for (the driver plays them).
+    #[error("an RTMP or FLV origin has no reader")]
     NotTcpSource,
     #[error("RTMP: {0}")]
     Rtmp(#[from] sluice_rtmp::RtmpError),

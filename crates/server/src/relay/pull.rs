@@ -192,7 +192,7 @@ async fn once(
         delivered: false,
     };
     let stop = match origin.scheme {
-        Scheme::Rtmp | Scheme::Rtmps => match super::link::current() {
+        Scheme::Rtmp | Scheme::Rtmps | Scheme::Flv { .. } => match super::link::current() {
             Ok(link) => link.pull(&mut sink).await,
             Err(why) => Stop::Failed(why),
         },
@@ -211,11 +211,7 @@ async fn once(
 /// Reads the origin through a [`Reader`] until the pull stops.
 async fn read(sink: &mut PullSink<'_>) -> Stop {
     let timeout = sink.connect_timeout();
-    let opened = tokio::time::timeout(
-        timeout,
-        Reader::open(sink.origin, sink.key(), &sink.relays.tls),
-    )
-    .await;
+    let opened = tokio::time::timeout(timeout, Reader::open(sink.origin, sink.key())).await;
     let mut reader = match opened {
         Ok(Ok(r)) => r,
         Ok(Err(why)) => return Stop::Failed(why),

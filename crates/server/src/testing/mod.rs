@@ -21,6 +21,7 @@ pub mod rtmp;
 pub mod wire;
 
 mod lifecycle;
+mod relay;
 
 use crate::config::Config;
 use crate::core::fanout::Fanout;
@@ -83,6 +84,12 @@ impl Worker {
             Rc::default(),
             Rc::default(),
         ));
+        // The server's relays, as `server.rs` makes them (they pull nothing unless told).
+        let relays = crate::relay::Relays::new(
+            &config.relay_config(),
+            hub.clone(),
+            crate::ctx::admit::pulled,
+        );
         let ctx = Rc::new(Ctx::new(Parts {
             worker: 0,
             config,
@@ -92,7 +99,7 @@ impl Worker {
             vods: Arc::default(),
             clients,
             ops,
-            relays: None,
+            relays: Some(relays),
             read_buf: vec![0; crate::driver::READ_CHUNK].into_boxed_slice(),
         }));
         crate::driver::relay::install(&ctx);
