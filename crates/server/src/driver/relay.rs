@@ -220,7 +220,8 @@ async fn play<S: Played>(
         peer,
         timeout,
     } = opened;
-    let mut conn = connection(&ctx, protocol, sock, peer, session);
+    // An origin that takes nothing of what we say must not hold the pull.
+    let mut conn = connection(&ctx, protocol, sock, peer, session).bound_writes(SILENCE);
     let mut tick = tokio::time::interval(TICK);
     tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
     let mut adapter = Pull {
@@ -373,10 +374,8 @@ impl<S: Played> Adapter<S> for Pull<'_, '_> {
         self.step(result)
     }
 
-    fn wait(&mut self) -> impl Future<Output = ()> {
-        async {
-            self.tick.tick().await;
-        }
+    async fn wait(&mut self) {
+        self.tick.tick().await;
     }
 
     fn on_wake(&mut self, conn: &mut Conn<S>, (): ()) -> Result<Next, DriveError<S::Error>> {

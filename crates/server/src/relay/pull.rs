@@ -125,6 +125,14 @@ pub(super) async fn run(relays: Arc<Relays>, info: Arc<PullInfo>, mut origins: V
                 tracing::info!(stream = %key, "edge: published here or removed, pull stopped");
                 break;
             }
+            // The API or the shutdown ended its connection: the pull ends with it.
+            Once::Failed {
+                why: RelayError::Kicked,
+                ..
+            } => {
+                tracing::info!(stream = %key, "edge: pull ended by the server");
+                break;
+            }
             Once::Failed { why, delivered } => {
                 tracing::warn!(stream = %key, origin = %origin.display_of(&key), "edge: {why}");
                 // Only a connection that lasted counts as good: one that drops right

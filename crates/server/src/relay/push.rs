@@ -169,6 +169,11 @@ pub(super) async fn run(relays: Arc<super::Relays>, stream: Arc<Stream>, target:
         attempts += 1;
         match once(&relays, &stream, &target, &notify).await {
             Ok(()) => break,
+            // The API or the shutdown ended its connection: the push ends with it.
+            Err(Failed {
+                why: RelayError::Kicked,
+                ..
+            }) => break,
             Err(Failed { why, delivered }) => {
                 tracing::warn!(stream = %stream.key, target = %url, "push: {why}");
                 if delivered {

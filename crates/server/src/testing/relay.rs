@@ -25,6 +25,8 @@ fn a_pull_from_an_origin_that_never_answers_the_handshake_times_out_on_the_drive
         config.edge.origins = vec![format!("rtmp://127.0.0.1:{port}")];
         config.edge.connect_timeout_ms = CONNECT.as_millis() as u64;
         config.edge.max_failures = 1;
+        // Unwatched, it would stop for that first.
+        config.edge.idle_ms = 4 * CONNECT.as_millis() as u64;
         let worker = Worker::new(config);
         let relays = worker.ctx.relays().unwrap().clone();
         let clients = worker.ctx.clients().clone();
