@@ -47,7 +47,7 @@ impl Reader {
                 super::hls_pull::HlsReader::open(&origin.url_of(key)).await?,
             )),
             Scheme::Rtmp | Scheme::Rtmps | Scheme::Flv { .. } => {
-                return Err(RelayError::NotTcpSource)
+                return Err(RelayError::NoReader)
             }
         })
     }

@@ -124,7 +124,7 @@ pub enum RelayError {
     NotAppStream(String),
     /// An RTMP or HTTP-FLV origin where a reader was asked for (the driver plays them).
     #[error("an RTMP or FLV origin has no reader")]
-    NotTcpSource,
+    NoReader,
     #[error("RTMP: {0}")]
     Rtmp(#[from] sluice_rtmp::RtmpError),
     #[error("RTSP: {0}")]
