@@ -1,6 +1,7 @@
-//! Relay connections in the one driver: a pull from an RTMP, RTMPS or HTTP(S)-FLV
-//! origin and a push to an RTMP or RTMPS target run their sans-IO client session
-//! (`sluice_rtmp::ClientSession`, `sluice_http::flv_client::FlvClient`) in
+//! Relay connections in the one driver: a pull from an RTMP, RTMPS, HTTP(S)-FLV or
+//! RTSP origin and a push to an RTMP or RTMPS target run their sans-IO client session
+//! (`sluice_rtmp::ClientSession`, `sluice_http::flv_client::FlvClient`,
+//! `sluice_rtsp::ClientSession`) in
 //! [`super::run`], as the server's own connections run theirs. The session is given
 //! the time, so its start and silence timeouts are the driver's timer; the connection
 //! is in the worker's registry (the API lists it, a kick or the shutdown ends it) and
@@ -20,9 +21,11 @@ use crate::relay::link::{Connection, Link};
 use crate::relay::origin::Scheme;
 use crate::relay::pull::{PullSink, Stop, TICK};
 use crate::relay::push::PushFeed;
+use crate::relay::rtsp_pull::{self, RtspPlay};
 use sluice_http::flv_client::{FlvClient, FlvClientError, FlvEvent};
 use sluice_media::flv::{TAG_AUDIO, TAG_SCRIPT, TAG_VIDEO};
 use sluice_rtmp::{ClientEvent, ClientSession, ClientTimeouts, RtmpError, Waited};
+use sluice_rtsp::{ClientEvent as RtspEvent, ClientSession as RtspSession, RtspError};
 use sluice_session::Session;
 
 type Error = DriveError<RtmpError>;
@@ -157,7 +160,7 @@ impl Link for Relaying {
     }
 }
 
-/// One connection of a pull from an RTMP(S) or HTTP(S)-FLV origin.
+/// One connection of a pull from an RTMP(S), HTTP(S)-FLV or RTSP origin.
 async fn pull(ctx: Rc<Ctx>, sink: &mut PullSink<'_>) -> Stop {
     let start = super::now();
     let timeout = sink.connect_timeout();
@@ -166,7 +169,7 @@ async fn pull(ctx: Rc<Ctx>, sink: &mut PullSink<'_>) -> Stop {
     let tls = matches!(origin.scheme, Scheme::Rtmps | Scheme::Flv { tls: true })
         .then(|| sink.tls().clone());
     let dialed = tokio::time::timeout(timeout, dial(&origin.host, origin.port, tls.as_ref()));
-    let (sock, peer) = match dialed.await {
+    let Dialed { sock, peer, local } = match dialed.await {
         Ok(Ok(dialed)) => dialed,
         Ok(Err(why)) => return why.into(),
         Err(_) => return RelayError::NoStream(timeout).into(),
@@ -177,6 +180,13 @@ async fn pull(ctx: Rc<Ctx>, sink: &mut PullSink<'_>) -> Stop {
         peer,
         timeout,
     };
+    if let Scheme::Rtsp { udp } = origin.scheme {
+        let session = match rtsp_pull::session(&origin, start) {
+            Ok(session) => session,
+            Err(why) => return why.into(),
+        };
+        return play_rtsp(opened, session, RtspPlay::new(udp, local.ip()), sink).await;
+    }
     if let Scheme::Flv { .. } = origin.scheme {
         let agent = concat!("sluice/", env!("CARGO_PKG_VERSION"));
         let session = FlvClient::new(&origin.flv_path(&key), &origin.authority(), agent)
@@ -235,8 +245,146 @@ async fn play<S: Played>(
     adapter.count(&conn);
     match (adapter.stop, result) {
         (Some(stop), _) => stop,
-        (None, Err(e)) => Stop::Failed(relay_error::<S>(e, Peer::Origin)),
+        (None, Err(e)) => Stop::Failed(relay_error(e, Peer::Origin, S::error)),
         (None, Ok(())) => RelayError::Closed(Peer::Origin).into(),
+    }
+}
+
+/// Plays an RTSP server over `session` until the pull stops or the server fails.
+async fn play_rtsp(
+    opened: Opened,
+    session: RtspSession,
+    play: RtspPlay,
+    sink: &mut PullSink<'_>,
+) -> Stop {
+    let Opened {
+        ctx,
+        sock,
+        peer,
+        timeout,
+    } = opened;
+    // A server that takes nothing of what we say must not hold the pull.
+    let mut conn = connection(&ctx, "rtsp-pull", sock, peer, session).bound_writes(SILENCE);
+    let mut tick = tokio::time::interval(TICK);
+    tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    let now = tokio::time::Instant::now();
+    let mut adapter = RtspPull {
+        sink,
+        play,
+        timeout,
+        started: now,
+        heard: now,
+        stop: None,
+        tick,
+    };
+    let result = super::run(&mut conn, &mut adapter).await;
+    match (adapter.stop, result) {
+        (Some(stop), _) => stop,
+        (None, Err(e)) => Stop::Failed(relay_error(e, Peer::Server, RelayError::Rtsp)),
+        (None, Ok(())) => RelayError::Closed(Peer::Server).into(),
+    }
+}
+
+/// A pull's adapter for an RTSP server: the session's events and RTP over UDP go
+/// through the pull's [`RtspPlay`] to its sink.
+struct RtspPull<'s, 'a> {
+    sink: &'s mut PullSink<'a>,
+    play: RtspPlay,
+    /// The pull's connect timeout: PLAY must be answered within it.
+    timeout: Duration,
+    started: tokio::time::Instant,
+    /// When the server last said anything on the connection.
+    heard: tokio::time::Instant,
+    stop: Option<Stop>,
+    tick: tokio::time::Interval,
+}
+
+/// What woke an RTSP pull beside its connection.
+enum RtspWake {
+    Tick,
+    Play(rtsp_pull::Wake),
+}
+
+impl RtspPull<'_, '_> {
+    /// Gives `media` to the sink.
+    fn deliver(&mut self, media: Vec<Media>) -> Result<Next, DriveError<RtspError>> {
+        self.sink.count_bytes(self.play.take_bytes());
+        if media.is_empty() {
+            return Ok(Next::Continue);
+        }
+        let mut result = Ok(());
+        for m in media {
+            result = self.sink.media(m);
+            if result.is_err() {
+                break;
+            }
+        }
+        let result = result.and_then(|()| self.sink.tick());
+        step(&mut self.stop, result)
+    }
+
+    /// The pull's bounds: PLAY answered in time, then a server never silent for long.
+    fn check(&self) -> Result<(), RelayError> {
+        let now = tokio::time::Instant::now();
+        if !self.play.playing() {
+            if now.duration_since(self.started) >= self.timeout {
+                return Err(RelayError::NoStream(self.timeout));
+            }
+            return Ok(());
+        }
+        let heard = self.heard.max(self.play.last_udp());
+        if now.duration_since(heard) >= SILENCE {
+            return Err(RelayError::Silent {
+                peer: Peer::Server,
+                after: SILENCE,
+            });
+        }
+        Ok(())
+    }
+}
+
+impl Adapter<RtspSession> for RtspPull<'_, '_> {
+    type Wake = RtspWake;
+
+    async fn on_event(
+        &mut self,
+        conn: &mut Conn<RtspSession>,
+        event: RtspEvent,
+    ) -> Result<Next, DriveError<RtspError>> {
+        self.heard = tokio::time::Instant::now();
+        let mut media = Vec::new();
+        self.play
+            .on_event(&mut conn.session, event, &mut media)
+            .map_err(DriveError::Relay)?;
+        self.deliver(media)
+    }
+
+    async fn wait(&mut self) -> RtspWake {
+        tokio::select! {
+            _ = self.tick.tick() => RtspWake::Tick,
+            wake = self.play.wait() => RtspWake::Play(wake),
+        }
+    }
+
+    fn on_wake(
+        &mut self,
+        _conn: &mut Conn<RtspSession>,
+        wake: RtspWake,
+    ) -> Result<Next, DriveError<RtspError>> {
+        match wake {
+            RtspWake::Tick => {
+                self.check().map_err(DriveError::Relay)?;
+                let result = self.sink.tick();
+                step(&mut self.stop, result)
+            }
+            RtspWake::Play(wake) => {
+                let mut media = Vec::new();
+                self.play
+                    .on_wake(wake, super::now(), &mut media)
+                    .map_err(DriveError::Relay)?;
+                self.deliver(media)
+            }
+        }
     }
 }
 
@@ -245,9 +393,10 @@ async fn push(ctx: Rc<Ctx>, feed: &mut PushFeed<'_>) -> Result<(), RelayError> {
     let timeout = feed.timeout();
     let target = feed.target().clone();
     let tls = target.tls.then(|| feed.tls().clone());
-    let (sock, peer) = tokio::time::timeout(timeout, dial(&target.host, target.port, tls.as_ref()))
-        .await
-        .map_err(|_| RelayError::ConnectTimeout(timeout))??;
+    let Dialed { sock, peer, .. } =
+        tokio::time::timeout(timeout, dial(&target.host, target.port, tls.as_ref()))
+            .await
+            .map_err(|_| RelayError::ConnectTimeout(timeout))??;
     let session = feed.session(super::now());
     let mut conn = connection(&ctx, "rtmp-push", sock, peer, session).bound_writes(timeout);
     let mut adapter = Push {
@@ -259,7 +408,7 @@ async fn push(ctx: Rc<Ctx>, feed: &mut PushFeed<'_>) -> Result<(), RelayError> {
     let result = super::run(&mut conn, &mut adapter).await;
     match (adapter.done, result) {
         (true, _) => Ok(()),
-        (false, Err(e)) => Err(relay_error::<ClientSession>(e, Peer::Target)),
+        (false, Err(e)) => Err(relay_error(e, Peer::Target, RelayError::Rtmp)),
         (false, Ok(())) => Err(RelayError::Closed(Peer::Target)),
     }
 }
@@ -280,12 +429,19 @@ fn connection<S: Session>(
         .without_start_deadline()
 }
 
+/// A connection made: its socket, its peer's address and its own.
+struct Dialed {
+    sock: Sock,
+    peer: SocketAddr,
+    local: SocketAddr,
+}
+
 /// A connection to `host:port`, over TLS with `tls` when given.
 async fn dial(
     host: &str,
     port: u16,
     tls: Option<&Arc<rustls::ClientConfig>>,
-) -> Result<(Sock, SocketAddr), RelayError> {
+) -> Result<Dialed, RelayError> {
     let addr = || format!("{host}:{port}");
     let tcp = TcpStream::connect((host, port))
         .await
@@ -295,8 +451,13 @@ async fn dial(
         })?;
     let _ = tcp.set_nodelay(true);
     let peer = tcp.peer_addr().map_err(RelayError::Socket)?;
+    let local = tcp.local_addr().map_err(RelayError::Socket)?;
     let Some(tls) = tls else {
-        return Ok((Sock::tcp_stream(tcp), peer));
+        return Ok(Dialed {
+            sock: Sock::tcp_stream(tcp),
+            peer,
+            local,
+        });
     };
     let name = rustls::pki_types::ServerName::try_from(host.to_string())
         .map_err(|_| RelayError::ServerName(host.to_string()))?;
@@ -307,7 +468,11 @@ async fn dial(
             addr: addr(),
             source,
         })?;
-    Ok((tls.into_sock(), peer))
+    Ok(Dialed {
+        sock: tls.into_sock(),
+        peer,
+        local,
+    })
 }
 
 /// A pull's adapter: the origin's media and a tick go to the pull's sink.
@@ -334,13 +499,22 @@ impl Pull<'_, '_> {
         &mut self,
         result: Result<(), Stop>,
     ) -> Result<Next, DriveError<E>> {
-        match result {
-            Ok(()) => Ok(Next::Continue),
-            Err(Stop::Failed(why)) => Err(DriveError::Relay(why)),
-            Err(stop) => {
-                self.stop = Some(stop);
-                Ok(Next::Close)
-            }
+        step(&mut self.stop, result)
+    }
+}
+
+/// The driver's next step after a pull's sink said `result`: `stop` keeps why the
+/// pull stops when it is not a failure.
+fn step<E: std::error::Error>(
+    stop: &mut Option<Stop>,
+    result: Result<(), Stop>,
+) -> Result<Next, DriveError<E>> {
+    match result {
+        Ok(()) => Ok(Next::Continue),
+        Err(Stop::Failed(why)) => Err(DriveError::Relay(why)),
+        Err(why) => {
+            *stop = Some(why);
+            Ok(Next::Close)
         }
     }
 }
@@ -450,11 +624,16 @@ impl Adapter<ClientSession> for Push<'_, '_> {
     }
 }
 
-/// What ended a relay's connection, as the relays tell it.
-fn relay_error<S: Played>(e: DriveError<S::Error>, peer: Peer) -> RelayError {
+/// What ended a relay's connection, as the relays tell it (`session`: what a failure
+/// of its session means).
+fn relay_error<E: std::error::Error>(
+    e: DriveError<E>,
+    peer: Peer,
+    session: impl FnOnce(E) -> RelayError,
+) -> RelayError {
     match e {
         DriveError::Relay(e) => e,
-        DriveError::Session(e) => S::error(e),
+        DriveError::Session(e) => session(e),
         DriveError::Io(e) => RelayError::Conn(e),
         DriveError::Stalled(after) => RelayError::Stalled { peer, after },
         DriveError::Idle(after) => RelayError::Silent { peer, after },
@@ -480,8 +659,6 @@ pub fn end_reason(e: &RelayError) -> EndReason {
         | R::ServerName(_)
         | R::Tls { .. }
         | R::Socket(_)
-        | R::Read(_)
-        | R::Write(_)
         | R::Receive(_)
         | R::Send(_)
         | R::Conn(_)

@@ -1,7 +1,7 @@
 //! What every pull's connection gives the hub ([`Media`]), the readers of the
-//! origins whose clients run outside the connection driver ([`Reader`]: SRT, RTSP,
-//! HLS), and the RTMP client session of pulls and pushes ([`rtmp_session`]). RTMP,
-//! RTMPS and HTTP(S)-FLV origins are played in the driver (`link`).
+//! sources whose clients run outside the connection driver ([`Reader`]: SRT, HLS),
+//! and the RTMP client session of pulls and pushes ([`rtmp_session`]). RTMP, RTMPS,
+//! HTTP(S)-FLV and RTSP origins are played in the driver (`link`).
 
 use super::error::RelayError;
 use super::origin::{Origin, Scheme};
@@ -28,25 +28,21 @@ pub enum Media {
 /// A stream being read from an origin or source outside the connection driver.
 pub enum Reader {
     Srt(Box<super::srt_pull::SrtReader>),
-    Rtsp(Box<super::rtsp_pull::RtspReader>),
     Hls(Box<super::hls_pull::HlsReader>),
 }
 
 impl Reader {
     /// Connects to `origin` and asks for stream `key`; returns once the origin said
-    /// it plays it (SRT's handshake done, RTSP's PLAY answered, a playlist read).
+    /// it plays it (SRT's handshake done, a playlist read).
     pub async fn open(origin: &Origin, key: &str) -> Result<Reader, RelayError> {
         Ok(match origin.scheme {
             Scheme::Srt => Reader::Srt(Box::new(
                 super::srt_pull::SrtReader::open(origin, key).await?,
             )),
-            Scheme::Rtsp { udp } => Reader::Rtsp(Box::new(
-                super::rtsp_pull::RtspReader::open(origin, udp).await?,
-            )),
             Scheme::Hls { .. } => Reader::Hls(Box::new(
                 super::hls_pull::HlsReader::open(&origin.url_of(key)).await?,
             )),
-            Scheme::Rtmp | Scheme::Rtmps | Scheme::Flv { .. } => {
+            Scheme::Rtmp | Scheme::Rtmps | Scheme::Flv { .. } | Scheme::Rtsp { .. } => {
                 return Err(RelayError::NoReader)
             }
         })
@@ -57,7 +53,6 @@ impl Reader {
     pub async fn next(&mut self, wait: Duration) -> Result<Option<Media>, RelayError> {
         match self {
             Reader::Srt(r) => r.next(wait).await,
-            Reader::Rtsp(r) => r.next(wait).await,
             Reader::Hls(r) => r.next(wait).await,
         }
     }
@@ -66,7 +61,6 @@ impl Reader {
     pub fn take_bytes(&mut self) -> u64 {
         match self {
             Reader::Srt(r) => r.take_bytes(),
-            Reader::Rtsp(r) => r.take_bytes(),
             Reader::Hls(r) => r.take_bytes(),
         }
     }

@@ -63,13 +63,9 @@ pub enum RelayError {
     /// A local socket could not be set up (bind, address).
     #[error("socket: {0}")]
     Socket(#[from] std::io::Error),
-    #[error("read: {0}")]
-    Read(#[source] std::io::Error),
     /// A read or write of a connection the driver runs failed.
     #[error("connection: {0}")]
     Conn(#[source] std::io::Error),
-    #[error("write: {0}")]
-    Write(#[source] std::io::Error),
     #[error("receive: {0}")]
     Receive(#[source] std::io::Error),
     #[error("send: {0}")]
@@ -122,8 +118,8 @@ pub enum RelayError {
     SrtClosed(sluice_srt::Closed),
     #[error("{0:?} is not app/stream")]
     NotAppStream(String),
-    /// An RTMP or HTTP-FLV origin where a reader was asked for (the driver plays them).
-    #[error("an RTMP or FLV origin has no reader")]
+    /// An origin the driver plays (RTMP, HTTP-FLV, RTSP) where a reader was asked for.
+    #[error("an RTMP, FLV or RTSP origin has no reader")]
     NoReader,
     #[error("RTMP: {0}")]
     Rtmp(#[from] sluice_rtmp::RtmpError),

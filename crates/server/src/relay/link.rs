@@ -1,5 +1,5 @@
-//! The relays' way to the connection driver. A pull from an RTMP, RTMPS or
-//! HTTP(S)-FLV origin, and every push, runs its sans-IO client session in the one
+//! The relays' way to the connection driver. A pull from an RTMP, RTMPS,
+//! HTTP(S)-FLV or RTSP origin, and every push, runs its sans-IO client session in the one
 //! driver (`driver::relay`), as the server's own connections do, with the time passed
 //! in; the driver sits above the relays (`FLOORS`), so each worker hands its own
 //! [`Link`] down once at start ([`install`]), and the relays' tasks, which run on that
@@ -23,7 +23,7 @@ pub type Connection<'a, T> = Pin<Box<dyn Future<Output = T> + 'a>>;
 
 /// What runs a relay's connection in the driver.
 pub trait Link {
-    /// One connection to the pull's RTMP(S) or HTTP(S)-FLV origin; it ends with why
+    /// One connection to the pull's RTMP(S), HTTP(S)-FLV or RTSP origin; it ends with why
     /// the pull stops or moves on.
     fn pull<'a>(&'a self, sink: &'a mut PullSink<'_>) -> Connection<'a, Stop>;
 

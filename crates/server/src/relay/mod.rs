@@ -14,9 +14,9 @@
 //!   `edge.max_failures` failures in a row, and it stops `edge.idle_ms` after the
 //!   last viewer left.
 //! - [`origin`]: origin URLs. [`link`]: the way to the connection driver, which runs
-//!   the sans-IO clients of RTMP, RTMPS and HTTP-FLV origins (`sluice-rtmp`,
-//!   `sluice-http`) and of every push; [`client`]: the media a pull gives the hub, and
-//!   the readers of the other sources (SRT, RTSP, HLS).
+//!   the sans-IO clients of RTMP, RTMPS, HTTP-FLV and RTSP origins (`sluice-rtmp`,
+//!   `sluice-http`, `sluice-rtsp`) and of every push; [`client`]: the media a pull
+//!   gives the hub, and the readers of the other sources (SRT, HLS).
 //!
 //! - [`push`]: a stream published here sent on to other servers (`[[apps]]` `push`
 //!   URLs; on an edge with `edge.forward_publish`, its first RTMP origin).
@@ -31,7 +31,7 @@ pub mod link;
 pub mod origin;
 pub mod pull;
 pub mod push;
-mod rtsp_pull;
+pub mod rtsp_pull;
 mod settings;
 mod srt_pull;
 

@@ -181,8 +181,8 @@ pub(super) async fn run(relays: Arc<Relays>, info: Arc<PullInfo>, mut origins: V
 }
 
 /// One connection to `origin`, publishing what it sends into the hub: in the
-/// connection driver for the origins it runs clients of (RTMP, RTMPS, HTTP-FLV),
-/// through a [`Reader`] for the others.
+/// connection driver for the origins it runs clients of (RTMP, RTMPS, HTTP-FLV,
+/// RTSP), through a [`Reader`] for the others (SRT, HLS).
 async fn once(
     relays: &Arc<Relays>,
     info: &PullInfo,
@@ -200,10 +200,12 @@ async fn once(
         delivered: false,
     };
     let stop = match origin.scheme {
-        Scheme::Rtmp | Scheme::Rtmps | Scheme::Flv { .. } => match super::link::current() {
-            Ok(link) => link.pull(&mut sink).await,
-            Err(why) => Stop::Failed(why),
-        },
+        Scheme::Rtmp | Scheme::Rtmps | Scheme::Flv { .. } | Scheme::Rtsp { .. } => {
+            match super::link::current() {
+                Ok(link) => link.pull(&mut sink).await,
+                Err(why) => Stop::Failed(why),
+            }
+        }
         _ => read(&mut sink).await,
     };
     match stop {
