@@ -24,6 +24,7 @@
 
 pub mod dav;
 pub mod files;
+pub mod flv_client;
 mod request;
 pub mod response;
 mod session;

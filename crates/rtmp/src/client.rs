@@ -13,11 +13,21 @@
 //! unbounded by design: the caller decides what to send) and written, in order, as
 //! soon as the server accepts the publish; a server would refuse it earlier.
 //!
+//! # Time
+//! Given the time ([`ClientSession::with_timeouts`]), the session bounds its own wait:
+//! the handshake, `connect` and the play or publish must be done within
+//! [`ClientTimeouts::start`], and a player must hear from the server at least every
+//! [`ClientTimeouts::silence`]. Its driver learns when through
+//! `sluice_session::Session::poll_timeout`; a time that runs out is reported as
+//! [`ClientEvent::TimedOut`] and closes the session. Without it (the default) the
+//! session keeps no time, as the bench's clients want.
+//!
 //! # Invariants
 //! - One media stream at a time; its id is the one `createStream` returned.
 //! - Everything the server can make us hold is bounded by the chunk reader's limits.
 
 use std::collections::VecDeque;
+use std::time::{Duration, Instant};
 
 use bytes::{BufMut, Bytes, BytesMut};
 use sluice_media::amf0::{self, Amf0Value};
@@ -32,6 +42,7 @@ use crate::message::{split_aggregate, Message, UserControl};
 use crate::session::{
     split_query, Outgoing, TimestampUnwrap, CSID_COMMAND, CSID_CONTROL, CSID_STREAM,
 };
+use sluice_session::{Input, Output, Session, Transmit};
 
 /// Chunk stream of the client's audio.
 const CLIENT_CSID_AUDIO: u32 = 4;
@@ -49,6 +60,25 @@ pub struct ClientConfig {
     pub chunk_size: u32,
     /// Use the digest ("complex") handshake, as Flash Player does.
     pub digest_handshake: bool,
+}
+
+/// How long a session given the time waits (see the module's "Time").
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ClientTimeouts {
+    /// From the session's start to the server's `NetStream.Play.Start` or
+    /// `NetStream.Publish.Start`.
+    pub start: Duration,
+    /// The longest a player goes without input from the server.
+    pub silence: Duration,
+}
+
+/// What a session was waiting for when its time ran out.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Waited {
+    /// The handshake, `connect`, and the server's answer to the play or publish.
+    Start,
+    /// Anything from the server while playing (media, a ping).
+    Input,
 }
 
 /// What the client asks of its driver.
@@ -104,6 +134,8 @@ pub enum ClientEvent {
         /// Free text.
         description: String,
     },
+    /// A time of [`ClientTimeouts`] ran out: the session is closed.
+    TimedOut(Waited),
 }
 
 #[derive(Debug, Clone)]
@@ -143,6 +175,13 @@ pub struct ClientSession {
     clock: TimestampUnwrap,
     /// Media messages waiting for `NetStream.Publish.Start`: (csid, timestamp, type, body).
     held: Vec<(u32, u32, u8, Bytes)>,
+    /// The session's times, when it was given the time.
+    timeouts: Option<ClientTimeouts>,
+    /// When the session started, and when input last came.
+    started_at: Option<Instant>,
+    last_input: Option<Instant>,
+    /// A time ran out: the session is over.
+    timed_out: bool,
 }
 
 impl ClientSession {
@@ -167,6 +206,30 @@ impl ClientSession {
             stream_id: 1,
             clock: TimestampUnwrap::default(),
             held: Vec::new(),
+            timeouts: None,
+            started_at: None,
+            last_input: None,
+            timed_out: false,
+        }
+    }
+
+    /// Bounds the session's waits with `timeouts`, counted from `now` (see the
+    /// module's "Time").
+    pub fn with_timeouts(mut self, now: Instant, timeouts: ClientTimeouts) -> Self {
+        self.timeouts = Some(timeouts);
+        self.started_at = Some(now);
+        self.last_input = Some(now);
+        self
+    }
+
+    /// When the session's next time runs out, and what it waits for then.
+    fn deadline(&self) -> Option<(Instant, Waited)> {
+        let timeouts = self.timeouts.filter(|_| !self.timed_out)?;
+        match self.state {
+            // A target need not say anything while it takes media.
+            State::Publishing => None,
+            State::Playing => Some((self.last_input? + timeouts.silence, Waited::Input)),
+            _ => Some((self.started_at? + timeouts.start, Waited::Start)),
         }
     }
 
@@ -499,5 +562,103 @@ impl ClientSession {
             }
             None => self.state = State::Connected,
         }
+    }
+}
+
+/// The shared session shape (see `sluice_session`), so that the server's connection
+/// driver runs a relay's pull or push as it runs its own connections, with the time.
+impl Session for ClientSession {
+    type Event = ClientEvent;
+    type Error = RtmpError;
+
+    fn handle_input(&mut self, now: Instant, input: Input<'_>) -> Result<(), RtmpError> {
+        match input {
+            Input::Stream(bytes) => {
+                if self.timeouts.is_some() {
+                    self.last_input = Some(now);
+                }
+                ClientSession::handle_input(self, bytes)
+            }
+            Input::Datagram { .. } => Err(RtmpError::Unexpected {
+                got: "datagram",
+                state: "a stream transport",
+            }),
+        }
+    }
+
+    fn handle_timeout(&mut self, now: Instant) {
+        if let Some((_, waited)) = self.deadline().filter(|(at, _)| now >= *at) {
+            self.timed_out = true;
+            self.event(ClientEvent::TimedOut(waited));
+        }
+    }
+
+    fn poll_output(&mut self) -> Option<Output<ClientEvent>> {
+        Some(match ClientSession::poll_output(self)? {
+            ClientOutput::Write(data) => Output::Transmit(Transmit::stream(data)),
+            ClientOutput::Event(e) => Output::Event(e),
+        })
+    }
+
+    fn poll_timeout(&self) -> Option<Instant> {
+        self.deadline().map(|(at, _)| at)
+    }
+
+    fn is_closed(&self) -> bool {
+        self.timed_out
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn client() -> ClientSession {
+        ClientSession::new(ClientConfig {
+            app: "live".into(),
+            tc_url: "rtmp://127.0.0.1/live".into(),
+            chunk_size: 4096,
+            digest_handshake: false,
+        })
+    }
+
+    fn drain(c: &mut ClientSession) -> Vec<ClientEvent> {
+        std::iter::from_fn(|| Session::poll_output(c))
+            .filter_map(|o| match o {
+                Output::Event(e) => Some(e),
+                Output::Transmit(_) => None,
+            })
+            .collect()
+    }
+
+    #[test]
+    fn a_server_that_never_answers_times_the_start_out() {
+        let t0 = Instant::now();
+        let timeouts = ClientTimeouts {
+            start: Duration::from_secs(5),
+            silence: Duration::from_secs(10),
+        };
+        let mut c = client().with_timeouts(t0, timeouts);
+        c.play("cam");
+        assert!(drain(&mut c).is_empty());
+        assert_eq!(c.poll_timeout(), Some(t0 + timeouts.start));
+        // Bytes that do not finish the handshake do not move the start's deadline.
+        Session::handle_input(&mut c, t0 + Duration::from_secs(4), Input::Stream(&[3])).unwrap();
+        c.handle_timeout(t0 + Duration::from_secs(4));
+        assert!(drain(&mut c).is_empty() && !c.is_closed());
+        c.handle_timeout(t0 + timeouts.start);
+        assert_eq!(drain(&mut c), vec![ClientEvent::TimedOut(Waited::Start)]);
+        assert!(c.is_closed());
+        assert_eq!(c.poll_timeout(), None);
+    }
+
+    #[test]
+    fn without_the_time_a_client_keeps_none() {
+        let mut c = client();
+        c.play("cam");
+        c.handle_timeout(Instant::now() + Duration::from_secs(3600));
+        assert!(drain(&mut c).is_empty());
+        assert_eq!(c.poll_timeout(), None);
+        assert!(!c.is_closed());
     }
 }

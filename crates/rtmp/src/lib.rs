@@ -36,7 +36,7 @@ pub use chunk::{
     write_message_chunks, ChunkReader, ChunkWriter, RawMessage, DEFAULT_MAX_MESSAGE_LEN,
     MAX_CHUNK_SIZE,
 };
-pub use client::{ClientConfig, ClientEvent, ClientOutput, ClientSession};
+pub use client::{ClientConfig, ClientEvent, ClientOutput, ClientSession, ClientTimeouts, Waited};
 pub use error::RtmpError;
 pub use session::{
     Media, ServerConfig, ServerEvent, ServerNotice, ServerOutput, ServerSession, CSID_AUDIO,

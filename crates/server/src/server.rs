@@ -419,6 +419,8 @@ fn run_worker(parts: WorkerParts, starts: Vec<Start>, mut stop: watch::Receiver<
             relays: parts.relays,
             read_buf: vec![0; crate::driver::READ_CHUNK].into_boxed_slice(),
         }));
+        // Relays started on this worker run their connections in its driver.
+        crate::driver::relay::install(&ctx);
         if worker == 0 {
             tokio::task::spawn_local(refresh_jwks(ctx.auth().clone()));
             if let Some(relays) = ctx.relays() {

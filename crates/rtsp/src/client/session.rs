@@ -873,6 +873,48 @@ fn sdp_session_control(sdp: &[u8]) -> Option<String> {
     None
 }
 
+/// The shared session shape (see `sluice_session`), so that the server's connection
+/// driver runs a relay's RTSP pull as it runs its own connections, with the time; its
+/// events stay RTSP's own [`ClientEvent`].
+impl sluice_session::Session for ClientSession {
+    type Event = ClientEvent;
+    type Error = RtspError;
+
+    fn handle_input(
+        &mut self,
+        now: Instant,
+        input: sluice_session::Input<'_>,
+    ) -> Result<(), RtspError> {
+        match input {
+            sluice_session::Input::Stream(bytes) => ClientSession::handle_input(self, now, bytes),
+            sluice_session::Input::Datagram { .. } => Err(RtspError::Malformed {
+                what: "a datagram on the RTSP connection",
+            }),
+        }
+    }
+
+    fn handle_timeout(&mut self, now: Instant) {
+        ClientSession::handle_timeout(self, now);
+    }
+
+    fn poll_output(&mut self) -> Option<sluice_session::Output<ClientEvent>> {
+        ClientSession::poll_output(self).map(|o| match o {
+            ClientOutput::Write(data) => {
+                sluice_session::Output::Transmit(sluice_session::Transmit::stream(data))
+            }
+            ClientOutput::Event(e) => sluice_session::Output::Event(e),
+        })
+    }
+
+    fn poll_timeout(&self) -> Option<Instant> {
+        ClientSession::poll_timeout(self)
+    }
+
+    fn is_closed(&self) -> bool {
+        ClientSession::is_closed(self)
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -27,7 +27,7 @@ use std::task::{ready, Context, Poll, Waker};
 use tokio::io::{AsyncRead, AsyncWrite, Interest, ReadBuf};
 use tokio::net::TcpStream;
 use tokio::sync::Notify;
-use tokio_rustls::server::TlsStream;
+use tokio_rustls::TlsStream;
 
 /// A readiness wait of a transport.
 pub type Ready<'a> = Pin<Box<dyn Future<Output = io::Result<()>> + 'a>>;
@@ -226,7 +226,7 @@ impl Transport for Tcp {
     }
 }
 
-/// TLS over TCP.
+/// TLS over TCP: a connection we accepted, or one a relay made.
 #[derive(Debug)]
 struct Tls {
     tls: RefCell<TlsStream<SharedTcp>>,
@@ -271,7 +271,11 @@ impl Transport for Tls {
     /// with the end of the handshake), else when the socket is.
     fn readable(&self) -> Ready<'_> {
         Box::pin(std::future::poll_fn(|cx| {
-            let buffered = match self.tls.borrow_mut().get_mut().1.process_new_packets() {
+            let processed = match &mut *self.tls.borrow_mut() {
+                TlsStream::Server(s) => s.get_mut().1.process_new_packets(),
+                TlsStream::Client(c) => c.get_mut().1.process_new_packets(),
+            };
+            let buffered = match processed {
                 Ok(state) => state.plaintext_bytes_to_read() > 0 || state.peer_has_closed(),
                 // The next read reports it.
                 Err(_) => true,
@@ -467,6 +471,18 @@ impl IntoSock for TlsStream<SharedTcp> {
             tls: RefCell::new(self),
             tcp,
         })
+    }
+}
+
+impl IntoSock for tokio_rustls::server::TlsStream<SharedTcp> {
+    fn into_sock(self) -> Sock {
+        TlsStream::from(self).into_sock()
+    }
+}
+
+impl IntoSock for tokio_rustls::client::TlsStream<SharedTcp> {
+    fn into_sock(self) -> Sock {
+        TlsStream::from(self).into_sock()
     }
 }
 

@@ -63,10 +63,9 @@ pub enum RelayError {
     /// A local socket could not be set up (bind, address).
     #[error("socket: {0}")]
     Socket(#[from] std::io::Error),
-    #[error("read: {0}")]
-    Read(#[source] std::io::Error),
-    #[error("write: {0}")]
-    Write(#[source] std::io::Error),
+    /// A read or write of a connection the driver runs failed.
+    #[error("connection: {0}")]
+    Conn(#[source] std::io::Error),
     #[error("receive: {0}")]
     Receive(#[source] std::io::Error),
     #[error("send: {0}")]
@@ -119,10 +118,9 @@ pub enum RelayError {
     SrtClosed(sluice_srt::Closed),
     #[error("{0:?} is not app/stream")]
     NotAppStream(String),
-    #[error("not an RTMP or FLV source")]
-    NotTcpSource,
-    #[error("media without NetStream.Play.Start")]
-    EarlyMedia,
+    /// An origin the driver plays (RTMP, HTTP-FLV, RTSP) where a reader was asked for.
+    #[error("an RTMP, FLV or RTSP origin has no reader")]
+    NoReader,
     #[error("RTMP: {0}")]
     Rtmp(#[from] sluice_rtmp::RtmpError),
     #[error("RTSP: {0}")]
@@ -161,6 +159,12 @@ pub enum RelayError {
     /// What the origin sent does not parse as media (FLV tags, AVC or AAC headers).
     #[error("bad media from the origin: {0}")]
     BadMedia(#[from] sluice_media::flv::FlvError),
+    /// This thread runs no worker, so no driver for a relay's connection.
+    #[error("no connection driver on this thread")]
+    NoDriver,
+    /// The API, a takeover or the shutdown ended the connection.
+    #[error("ended by the server")]
+    Kicked,
     /// The stream here refused the pull's publisher.
     #[error(transparent)]
     Publish(#[from] crate::core::hub::PublishError),

@@ -13,8 +13,10 @@
 //!   `edge.retry_min_ms` to `edge.retry_max_ms`; with no viewers it gives up after
 //!   `edge.max_failures` failures in a row, and it stops `edge.idle_ms` after the
 //!   last viewer left.
-//! - [`origin`]: origin URLs. [`client`]: reading a stream from one (RTMP, RTMPS,
-//!   HTTP-FLV), over the sans-IO clients of `sluice-rtmp` and `sluice-http`.
+//! - [`origin`]: origin URLs. [`link`]: the way to the connection driver, which runs
+//!   the sans-IO clients of RTMP, RTMPS, HTTP-FLV and RTSP origins (`sluice-rtmp`,
+//!   `sluice-http`, `sluice-rtsp`) and of every push; [`client`]: the media a pull
+//!   gives the hub, and the readers of the other sources (SRT, HLS).
 //!
 //! - [`push`]: a stream published here sent on to other servers (`[[apps]]` `push`
 //!   URLs; on an edge with `edge.forward_publish`, its first RTMP origin).
@@ -22,13 +24,14 @@
 //! An edge's origins may be edges themselves: a pull is a play request there, which
 //! starts that edge's own pull.
 
-mod client;
+pub mod client;
 pub mod error;
 mod hls_pull;
+pub mod link;
 pub mod origin;
-mod pull;
+pub mod pull;
 pub mod push;
-mod rtsp_pull;
+pub mod rtsp_pull;
 mod settings;
 mod srt_pull;
 

@@ -3,6 +3,7 @@
 
 use super::client::{Media, Reader};
 use super::error::RelayError;
+use super::origin::Scheme;
 use super::{Origin, PullInfo, Relays};
 use crate::core::hub::{Hub, PublishError};
 use crate::core::ingest::Publisher;
@@ -12,7 +13,7 @@ use std::time::Duration;
 use tokio::time::Instant;
 
 /// How often a pull that receives nothing looks at its viewers.
-const TICK: Duration = Duration::from_millis(500);
+pub const TICK: Duration = Duration::from_millis(500);
 /// How long a connection must have lasted for its end to reset the backoff.
 const GOOD_CONNECTION: Duration = Duration::from_secs(5);
 /// The least time between two connections of one pull, whatever happened.
@@ -124,6 +125,14 @@ pub(super) async fn run(relays: Arc<Relays>, info: Arc<PullInfo>, mut origins: V
                 tracing::info!(stream = %key, "edge: published here or removed, pull stopped");
                 break;
             }
+            // The API or the shutdown ended its connection: the pull ends with it.
+            Once::Failed {
+                why: RelayError::Kicked,
+                ..
+            } => {
+                tracing::info!(stream = %key, "edge: pull ended by the server");
+                break;
+            }
             Once::Failed { why, delivered } => {
                 tracing::warn!(stream = %key, origin = %origin.display_of(&key), "edge: {why}");
                 // Only a connection that lasted counts as good: one that drops right
@@ -171,7 +180,9 @@ pub(super) async fn run(relays: Arc<Relays>, info: Arc<PullInfo>, mut origins: V
     }
 }
 
-/// One connection to `origin`, publishing what it sends into the hub.
+/// One connection to `origin`, publishing what it sends into the hub: in the
+/// connection driver for the origins it runs clients of (RTMP, RTMPS, HTTP-FLV,
+/// RTSP), through a [`Reader`] for the others (SRT, HLS).
 async fn once(
     relays: &Arc<Relays>,
     info: &PullInfo,
@@ -179,92 +190,160 @@ async fn once(
     id: u64,
     watched: &mut Instant,
 ) -> Once {
-    let (hub, key, config) = (&relays.hub, info.key.as_str(), &relays.config);
-    let opened = tokio::time::timeout(
-        config.connect_timeout,
-        Reader::open(origin, key, &relays.tls),
-    )
-    .await;
+    let mut sink = PullSink {
+        relays,
+        info,
+        origin,
+        id,
+        watched,
+        publisher: None,
+        delivered: false,
+    };
+    let stop = match origin.scheme {
+        Scheme::Rtmp | Scheme::Rtmps | Scheme::Flv { .. } | Scheme::Rtsp { .. } => {
+            match super::link::current() {
+                Ok(link) => link.pull(&mut sink).await,
+                Err(why) => Stop::Failed(why),
+            }
+        }
+        _ => read(&mut sink).await,
+    };
+    match stop {
+        Stop::Idle => Once::Idle,
+        Stop::Superseded => Once::Superseded,
+        Stop::Failed(why) => Once::Failed {
+            why,
+            delivered: sink.delivered,
+        },
+    }
+}
+
+/// Reads the origin through a [`Reader`] until the pull stops.
+async fn read(sink: &mut PullSink<'_>) -> Stop {
+    let timeout = sink.connect_timeout();
+    let opened = tokio::time::timeout(timeout, Reader::open(sink.origin, sink.key())).await;
     let mut reader = match opened {
         Ok(Ok(r)) => r,
-        Ok(Err(why)) => {
-            return Once::Failed {
-                why,
-                delivered: false,
-            }
-        }
-        Err(_) => {
-            return Once::Failed {
-                why: RelayError::NoStream(config.connect_timeout),
-                delivered: false,
-            }
-        }
+        Ok(Err(why)) => return Stop::Failed(why),
+        Err(_) => return Stop::Failed(RelayError::NoStream(timeout)),
     };
-    let mut publisher: Option<Publisher> = None;
-    let mut delivered = false;
     loop {
         let next = reader.next(TICK).await;
-        let bytes = reader.take_bytes();
-        info.bytes.fetch_add(bytes, Ordering::Relaxed);
-        relays.counters.bytes.fetch_add(bytes, Ordering::Relaxed);
-        let media = match next {
-            Err(why) => return Once::Failed { why, delivered },
-            Ok(media) => media,
-        };
-        if let Some(media) = media {
-            let p = match &mut publisher {
-                Some(p) => p,
-                None => match relays.admit(key, id) {
-                    Ok(p) => {
-                        tracing::info!(stream = %key, origin = %origin.display_of(key), "edge: pulling");
-                        publisher.insert(p)
-                    }
-                    Err(PublishError::InUse(_)) => return Once::Superseded,
-                    Err(e) => {
-                        return Once::Failed {
-                            why: e.into(),
-                            delivered,
-                        }
-                    }
-                },
-            };
-            delivered = true;
-            let applied = match media {
-                Media::Video(ts, body) => p.video(ts, &body),
-                Media::Audio(ts, body) => p.audio(ts, &body),
-                Media::Metadata(body) => {
-                    p.metadata(body);
-                    Ok(())
+        sink.count_bytes(reader.take_bytes());
+        match next {
+            Err(why) => return Stop::Failed(why),
+            Ok(Some(media)) => {
+                if let Err(stop) = sink.media(media) {
+                    return stop;
                 }
-                Media::Track(at, track) => {
-                    p.set_track(at, track);
-                    Ok(())
-                }
-                Media::Frame(frame) => {
-                    p.frame(frame);
-                    Ok(())
-                }
-            };
-            if let Err(e) = applied {
-                return Once::Failed {
-                    why: RelayError::BadMedia(e),
-                    delivered,
-                };
             }
+            Ok(None) => {}
         }
-        if info.stopped() {
-            return Once::Superseded;
+        if let Err(stop) = sink.tick() {
+            return stop;
+        }
+    }
+}
+
+/// Why a pull's connection ends.
+pub enum Stop {
+    /// No viewers for `edge.idle_ms`.
+    Idle,
+    /// The stream got a publisher of its own here, or the pull was removed.
+    Superseded,
+    /// The origin failed.
+    Failed(RelayError),
+}
+
+impl From<RelayError> for Stop {
+    fn from(why: RelayError) -> Stop {
+        Stop::Failed(why)
+    }
+}
+
+/// What one connection of a pull does with the origin's media (publish it into the
+/// hub, admitted on its first piece), and when it stops: the same for every origin,
+/// whether the driver or a [`Reader`] runs the connection.
+pub struct PullSink<'a> {
+    relays: &'a Arc<Relays>,
+    info: &'a PullInfo,
+    origin: &'a Origin,
+    id: u64,
+    /// When viewers were last seen.
+    watched: &'a mut Instant,
+    publisher: Option<Publisher>,
+    /// Media went into the hub.
+    delivered: bool,
+}
+
+impl PullSink<'_> {
+    /// The stream pulled.
+    pub fn key(&self) -> &str {
+        &self.info.key
+    }
+
+    pub fn origin(&self) -> &Origin {
+        self.origin
+    }
+
+    /// TLS towards origins (the web PKI's roots and `edge.tls_ca`'s).
+    pub fn tls(&self) -> &Arc<rustls::ClientConfig> {
+        &self.relays.tls
+    }
+
+    /// How long an origin has to start sending the stream.
+    pub fn connect_timeout(&self) -> Duration {
+        self.relays.config.connect_timeout
+    }
+
+    /// Counts `n` bytes read from the origin.
+    pub fn count_bytes(&self, n: u64) {
+        self.info.bytes.fetch_add(n, Ordering::Relaxed);
+        self.relays.counters.bytes.fetch_add(n, Ordering::Relaxed);
+    }
+
+    /// Publishes one piece of the stream (the first admits the pull's publisher).
+    pub fn media(&mut self, media: Media) -> Result<(), Stop> {
+        let (relays, key) = (self.relays, self.info.key.as_str());
+        let p = match &mut self.publisher {
+            Some(p) => p,
+            None => match relays.admit(key, self.id) {
+                Ok(p) => {
+                    tracing::info!(stream = %key, origin = %self.origin.display_of(key), "edge: pulling");
+                    self.publisher.insert(p)
+                }
+                Err(PublishError::InUse(_)) => return Err(Stop::Superseded),
+                Err(e) => return Err(Stop::Failed(e.into())),
+            },
+        };
+        self.delivered = true;
+        match media {
+            Media::Video(ts, body) => p.video(ts, &body).map_err(RelayError::BadMedia)?,
+            Media::Audio(ts, body) => p.audio(ts, &body).map_err(RelayError::BadMedia)?,
+            Media::Metadata(body) => p.metadata(body),
+            Media::Track(at, track) => p.set_track(at, track),
+            Media::Frame(frame) => p.frame(frame),
+        }
+        Ok(())
+    }
+
+    /// Whether the pull goes on: it stops when removed, or after `edge.idle_ms`
+    /// without viewers. Called after each piece, and every [`TICK`] without one.
+    pub fn tick(&mut self) -> Result<(), Stop> {
+        if self.info.stopped() {
+            return Err(Stop::Superseded);
         }
         let now = Instant::now();
         // The stream in hand, once publishing: no lookup per media message.
-        let watching = match &publisher {
+        let watching = match &self.publisher {
             Some(p) => p.stream.viewers(),
-            None => viewers(hub, key),
+            None => viewers(&self.relays.hub, &self.info.key),
         };
-        if watching > 0 || info.always {
-            *watched = now;
-        } else if now.duration_since(*watched) >= config.idle {
-            return Once::Idle;
+        if watching > 0 || self.info.always {
+            *self.watched = now;
+        } else if now.duration_since(*self.watched) >= self.relays.config.idle {
+            return Err(Stop::Idle);
         }
+        Ok(())
     }
 }

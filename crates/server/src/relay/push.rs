@@ -10,21 +10,19 @@
 //! while the stream lives. A publisher returning within the grace window keeps the
 //! same push.
 
-use super::client::{connect_to, rtmp_session};
-use super::error::{Peer, PushUrlError, RelayError};
+use super::client::rtmp_session;
+use super::error::{PushUrlError, RelayError};
 use crate::core::cursor::{Cursor, Moved};
 use crate::core::format::flv::message_of;
 use crate::core::format::{Format, FormatId};
 use crate::core::hub::Stream;
 use crate::core::packet::{Packet, Payload};
-use bytes::BytesMut;
 use sluice_media::flv::{TAG_AUDIO, TAG_SCRIPT, TAG_VIDEO};
-use sluice_rtmp::{ClientEvent, ClientOutput, ClientSession};
+use sluice_rtmp::{ClientSession, ClientTimeouts};
 use std::collections::VecDeque;
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
 use std::time::Duration;
-use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::sync::Notify;
 
 /// How long a target has to accept the publish, and to take one write.
@@ -104,7 +102,7 @@ impl PushTarget {
         }
     }
 
-    fn authority(&self) -> String {
+    pub fn authority(&self) -> String {
         super::origin::authority(&self.host, self.port)
     }
 
@@ -171,6 +169,11 @@ pub(super) async fn run(relays: Arc<super::Relays>, stream: Arc<Stream>, target:
         attempts += 1;
         match once(&relays, &stream, &target, &notify).await {
             Ok(()) => break,
+            // The API or the shutdown ended its connection: the push ends with it.
+            Err(Failed {
+                why: RelayError::Kicked,
+                ..
+            }) => break,
             Err(Failed { why, delivered }) => {
                 tracing::warn!(stream = %stream.key, target = %url, "push: {why}");
                 if delivered {
@@ -191,60 +194,105 @@ struct Failed {
     delivered: bool,
 }
 
-/// One connection to the target: `Ok` when the stream ended, else why it failed.
+/// One connection to the target, run in the connection driver: `Ok` when the stream
+/// ended, else why it failed.
 async fn once(
     relays: &super::Relays,
     stream: &Stream,
     target: &PushTarget,
-    notify: &Notify,
+    notify: &Arc<Notify>,
 ) -> Result<(), Failed> {
-    let failed = |why: RelayError, delivered: bool| Failed { why, delivered };
-    let fail = |why| failed(why, false);
-    let mut io = tokio::time::timeout(
-        TIMEOUT,
-        connect_to(&target.host, target.port, target.tls.then_some(&relays.tls)),
-    )
-    .await
-    .map_err(|_| fail(RelayError::ConnectTimeout(TIMEOUT)))?
-    .map_err(fail)?;
-    let mut session = rtmp_session(target.tls, &target.authority(), &target.app);
-    session.publish(&target.stream);
-    let mut out = BytesMut::new();
-    let mut input = BytesMut::with_capacity(16 << 10);
-    // Handshake, connect, publish.
-    let started = tokio::time::timeout(TIMEOUT, async {
-        loop {
-            if drain(&mut session, &mut out)? {
-                return Ok(());
-            }
-            write(&mut io, &mut out).await?;
-            input.clear();
-            if io.read_buf(&mut input).await.map_err(RelayError::Read)? == 0 {
-                return Err(RelayError::Closed(Peer::Target));
-            }
-            session.handle_input(&input)?;
-        }
+    let link = super::link::current().map_err(|why| Failed {
+        why,
+        delivered: false,
+    })?;
+    let mut feed = PushFeed {
+        relays,
+        stream,
+        target,
+        notify,
+        cursor: Cursor::default(),
+        batch: VecDeque::new(),
+        fed: false,
+        delivered: false,
+    };
+    link.push(&mut feed).await.map_err(|why| Failed {
+        why,
+        delivered: feed.delivered,
     })
-    .await
-    .map_err(|_| fail(RelayError::NotAccepted(TIMEOUT)))?;
-    started.map_err(fail)?;
-    let mut delivered = false;
-    // A cursor in the stream's ring: it starts at the newest keyframe, and a target
-    // that does not keep up skips to the newest one, each time after the decoder
-    // configurations it lacks.
-    let mut batch: VecDeque<Arc<Packet>> = VecDeque::new();
-    let mut cursor = Cursor::default();
-    loop {
-        let notified = notify.notified();
-        if !relays.push_wanted(&stream.key, target) {
-            return Ok(());
+}
+
+/// What the stream's ring gives one connection of a push: a cursor in the ring that
+/// starts at the newest keyframe, and skips a target that does not keep up to the
+/// newest one, each time after the decoder configurations it lacks.
+pub struct PushFeed<'a> {
+    relays: &'a super::Relays,
+    stream: &'a Stream,
+    target: &'a PushTarget,
+    notify: &'a Arc<Notify>,
+    cursor: Cursor,
+    batch: VecDeque<Arc<Packet>>,
+    /// Media was given to the session since the last write.
+    fed: bool,
+    /// Media went out to the target.
+    delivered: bool,
+}
+
+impl<'a> PushFeed<'a> {
+    pub fn target(&self) -> &PushTarget {
+        self.target
+    }
+
+    /// TLS towards targets (the web PKI's roots and `edge.tls_ca`'s).
+    pub fn tls(&self) -> &Arc<rustls::ClientConfig> {
+        &self.relays.tls
+    }
+
+    /// How long the target has to connect and accept the publish, and to take what
+    /// is written to it.
+    pub fn timeout(&self) -> Duration {
+        TIMEOUT
+    }
+
+    /// The session that publishes to the target, its waits counted from `now`.
+    pub fn session(&self, now: std::time::Instant) -> ClientSession {
+        let target = self.target;
+        let timeouts = ClientTimeouts {
+            start: TIMEOUT,
+            silence: TIMEOUT,
+        };
+        let mut session =
+            rtmp_session(target.tls, &target.authority(), &target.app).with_timeouts(now, timeouts);
+        session.publish(&target.stream);
+        session
+    }
+
+    /// Until the stream has something new (or ended).
+    pub fn changed(&self) -> tokio::sync::futures::Notified<'a> {
+        self.notify.notified()
+    }
+
+    /// What was fed went out: the driver waits again only once it is written.
+    pub fn written(&mut self) {
+        self.delivered |= self.fed;
+    }
+
+    /// Gives `session` what the ring has for the target now; `false` once the push is
+    /// no longer wanted (the stream ended, its rule went).
+    pub fn feed(&mut self, session: &mut ClientSession) -> bool {
+        let (relays, stream) = (self.relays, self.stream);
+        if !relays.push_wanted(&stream.key, self.target) {
+            return false;
         }
         {
             let state = stream.lock();
             if state.closed {
-                return Ok(());
+                return false;
             }
-            if cursor.read(&state.ring, state.configs(), &mut batch) == Moved::Skipped {
+            let read = self
+                .cursor
+                .read(&state.ring, state.configs(), &mut self.batch);
+            if read == Moved::Skipped {
                 tracing::debug!(stream = %stream.key, "push: too slow a target skipped to the newest keyframe");
             }
         }
@@ -253,7 +301,7 @@ async fn once(
         // beside the Opus it came from), which would reach the target as a second
         // audio track.
         let own = Format::all(FormatId::RTMP);
-        for packet in batch.drain(..).filter(|p| own.wants(p)) {
+        for packet in self.batch.drain(..).filter(|p| own.wants(p)) {
             let Some((tag_type, body)) = message_of(&packet) else {
                 continue;
             };
@@ -264,64 +312,16 @@ async fn once(
                 TAG_SCRIPT if matches!(packet.payload, Payload::Metadata(_)) => {
                     session.send_metadata(&body)
                 }
-                _ => {}
+                _ => continue,
             }
+            self.fed = true;
             relays
                 .counters
                 .push_bytes
                 .fetch_add(body.len() as u64, Ordering::Relaxed);
         }
-        drain(&mut session, &mut out).map_err(|e| failed(e, delivered))?;
-        if !out.is_empty() {
-            tokio::time::timeout(TIMEOUT, write(&mut io, &mut out))
-                .await
-                .map_err(|_| {
-                    let stalled = RelayError::Stalled {
-                        peer: Peer::Target,
-                        after: TIMEOUT,
-                    };
-                    failed(stalled, delivered)
-                })?
-                .map_err(|e| failed(e, delivered))?;
-            delivered = true;
-        }
-        // Wait for media, and read what the target says meanwhile (acks, pings).
-        input.clear();
-        tokio::select! {
-            () = notified => {}
-            r = io.read_buf(&mut input) => match r {
-                Ok(0) => return Err(failed(RelayError::Closed(Peer::Target), delivered)),
-                Ok(_) => session.handle_input(&input).map_err(|e| failed(e.into(), delivered))?,
-                Err(e) => return Err(failed(RelayError::Read(e), delivered)),
-            },
-        }
+        true
     }
-}
-
-/// Moves the session's output to `out`; `true` once the target accepted the publish.
-fn drain(session: &mut ClientSession, out: &mut BytesMut) -> Result<bool, RelayError> {
-    let mut started = false;
-    while let Some(o) = session.poll_output() {
-        match o {
-            ClientOutput::Write(b) => out.extend_from_slice(&b),
-            ClientOutput::Event(ClientEvent::PublishStarted) => started = true,
-            ClientOutput::Event(ClientEvent::Rejected { code, description }) => {
-                return Err(RelayError::Refused {
-                    peer: Peer::Target,
-                    code,
-                    description,
-                })
-            }
-            ClientOutput::Event(_) => {}
-        }
-    }
-    Ok(started)
-}
-
-async fn write(io: &mut Box<dyn super::client::Io>, out: &mut BytesMut) -> Result<(), RelayError> {
-    io.write_all(out).await.map_err(RelayError::Write)?;
-    out.clear();
-    Ok(())
 }
 
 #[cfg(test)]

@@ -130,7 +130,7 @@ impl Adapter<ServerSession> for Rtmp {
                             Ok(())
                         }
                     };
-                    parsed.map_err(|e| DriveError::Media(e.to_string()))?;
+                    parsed?;
                 }
             }
             Event::Stop if conn.playing().is_some() => {
@@ -213,14 +213,17 @@ impl Rtmp {
             Err(refused @ (Refusal::Unauthorized(_) | Refusal::Forbidden(_))) => {
                 conn.session
                     .reject_play("NetStream.Play.Unauthorized", &refused.to_string());
-                return Err(DriveError::Refused(format!("play {key}: {refused}")));
+                return Err(DriveError::Refused {
+                    key,
+                    refusal: refused,
+                });
             }
-            Err(_) => {
+            Err(refusal) => {
                 conn.session.reject_play(
                     "NetStream.Play.StreamNotFound",
                     &format!("{key} is not live"),
                 );
-                return Err(DriveError::Refused(format!("{key} is not live")));
+                return Err(DriveError::Refused { key, refusal });
             }
         };
         tracing::info!(stream = %key, "play");

@@ -22,6 +22,7 @@ pub mod rtsp;
 pub mod wire;
 
 mod lifecycle;
+mod relay;
 
 use crate::config::Config;
 use crate::core::fanout::Fanout;
@@ -90,6 +91,12 @@ impl Worker {
             Rc::default(),
             Rc::default(),
         ));
+        // The server's relays, as `server.rs` makes them (they pull nothing unless told).
+        let relays = crate::relay::Relays::new(
+            &config.relay_config(),
+            hub.clone(),
+            crate::ctx::admit::pulled,
+        );
         let ctx = Rc::new(Ctx::new(Parts {
             worker: 0,
             config,
@@ -99,9 +106,10 @@ impl Worker {
             vods: Arc::default(),
             clients,
             ops,
-            relays: None,
+            relays: Some(relays),
             read_buf: vec![0; crate::driver::READ_CHUNK].into_boxed_slice(),
         }));
+        crate::driver::relay::install(&ctx);
         Worker {
             http: crate::http::Worker::new(&ctx, None),
             rtsp: crate::rtsp::Worker::tcp_only(&ctx),

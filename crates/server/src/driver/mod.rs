@@ -24,9 +24,11 @@ use crate::core::fanout::{CloseReason, Player};
 use crate::core::hub::Stream;
 use crate::core::play::{PlayEnd, Playing, DRAIN_TIMEOUT};
 use crate::core::protocol::Protocol;
+use crate::ctx::admit::Refusal;
 use crate::ctx::Ctx;
 use crate::io::sock::{write_all, Sock};
 use crate::ops::{Client, EndReason};
+use crate::relay::error::RelayError;
 use bytes::Bytes;
 use sluice_session::{Input, Output, Session};
 use std::collections::VecDeque;
@@ -35,6 +37,8 @@ use std::io;
 use std::rc::Rc;
 use std::sync::Arc;
 use std::time::Duration;
+
+pub mod relay;
 
 /// Bytes read from the socket per wake-up, into the worker's scratch buffer
 /// (`Ctx::read_buf`), so an idle connection (a player) costs no read buffer.
@@ -70,10 +74,14 @@ pub enum DriveError<E: std::error::Error + 'static> {
     Idle(Duration),
     #[error("did not start publishing or playing within {0:?}")]
     Handshake(Duration),
-    #[error("{0}")]
-    Refused(String),
+    /// The admission refused the publish or play the peer asked for.
+    #[error("play {key}: {refusal}")]
+    Refused { key: String, refusal: Refusal },
     #[error("bad media: {0}")]
-    Media(String),
+    Media(#[from] sluice_media::flv::FlvError),
+    /// A relay's pull or push ended (its origin or target failed, refused, timed out).
+    #[error(transparent)]
+    Relay(RelayError),
     #[error("player closed: {0:?}")]
     Closed(CloseReason),
     #[error("session timed out")]
@@ -151,6 +159,9 @@ pub struct Conn<S: Session> {
     /// the idle timeout alone lets a peer that trickles a byte now and then hold a
     /// connection forever.
     start_by: Option<(tokio::time::Instant, Duration)>,
+    /// A peer that takes none of what is owed to it this long is given up on (a
+    /// relay's target); `None`: the idle and start bounds are the only ones.
+    write_bound: Option<Duration>,
 }
 
 impl<S: Session> Conn<S> {
@@ -171,7 +182,14 @@ impl<S: Session> Conn<S> {
             idle,
             read_merge: None,
             start_by,
+            write_bound: None,
         }
+    }
+
+    /// Gives up on a peer that takes nothing of what is owed to it for `bound`.
+    pub fn bound_writes(mut self, bound: Duration) -> Self {
+        self.write_bound = Some(bound);
+        self
     }
 
     /// The connection publishes or plays: its start is no longer bounded.
@@ -279,14 +297,17 @@ impl<S: Session> Conn<S> {
     }
 
     /// Writes what is owed: directly, or through the player's queue.
-    async fn flush(&mut self) -> io::Result<()> {
-        match &self.playing {
-            Some(p) => {
-                p.flush();
-                Ok(())
+    async fn flush(&mut self) -> Result<(), DriveError<S::Error>> {
+        match (&self.playing, self.write_bound) {
+            (Some(p), _) => p.flush(),
+            (None, None) => write_all(&self.sock, &mut self.out).await?,
+            (None, Some(bound)) => {
+                tokio::time::timeout(bound, write_all(&self.sock, &mut self.out))
+                    .await
+                    .map_err(|_| DriveError::Stalled(bound))??
             }
-            None => write_all(&self.sock, &mut self.out).await,
         }
+        Ok(())
     }
 
     /// Writes what is owed at the end, for a bounded time.
@@ -353,8 +374,9 @@ impl<E: std::error::Error> DriveError<E> {
             DriveError::Io(_) => EndReason::IoError,
             DriveError::Idle(_) => EndReason::Idle,
             DriveError::Handshake(_) => EndReason::HandshakeTimeout,
-            DriveError::Refused(_) => EndReason::Refused,
+            DriveError::Refused { .. } => EndReason::Refused,
             DriveError::Media(_) => EndReason::BadMedia,
+            DriveError::Relay(e) => relay::end_reason(e),
             DriveError::Closed(reason) => EndReason::from(*reason),
             DriveError::Timeout => EndReason::Timeout,
             DriveError::Stalled(_) => EndReason::Stalled,
