@@ -63,7 +63,7 @@ pub trait Demux {
 /// workers' endpoints.
 #[derive(Debug, Default)]
 pub struct Counters {
-    /// Datagrams received (a GRO train counts each of its datagrams).
+    /// Datagrams received and handed to the demux (each of a GRO train counts).
     pub datagrams: AtomicU64,
     /// Receive system calls that returned datagrams.
     pub receive_calls: AtomicU64,
@@ -237,6 +237,8 @@ struct Control([u8; 32]);
 struct Receiver {
     buf: Vec<u8>,
     slot: usize,
+    /// Longest datagram handed on.
+    max: usize,
     names: Vec<libc::sockaddr_storage>,
     controls: Vec<Control>,
     iovs: Vec<libc::iovec>,
@@ -251,6 +253,7 @@ impl Receiver {
         Receiver {
             buf: vec![0; slot * BATCH],
             slot,
+            max: max_datagram,
             // SAFETY: all-zero is a valid sockaddr_storage and mmsghdr.
             names: vec![unsafe { zeroed() }; BATCH],
             controls: vec![Control([0; 32]); BATCH],
@@ -306,11 +309,12 @@ impl Receiver {
         Ok(self.got)
     }
 
-    /// The messages of the last call longer than their slot (the kernel cut them).
+    /// Datagrams of the last call dropped for their length: cut short by the kernel
+    /// (longer than a slot), or longer than the protocol takes (a GRO slot holds them).
     fn oversized(&self) -> u64 {
-        self.messages()
-            .filter(|m| m.truncated || m.len > self.slot)
-            .count() as u64
+        let cut = self.messages().filter(|m| m.truncated).count();
+        let long = self.pieces().filter(|(_, d)| d.len() > self.max).count();
+        (cut + long) as u64
     }
 
     fn messages(&self) -> impl Iterator<Item = Message> + '_ {
@@ -328,15 +332,20 @@ impl Receiver {
     }
 
     /// The datagrams of the last call, a GRO train cut into its datagrams; messages
-    /// cut short by the kernel, or with no address, are left out.
+    /// cut short by the kernel, with no address, or longer than the protocol takes
+    /// are left out.
     fn datagrams(&self) -> impl Iterator<Item = (SocketAddr, &[u8])> + '_ {
+        self.pieces().filter(|(_, d)| d.len() <= self.max)
+    }
+
+    /// The whole messages of the last call, each cut at its GRO segment size.
+    fn pieces(&self) -> impl Iterator<Item = (SocketAddr, &[u8])> + '_ {
         self.messages()
             .filter(|m| !m.truncated)
             .filter_map(|m| {
                 let from = m.from?;
                 let start = m.slot * self.slot;
                 let bytes = self.buf.get(start..start + m.len.min(self.slot))?;
-                // A datagram of the train is no longer than the protocol takes.
                 let size = m.segment.unwrap_or(bytes.len()).max(1);
                 Some((from, bytes, size))
             })
@@ -475,13 +484,12 @@ mod tests {
             peer.send_to(&[2; 1000], addr).unwrap();
             peer.send_to(&[4; 200], addr).unwrap();
             until_received(&endpoint, 1).await;
-            // With GRO the slot holds the long one: it is cut by size, not passed on.
-            let seen = seen.0.borrow();
-            assert!(seen.iter().all(|(_, d)| d.len() <= 200 || endpoint.gro));
-            assert!(seen.iter().any(|(_, d)| d == &[4; 200]));
-            if !endpoint.gro {
-                assert_eq!(endpoint.counters.oversized.load(Ordering::Relaxed), 1);
-            }
+            // Cut by the kernel (no GRO) or held whole in a GRO slot: dropped either way.
+            assert_eq!(
+                *seen.0.borrow(),
+                [(peer.local_addr().unwrap(), vec![4; 200])]
+            );
+            assert_eq!(endpoint.counters.oversized.load(Ordering::Relaxed), 1);
         });
     }
 
