@@ -205,6 +205,16 @@ impl Endpoint {
         Ok(at)
     }
 
+    /// [`Endpoint::send`] of a slice: `datagram` gives each item's destination and bytes.
+    pub fn send_each<'a, T>(
+        &self,
+        items: &'a [T],
+        datagram: impl Fn(&'a T) -> (SocketAddr, [&'a [u8]; 2]),
+    ) -> io::Result<usize> {
+        // `send` asks for indices below the count only.
+        self.send(items.len(), |i| datagram(&items[i]))
+    }
+
     /// Sends one datagram (non-blocking).
     pub fn send_to(&self, bytes: &[u8], dest: SocketAddr) -> io::Result<usize> {
         self.sock.try_send_to(bytes, dest)

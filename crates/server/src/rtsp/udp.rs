@@ -385,11 +385,10 @@ impl UdpOut {
     /// `packets` (of `bufs`) through the worker's RTP endpoint; returns how many went,
     /// 0 when the socket is full.
     fn send(&self, bufs: &[IoSlice<'_>], packets: &[Queued]) -> io::Result<usize> {
-        let sent = self.udp.rtp.send(packets.len(), |i| match packets.get(i) {
-            Some(q) => (q.dest, [q.bytes(bufs), &[]]),
-            // Never: the endpoint asks for 0..len only.
-            None => (SocketAddr::from(([0, 0, 0, 0], 0)), [&[], &[]]),
-        });
+        let sent = self
+            .udp
+            .rtp
+            .send_each(packets, |q| (q.dest, [q.bytes(bufs), &[]]));
         match sent {
             Ok(n) => Ok(n),
             // Passing trouble on the path (a firewall's verdict, no route, no kernel

@@ -129,11 +129,8 @@ impl Socket {
     /// GSO message). What the socket has no room for is dropped, as UDP may drop it;
     /// the peers recover (NACK, keyframe requests).
     pub fn send_all(&self, datagrams: &Datagrams) {
-        let all = datagrams.entries();
-        let _ = self.endpoint.send(all.len(), |i| match all.get(i) {
-            Some((dest, r)) => (*dest, [datagrams.bytes(r), &[]]),
-            // Never: the endpoint asks for 0..len only.
-            None => (SocketAddr::from(([0, 0, 0, 0], 0)), [&[], &[]]),
+        let _ = self.endpoint.send_each(datagrams.entries(), |(dest, r)| {
+            (*dest, [datagrams.bytes(r), &[]])
         });
     }
 }
