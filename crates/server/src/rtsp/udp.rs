@@ -31,7 +31,7 @@ use tokio::net::TcpStream;
 use tokio::sync::mpsc;
 
 /// Largest datagram we take (RTP over UDP stays under the path MTU; jumbo frames
-/// fit): bigger ones are truncated by the kernel and fail to depacketize. With
+/// fit): the endpoint drops and counts bigger ones. With
 /// `UDP_QUEUE` in the RTSP driver it bounds what one publisher can queue.
 const MAX_DATAGRAM: usize = 9216;
 /// Largest RTCP packet taken: reports are small.
