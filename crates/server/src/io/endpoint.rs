@@ -19,6 +19,9 @@
 //!   datagram (of [`GRO_SLOT`] with GRO). A datagram longer than its slot is dropped
 //!   and counted, never handed on cut.
 //! - Counters are added once per receive call, not per datagram.
+//! - Its socket is unconnected and without `IP_RECVERR`: then no ICMP error is queued
+//!   on it, and a batch shorter than [`BATCH`] means the queue is empty (the receive
+//!   loop clears the readiness on it).
 
 use super::udp_send::{self, Scratch};
 use std::cell::{Cell, RefCell};
