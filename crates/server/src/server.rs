@@ -12,6 +12,8 @@ use crate::core::hub::{Hub, HubConfig};
 use crate::core::packet::Shape;
 use crate::core::ring::RingLimits;
 use crate::ctx::{Accept, Ctx};
+use crate::io::endpoint::{Counters, Demux, Endpoint};
+use crate::{srt, webrtc};
 use socket2::{Domain, Protocol, Socket, Type};
 use std::io;
 use std::net::{SocketAddr, TcpListener as StdListener};
@@ -56,6 +58,26 @@ pub struct Server {
 /// protocol's per-worker state and says what to run for each connection its listeners
 /// accept. Made on the main thread, run on the worker's.
 type Start = Box<dyn FnOnce(&Rc<Ctx>) -> Vec<(StdListener, Accept)> + Send>;
+
+/// A datagram protocol on a worker: a UDP endpoint on the worker's `sock`, running the
+/// one receive loop, which hands each datagram to the demux `make` builds.
+fn datagram<D: Demux + 'static>(
+    sock: std::net::UdpSocket,
+    max_datagram: usize,
+    counters: Arc<Counters>,
+    make: impl FnOnce(&Rc<Ctx>, &Rc<Endpoint>) -> D + Send + 'static,
+) -> Start {
+    Box::new(move |ctx| {
+        match Endpoint::new(sock, max_datagram, counters) {
+            Ok(endpoint) => {
+                let demux = make(ctx, &endpoint);
+                tokio::task::spawn_local(endpoint.serve(demux));
+            }
+            Err(e) => tracing::error!("cannot register a UDP socket: {e}"),
+        }
+        Vec::new()
+    })
+}
 
 fn listener(addr: SocketAddr) -> io::Result<StdListener> {
     let socket = Socket::new(Domain::for_address(addr), Type::STREAM, Some(Protocol::TCP))?;
@@ -270,9 +292,9 @@ impl Server {
             }
             if let (Some(registry), Some(sock)) = (&registry, webrtc_sockets.pop()) {
                 let registry = registry.clone();
-                starts.push(Box::new(move |ctx| {
-                    tokio::task::spawn_local(crate::webrtc::serve(ctx.clone(), registry, sock));
-                    Vec::new()
+                let counters = ops.udp.webrtc.clone();
+                starts.push(datagram(sock, webrtc::MAX_DATAGRAM, counters, |ctx, e| {
+                    webrtc::WebrtcDemux::new(ctx, registry, e)
                 }));
             }
             if let (Some(registry), Some(l)) = (&registry, webrtc_tcp_listeners.pop()) {
@@ -283,9 +305,9 @@ impl Server {
             }
             if let (Some(shared), Some(sock)) = (&srt_shared, srt_sockets.pop()) {
                 let shared = shared.clone();
-                starts.push(Box::new(move |ctx| {
-                    tokio::task::spawn_local(crate::srt::serve(ctx.clone(), shared, sock));
-                    Vec::new()
+                let counters = ops.udp.srt.clone();
+                starts.push(datagram(sock, srt::MAX_DATAGRAM, counters, |ctx, e| {
+                    srt::SrtDemux::new(ctx, shared, e)
                 }));
             }
             if let Some(registry) = registry.clone().filter(|_| worker == 0) {

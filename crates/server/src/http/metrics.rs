@@ -76,6 +76,38 @@ fn relay_metrics(reg: &mut Registry, r: &crate::relay::Relays) {
     reg.register("relay_active_pulls", "Pulls running now", active);
 }
 
+/// The datagram protocols' UDP endpoints, by protocol.
+fn udp_metrics(reg: &mut Registry, udp: &crate::ops::UdpEndpoints) {
+    type Field = fn(&crate::io::endpoint::Counters) -> &AtomicU64;
+    let families: [(&str, &str, Field); 4] = [
+        ("udp_datagrams", "Datagrams received", |c| &c.datagrams),
+        (
+            "udp_receive_calls",
+            "Receive system calls that returned datagrams (each takes a batch)",
+            |c| &c.receive_calls,
+        ),
+        (
+            "udp_unclaimed_datagrams",
+            "Datagrams received that no session claimed (dropped)",
+            |c| &c.unclaimed,
+        ),
+        (
+            "udp_oversized_datagrams",
+            "Datagrams dropped for being longer than the protocol takes",
+            |c| &c.oversized,
+        ),
+    ];
+    for (name, help, field) in families {
+        let family = Family::<Labels, Counter>::default();
+        for (protocol, counters) in udp.all() {
+            family
+                .get_or_create(&vec![("protocol", protocol.to_owned())])
+                .inc_by(field(counters).load(Ordering::Relaxed));
+        }
+        reg.register(name, help, family);
+    }
+}
+
 /// Renders every metric.
 pub fn render(
     hub: &Hub,
@@ -202,6 +234,8 @@ pub fn render(
         "Latest wake-up of the worker's delay probe since start",
         delay,
     );
+
+    udp_metrics(&mut reg, &ops.udp);
 
     let ended = Family::<Labels, Counter>::default();
     for w in workers {

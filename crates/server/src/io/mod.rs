@@ -1,7 +1,8 @@
-//! I/O at the edges: the transport a player is written through (`sock`), TLS set-up,
-//! RTP/RTCP port pairs, batched UDP sends, sealed in-memory files and shared mappings
-//! of media-root files.
+//! I/O at the edges: the UDP endpoint every datagram protocol shares (`endpoint`), the
+//! transport a player is written through (`sock`), TLS set-up, RTP/RTCP port pairs,
+//! batched UDP sends, sealed in-memory files and shared mappings of media-root files.
 
+pub mod endpoint;
 pub mod filemap;
 pub mod http_client;
 pub mod listen;

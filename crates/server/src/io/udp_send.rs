@@ -124,11 +124,6 @@ impl<'a> Messages<'_, 'a> {
         s.name_lens.push(len);
     }
 
-    /// Messages gathered.
-    pub fn len(&self) -> usize {
-        self.scratch.msgs.len()
-    }
-
     /// Sends the messages with one `sendmmsg` (non-blocking); returns how many went.
     pub fn send(&mut self, fd: BorrowedFd<'_>) -> io::Result<usize> {
         let s = &mut *self.scratch;
@@ -197,27 +192,28 @@ pub fn is_gso_refused(e: &io::Error) -> bool {
     )
 }
 
-/// Runs of consecutive datagrams that can go as one message each with GSO: the same
-/// destination, every datagram but the run's last as long as the first, within the
-/// kernel's limits; one datagram each without `gso`. `of` gives a datagram's
-/// destination and length.
-pub fn gso_runs<'a, T>(
-    items: &'a [T],
+/// Runs of consecutive datagrams of `range` that can go as one message each with GSO:
+/// the same destination, every datagram but the run's last as long as the first,
+/// within the kernel's limits; one datagram each without `gso`. `of(i)` gives the
+/// i-th datagram's destination and length.
+pub fn gso_runs(
+    range: std::ops::Range<usize>,
     gso: bool,
-    of: impl Fn(&T) -> (SocketAddr, usize) + 'a,
-) -> impl Iterator<Item = std::ops::Range<usize>> + 'a {
-    let mut i = 0;
+    of: impl Fn(usize) -> (SocketAddr, usize),
+) -> impl Iterator<Item = std::ops::Range<usize>> {
+    let end = range.end;
+    let mut i = range.start;
     std::iter::from_fn(move || {
-        let (dest, size) = of(items.get(i)?);
+        if i >= end {
+            return None;
+        }
+        let (dest, size) = of(i);
         let mut total = size;
         let mut j = i + 1;
-        while gso && j - i < MAX_SEGMENTS && size <= usize::from(u16::MAX) {
-            let (Some(prev), Some(next)) = (items.get(j - 1), items.get(j)) else {
-                break;
-            };
-            let (next_dest, next_len) = of(next);
+        while gso && j < end && j - i < MAX_SEGMENTS && size <= usize::from(u16::MAX) {
+            let (next_dest, next_len) = of(j);
             if next_dest != dest
-                || of(prev).1 != size
+                || of(j - 1).1 != size
                 || next_len > size
                 || total + next_len > MAX_MESSAGE
             {
@@ -271,6 +267,41 @@ fn sockaddr(addr: SocketAddr) -> (libc::sockaddr_storage, libc::socklen_t) {
 mod tests {
     use super::*;
     use std::os::fd::AsFd;
+
+    fn runs(all: &[(u16, usize)], gso: bool) -> Vec<std::ops::Range<usize>> {
+        let of = |i: usize| (SocketAddr::from(([127, 0, 0, 1], all[i].0)), all[i].1);
+        gso_runs(0..all.len(), gso, of).collect()
+    }
+
+    #[test]
+    fn a_frame_to_one_peer_is_one_run_and_peers_are_apart() {
+        // Two viewers' packets of one frame: 3 full and a short last, then 2.
+        let all = [
+            (1, 1200),
+            (1, 1200),
+            (1, 1200),
+            (1, 700),
+            (2, 1200),
+            (2, 300),
+        ];
+        assert_eq!(runs(&all, true), [0..4, 4..6]);
+        // A longer datagram after a shorter one starts a new run; so does no GSO.
+        let odd = [(1, 300), (1, 1200), (1, 1200)];
+        assert_eq!(runs(&odd, true), [0..1, 1..3]);
+        assert_eq!(runs(&all, false).len(), all.len());
+        // A short packet ends a run even when more full ones follow.
+        assert_eq!(runs(&[(1, 1200), (1, 300), (1, 1200)], true), [0..2, 2..3]);
+    }
+
+    #[test]
+    fn runs_stay_within_the_kernels_limits() {
+        let many = [(1, 1000); 150];
+        let found = runs(&many, true);
+        assert!(found.iter().all(|r| r.len() <= MAX_SEGMENTS));
+        assert!(found.iter().all(|r| r.len() * 1000 <= MAX_MESSAGE));
+        assert_eq!(found.iter().map(|r| r.len()).sum::<usize>(), 150);
+        assert_eq!(runs(&[(1, 50); 100], true), [0..64, 64..100]);
+    }
 
     #[test]
     fn a_gso_message_arrives_as_separate_datagrams() {

@@ -468,6 +468,27 @@ pub struct Ops {
     pub first_frame: PerWorker<Histogram>,
     pub started: SystemTime,
     pub started_at: Instant,
+    /// What the datagram protocols' UDP endpoints count, all workers together.
+    pub udp: UdpEndpoints,
+}
+
+/// The counters of each datagram protocol's endpoints (RTSP's RTP and RTCP together).
+#[derive(Debug, Default)]
+pub struct UdpEndpoints {
+    pub srt: Arc<crate::io::endpoint::Counters>,
+    pub webrtc: Arc<crate::io::endpoint::Counters>,
+    pub rtsp: Arc<crate::io::endpoint::Counters>,
+}
+
+impl UdpEndpoints {
+    /// Each protocol's counters, by its name.
+    pub fn all(&self) -> [(&'static str, &crate::io::endpoint::Counters); 3] {
+        [
+            ("srt", &self.srt),
+            ("webrtc", &self.webrtc),
+            ("rtsp", &self.rtsp),
+        ]
+    }
 }
 
 impl std::fmt::Debug for Ops {
@@ -497,6 +518,7 @@ impl Ops {
             first_frame: Family::new_with_constructor(|| Histogram::new(FIRST_FRAME_BUCKETS)),
             started: SystemTime::now(),
             started_at: Instant::now(),
+            udp: UdpEndpoints::default(),
         };
         (Arc::new(ops), rx)
     }

@@ -80,13 +80,16 @@ pub struct Worker {
 
 /// What this worker runs for each RTSP connection; `udp` is its RTP/RTCP port pair.
 pub fn accept(ctx: &Rc<Ctx>, udp: Option<(std::net::UdpSocket, std::net::UdpSocket)>) -> Accept {
-    let udp = udp.and_then(|(rtp, rtcp)| match udp::RtpUdp::new(rtp, rtcp) {
-        Ok(u) => Some(u),
-        Err(e) => {
-            tracing::warn!(worker = ctx.worker(), "RTP over UDP off: {e}");
-            None
-        }
-    });
+    let udp =
+        udp.and_then(
+            |(rtp, rtcp)| match udp::RtpUdp::new(rtp, rtcp, ctx.ops().udp.rtsp.clone()) {
+                Ok(u) => Some(u),
+                Err(e) => {
+                    tracing::warn!(worker = ctx.worker(), "RTP over UDP off: {e}");
+                    None
+                }
+            },
+        );
     let worker = Rc::new(Worker {
         ctx: ctx.clone(),
         udp,

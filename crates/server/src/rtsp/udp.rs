@@ -5,17 +5,17 @@
 //! packets of a frame (and of every frame since the last merge window) leave in one
 //! `sendmmsg` call, addressed per player. Publishers sending to us are told this
 //! worker's ports, so their packets reach the worker that owns their session; they
-//! are routed by source address, and packets from addresses no session announced are
-//! dropped.
+//! are routed by source address (the demux of the RTP socket's `io::endpoint`), and
+//! packets from addresses no session announced are dropped.
 //!
 //! A player's media arrives here as the same interleaved bytes an RTSP/TCP player
 //! gets (`$`, channel, length, packet): the packets are sent from inside that shared
 //! buffer, the 4-byte headers skipped, so nothing is copied per player. Nor is
-//! anything allocated per player: a write gathers its packets and `sendmmsg` headers
-//! in the worker's [`Scratch`], reused by every write.
+//! anything allocated per player: a write gathers its packets in the worker's
+//! [`Batch`], and the endpoint its `sendmmsg` headers, both reused by every write.
 
+use crate::io::endpoint::{Claim, Counters, Demux, Endpoint};
 use crate::io::sock::{Ready, Sock, Transport};
-use crate::io::udp_send;
 use bytes::Bytes;
 use sluice_media::rtp::next_interleaved;
 use sluice_rtsp::PortPair;
@@ -24,17 +24,18 @@ use std::collections::HashMap;
 use std::io::{self, IoSlice};
 use std::net::{SocketAddr, UdpSocket as StdUdpSocket};
 use std::ops::Range;
-use std::os::fd::AsFd;
 use std::rc::Rc;
+use std::sync::Arc;
 use std::time::Instant;
-use tokio::io::Interest;
-use tokio::net::{TcpStream, UdpSocket};
+use tokio::net::TcpStream;
 use tokio::sync::mpsc;
 
 /// Largest datagram we take (RTP over UDP stays under the path MTU; jumbo frames
-/// fit): bigger ones are truncated by the kernel and fail to depacketize. With
+/// fit): the endpoint drops and counts bigger ones. With
 /// `UDP_QUEUE` in the RTSP driver it bounds what one publisher can queue.
 const MAX_DATAGRAM: usize = 9216;
+/// Largest RTCP packet taken: reports are small.
+const MAX_RTCP: usize = 2048;
 /// Most packets per `sendmmsg`.
 const MAX_BATCH: usize = 64;
 /// Kernel send buffer of the shared RTP socket: it carries every UDP player of the
@@ -47,32 +48,21 @@ const RECV_BUFFER: usize = 4 << 20;
 /// A packet for a publisher's session: its SDP track and the RTP packet.
 pub type Inbound = (usize, Bytes);
 
-/// One worker's RTP/RTCP sockets.
+/// One worker's RTP/RTCP endpoints.
 #[derive(Debug)]
 pub struct RtpUdp {
-    rtp: UdpSocket,
-    rtcp: UdpSocket,
+    rtp: Rc<Endpoint>,
+    rtcp: Rc<Endpoint>,
     /// Our ports, for `server_port=`.
     pub ports: PortPair,
     routes: RefCell<HashMap<SocketAddr, Route>>,
     /// When each UDP player's RTCP port last sent us a report: it is alive.
     heard: RefCell<HashMap<SocketAddr, Rc<Cell<Instant>>>>,
-    /// Whether to send frames as GSO messages (off once the kernel refused one).
-    gso: Cell<bool>,
-    /// Datagrams from addresses no session announced.
-    pub unknown: Cell<u64>,
     /// Datagrams dropped because their session's queue was full.
     pub overflow: Cell<u64>,
-    /// What every write of the worker's UDP players gathers its packets in.
-    scratch: RefCell<Scratch>,
-}
-
-/// A write's packets and its `sendmmsg` buffers, kept between writes: bounded by
-/// [`MAX_BATCH`] packets, as a batch is sent when full.
-#[derive(Debug, Default)]
-struct Scratch {
-    batch: Batch,
-    mmsg: udp_send::Scratch,
+    /// What every write of the worker's UDP players gathers its packets in, kept
+    /// between writes: bounded by [`MAX_BATCH`] packets, as a batch is sent when full.
+    batch: RefCell<Batch>,
 }
 
 #[derive(Debug)]
@@ -132,8 +122,13 @@ impl Drop for HeardGuard {
 }
 
 impl RtpUdp {
-    /// Takes over a bound pair; must run on the worker's runtime.
-    pub fn new(rtp: StdUdpSocket, rtcp: StdUdpSocket) -> io::Result<Rc<RtpUdp>> {
+    /// Takes over a bound pair, counting its datagrams in `counters`; must run on
+    /// the worker's runtime.
+    pub fn new(
+        rtp: StdUdpSocket,
+        rtcp: StdUdpSocket,
+        counters: Arc<Counters>,
+    ) -> io::Result<Rc<RtpUdp>> {
         let ports = PortPair {
             rtp: rtp.local_addr()?.port(),
             rtcp: rtcp.local_addr()?.port(),
@@ -155,18 +150,16 @@ impl RtpUdp {
             );
         }
         let udp = Rc::new(RtpUdp {
-            rtp: UdpSocket::from_std(rtp)?,
-            rtcp: UdpSocket::from_std(rtcp)?,
+            rtp: Endpoint::new(rtp, MAX_DATAGRAM, counters.clone())?,
+            rtcp: Endpoint::new(rtcp, MAX_RTCP, counters)?,
             ports,
             routes: RefCell::new(HashMap::new()),
             heard: RefCell::new(HashMap::new()),
-            gso: Cell::new(true),
-            unknown: Cell::new(0),
             overflow: Cell::new(0),
-            scratch: RefCell::new(Scratch::default()),
+            batch: RefCell::default(),
         });
-        tokio::task::spawn_local(udp.clone().receive_rtp());
-        tokio::task::spawn_local(udp.clone().receive_rtcp());
+        tokio::task::spawn_local(udp.rtp.clone().serve(RtpDemux(udp.clone())));
+        tokio::task::spawn_local(udp.rtcp.clone().serve(RtcpDemux(udp.clone())));
         Ok(udp)
     }
 
@@ -209,43 +202,40 @@ impl RtpUdp {
             cell,
         }
     }
+}
 
-    async fn receive_rtp(self: Rc<Self>) {
-        let mut buf = vec![0u8; MAX_DATAGRAM];
-        loop {
-            let (n, from) = match self.rtp.recv_from(&mut buf).await {
-                Ok(r) => r,
-                // ICMP port unreachable from a player gone away, say: not fatal.
-                Err(e) => {
-                    tracing::debug!("rtp socket: {e}");
-                    continue;
-                }
-            };
-            let routes = self.routes.borrow();
-            let Some(route) = routes.get(&from) else {
-                self.unknown.set(self.unknown.get() + 1);
-                continue;
-            };
-            let packet = Bytes::copy_from_slice(&buf[..n]);
-            if route.tx.try_send((route.track, packet)).is_err() {
-                self.overflow.set(self.overflow.get() + 1);
-            }
+/// RTP from publishers: to the session that announced its source address.
+#[derive(Debug)]
+struct RtpDemux(Rc<RtpUdp>);
+
+impl Demux for RtpDemux {
+    fn receive(&mut self, from: SocketAddr, datagram: &[u8], _: Instant) -> Claim {
+        let udp = &self.0;
+        let routes = udp.routes.borrow();
+        let Some(route) = routes.get(&from) else {
+            return Claim::Dropped;
+        };
+        let packet = Bytes::copy_from_slice(datagram);
+        if route.tx.try_send((route.track, packet)).is_err() {
+            udp.overflow.set(udp.overflow.get() + 1);
         }
+        Claim::Taken
     }
+}
 
-    /// Receiver reports from players keep their sessions alive; their contents, and
-    /// publishers' sender reports, are not used yet.
-    async fn receive_rtcp(self: Rc<Self>) {
-        let mut buf = vec![0u8; 2048];
-        loop {
-            match self.rtcp.recv_from(&mut buf).await {
-                Ok((_, from)) => {
-                    if let Some(cell) = self.heard.borrow().get(&from) {
-                        cell.set(crate::driver::now());
-                    }
-                }
-                Err(e) => tracing::debug!("rtcp socket: {e}"),
+/// Receiver reports from players keep their sessions alive; their contents, and
+/// publishers' sender reports, are not used yet.
+#[derive(Debug)]
+struct RtcpDemux(Rc<RtpUdp>);
+
+impl Demux for RtcpDemux {
+    fn receive(&mut self, from: SocketAddr, _: &[u8], now: Instant) -> Claim {
+        match self.0.heard.borrow().get(&from) {
+            Some(cell) => {
+                cell.set(now);
+                Claim::Taken
             }
+            None => Claim::Dropped,
         }
     }
 }
@@ -297,8 +287,8 @@ impl UdpOut {
     /// answers-or-packets consumed, in order.
     fn write_vectored(&self, bufs: &[IoSlice<'_>]) -> io::Result<usize> {
         // Writes do not nest: a write never waits, and sends nothing through another player.
-        let mut scratch = self.udp.scratch.borrow_mut();
-        let Scratch { batch, mmsg } = &mut *scratch;
+        let mut batch = self.udp.batch.borrow_mut();
+        let batch = &mut *batch;
         batch.clear();
         let mut total = 0usize;
         for (i, buf) in bufs.iter().enumerate() {
@@ -308,7 +298,7 @@ impl UdpOut {
             let answer = (i == 0 && self.control_partial.get()) || buf[0] != b'$';
             if answer {
                 // Everything before it goes first.
-                let (sent, done) = self.flush(bufs, batch, mmsg)?;
+                let (sent, done) = self.flush(bufs, batch)?;
                 total += sent;
                 if !done {
                     return finish(total);
@@ -341,7 +331,7 @@ impl UdpOut {
                 };
                 if channel % 2 == 1 {
                     // RTCP (a sender report every few seconds) leaves from the RTCP port.
-                    let (sent, done) = self.flush(bufs, batch, mmsg)?;
+                    let (sent, done) = self.flush(bufs, batch)?;
                     total += sent;
                     if !done {
                         return finish(total);
@@ -349,12 +339,12 @@ impl UdpOut {
                     // A report that cannot go now (a full socket, say) is dropped: the
                     // next comes in seconds, and waiting here could only wait on the
                     // wrong socket.
-                    let _ = self.udp.rtcp.try_send_to(packet, dest);
+                    let _ = self.udp.rtcp.send_to(packet, dest);
                     total += len;
                     continue;
                 }
                 if batch.packets.len() >= self.batch {
-                    let (sent, done) = self.flush(bufs, batch, mmsg)?;
+                    let (sent, done) = self.flush(bufs, batch)?;
                     total += sent;
                     if !done {
                         return finish(total);
@@ -370,7 +360,7 @@ impl UdpOut {
             // A malformed tail (never made by our packetizer) is dropped, not retried.
             batch.skip(buf.len().saturating_sub(at));
         }
-        let (sent, _) = self.flush(bufs, batch, mmsg)?;
+        let (sent, _) = self.flush(bufs, batch)?;
         finish(total + sent)
     }
 
@@ -379,74 +369,28 @@ impl UdpOut {
     ///
     /// Consecutive packets to one player, all full-sized but the last (the packets of
     /// one video frame), go as one GSO message when the kernel takes them.
-    fn flush(
-        &self,
-        bufs: &[IoSlice<'_>],
-        batch: &mut Batch,
-        mmsg: &mut udp_send::Scratch,
-    ) -> io::Result<(usize, bool)> {
+    fn flush(&self, bufs: &[IoSlice<'_>], batch: &mut Batch) -> io::Result<(usize, bool)> {
         let skipped = std::mem::take(&mut batch.skipped);
         if batch.packets.is_empty() {
             return Ok((skipped, true));
         }
         self.blocked_on_control.set(false);
-        let mut gso = self.udp.gso.get() && self.batch > 1;
-        let sent = match self.send(bufs, &batch.packets, gso, mmsg) {
-            Err(e)
-                if gso
-                    && udp_send::is_gso_refused(&e)
-                    && groups(&batch.packets, true).any(|g| g.len() > 1) =>
-            {
-                tracing::info!("RTP over UDP: the kernel refuses UDP GSO ({e}); sending without");
-                self.udp.gso.set(false);
-                gso = false;
-                match self.send(bufs, &batch.packets, false, mmsg) {
-                    Ok(n) => n,
-                    Err(e) => {
-                        // Not GSO's fault after all (a bad destination): keep it on.
-                        self.udp.gso.set(true);
-                        return Err(e);
-                    }
-                }
-            }
-            other => other?,
-        };
-        let packets: usize = groups(&batch.packets, gso)
-            .take(sent)
-            .map(|g| g.len())
-            .sum();
+        let packets = self.send(bufs, &batch.packets)?;
         let bytes: usize = batch.packets.iter().take(packets).map(|q| q.len).sum();
         let done = packets == batch.packets.len();
         batch.packets.clear();
         Ok((bytes + skipped, done))
     }
 
-    /// One `sendmmsg` of `packets` (of `bufs`), runs of them as GSO messages with
-    /// `gso`; returns the messages sent, 0 when the socket is full.
-    fn send(
-        &self,
-        bufs: &[IoSlice<'_>],
-        packets: &[Queued],
-        gso: bool,
-        mmsg: &mut udp_send::Scratch,
-    ) -> io::Result<usize> {
-        let mut msgs = mmsg.messages();
-        for g in groups(packets, gso) {
-            let Some(first) = packets.get(g.start) else {
-                break;
-            };
-            // A packet fits its interleave header's 16-bit length.
-            let segment = (g.len() > 1).then(|| first.at.len() as u16);
-            let run = packets.get(g).unwrap_or_default();
-            msgs.push(first.dest, run.iter().map(|q| q.bytes(bufs)), segment);
-        }
-        match self
+    /// `packets` (of `bufs`) through the worker's RTP endpoint; returns how many went,
+    /// 0 when the socket is full.
+    fn send(&self, bufs: &[IoSlice<'_>], packets: &[Queued]) -> io::Result<usize> {
+        let sent = self
             .udp
             .rtp
-            .try_io(Interest::WRITABLE, || msgs.send(self.udp.rtp.as_fd()))
-        {
+            .send_each(packets, |q| (q.dest, [q.bytes(bufs), &[]]));
+        match sent {
             Ok(n) => Ok(n),
-            Err(e) if e.kind() == io::ErrorKind::WouldBlock => Ok(0),
             // Passing trouble on the path (a firewall's verdict, no route, no kernel
             // buffers): these packets are lost, as UDP may lose them; the player goes on.
             Err(e)
@@ -455,7 +399,7 @@ impl UdpOut {
                     Some(libc::EPERM | libc::ENOBUFS | libc::ENETUNREACH | libc::EHOSTUNREACH)
                 ) =>
             {
-                Ok(msgs.len())
+                Ok(packets.len())
             }
             Err(e) => Err(e),
         }
@@ -488,13 +432,6 @@ impl Transport for UdpOut {
     fn tcp(&self) -> Option<&TcpStream> {
         self.control.tcp()
     }
-}
-
-/// Runs of packets that can go as one message each: the same destination, every
-/// packet but the run's last as long as the first, within the kernel's limits; one
-/// packet each without `gso`.
-fn groups(packets: &[Queued], gso: bool) -> impl Iterator<Item = Range<usize>> + '_ {
-    udp_send::gso_runs(packets, gso, |q| (q.dest, q.at.len()))
 }
 
 fn finish(total: usize) -> io::Result<usize> {
@@ -564,42 +501,6 @@ mod tests {
         assert!(next_interleaved(b"RTSP/1.0").is_none());
     }
 
-    #[test]
-    fn frames_group_into_gso_runs() {
-        let x: SocketAddr = "127.0.0.1:1000".parse().unwrap();
-        let y: SocketAddr = "127.0.0.1:2000".parse().unwrap();
-        let queued = |packets: &[(usize, SocketAddr)]| -> Vec<Queued> {
-            packets
-                .iter()
-                .map(|&(size, dest)| Queued {
-                    buf: 0,
-                    at: 0..size,
-                    len: size + 4,
-                    dest,
-                })
-                .collect()
-        };
-        let runs = |q: &[Queued], gso| groups(q, gso).collect::<Vec<_>>();
-        // A frame of three full packets and a short one to x, then audio to x, then y.
-        let q = queued(&[
-            (1200, x),
-            (1200, x),
-            (1200, x),
-            (300, x),
-            (50, x),
-            (1200, y),
-            (1200, y),
-        ]);
-        assert_eq!(runs(&q, true), [0..4, 4..5, 5..7]);
-        assert_eq!(runs(&q, false).len(), 7);
-        // A short packet ends a run even when more full ones follow.
-        let q = queued(&[(1200, x), (300, x), (1200, x)]);
-        assert_eq!(runs(&q, true), [0..2, 2..3]);
-        // Never more than the kernel's segment limit.
-        let q = queued(&[(50, x); 100]);
-        assert_eq!(runs(&q, true), [0..64, 64..100]);
-    }
-
     /// A control connection that takes nothing: the test sends no answers.
     #[derive(Debug)]
     struct NoControl;
@@ -631,7 +532,7 @@ mod tests {
         tokio::task::LocalSet::new().block_on(&rt, async {
             let ip = IpAddr::from([127, 0, 0, 1]);
             let (rtp, rtcp) = crate::io::udp_pair::bind_pair(ip, (0, 0)).unwrap();
-            let udp = RtpUdp::new(rtp, rtcp).unwrap();
+            let udp = RtpUdp::new(rtp, rtcp, Arc::default()).unwrap();
             let player = StdUdpSocket::bind((ip, 0)).unwrap();
             let dest = [Some(player.local_addr().unwrap()), None, None, None];
             let out = UdpOut::new(Rc::new(Sock::new(NoControl)), udp.clone(), dest, true);

@@ -8,14 +8,15 @@
 //! rejects. Other datagrams go to the connection their destination socket id names, in
 //! the worker's map.
 //!
-//! Files: `socket` (the worker's socket: handshakes, the map, batched sends), `conn`
-//! (a connection's task: publish through the TS demuxer, or play the stream's TS form
-//! through the fan-out with `SrtOut`, the transport that cuts it into datagrams).
+//! Files: `socket` (the worker's demux on its `io::endpoint`: handshakes, the map,
+//! sends), `conn` (a connection's task: publish through the TS demuxer, or play the
+//! stream's TS form through the fan-out with `SrtOut`, the transport that cuts it
+//! into datagrams).
 
 mod conn;
 mod socket;
 
-pub use socket::serve;
+pub use socket::{SrtDemux, MAX_DATAGRAM};
 
 use sluice_srt::{Acceptor, ListenConfig};
 use std::sync::Arc;

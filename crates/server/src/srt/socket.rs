@@ -1,30 +1,27 @@
-//! A worker's SRT socket: handshakes answered, datagrams routed to connections by
-//! destination socket id, and each connection's datagrams sent in one `sendmmsg`
-//! (a run of equal-sized data packets as one GSO message, its payloads never copied).
+//! SRT on a worker's UDP endpoint: its demux (handshakes answered, datagrams routed
+//! to connections by destination socket id) and each connection's sends through the
+//! endpoint (a run of equal-sized data packets as one GSO message, payloads never
+//! copied).
 
 use super::conn::{self, Conn};
 use super::Shared;
 use crate::ctx::Ctx;
-use crate::io::udp_send;
+use crate::io::endpoint::{Claim, Demux, Endpoint};
 use sluice_srt::{wire, DataOut, Handshake};
-use std::cell::{Cell, RefCell};
+use std::cell::RefCell;
 use std::collections::HashMap;
-use std::net::{SocketAddr, UdpSocket as StdUdpSocket};
-use std::os::fd::AsFd;
+use std::net::SocketAddr;
 use std::rc::Rc;
 use std::sync::Arc;
 use std::time::{Instant, SystemTime, UNIX_EPOCH};
-use tokio::net::UdpSocket;
 
-/// Largest datagram read; SRT keeps to an MTU of 1500.
-const MAX_DATAGRAM: usize = 2048;
+/// Largest datagram taken; SRT keeps to an MTU of 1500.
+pub const MAX_DATAGRAM: usize = 2048;
 
-/// The worker's socket and its connections.
+/// The worker's endpoint and its connections.
 #[derive(Debug)]
 pub struct Socket {
-    sock: UdpSocket,
-    scratch: RefCell<udp_send::Scratch>,
-    gso: Cell<bool>,
+    endpoint: Rc<Endpoint>,
     /// Connections by our socket id.
     pub conns: RefCell<HashMap<u32, Rc<Conn>>>,
     /// Connections by the caller's address and socket id: a repeated conclusion (its
@@ -33,39 +30,20 @@ pub struct Socket {
 }
 
 impl Socket {
-    /// Sends a connection's datagrams: control packets, then data packets.
+    /// Sends a connection's datagrams: control packets, then data packets (a run of
+    /// equal-sized ones as one GSO message, payloads never copied). What the socket
+    /// cannot take now is lost, as UDP may lose it, and SRT sends it again when the
+    /// peer reports the loss.
     pub fn send(&self, to: SocketAddr, control: &[Vec<u8>], data: &[DataOut]) {
-        let mut scratch = self.scratch.borrow_mut();
-        let mut msgs = scratch.messages();
-        for c in control.iter().filter(|c| !c.is_empty()) {
-            msgs.push(to, [c.as_slice()], None);
-        }
-        let gso = self.gso.get();
-        for r in udp_send::gso_runs(data, gso, |d| (to, wire::HEADER_LEN + d.payload.len())) {
-            let run = data.get(r).unwrap_or_default();
-            let Some(first) = run.first() else { continue };
-            let segment =
-                (run.len() > 1).then_some((wire::HEADER_LEN + first.payload.len()) as u16);
-            msgs.push(
-                to,
-                run.iter()
-                    .flat_map(|d| [d.header.as_slice(), d.payload.as_ref()]),
-                segment,
-            );
-        }
-        // One call: what the socket cannot take now is lost, as UDP may lose it, and
-        // SRT sends it again when the peer reports the loss.
-        match self.sock.try_io(tokio::io::Interest::WRITABLE, || {
-            msgs.send(self.sock.as_fd())
-        }) {
-            Err(e) if gso && udp_send::is_gso_refused(&e) => {
-                tracing::info!("srt: the kernel refuses UDP GSO ({e}); sending without");
-                self.gso.set(false);
-                drop(scratch);
-                self.send(to, control, data);
-            }
-            _ => {}
-        }
+        let _ = self.endpoint.send(control.len() + data.len(), |i| {
+            let bytes = match i.checked_sub(control.len()) {
+                None => [control.get(i).map_or(&[][..], Vec::as_slice), &[]],
+                Some(d) => data.get(d).map_or([&[][..], &[]], |d| {
+                    [d.header.as_slice(), d.payload.as_ref()]
+                }),
+            };
+            (to, bytes)
+        });
     }
 }
 
@@ -76,40 +54,52 @@ fn unix_secs() -> u64 {
         .map_or(0, |d| d.as_secs())
 }
 
-/// Serves this worker's SRT socket until the worker stops.
-pub async fn serve(ctx: Rc<Ctx>, shared: Arc<Shared>, socket: StdUdpSocket) {
-    let sock = match UdpSocket::from_std(socket) {
-        Ok(sock) => Rc::new(Socket {
-            sock,
-            scratch: RefCell::default(),
-            gso: Cell::new(true),
+/// How this worker's SRT endpoint finds a datagram's connection: by its destination
+/// socket id; socket id 0 is a handshake.
+#[derive(Debug)]
+pub struct SrtDemux {
+    ctx: Rc<Ctx>,
+    shared: Arc<Shared>,
+    sock: Rc<Socket>,
+}
+
+impl SrtDemux {
+    pub fn new(ctx: &Rc<Ctx>, shared: Arc<Shared>, endpoint: &Rc<Endpoint>) -> SrtDemux {
+        let sock = Rc::new(Socket {
+            endpoint: endpoint.clone(),
             conns: RefCell::default(),
             by_peer: RefCell::default(),
-        }),
-        Err(e) => return tracing::error!("srt: cannot register the UDP socket: {e}"),
-    };
-    let mut buf = vec![0u8; MAX_DATAGRAM];
-    loop {
-        let (n, from) = match sock.sock.recv_from(&mut buf).await {
-            Ok(r) => r,
-            // An ICMP error from an earlier send (a peer gone): nothing to read.
-            Err(_) => continue,
-        };
-        let datagram = buf.get(..n).unwrap_or_default();
+        });
+        SrtDemux {
+            ctx: ctx.clone(),
+            shared,
+            sock,
+        }
+    }
+}
+
+impl Demux for SrtDemux {
+    fn receive(&mut self, from: SocketAddr, datagram: &[u8], _: Instant) -> Claim {
+        // The connections keep time on the system clock (`Connection`'s timers).
         let Some((control, dest)) = wire::peek(datagram) else {
-            continue;
+            return Claim::Dropped;
         };
         if dest != 0 {
-            let conn = sock.conns.borrow().get(&dest).cloned();
+            let conn = self.sock.conns.borrow().get(&dest).cloned();
             // Unknown socket ids (a connection gone, a stranger) are dropped unread.
-            if let Some(c) = conn.filter(|c| c.peer == from) {
-                c.receive(datagram);
-            }
-            continue;
+            return match conn.filter(|c| c.peer == from) {
+                Some(c) => {
+                    c.receive(datagram);
+                    Claim::Taken
+                }
+                None => Claim::Dropped,
+            };
         }
-        if control {
-            handshake(&ctx, &shared, &sock, datagram, from);
+        if !control {
+            return Claim::Dropped;
         }
+        handshake(&self.ctx, &self.shared, &self.sock, datagram, from);
+        Claim::Taken
     }
 }
 

@@ -23,7 +23,7 @@ pub mod whep;
 pub mod whip;
 
 pub use registry::Registry;
-pub use udp::{bind_sockets, serve, sweep};
+pub use udp::{bind_sockets, sweep, WebrtcDemux, MAX_DATAGRAM};
 
 use std::net::{IpAddr, SocketAddr, ToSocketAddrs, UdpSocket};
 use std::sync::atomic::AtomicU64;

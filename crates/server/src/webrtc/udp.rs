@@ -1,35 +1,30 @@
-//! A worker's WebRTC UDP socket: datagrams to the session of their sender's address;
-//! a binding request from an address not seen yet to the answered session its ICE
-//! ufrag names, which then starts on this worker. Anything else is dropped unread.
+//! WebRTC on a worker's UDP endpoint: its demux (datagrams to the session of their
+//! sender's address; a binding request from an address not seen yet to the answered
+//! session its ICE ufrag names, which then starts on this worker; anything else
+//! dropped unread), its sends, and the worker's NACK history.
 
 use super::registry::Registry;
 use super::session::{self, Sessions};
 use crate::ctx::Ctx;
+use crate::io::endpoint::{Claim, Demux, Endpoint};
 use crate::io::udp_send;
 use sluice_webrtc::outbound::{Datagrams, StreamPacket};
 use sluice_webrtc::stun;
-use std::cell::{Cell, RefCell};
+use std::cell::RefCell;
 use std::collections::HashMap;
-use std::net::{SocketAddr, UdpSocket as StdUdpSocket};
-use std::ops::Range;
-
-use std::os::fd::AsFd;
+use std::net::SocketAddr;
 use std::rc::Rc;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
-use tokio::net::UdpSocket;
 pub use udp_send::bind_shared as bind_sockets;
 
-/// Largest datagram read; WebRTC keeps packets under the path MTU.
-const MAX_DATAGRAM: usize = 2048;
+/// Largest datagram taken; WebRTC keeps packets under the path MTU.
+pub const MAX_DATAGRAM: usize = 2048;
 
-/// A worker's WebRTC socket and what batched sends reuse.
+/// A worker's WebRTC endpoint and the packets kept for its viewers' NACKs.
 #[derive(Debug)]
 pub struct Socket {
-    pub sock: UdpSocket,
-    scratch: RefCell<udp_send::Scratch>,
-    /// Whether the kernel takes UDP GSO (off after its first refusal).
-    gso: Cell<bool>,
+    endpoint: Rc<Endpoint>,
     history: RefCell<History>,
 }
 
@@ -130,55 +125,14 @@ impl Socket {
         }
     }
 
-    /// Sends `datagrams` with as few system calls as the kernel allows: one
-    /// `sendmmsg`, runs of equal-sized datagrams to one peer (a frame's packets) as
-    /// one GSO message. What the socket has no room for is dropped, as UDP may drop
-    /// it; the peers recover (NACK, keyframe requests).
+    /// Sends `datagrams` through the endpoint (a frame's packets to one peer as one
+    /// GSO message). What the socket has no room for is dropped, as UDP may drop it;
+    /// the peers recover (NACK, keyframe requests).
     pub fn send_all(&self, datagrams: &Datagrams) {
-        let all = datagrams.entries();
-        let mut scratch = self.scratch.borrow_mut();
-        let mut at = 0;
-        while at < all.len() {
-            let gso = self.gso.get();
-            let rest = all.get(at..).unwrap_or_default();
-            let mut msgs = scratch.messages();
-            for r in runs(rest, gso) {
-                let group = rest.get(r).unwrap_or_default();
-                let Some((dest, first)) = group.first() else {
-                    continue;
-                };
-                let segment = (group.len() > 1).then_some(first.len() as u16);
-                msgs.push(
-                    *dest,
-                    group.iter().map(|(_, r)| datagrams.bytes(r)),
-                    segment,
-                );
-            }
-            let sent = self.sock.try_io(tokio::io::Interest::WRITABLE, || {
-                msgs.send(self.sock.as_fd())
-            });
-            match sent {
-                Ok(0) => return,
-                // The runs again, not kept: a send allocates nothing.
-                Ok(n) => at += runs(rest, gso).take(n).map(|r| r.len()).sum::<usize>(),
-                Err(e) if gso && udp_send::is_gso_refused(&e) => {
-                    tracing::info!("webrtc: the kernel refuses UDP GSO ({e}); sending without");
-                    self.gso.set(false);
-                }
-                // Full, or trouble on the path: the rest is lost, as UDP may lose it.
-                Err(_) => return,
-            }
-        }
+        let _ = self.endpoint.send_each(datagrams.entries(), |(dest, r)| {
+            (*dest, [datagrams.bytes(r), &[]])
+        });
     }
-}
-
-/// Runs of `datagrams` that can go as one message: with `gso`, consecutive ones to
-/// one destination, all of one size but a shorter last, within the kernel's limits.
-fn runs(
-    datagrams: &[(SocketAddr, Range<usize>)],
-    gso: bool,
-) -> impl Iterator<Item = Range<usize>> + '_ {
-    udp_send::gso_runs(datagrams, gso, |(dest, r)| (*dest, r.len()))
 }
 
 /// Drops answered sessions whose ICE never started (one worker runs it).
@@ -196,79 +150,55 @@ pub async fn sweep(registry: Arc<Registry>) {
     }
 }
 
-/// Serves this worker's socket until the worker stops.
-pub async fn serve(ctx: Rc<Ctx>, registry: Arc<Registry>, socket: StdUdpSocket) {
-    let sock = match UdpSocket::from_std(socket) {
-        Ok(sock) => Rc::new(Socket {
-            sock,
-            scratch: RefCell::default(),
-            gso: Cell::new(true),
-            history: RefCell::default(),
-        }),
-        Err(e) => return tracing::error!("webrtc: cannot register the UDP socket: {e}"),
-    };
-    let sessions: Sessions = Rc::default();
-    let mut buf = vec![0u8; MAX_DATAGRAM];
-    loop {
-        let (n, from) = match sock.sock.recv_from(&mut buf).await {
-            Ok(r) => r,
-            // An ICMP error from an earlier send (a viewer gone): nothing to read.
-            Err(_) => continue,
-        };
-        let datagram = buf.get(..n).unwrap_or_default();
-        let known = sessions.borrow().get(&from).cloned();
+/// How this worker's WebRTC endpoint finds a datagram's session.
+#[derive(Debug)]
+pub struct WebrtcDemux {
+    ctx: Rc<Ctx>,
+    registry: Arc<Registry>,
+    sock: Rc<Socket>,
+    sessions: Sessions,
+}
+
+impl WebrtcDemux {
+    pub fn new(ctx: &Rc<Ctx>, registry: Arc<Registry>, endpoint: &Rc<Endpoint>) -> WebrtcDemux {
+        WebrtcDemux {
+            ctx: ctx.clone(),
+            registry,
+            sock: Rc::new(Socket {
+                endpoint: endpoint.clone(),
+                history: RefCell::default(),
+            }),
+            sessions: Sessions::default(),
+        }
+    }
+}
+
+impl Demux for WebrtcDemux {
+    fn receive(&mut self, from: SocketAddr, datagram: &[u8], _: Instant) -> Claim {
+        let known = self.sessions.borrow().get(&from).cloned();
         let session = match known {
             Some(s) => s,
             None => {
                 let Some((ours, _)) = stun::binding_username(datagram) else {
-                    continue;
+                    return Claim::Dropped;
                 };
-                let Some(pending) = registry.take(ours) else {
-                    continue;
+                let Some(pending) = self.registry.take(ours) else {
+                    return Claim::Dropped;
                 };
-                let link = session::Link::Udp(sock.clone());
-                let s = session::start(&ctx, link, &registry, pending, from, Some(&sessions));
-                sessions.borrow_mut().insert(from, s.clone());
+                let link = session::Link::Udp(self.sock.clone());
+                let s = session::start(
+                    &self.ctx,
+                    link,
+                    &self.registry,
+                    pending,
+                    from,
+                    Some(&self.sessions),
+                );
+                self.sessions.borrow_mut().insert(from, s.clone());
                 s
             }
         };
         session.receive(from, datagram);
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    fn d(port: u16, len: usize) -> (SocketAddr, Range<usize>) {
-        (SocketAddr::from(([127, 0, 0, 1], port)), 0..len)
-    }
-
-    #[test]
-    fn a_frame_to_one_peer_is_one_run_and_peers_are_apart() {
-        // Two viewers' packets of one frame: 3 full and a short last, then 2.
-        let all = [
-            d(1, 1200),
-            d(1, 1200),
-            d(1, 1200),
-            d(1, 700),
-            d(2, 1200),
-            d(2, 300),
-        ];
-        let found: Vec<_> = runs(&all, true).collect();
-        assert_eq!(found, [0..4, 4..6]);
-        // A longer datagram after a shorter one starts a new run; so does no GSO.
-        let odd = [d(1, 300), d(1, 1200), d(1, 1200)];
-        assert_eq!(runs(&odd, true).collect::<Vec<_>>(), [0..1, 1..3]);
-        assert_eq!(runs(&all, false).count(), all.len());
-    }
-
-    #[test]
-    fn runs_stay_within_the_kernels_limits() {
-        let many: Vec<_> = (0..150).map(|_| d(1, 1000)).collect();
-        let runs: Vec<_> = runs(&many, true).collect();
-        assert!(runs.iter().all(|r| r.len() <= udp_send::MAX_SEGMENTS));
-        assert!(runs.iter().all(|r| r.len() * 1000 <= udp_send::MAX_MESSAGE));
-        assert_eq!(runs.iter().map(|r| r.len()).sum::<usize>(), 150);
+        Claim::Taken
     }
 }

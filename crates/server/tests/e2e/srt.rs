@@ -362,6 +362,17 @@ fn bad_handshakes_are_answered_for_that_caller_only() {
     ] {
         sock.send_to(junk, addr).unwrap();
     }
+    // None of them is claimed by a connection: the endpoint counts them.
+    let unclaimed = r#"sluice_udp_unclaimed_datagrams_total{protocol="srt"}"#;
+    let waited = Instant::now();
+    while crate::common::metric(server.http, unclaimed) < 3.0 {
+        assert!(
+            waited.elapsed() < Duration::from_secs(10),
+            "junk not counted"
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    assert_eq!(crate::common::metric(server.http, unclaimed), 3.0);
     let induction = {
         // An HSv4 induction as libsrt callers send it (version 4, socket type 2).
         let mut p = vec![0u8; 64];
