@@ -664,6 +664,12 @@ impl RtpDepacketizer {
     ) -> Result<(), RtpError> {
         match sizes {
             [] => Ok(()),
+            // An AU of no bytes carries nothing to decode, and is no fragment of the
+            // one in progress (whose size is not 0): nothing comes of either.
+            [0] => {
+                self.drop_aac_fragment();
+                Ok(())
+            }
             [size] if *size > data.len() || self.aac_frag_ts.is_some() => {
                 // A fragment of one AU; every fragment carries the whole AU's size.
                 let size = *size;

@@ -716,3 +716,33 @@ fn rtcp_sender_report_layout_and_compound_parse() {
     assert_eq!(r.len(), 1);
     assert!(r[0].is_err());
 }
+
+/// An RTP packet of AAC (`AacParams::HBR`): one AU header of `size`, then `data`.
+fn aac_rtp(seq: u16, ts: u32, marker: bool, size: u16, data: &[u8]) -> Bytes {
+    let mut p = vec![0x80, 97 | if marker { 0x80 } else { 0 }];
+    p.extend_from_slice(&seq.to_be_bytes());
+    p.extend_from_slice(&ts.to_be_bytes());
+    p.extend_from_slice(&7u32.to_be_bytes());
+    p.extend_from_slice(&16u16.to_be_bytes());
+    p.extend_from_slice(&(size << 3).to_be_bytes());
+    p.extend_from_slice(data);
+    Bytes::from(p)
+}
+
+#[test]
+fn an_empty_aac_access_unit_is_never_a_frame() {
+    // Found by the rtp_depacketize fuzz target: an AU of size 0 after a fragment
+    // begun came out as an empty frame.
+    let mut d = RtpDepacketizer::for_track(&aac_track()).expect("d");
+    let got = feed(
+        &mut d,
+        [
+            aac_rtp(1, 1000, false, 100, &[0x21; 10]),
+            aac_rtp(2, 2000, true, 0, &[]),
+            aac_rtp(3, 3000, true, 0, &[]),
+            aac_rtp(4, 4000, true, 4, &[0x21; 4]),
+        ],
+    );
+    assert!(got.iter().all(|f| !f.payload.is_empty()), "{got:?}");
+    assert_eq!(got.len(), 1, "the whole AU after them");
+}
