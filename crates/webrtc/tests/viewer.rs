@@ -357,8 +357,14 @@ fn the_first_check_gets_a_check_back_at_once_and_offered_candidates_none() {
             PeerOutput::Timeout(_) => break,
         }
     }
-    assert!(types.contains(&[0x01, 0x01]), "no binding response: {types:?}");
-    assert!(types.contains(&[0x00, 0x01]), "no binding request: {types:?}");
+    assert!(
+        types.contains(&[0x01, 0x01]),
+        "no binding response: {types:?}"
+    );
+    assert!(
+        types.contains(&[0x00, 0x01]),
+        "no binding request: {types:?}"
+    );
     call.deliver(&out);
     // From there on, as any call; every datagram of the server goes to the browser
     // (`deliver`), none to the decoy.
