@@ -515,12 +515,9 @@ impl Peer {
         };
         let receive = Receive::new(proto, source, local, datagram)
             .map_err(|e| PeerError::Offer(e.to_string()))?;
+        // str0m advances its time with every datagram: the check of a pair a binding
+        // request made (a triggered check, RFC 8445 §7.3.1.4) goes out with its answer.
         rtc.handle_input(Input::Receive(now, receive))?;
-        if kind == DatagramKind::Stun {
-            // A triggered check (RFC 8445 §7.3.1.4): str0m sends its check of a new
-            // pair on its next timeout, up to 50 ms away (its pacing); now is sooner.
-            rtc.handle_input(Input::Timeout(now))?;
-        }
         Ok(())
     }
 
