@@ -517,7 +517,7 @@ settings! {
     }
 
     /// WebRTC: WHEP players at /app/stream/whep and WHIP publishers at /app/stream/whip on
-    /// the HTTP and HTTPS listeners, media on one UDP port (ICE-lite, DTLS-SRTP).
+    /// the HTTP and HTTPS listeners, media on one UDP port (ICE, DTLS-SRTP).
     [webrtc] WebrtcSettings {
         /// UDP address of WebRTC media (every worker shares it), or "off".
         #[flag("webrtc-udp", "ADDR")]

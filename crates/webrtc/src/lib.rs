@@ -1,5 +1,5 @@
 //! WebRTC for Sluice, sans-IO: [`Peer`] answers a WHEP viewer's offer (str0m in
-//! ICE-lite and RTP mode, on aws-lc-rs, for ICE and DTLS) and then sends the stream's
+//! RTP mode, on aws-lc-rs, for ICE and DTLS) and then sends the stream's
 //! shared RTP packets with the viewer's header and our own SRTP ([`outbound`],
 //! [`srtp`], [`rtcp`], with the keys [`keys`] copies out of the handshake); [`stun`]
 //! routes a first datagram to its session by the ICE username fragment it names, and

@@ -1,5 +1,12 @@
-//! One WebRTC peer of the server, around str0m's `Rtc` in ICE-lite and RTP mode.
+//! One WebRTC peer of the server, around str0m's `Rtc` in RTP mode.
 //! Datagrams and time in, datagrams, a timeout and events out: no socket, no clock.
+//!
+//! ICE: str0m runs as a full (controlled) ICE agent that is never told the offer's
+//! candidates, so the only address it ever checks is the one an authenticated binding
+//! request came from (a peer-reflexive candidate): nothing goes to an address an offer
+//! merely names. That check of ours, sent at once, is what makes a controlling agent
+//! nominate without waiting for its next check tick (pion's 200 ms): an ICE-lite
+//! server, which sends no checks, cost pion's viewers 200 ms before their first packet.
 //!
 //! A publisher (WHIP): H.264 and Opus are accepted, and its RTP comes out of str0m as
 //! plain packets for the server's depacketizers.
@@ -230,7 +237,8 @@ fn config(role: Role) -> RtcConfig {
     if let Some(cert) = keys::certificate() {
         config = config.set_dtls_cert(cert);
     }
-    let config = config.set_ice_lite(true).set_rtp_mode(true).clear_codecs();
+    // A full agent, for the check of ours a controlling peer nominates on (module doc).
+    let config = config.set_ice_lite(false).set_rtp_mode(true).clear_codecs();
     let offered = match role {
         Role::Play(offered) => offered,
         Role::Publish => return config.enable_h264(true).enable_opus(true, false),
@@ -255,6 +263,26 @@ fn config(role: Role) -> RtcConfig {
     config
 }
 
+/// `offer` without its candidates (`a=candidate`), so that str0m checks only where
+/// authenticated binding requests come from: the server sends nothing to an address an
+/// offer names, which anyone may write. An ICE-lite offer is refused, as its peer sends
+/// no checks and would need its candidates checked.
+fn without_candidates(offer: &str) -> Result<String, PeerError> {
+    let mut kept = String::with_capacity(offer.len());
+    for line in offer.split_inclusive('\n') {
+        let attribute = line.trim();
+        if attribute == "a=ice-lite" {
+            return Err(PeerError::Offer(
+                "an ICE-lite offer (the server checks no offered candidate)".into(),
+            ));
+        }
+        if !attribute.starts_with("a=candidate:") {
+            kept.push_str(line);
+        }
+    }
+    Ok(kept)
+}
+
 impl Peer {
     /// Answers `offer` for `role` at `now`: a viewer's (WHEP) with what the stream
     /// has, a publisher's (WHIP) with H.264 and Opus.
@@ -267,8 +295,8 @@ impl Peer {
         if offer.len() > MAX_OFFER {
             return Err(PeerError::TooLarge);
         }
-        let offer =
-            SdpOffer::from_sdp_string(offer).map_err(|e| PeerError::Offer(e.to_string()))?;
+        let offer = SdpOffer::from_sdp_string(&without_candidates(offer)?)
+            .map_err(|e| PeerError::Offer(e.to_string()))?;
         let local_tcp = settings.tcp_candidates.first().copied();
         let local = settings
             .candidates
@@ -487,6 +515,8 @@ impl Peer {
         };
         let receive = Receive::new(proto, source, local, datagram)
             .map_err(|e| PeerError::Offer(e.to_string()))?;
+        // str0m advances its time with every datagram: the check of a pair a binding
+        // request made (a triggered check, RFC 8445 §7.3.1.4) goes out with its answer.
         rtc.handle_input(Input::Receive(now, receive))?;
         Ok(())
     }

@@ -15,6 +15,8 @@ use str0m::{Candidate, Event, IceConnectionState, Input, Output, Rtc, RtcConfig}
 
 const SERVER: &str = "127.0.0.1:8189";
 const BROWSER: &str = "127.0.0.1:50000";
+/// An address an offer names that no datagram comes from.
+const DECOY: &str = "192.0.2.7:9";
 
 struct Call {
     browser: Rtc,
@@ -42,6 +44,11 @@ fn addr(a: &str) -> SocketAddr {
 
 impl Call {
     fn start() -> Call {
+        Call::start_with(|offer| offer)
+    }
+
+    /// A call whose offer `edit` changes on its way to the server.
+    fn start_with(edit: impl FnOnce(String) -> String) -> Call {
         let now = Instant::now();
         let mut browser = RtcConfig::new()
             .set_crypto_provider(Arc::new(str0m::crypto::from_feature_flags()))
@@ -62,7 +69,8 @@ impl Call {
             video: Some(VideoCodec::H264),
             opus: true,
         });
-        let answer = Peer::answer(&offer.to_sdp_string(), role, &config, now).unwrap();
+        let offer = edit(offer.to_sdp_string());
+        let answer = Peer::answer(&offer, role, &config, now).unwrap();
         let sdp = SdpAnswer::from_sdp_string(&answer.sdp).unwrap();
         browser.sdp_api().accept_answer(pending, sdp).unwrap();
         Call {
@@ -304,4 +312,91 @@ fn lost_packets_are_asked_for_and_sent_again() {
     // Resent packets complete their frames: the few not whole are from before the
     // browser's first NACK could arrive.
     assert!(call.frames >= 295, "{} frames", call.frames);
+}
+
+#[test]
+fn the_first_check_gets_a_check_back_at_once_and_offered_candidates_none() {
+    // The offer names the decoy before its real candidate.
+    let mut call = Call::start_with(|offer| {
+        let d = addr(DECOY);
+        let decoy = format!(
+            "a=candidate:9 1 udp 2130706431 {} {} typ host\r\na=candidate:",
+            d.ip(),
+            d.port()
+        );
+        assert!(offer.contains("a=candidate:"));
+        offer.replace("a=candidate:", &decoy)
+    });
+    call.browser.handle_input(Input::Timeout(call.now)).unwrap();
+    let check = loop {
+        match call.browser.poll_output().unwrap() {
+            Output::Transmit(t) => break t.contents.to_vec(),
+            Output::Timeout(_) => panic!("the browser sent no check"),
+            Output::Event(_) => {}
+        }
+    };
+    assert_eq!(check[..2], [0x00, 0x01], "a binding request");
+    call.server
+        .handle_datagram(call.now, Via::Udp, addr(BROWSER), &check)
+        .unwrap();
+    // With no time passing: the answer, and a check of ours (a triggered check, what a
+    // controlling agent nominates on), both to where the check came from.
+    let mut out = Datagrams::default();
+    let mut types = Vec::new();
+    loop {
+        match call.server.poll_output() {
+            PeerOutput::Transmit {
+                destination,
+                contents,
+            } => {
+                assert_eq!(destination, addr(BROWSER));
+                types.push([contents[0], contents[1]]);
+                out.push(destination, &contents);
+            }
+            PeerOutput::Event(e) => call.events.push(e),
+            PeerOutput::Timeout(_) => break,
+        }
+    }
+    assert!(
+        types.contains(&[0x01, 0x01]),
+        "no binding response: {types:?}"
+    );
+    assert!(
+        types.contains(&[0x00, 0x01]),
+        "no binding request: {types:?}"
+    );
+    call.deliver(&out);
+    // From there on, as any call; every datagram of the server goes to the browser
+    // (`deliver`), none to the decoy.
+    call.connect();
+    for n in 0..60 {
+        call.send_frame(n);
+        call.tick(Duration::from_millis(33));
+    }
+    assert!(call.frames >= 55, "{} frames", call.frames);
+}
+
+#[test]
+fn an_ice_lite_offer_is_refused() {
+    let mut browser = RtcConfig::new()
+        .set_crypto_provider(Arc::new(str0m::crypto::from_feature_flags()))
+        .set_ice_lite(true)
+        .enable_h264(true)
+        .build(Instant::now());
+    browser.add_local_candidate(Candidate::host(addr(BROWSER), "udp").unwrap());
+    let mut api = browser.sdp_api();
+    api.add_media(MediaKind::Video, Direction::RecvOnly, None, None, None);
+    let (offer, _) = api.apply().unwrap();
+    let offer = offer.to_sdp_string();
+    assert!(offer.contains("a=ice-lite"));
+    let config = PeerConfig {
+        candidates: vec![addr(SERVER)],
+        tcp_candidates: Vec::new(),
+    };
+    let role = Role::Play(Offered {
+        video: Some(VideoCodec::H264),
+        opus: false,
+    });
+    let refused = Peer::answer(&offer, role, &config, Instant::now());
+    assert!(refused.is_err());
 }

@@ -1,6 +1,6 @@
 //! WHEP's sessions (the IETF's WebRTC-HTTP egress protocol): an SDP offer to play a
 //! stream is answered and its session parked until ICE starts; a session's resource
-//! ends it. The answer carries every host candidate (ICE-lite), so trickle ICE is not
+//! ends it. The answer carries every host candidate, so trickle ICE is not
 //! needed. The HTTP side (content type, authorization, status codes) is `http::whep`.
 
 use super::registry::{Job, Registry, TooManyPending};
