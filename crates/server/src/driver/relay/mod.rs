@@ -189,6 +189,29 @@ async fn dial(
     })
 }
 
+/// A pull's tick: the sink's idle and stop checks while the origin sends nothing.
+fn pull_tick() -> tokio::time::Interval {
+    let mut tick = tokio::time::interval(crate::relay::pull::TICK);
+    tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    tick
+}
+
+/// How a pull's connection ended: why its adapter stopped it, else the driver's
+/// `result` as the relays tell it (`peer` the origin's side, `session` what a failure
+/// of its session means).
+fn pull_ended<E: std::error::Error>(
+    stop: Option<Stop>,
+    result: Result<(), DriveError<E>>,
+    peer: Peer,
+    session: impl FnOnce(E) -> RelayError,
+) -> Stop {
+    match (stop, result) {
+        (Some(stop), _) => stop,
+        (None, Err(e)) => Stop::Failed(relay_error(e, peer, session)),
+        (None, Ok(())) => RelayError::Closed(peer).into(),
+    }
+}
+
 /// The driver's next step after a pull's sink said `result`: `stop` keeps why the
 /// pull stops when it is not a failure.
 fn step<E: std::error::Error>(

@@ -2,11 +2,11 @@
 //! (RTMP, RTMPS, HTTP-FLV): [`Played`] turns each event into media or an end, and
 //! [`Pull`] gives the media and a tick to the pull's sink.
 
-use super::{connection, relay_error, step, Opened};
+use super::{connection, pull_ended, pull_tick, step, Opened};
 use crate::driver::{Adapter, Conn, DriveError, Next};
 use crate::relay::client::{Media, SILENCE};
 use crate::relay::error::{Peer, RelayError};
-use crate::relay::pull::{PullSink, Stop, TICK};
+use crate::relay::pull::{PullSink, Stop};
 use sluice_http::flv_client::{FlvClient, FlvClientError, FlvEvent};
 use sluice_media::flv::{TAG_AUDIO, TAG_SCRIPT, TAG_VIDEO};
 use sluice_rtmp::{ClientEvent, ClientSession, RtmpError, Waited};
@@ -120,22 +120,16 @@ pub(super) async fn play<S: Played>(
     } = opened;
     // An origin that takes nothing of what we say must not hold the pull.
     let mut conn = connection(&ctx, protocol, sock, peer, session).bound_writes(SILENCE);
-    let mut tick = tokio::time::interval(TICK);
-    tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
     let mut adapter = Pull {
         sink,
         timeout,
         stop: None,
         counted: 0,
-        tick,
+        tick: pull_tick(),
     };
     let result = crate::driver::run(&mut conn, &mut adapter).await;
     adapter.count(&conn);
-    match (adapter.stop, result) {
-        (Some(stop), _) => stop,
-        (None, Err(e)) => Stop::Failed(relay_error(e, Peer::Origin, S::error)),
-        (None, Ok(())) => RelayError::Closed(Peer::Origin).into(),
-    }
+    pull_ended(adapter.stop, result, Peer::Origin, S::error)
 }
 
 /// A pull's adapter: the origin's media and a tick go to the pull's sink.

@@ -1,11 +1,11 @@
 //! A pull's adapter for an RTSP server: the session's events and RTP over UDP go
 //! through the pull's `RtspPlay` (requests, tracks, sockets) to its sink.
 
-use super::{connection, relay_error, step, Opened};
+use super::{connection, pull_ended, pull_tick, step, Opened};
 use crate::driver::{Adapter, Conn, DriveError, Next};
 use crate::relay::client::{Media, SILENCE};
 use crate::relay::error::{Peer, RelayError};
-use crate::relay::pull::{PullSink, Stop, TICK};
+use crate::relay::pull::{PullSink, Stop};
 use crate::relay::rtsp_pull::{self, RtspPlay};
 use sluice_rtsp::{ClientEvent as RtspEvent, ClientSession as RtspSession, RtspError};
 use std::time::Duration;
@@ -25,8 +25,6 @@ pub(super) async fn play_rtsp(
     } = opened;
     // A server that takes nothing of what we say must not hold the pull.
     let mut conn = connection(&ctx, "rtsp-pull", sock, peer, session).bound_writes(SILENCE);
-    let mut tick = tokio::time::interval(TICK);
-    tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
     let now = tokio::time::Instant::now();
     let mut adapter = RtspPull {
         sink,
@@ -35,14 +33,10 @@ pub(super) async fn play_rtsp(
         started: now,
         heard: now,
         stop: None,
-        tick,
+        tick: pull_tick(),
     };
     let result = crate::driver::run(&mut conn, &mut adapter).await;
-    match (adapter.stop, result) {
-        (Some(stop), _) => stop,
-        (None, Err(e)) => Stop::Failed(relay_error(e, Peer::Server, RelayError::Rtsp)),
-        (None, Ok(())) => RelayError::Closed(Peer::Server).into(),
-    }
+    pull_ended(adapter.stop, result, Peer::Server, RelayError::Rtsp)
 }
 
 /// A pull's adapter for an RTSP server: the session's events and RTP over UDP go
