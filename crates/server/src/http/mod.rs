@@ -94,11 +94,10 @@ pub fn start(
     if let Some((l, tls)) = https {
         let acceptor = TlsAcceptor::from(tls);
         let accept: Accept = Rc::new(move |sock, peer, admission| {
-            let served = serve_tls(worker.clone(), acceptor.clone(), sock, peer);
-            tokio::task::spawn_local(async move {
-                served.await;
-                drop(admission);
-            });
+            let id = worker.ctx.hub().next_id();
+            let span = tracing::info_span!("https", id, %peer);
+            let served = serve_tls(worker.clone(), acceptor.clone(), sock, peer, id, admission);
+            tokio::task::spawn_local(served.instrument(span));
         });
         accepts.push((l, accept));
     }
@@ -138,59 +137,63 @@ pub fn start_plain(
     admission: Admission,
     api_only: bool,
 ) {
-    let served = serve(worker.clone(), sock, peer, api_only);
-    tokio::task::spawn_local(async move {
-        served.await;
-        drop(admission);
-    });
+    let id = worker.ctx.hub().next_id();
+    tokio::task::spawn_local(task(worker, sock, peer, id, admission, api_only));
 }
 
-async fn serve(worker: Rc<Worker>, sock: Sock, peer: SocketAddr, api_only: bool) {
-    let id = worker.ctx.hub().next_id();
+/// Plain connection `id`'s task, in its span. Spawned as it is: awaited inside
+/// another future, it would be held there twice (the captured future and the one
+/// being polled), doubling the task.
+pub(crate) fn task(
+    worker: &Rc<Worker>,
+    sock: Sock,
+    peer: SocketAddr,
+    id: u64,
+    admission: Admission,
+    api_only: bool,
+) -> impl std::future::Future<Output = ()> {
     let protocol = if api_only { "api" } else { "http" };
     let span = tracing::info_span!("http", id, %peer);
-    async move {
-        match connection(&worker, id, peer, protocol, sock).await {
-            Ok(()) => tracing::debug!("closed"),
-            Err(e) => tracing::info!("closed: {e}"),
-        }
-    }
-    .instrument(span)
-    .await
+    connection(worker, id, peer, protocol, sock, admission).instrument(span)
 }
 
 /// HTTPS: the TLS handshake (bounded in time), then the same routes as HTTP, or HTTP/2.
-async fn serve_tls(worker: Rc<Worker>, acceptor: TlsAcceptor, sock: TcpStream, peer: SocketAddr) {
-    let id = worker.ctx.hub().next_id();
-    let span = tracing::info_span!("https", id, %peer);
-    async move {
-        let bound = worker.ctx.config().limits.handshake_bound();
-        let Some(tls) = crate::io::tls::accept(&acceptor, sock, bound).await else {
-            return;
-        };
-        if tls.get_ref().1.alpn_protocol() == Some(b"h2") {
-            return match h2::serve(worker, peer, tls).await {
-                Ok(()) => tracing::debug!("closed"),
-                Err(e) => tracing::info!("closed: {e}"),
-            };
-        }
-        match connection(&worker, id, peer, "https", tls.into_sock()).await {
+async fn serve_tls(
+    worker: Rc<Worker>,
+    acceptor: TlsAcceptor,
+    sock: TcpStream,
+    peer: SocketAddr,
+    id: u64,
+    admission: Admission,
+) {
+    let bound = worker.ctx.config().limits.handshake_bound();
+    let Some(tls) = crate::io::tls::accept(&acceptor, sock, bound).await else {
+        return;
+    };
+    if tls.get_ref().1.alpn_protocol() == Some(b"h2") {
+        match h2::serve(worker, peer, tls).await {
             Ok(()) => tracing::debug!("closed"),
             Err(e) => tracing::info!("closed: {e}"),
         }
+        drop(admission);
+        return;
     }
-    .instrument(span)
-    .await
+    connection(&worker, id, peer, "https", tls.into_sock(), admission).await;
 }
 
-/// One HTTP/1.1 connection, plain or TLS, on the common driver.
-async fn connection(
+/// One HTTP/1.1 connection, plain or TLS, on the common driver, holding its place
+/// within the limits (`admission`) until it ends. The connection and its adapter are
+/// made before its future and moved in, so that the future holds them once: an `async
+/// fn` would also keep the locals they were made from for the connection's whole life,
+/// and a player's task is most of the memory it costs.
+fn connection(
     worker: &Rc<Worker>,
     id: u64,
     peer: SocketAddr,
     protocol: &'static str,
     sock: Sock,
-) -> Result<(), Error> {
+    admission: Admission,
+) -> impl std::future::Future<Output = ()> {
     let ctx = &worker.ctx;
     let idle = Duration::from_millis(ctx.config().limits.idle_timeout_ms);
     let session = ServerSession::new(
@@ -213,7 +216,13 @@ async fn connection(
         vod: None,
         api_only: protocol == "api",
     };
-    driver::run(&mut conn, &mut http).await
+    async move {
+        match driver::run(&mut conn, &mut http).await {
+            Ok(()) => tracing::debug!("closed"),
+            Err(e) => tracing::info!("closed: {e}"),
+        }
+        drop(admission);
+    }
 }
 
 /// The HTTP adapter: routes each request; keeps a played file going.
@@ -237,7 +246,10 @@ impl Adapter<ServerSession> for Http {
         event: ServerEvent,
     ) -> Result<Next, Error> {
         match event {
-            Event::Other(HttpEvent::Request(req)) => self.request(conn, req).await?,
+            // Boxed: routing awaits the largest futures of the server (the API, HLS,
+            // files, WHEP), and unboxed they would size every connection's task, a
+            // player's included, for its whole life.
+            Event::Other(HttpEvent::Request(req)) => Box::pin(self.request(conn, req)).await?,
             Event::Other(HttpEvent::Message { opcode, .. }) => {
                 tracing::debug!(?opcode, "websocket message ignored");
             }

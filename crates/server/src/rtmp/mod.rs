@@ -40,16 +40,22 @@ pub fn accept(ctx: &Rc<Ctx>) -> Accept {
 /// connection, and the harness (`testing`) with an in-memory one. Returns its id.
 pub fn start(ctx: &Rc<Ctx>, sock: Sock, peer: SocketAddr, admission: Admission) -> u64 {
     let id = ctx.hub().next_id();
-    let span = tracing::info_span!("rtmp", id, %peer);
-    let served = serve(ctx.clone(), sock, peer, id, "rtmp");
-    tokio::task::spawn_local(
-        async move {
-            served.await;
-            drop(admission);
-        }
-        .instrument(span),
-    );
+    tokio::task::spawn_local(task(ctx, sock, peer, id, admission));
     id
+}
+
+/// Connection `id`'s task, in its span. Spawned as it is: awaited inside another
+/// future, it would be held there twice (the captured future and the one being
+/// polled), doubling the task.
+pub(crate) fn task(
+    ctx: &Rc<Ctx>,
+    sock: Sock,
+    peer: SocketAddr,
+    id: u64,
+    admission: Admission,
+) -> impl std::future::Future<Output = ()> {
+    let span = tracing::info_span!("rtmp", id, %peer);
+    serve(ctx.clone(), sock, peer, id, "rtmp", admission).instrument(span)
 }
 
 /// Accepts RTMPS connections: the TLS handshake (bounded in time), then RTMP.
@@ -65,17 +71,27 @@ pub fn accept_tls(ctx: &Rc<Ctx>, tls: Arc<rustls::ServerConfig>) -> Accept {
                 let bound = ctx.config().limits.handshake_bound();
                 // A plain RTMP client, a scanner: closed at once.
                 if let Some(tls) = crate::io::tls::accept(&acceptor, sock, bound).await {
-                    serve(ctx, tls.into_sock(), peer, id, "rtmps").await;
+                    serve(ctx, tls.into_sock(), peer, id, "rtmps", admission).await;
                 }
-                drop(admission);
             }
             .instrument(span),
         );
     })
 }
 
-async fn serve(ctx: Rc<Ctx>, sock: Sock, peer: SocketAddr, id: u64, protocol: &'static str) {
-    tracing::debug!("connected");
+/// One connection's future, holding its place within the limits (`admission`) until
+/// it ends. The connection and its adapter are made before it and moved in, so that
+/// the future holds them once: an `async fn` would also keep the locals they were made
+/// from (the session, its config) for the connection's whole life, and a player's
+/// task is most of the memory it costs.
+fn serve(
+    ctx: Rc<Ctx>,
+    sock: Sock,
+    peer: SocketAddr,
+    id: u64,
+    protocol: &'static str,
+    admission: Admission,
+) -> impl std::future::Future<Output = ()> {
     let session = ServerSession::new(ServerConfig {
         out_chunk_size: ctx.config().rtmp.chunk_size,
         max_message_len: ctx.config().rtmp.max_message_len,
@@ -87,9 +103,13 @@ async fn serve(ctx: Rc<Ctx>, sock: Sock, peer: SocketAddr, id: u64, protocol: &'
         publishing: None,
         vod: None,
     };
-    let result = driver::run(&mut conn, &mut rtmp).await;
-    rtmp.publishing = None;
-    driver::log_end(&result);
+    async move {
+        tracing::debug!("connected");
+        let result = driver::run(&mut conn, &mut rtmp).await;
+        drop(rtmp.publishing.take());
+        driver::log_end(&result);
+        drop(admission);
+    }
 }
 
 /// The RTMP adapter: a connection's publisher, if it publishes, and the file it
@@ -109,10 +129,10 @@ impl Adapter<ServerSession> for Rtmp {
         event: ServerEvent,
     ) -> Result<Next, Error> {
         match event {
-            Event::Publish(req) => return Ok(self.publish(conn, &req).await),
+            Event::Publish(req) => return Ok(Box::pin(self.publish(conn, &req)).await),
             Event::Play(req) => {
                 tracing::debug!(query = %req.query, "play request");
-                self.play(conn, &req).await?;
+                Box::pin(self.play(conn, &req)).await?;
             }
             Event::Media(media) => {
                 if let Some(ingest) = &mut self.publishing {
@@ -134,7 +154,7 @@ impl Adapter<ServerSession> for Rtmp {
                 }
             }
             Event::Stop if conn.playing().is_some() => {
-                conn.stop_playing().await;
+                Box::pin(conn.stop_playing()).await;
                 self.vod = None;
             }
             // The publisher stopped: leave the stream to its players for the grace window.

@@ -120,41 +120,60 @@ impl Worker {
 /// connection, and the harness with an in-memory one. Returns its id.
 pub fn start(worker: &Rc<Worker>, sock: Sock, peer: SocketAddr, admission: Admission) -> u64 {
     let id = worker.ctx.hub().next_id();
-    let served = serve(worker.clone(), sock, peer, id);
-    tokio::task::spawn_local(async move {
-        served.await;
-        drop(admission);
-    });
+    tokio::task::spawn_local(task(worker, sock, peer, id, admission));
     id
 }
 
-async fn serve(worker: Rc<Worker>, sock: Sock, peer: SocketAddr, id: u64) {
+/// Connection `id`'s task, in its span. Spawned as it is: awaited inside another
+/// future, it would be held there twice (the captured future and the one being
+/// polled), doubling the task.
+pub(crate) fn task(
+    worker: &Rc<Worker>,
+    sock: Sock,
+    peer: SocketAddr,
+    id: u64,
+    admission: Admission,
+) -> impl std::future::Future<Output = ()> {
     let span = tracing::info_span!("rtsp", id, %peer);
+    serve(worker.clone(), sock, peer, id, admission).instrument(span)
+}
+
+/// One connection's future, holding its place within the limits (`admission`) until
+/// it ends. The connection and its adapter are made before it and moved in, so that
+/// the future holds them once: an `async fn` would also keep the locals they were made
+/// from (the session, its config) for the connection's whole life, and a player's
+/// task is most of the memory it costs.
+fn serve(
+    worker: Rc<Worker>,
+    sock: Sock,
+    peer: SocketAddr,
+    id: u64,
+    admission: Admission,
+) -> impl std::future::Future<Output = ()> {
+    let now = crate::driver::now();
+    let session = ServerSession::new(worker.ctx.config().rtsp_session(), rand::random(), now);
+    // The session times out a silent peer itself.
+    let client = worker.ctx.clients().add(id, "rtsp", peer);
+    let mut conn =
+        Conn::new(worker.ctx.clone(), client, Rc::new(sock), session).without_idle_timeout();
+    let mut rtsp = Rtsp {
+        worker,
+        peer,
+        described: None,
+        vod: None,
+        publishing: None,
+        heard: Vec::new(),
+        last_input: now,
+        rtp_use: None,
+        udp_slot: None,
+    };
     async move {
         tracing::debug!("connected");
-        let now = crate::driver::now();
-        let session = ServerSession::new(worker.ctx.config().rtsp_session(), rand::random(), now);
-        let sock = Rc::new(sock);
-        // The session times out a silent peer itself.
-        let client = worker.ctx.clients().add(id, "rtsp", peer);
-        let mut conn = Conn::new(worker.ctx.clone(), client, sock, session).without_idle_timeout();
-        let mut rtsp = Rtsp {
-            worker,
-            peer,
-            described: None,
-            vod: None,
-            publishing: None,
-            heard: Vec::new(),
-            last_input: now,
-            rtp_use: None,
-            udp_slot: None,
-        };
         let result = driver::run(&mut conn, &mut rtsp).await;
-        rtsp.publishing = None;
+        drop(rtsp.publishing.take());
         driver::log_end(&result);
+        drop(admission);
     }
-    .instrument(span)
-    .await
 }
 
 /// The RTSP adapter: what a connection described, plays or publishes.
@@ -221,8 +240,81 @@ impl Adapter<ServerSession> for Rtsp {
             self.last_input = crate::driver::now();
         }
         if conn.playing().is_some() {
-            return self.while_playing(conn, event).await;
+            return Box::pin(self.while_playing(conn, event)).await;
         }
+        // A publisher's media, the one event that comes many times a second, is taken
+        // here; requests are boxed (see `request`).
+        if let ServerEvent::Interleaved {
+            track,
+            rtcp,
+            payload,
+            ..
+        } = event
+        {
+            // RTCP (receiver reports, a publisher's sender reports) is not used yet.
+            if let (false, Some(p)) = (rtcp, &mut self.publishing) {
+                p.rtp(track, &payload);
+            }
+            return Ok(Next::Continue);
+        }
+        Box::pin(self.request(conn, event)).await
+    }
+
+    async fn on_play_end(
+        &mut self,
+        conn: &mut Conn<ServerSession>,
+        reason: CloseReason,
+    ) -> Result<Next, Error> {
+        let _ = conn;
+        self.stopped_playing();
+        match reason {
+            CloseReason::StreamEnded => Ok(Next::Close),
+            other => Err(DriveError::Closed(other)),
+        }
+    }
+
+    async fn wait(&mut self) -> Wake {
+        // Only UDP sessions and publishers wait on something here; their select (its
+        // timers) is boxed so that it does not size every TCP player's task.
+        if self.publishing.is_none() && self.heard.is_empty() {
+            return std::future::pending().await;
+        }
+        Box::pin(self.wait_udp()).await
+    }
+
+    fn on_wake(&mut self, conn: &mut Conn<ServerSession>, wake: Wake) -> Result<Next, Error> {
+        match wake {
+            Wake::Udp((track, packet)) => {
+                let now = crate::driver::now();
+                conn.session.note_activity(now);
+                if let Some(p) = &mut self.publishing {
+                    p.rtp_udp(track, packet, now);
+                }
+            }
+            Wake::Release => {
+                if let Some(p) = &mut self.publishing {
+                    p.release(crate::driver::now());
+                }
+            }
+            Wake::Silent => {
+                tracing::info!("UDP player silent: session timed out");
+                return Err(DriveError::Timeout);
+            }
+        }
+        Ok(Next::Continue)
+    }
+}
+
+impl Rtsp {
+    /// A request before playing, or a publisher's event other than its media. Boxed by
+    /// `on_event`: DESCRIBE, ANNOUNCE and PLAY await authorization, the stream and its
+    /// first packets, and unboxed they would size every connection's task for its whole
+    /// life.
+    async fn request(
+        &mut self,
+        conn: &mut Conn<ServerSession>,
+        event: ServerEvent,
+    ) -> Result<Next, Error> {
         match event {
             ServerEvent::Describe {
                 path,
@@ -265,18 +357,8 @@ impl Adapter<ServerSession> for Rtsp {
                     conn.session.reject(455)?;
                 }
             }
-            ServerEvent::Interleaved {
-                track,
-                rtcp,
-                payload,
-                ..
-            } => {
-                // RTCP (receiver reports, a publisher's sender reports) is not used yet.
-                if let (false, Some(p)) = (rtcp, &mut self.publishing) {
-                    p.rtp(track, &payload);
-                }
-            }
-            ServerEvent::Pause | ServerEvent::KeepAlive => {}
+            // Taken by `on_event`.
+            ServerEvent::Interleaved { .. } | ServerEvent::Pause | ServerEvent::KeepAlive => {}
             ServerEvent::Teardown => {
                 if let Some(mut p) = self.publishing.take() {
                     if p.udp.is_some() {
@@ -296,20 +378,8 @@ impl Adapter<ServerSession> for Rtsp {
         Ok(Next::Continue)
     }
 
-    async fn on_play_end(
-        &mut self,
-        conn: &mut Conn<ServerSession>,
-        reason: CloseReason,
-    ) -> Result<Next, Error> {
-        let _ = conn;
-        self.stopped_playing();
-        match reason {
-            CloseReason::StreamEnded => Ok(Next::Close),
-            other => Err(DriveError::Closed(other)),
-        }
-    }
-
-    async fn wait(&mut self) -> Wake {
+    /// What a UDP session or a publisher waits for beside its connection.
+    async fn wait_udp(&mut self) -> Wake {
         let release_due = self
             .publishing
             .as_ref()
@@ -326,30 +396,6 @@ impl Adapter<ServerSession> for Rtsp {
         }
     }
 
-    fn on_wake(&mut self, conn: &mut Conn<ServerSession>, wake: Wake) -> Result<Next, Error> {
-        match wake {
-            Wake::Udp((track, packet)) => {
-                let now = crate::driver::now();
-                conn.session.note_activity(now);
-                if let Some(p) = &mut self.publishing {
-                    p.rtp_udp(track, packet, now);
-                }
-            }
-            Wake::Release => {
-                if let Some(p) = &mut self.publishing {
-                    p.release(crate::driver::now());
-                }
-            }
-            Wake::Silent => {
-                tracing::info!("UDP player silent: session timed out");
-                return Err(DriveError::Timeout);
-            }
-        }
-        Ok(Next::Continue)
-    }
-}
-
-impl Rtsp {
     /// Requests while playing: their answers go to the player's queue, in order with
     /// media. TEARDOWN and PAUSE stop playing; a PLAY of a file (a seek) plays again
     /// from where it asks; a PLAY of a live stream goes on where it is.

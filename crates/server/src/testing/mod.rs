@@ -23,6 +23,7 @@ pub mod wire;
 
 mod lifecycle;
 mod relay;
+mod tasks;
 
 use crate::config::Config;
 use crate::core::fanout::Fanout;
@@ -152,6 +153,22 @@ impl Worker {
         let (sock, end) = wire::pair(window);
         crate::http::start_plain(&self.http, sock, peer, admission, false);
         Some(end)
+    }
+
+    /// The bytes of a connection's task (its future), by protocol: what every
+    /// connection holds for its whole life, a player's included. The futures are made,
+    /// measured and dropped, never run.
+    pub fn task_sizes(&self) -> Vec<(&'static str, usize)> {
+        let admit = || self.ctx.hub().limits.admit(PEER_IP).expect("admitted");
+        let sock = || wire::pair(usize::MAX).0;
+        let rtmp = crate::rtmp::task(&self.ctx, sock(), self.peer(), 0, admit());
+        let rtsp = crate::rtsp::task(&self.rtsp, sock(), self.peer(), 0, admit());
+        let http = crate::http::task(&self.http, sock(), self.peer(), 0, admit(), false);
+        vec![
+            ("rtmp", std::mem::size_of_val(&rtmp)),
+            ("rtsp", std::mem::size_of_val(&rtsp)),
+            ("http", std::mem::size_of_val(&http)),
+        ]
     }
 
     /// Connections ended so far with `reason` (`/metrics`' disconnects).
