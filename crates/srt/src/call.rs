@@ -415,6 +415,61 @@ mod tests {
     }
 
     #[test]
+    fn a_player_never_has_more_unacknowledged_packets_than_its_window() {
+        let now = Instant::now();
+        let acceptor = Acceptor::new(5, ListenConfig::default());
+        let config = CallConfig {
+            flow_window: 40,
+            ..CallConfig::default()
+        };
+        let (called, accepted) = call(config, &acceptor, None, now);
+        let idle = Duration::from_secs(5);
+        let mut player = Connection::accepted(called.expect("connected"), idle, now);
+        let mut server = Connection::accepted(accepted.expect("accepted"), idle, now);
+        for i in 0..200u8 {
+            server.send(now, &[i; 1316]);
+        }
+        // Nothing comes back from the player yet: the server stops at its window.
+        let (mut control, mut data) = (Vec::new(), Vec::new());
+        let mut at = now;
+        for _ in 0..20 {
+            at += Duration::from_millis(1);
+            server.handle_timeout(at);
+            server.take_transmits(&mut control, &mut data);
+        }
+        assert_eq!(data.len(), 40);
+        for d in data.drain(..) {
+            let mut bytes = d.header.to_vec();
+            bytes.extend_from_slice(&d.payload);
+            player.handle_datagram(at, &bytes).unwrap();
+        }
+        // The player's ACK opens the window at once, not at the server's next timer.
+        player.handle_timeout(at);
+        player.take_transmits(&mut control, &mut data);
+        assert!(!control.is_empty());
+        for c in control.drain(..) {
+            server.handle_datagram(at, &c).unwrap();
+        }
+        server.take_transmits(&mut control, &mut data);
+        assert!(!data.is_empty() && data.len() <= 40, "{}", data.len());
+        data.clear();
+        // And everything arrives, the window kept all along.
+        for _ in 0..200 {
+            at += Duration::from_millis(1);
+            server.handle_timeout(at);
+            player.handle_timeout(at);
+            shuttle(&mut server, &mut player, at);
+        }
+        let got: Vec<_> = std::iter::from_fn(|| player.poll_data()).collect();
+        assert_eq!(got.len(), 200);
+        assert!(got
+            .iter()
+            .enumerate()
+            .all(|(i, p)| *p == [i as u8; 1316][..]));
+        assert_eq!(player.recv_stats().outside, 0);
+    }
+
+    #[test]
     fn refusals_carry_their_codes() {
         let now = Instant::now();
         let acceptor = Acceptor::new(5, ListenConfig::default());

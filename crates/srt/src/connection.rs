@@ -66,7 +66,7 @@ impl Connection {
             start: now,
             peer: c.peer_socket_id,
             recv: Receiver::new(c.peer_socket_id, c.peer_isn, c.flow_window, c.latency, now),
-            send: Sender::new(c.peer_socket_id, c.isn, c.latency, key),
+            send: Sender::new(c.peer_socket_id, c.isn, c.latency, key, c.flow_window),
             keys: c.keys,
             control: Vec::new(),
             data: Vec::new(),
@@ -125,6 +125,8 @@ impl Connection {
             ControlPacket::Ack(ack) => {
                 self.send.ack(ack.ack_number, &ack.cif, ts);
                 self.send.take_out(&mut self.control);
+                // It may have opened the peer's window to what waits.
+                self.pace(now);
             }
             ControlPacket::AckAck(a) => self.recv.ackack(a.ack_number, now),
             ControlPacket::Nak(nak) => {

@@ -11,6 +11,9 @@
 //! - `sent[i]` has sequence number `base + i`; it holds at most `MAX_KEPT` packets.
 //! - A packet's wire timestamp is set when it is first sent and kept on retransmission
 //!   (the receiver schedules by it).
+//! - Never more than the peer's flow window of packets are unacknowledged: a new
+//!   packet goes out only while `sent.len() < window` (the window the handshake
+//!   announced, then the available buffer of each full ACK, as libsrt's sender does).
 
 use crate::control::{self, Rtt};
 use crate::wire::{seq, DataHeader, KeyParity, MSGNO_MASK};
@@ -30,6 +33,12 @@ pub const PACE: Duration = Duration::from_millis(1);
 /// A packet is given up on this long after its latency has passed (libsrt's
 /// sender-side drop keeps a second too).
 const DROP_AFTER_LATENCY: Duration = Duration::from_secs(1);
+
+/// A peer's window as this side keeps it: at least one packet (else nothing could
+/// ever be sent to learn a new one), at most what is kept for retransmission.
+fn clamp_window(packets: u32) -> usize {
+    (packets as usize).clamp(1, MAX_KEPT)
+}
 
 #[derive(Debug)]
 struct Sent {
@@ -70,13 +79,17 @@ pub struct Sender {
     key: KeyParity,
     latency: Duration,
     rtt: Rtt,
+    /// Packets the peer can take beyond its ack point: its flow window, then the
+    /// available buffer its last full ACK reported.
+    window: usize,
     /// Control packets to send.
     out: Vec<Vec<u8>>,
     pub stats: SendStats,
 }
 
 impl Sender {
-    pub fn new(peer: u32, isn: u32, latency: Duration, key: KeyParity) -> Sender {
+    /// A sender to `peer`, whose flow window (from the handshake) is `window` packets.
+    pub fn new(peer: u32, isn: u32, latency: Duration, key: KeyParity, window: u32) -> Sender {
         Sender {
             peer,
             base: isn & crate::wire::SEQ_MASK,
@@ -87,6 +100,7 @@ impl Sender {
             key,
             latency,
             rtt: Rtt::default(),
+            window: clamp_window(window),
             out: Vec::new(),
             stats: SendStats::default(),
         }
@@ -122,9 +136,16 @@ impl Sender {
                 last_ack_seq,
                 rtt_us,
                 rtt_var_us,
+                avail_buf_size,
                 ..
+            } => {
+                // An ACK older than the ack point (reordered) says nothing new.
+                if seq::diff(last_ack_seq, self.base) >= 0 {
+                    self.window = clamp_window(avail_buf_size);
+                }
+                (last_ack_seq, Some((rtt_us, rtt_var_us)))
             }
-            | AckCif::Small {
+            AckCif::Small {
                 last_ack_seq,
                 rtt_us,
                 rtt_var_us,
@@ -234,7 +255,8 @@ impl Sender {
             self.stats.retransmitted += 1;
             budget -= 1;
         }
-        while budget > 0 {
+        // New packets only within the peer's window.
+        while budget > 0 && self.sent.len() < self.window {
             let Some(payload) = self.waiting.pop_front() else {
                 break;
             };
@@ -269,9 +291,10 @@ impl Sender {
         }
     }
 
-    /// Whether `poll` has more to send.
+    /// Whether `poll` has more to send now (new packets wait for an ACK while the
+    /// window is full).
     pub fn has_more(&self) -> bool {
-        !self.waiting.is_empty() || !self.again.is_empty()
+        (!self.waiting.is_empty() && self.sent.len() < self.window) || !self.again.is_empty()
     }
 
     /// Control packets to send.
@@ -301,7 +324,7 @@ mod tests {
     #[test]
     fn packets_are_numbered_kept_and_sent_again_when_lost() {
         let now = Instant::now();
-        let mut s = Sender::new(7, 1000, Duration::from_millis(120), KeyParity::None);
+        let mut s = Sender::new(7, 1000, Duration::from_millis(120), KeyParity::None, 8192);
         for i in 0..5u8 {
             s.push(Bytes::from(vec![i; 188]));
         }
@@ -331,7 +354,7 @@ mod tests {
     #[test]
     fn acknowledged_packets_are_freed_and_a_loss_of_them_is_a_drop_request() {
         let now = Instant::now();
-        let mut s = Sender::new(7, 0, Duration::from_millis(120), KeyParity::None);
+        let mut s = Sender::new(7, 0, Duration::from_millis(120), KeyParity::None, 8192);
         for _ in 0..4 {
             s.push(Bytes::from_static(&[0x47; 188]));
         }
@@ -371,10 +394,62 @@ mod tests {
         assert_eq!(seqs(&out), [(3, true)]);
     }
 
+    fn full_ack(last_ack_seq: u32, avail_buf_size: u32) -> AckCif {
+        AckCif::Full {
+            last_ack_seq,
+            rtt_us: 20_000,
+            rtt_var_us: 5_000,
+            avail_buf_size,
+            pkt_recv_rate: 0,
+            est_link_capacity: 0,
+            recv_rate_bps: 0,
+        }
+    }
+
+    #[test]
+    fn no_more_packets_are_unacknowledged_than_the_peers_window() {
+        let now = Instant::now();
+        // The handshake's window: 4 packets.
+        let mut s = Sender::new(7, 0, Duration::from_millis(120), KeyParity::None, 4);
+        for _ in 0..20 {
+            s.push(Bytes::from_static(&[0x47; 188]));
+        }
+        let mut out = Vec::new();
+        s.poll(now, 0, &mut out);
+        assert_eq!(seqs(&out), (0..4).map(|s| (s, false)).collect::<Vec<_>>());
+        assert!(!s.has_more(), "a full window waits for an ACK");
+        out.clear();
+        s.poll(now + PACE, 0, &mut out);
+        assert!(out.is_empty());
+        // Two acknowledged, and the receiver has room for 3 beyond its ack point.
+        s.ack(1, &full_ack(2, 3), 0);
+        assert!(s.has_more());
+        s.poll(now + PACE * 2, 0, &mut out);
+        assert_eq!(seqs(&out), [(4, false)]);
+        // A light ACK frees packets but keeps the window the last full one gave.
+        out.clear();
+        s.ack(0, &AckCif::Light { last_ack_seq: 5 }, 0);
+        s.poll(now + PACE * 3, 0, &mut out);
+        assert_eq!(seqs(&out), [(5, false), (6, false), (7, false)]);
+        // A reordered older ACK does not widen it.
+        out.clear();
+        s.ack(2, &full_ack(1, 100), 0);
+        s.poll(now + PACE * 4, 0, &mut out);
+        assert!(out.is_empty());
+        // Retransmissions of what is in flight are not held by it.
+        let bytes = nak_of(&[LossListEntry::Single(6)]);
+        let Ok(ControlPacket::Nak(nak)) = ControlPacket::parse(&bytes) else {
+            panic!()
+        };
+        s.nak(&nak, 0);
+        s.poll(now + PACE * 5, 0, &mut out);
+        assert_eq!(seqs(&out), [(6, true)]);
+    }
+
     #[test]
     fn a_burst_is_paced_and_old_packets_are_given_up() {
         let t0 = Instant::now();
-        let mut s = Sender::new(7, 0, Duration::from_millis(100), KeyParity::None);
+        let mut s = Sender::new(7, 0, Duration::from_millis(100), KeyParity::None, 8192);
         for _ in 0..(BURST + 5) {
             s.push(Bytes::from_static(&[0x47; 188]));
         }

@@ -9,7 +9,7 @@
 //! slowed: SRT has no backpressure to show (a receiver that falls behind loses
 //! packets, which the sender then drops), so every SRT player reads at line rate.
 
-use super::udp::{recv_batch, udp_socket, BATCH};
+use super::udp::{recv_batch, recv_gro, set_gro, udp_socket, BATCH, GRO_BATCH};
 use super::{io_failure, Ctx, Failure};
 use crate::figures::{ms, ErrorKind, PlayerRow};
 use crate::target::Target;
@@ -27,6 +27,11 @@ const UDP_RECV_BUFFER: usize = 2 << 20;
 /// A server silent this long is gone (libsrt's peer idle timeout).
 const PEER_IDLE: Duration = Duration::from_secs(5);
 /// Batches read per wake-up before timers and transmits get their turn.
+/// Set (to anything) in the environment, players take the server's GSO trains whole
+/// (UDP GRO): over loopback the kernel then no longer cuts them into datagrams and
+/// queues each on the player's socket on the server's CPU, a cost a server pays on
+/// loopback only. Off by default: libsrt players do not ask for GRO.
+const GRO_ENV: &str = "SLUICE_BENCH_SRT_GRO";
 const BATCHES_PER_WAKE: usize = 8;
 
 /// The caller's settings from an `srt://` target, for client `i` (`{i}` in the
@@ -152,6 +157,7 @@ pub(crate) async fn play(ctx: &Ctx, row: &mut PlayerRow) -> Result<(), Failure> 
     };
     row.connect_ms = Some(ms(start.elapsed()));
     ctx.live.connected.fetch_add(1, Ordering::Relaxed);
+    let gro = std::env::var_os(GRO_ENV).is_some() && set_gro(&sock);
     let mut scan = TsScanner::new();
     let mut scratch = Vec::new();
     let result = loop {
@@ -180,18 +186,22 @@ pub(crate) async fn play(ctx: &Ctx, row: &mut PlayerRow) -> Result<(), Failure> 
         let now = Instant::now().into_std();
         let mut bad = None;
         for _ in 0..BATCHES_PER_WAKE {
-            let n = match recv_batch(&sock, |d| {
+            let on = |d: &[u8]| {
                 row.bytes += d.len() as u64;
                 ctx.live.add_bytes(d.len());
                 if let Err(e) = conn.handle_datagram(now, d) {
                     bad.get_or_insert(e.to_string());
                 }
-            }) {
-                Ok(n) => n,
-                Err(e) => return Err(io_failure(e)),
             };
-            if n < BATCH {
-                break;
+            let got = if gro {
+                recv_gro(&sock, on).map(|n| n < GRO_BATCH)
+            } else {
+                recv_batch(&sock, on).map(|n| n < BATCH)
+            };
+            match got {
+                Ok(true) => break,
+                Ok(false) => {}
+                Err(e) => return Err(io_failure(e)),
             }
         }
         if let Some(e) = bad {

@@ -113,3 +113,115 @@ fn recv_many(sock: &UdpSocket, buf: &mut [u8], lens: &mut [usize; BATCH]) -> io:
     }
     Ok(n)
 }
+
+/// `UDP_GRO` (linux/udp.h): as a socket option, and the cmsg with a train's segment size.
+#[cfg(target_os = "linux")]
+const UDP_GRO: libc::c_int = 104;
+/// Messages per [`recv_gro`]: each slot holds the largest UDP payload, a whole train.
+pub(crate) const GRO_BATCH: usize = 2;
+const GRO_SLOT: usize = READ_LEN / GRO_BATCH;
+
+/// Asks the kernel to hand over a train of equal-sized datagrams from one sender as one
+/// message (UDP GRO); whether it took it. Over loopback a sender's GSO message then
+/// reaches the socket whole, as a TCP segment does, instead of being cut into
+/// datagrams on the sender's CPU.
+#[cfg(target_os = "linux")]
+pub(crate) fn set_gro(sock: &impl std::os::fd::AsRawFd) -> bool {
+    let on: libc::c_int = 1;
+    // SAFETY: a valid socket and a pointer to an int of the size given.
+    let r = unsafe {
+        libc::setsockopt(
+            sock.as_raw_fd(),
+            libc::SOL_UDP,
+            UDP_GRO,
+            (&on as *const libc::c_int).cast(),
+            std::mem::size_of::<libc::c_int>() as libc::socklen_t,
+        )
+    };
+    r == 0
+}
+
+#[cfg(not(target_os = "linux"))]
+pub(crate) fn set_gro<T>(_: &T) -> bool {
+    false
+}
+
+/// [`recv_batch`] on a socket with GRO: up to [`GRO_BATCH`] messages, each cut into its
+/// datagrams by the segment size the kernel reports; returns the messages read.
+#[cfg(target_os = "linux")]
+pub(crate) fn recv_gro(sock: &UdpSocket, mut on: impl FnMut(&[u8])) -> io::Result<usize> {
+    use std::os::fd::AsRawFd;
+    use tokio::io::Interest;
+    #[repr(C, align(8))]
+    struct Control([u8; 32]);
+    READ_BUF.with(|buf| {
+        let mut buf = buf.borrow_mut();
+        // SAFETY: plain C structs for which all zeroes is a valid value.
+        let mut iovs: [libc::iovec; GRO_BATCH] = unsafe { std::mem::zeroed() };
+        let mut controls = [Control([0; 32]), Control([0; 32])];
+        let mut msgs: [libc::mmsghdr; GRO_BATCH] = unsafe { std::mem::zeroed() };
+        for ((iov, slot), (m, c)) in iovs
+            .iter_mut()
+            .zip(buf.chunks_exact_mut(GRO_SLOT))
+            .zip(msgs.iter_mut().zip(controls.iter_mut()))
+        {
+            iov.iov_base = slot.as_mut_ptr().cast();
+            iov.iov_len = slot.len();
+            m.msg_hdr.msg_iov = iov;
+            m.msg_hdr.msg_iovlen = 1;
+            m.msg_hdr.msg_control = c.0.as_mut_ptr().cast();
+            m.msg_hdr.msg_controllen = c.0.len() as _;
+        }
+        let n = match sock.try_io(Interest::READABLE, || {
+            // SAFETY: each header points at one iovec (its own GRO_SLOT of `buf`) and
+            // one control buffer, all alive until the call returns.
+            let r = unsafe {
+                libc::recvmmsg(
+                    sock.as_raw_fd(),
+                    msgs.as_mut_ptr(),
+                    GRO_BATCH as _,
+                    libc::MSG_DONTWAIT as _,
+                    std::ptr::null_mut(),
+                )
+            };
+            if r < 0 {
+                Err(io::Error::last_os_error())
+            } else {
+                Ok(r as usize)
+            }
+        }) {
+            Ok(n) => n.min(GRO_BATCH),
+            Err(e) if e.kind() == io::ErrorKind::WouldBlock => return Ok(0),
+            Err(e) => return Err(e),
+        };
+        for (slot, m) in buf.chunks_exact(GRO_SLOT).zip(&msgs[..n]) {
+            let len = (m.msg_len as usize).min(GRO_SLOT);
+            let mut segment = len;
+            // SAFETY: the header's control buffer, as the kernel filled it.
+            unsafe {
+                let mut c = libc::CMSG_FIRSTHDR(&m.msg_hdr);
+                while !c.is_null() {
+                    if (*c).cmsg_level == libc::SOL_UDP && (*c).cmsg_type == UDP_GRO {
+                        let mut size: libc::c_int = 0;
+                        std::ptr::copy_nonoverlapping(
+                            libc::CMSG_DATA(c),
+                            (&mut size as *mut libc::c_int).cast(),
+                            std::mem::size_of::<libc::c_int>(),
+                        );
+                        segment = usize::try_from(size).unwrap_or(len).max(1);
+                    }
+                    c = libc::CMSG_NXTHDR(&m.msg_hdr, c);
+                }
+            }
+            for d in slot[..len].chunks(segment) {
+                on(d);
+            }
+        }
+        Ok(n)
+    })
+}
+
+#[cfg(not(target_os = "linux"))]
+pub(crate) fn recv_gro(sock: &UdpSocket, on: impl FnMut(&[u8])) -> io::Result<usize> {
+    recv_batch(sock, on)
+}

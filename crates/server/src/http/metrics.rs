@@ -79,7 +79,7 @@ fn relay_metrics(reg: &mut Registry, r: &crate::relay::Relays) {
 /// The datagram protocols' UDP endpoints, by protocol.
 fn udp_metrics(reg: &mut Registry, udp: &crate::ops::UdpEndpoints) {
     type Field = fn(&crate::io::endpoint::Counters) -> &AtomicU64;
-    let families: [(&str, &str, Field); 4] = [
+    let families: [(&str, &str, Field); 5] = [
         ("udp_datagrams", "Datagrams received", |c| &c.datagrams),
         (
             "udp_receive_calls",
@@ -95,6 +95,11 @@ fn udp_metrics(reg: &mut Registry, udp: &crate::ops::UdpEndpoints) {
             "udp_oversized_datagrams",
             "Datagrams dropped for being longer than the protocol takes",
             |c| &c.oversized,
+        ),
+        (
+            "udp_send_calls",
+            "Send system calls that sent datagrams (each takes a batch)",
+            |c| &c.send_calls,
         ),
     ];
     for (name, help, field) in families {

@@ -60,6 +60,10 @@ pub enum Claim {
 pub trait Demux {
     /// A datagram from `from`, received at `now`.
     fn receive(&mut self, from: SocketAddr, datagram: &[u8], now: Instant) -> Claim;
+
+    /// The datagrams of one receive call have all been handed on: what their sessions
+    /// answered and the demux held back can go now, together.
+    fn batch_done(&mut self) {}
 }
 
 /// What an endpoint counts, read by `/metrics`; one per protocol, shared by its
@@ -74,6 +78,8 @@ pub struct Counters {
     pub unclaimed: AtomicU64,
     /// Datagrams dropped for being longer than the protocol takes.
     pub oversized: AtomicU64,
+    /// Send system calls that sent datagrams (each a batch, of GSO messages or not).
+    pub send_calls: AtomicU64,
 }
 
 /// A worker's UDP socket and its send state.
@@ -148,6 +154,7 @@ impl Endpoint {
                     unclaimed += 1;
                 }
             }
+            demux.batch_done();
             let c = &self.counters;
             c.receive_calls.fetch_add(1, Ordering::Relaxed);
             c.datagrams.fetch_add(datagrams, Ordering::Relaxed);
@@ -191,6 +198,7 @@ impl Endpoint {
                 // The runs again, not kept: a send allocates nothing.
                 Ok(n) => {
                     retrying = false;
+                    self.counters.send_calls.fetch_add(1, Ordering::Relaxed);
                     at += udp_send::gso_runs(at..count, gso, shape)
                         .take(n)
                         .map(|r| r.len())

@@ -2,13 +2,17 @@
 //! to connections by destination socket id) and each connection's sends through the
 //! endpoint (a run of equal-sized data packets as one GSO message, payloads never
 //! copied).
+//!
+//! What connections answer while one receive batch is handed on (an ACKACK to each
+//! player's ACK, retransmissions for its NAK) is held and sent at the batch's end in
+//! one call: the ACKs of many players cost one send call, not one each.
 
 use super::conn::{self, Conn};
 use super::Shared;
 use crate::ctx::Ctx;
 use crate::io::endpoint::{Claim, Demux, Endpoint};
 use sluice_srt::{wire, DataOut, Handshake};
-use std::cell::RefCell;
+use std::cell::{Cell, RefCell};
 use std::collections::HashMap;
 use std::net::SocketAddr;
 use std::rc::Rc;
@@ -27,6 +31,26 @@ pub struct Socket {
     /// Connections by the caller's address and socket id: a repeated conclusion (its
     /// answer was lost, or the connection's task is still deciding) finds its own.
     pub by_peer: RefCell<HashMap<(SocketAddr, u32), u32>>,
+    /// Whether a receive batch is being handed on: then sends are held until its end.
+    batching: Cell<bool>,
+    /// What is held (empty outside a batch; its room is kept for the next).
+    held: RefCell<Vec<Held>>,
+}
+
+/// A datagram held for the end of a receive batch.
+#[derive(Debug)]
+enum Held {
+    Control(SocketAddr, Vec<u8>),
+    Data(SocketAddr, DataOut),
+}
+
+impl Held {
+    fn datagram(&self) -> (SocketAddr, [&[u8]; 2]) {
+        match self {
+            Held::Control(to, c) => (*to, [c.as_slice(), &[]]),
+            Held::Data(to, d) => (*to, [d.header.as_slice(), d.payload.as_ref()]),
+        }
+    }
 }
 
 impl Socket {
@@ -35,6 +59,12 @@ impl Socket {
     /// cannot take now is lost, as UDP may lose it, and SRT sends it again when the
     /// peer reports the loss.
     pub fn send(&self, to: SocketAddr, control: &[Vec<u8>], data: &[DataOut]) {
+        if self.batching.get() {
+            let mut held = self.held.borrow_mut();
+            held.extend(control.iter().map(|c| Held::Control(to, c.clone())));
+            held.extend(data.iter().map(|d| Held::Data(to, d.clone())));
+            return;
+        }
         let _ = self.endpoint.send(control.len() + data.len(), |i| {
             let bytes = match i.checked_sub(control.len()) {
                 None => [control.get(i).map_or(&[][..], Vec::as_slice), &[]],
@@ -44,6 +74,24 @@ impl Socket {
             };
             (to, bytes)
         });
+    }
+}
+
+impl Socket {
+    /// Sends from now on are held until [`Socket::end_batch`].
+    fn begin_batch(&self) {
+        self.batching.set(true);
+    }
+
+    /// Sends what was held, in as few calls as the endpoint can.
+    fn end_batch(&self) {
+        self.batching.set(false);
+        let mut held = self.held.borrow_mut();
+        if !held.is_empty() {
+            // What the socket cannot take is lost, as in `send`.
+            let _ = self.endpoint.send_each(&held, Held::datagram);
+            held.clear();
+        }
     }
 }
 
@@ -69,6 +117,8 @@ impl SrtDemux {
             endpoint: endpoint.clone(),
             conns: RefCell::default(),
             by_peer: RefCell::default(),
+            batching: Cell::new(false),
+            held: RefCell::default(),
         });
         SrtDemux {
             ctx: ctx.clone(),
@@ -80,6 +130,7 @@ impl SrtDemux {
 
 impl Demux for SrtDemux {
     fn receive(&mut self, from: SocketAddr, datagram: &[u8], _: Instant) -> Claim {
+        self.sock.begin_batch();
         // The connections keep time on the system clock (`Connection`'s timers).
         let Some((control, dest)) = wire::peek(datagram) else {
             return Claim::Dropped;
@@ -100,6 +151,10 @@ impl Demux for SrtDemux {
         }
         handshake(&self.ctx, &self.shared, &self.sock, datagram, from);
         Claim::Taken
+    }
+
+    fn batch_done(&mut self) {
+        self.sock.end_batch();
     }
 }
 
@@ -141,5 +196,69 @@ fn handshake(
             conn::start(ctx, shared, sock, c, from, Instant::now());
         }
         Err(e) => tracing::debug!(peer = %from, "srt: not a handshake: {e}"),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::io::endpoint::Counters;
+    use bytes::Bytes;
+    use std::net::UdpSocket as Std;
+    use std::sync::atomic::Ordering;
+    use std::time::Duration;
+
+    #[test]
+    fn what_a_receive_batch_answers_goes_out_in_one_call_at_its_end() {
+        let rt = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .unwrap();
+        rt.block_on(async {
+            let counters = Arc::new(Counters::default());
+            let bound = Std::bind("127.0.0.1:0").unwrap();
+            let sock = Socket {
+                endpoint: Endpoint::new(bound, MAX_DATAGRAM, counters.clone()).unwrap(),
+                conns: RefCell::default(),
+                by_peer: RefCell::default(),
+                batching: Cell::new(false),
+                held: RefCell::default(),
+            };
+            // The socket's first readiness, as a running worker has it.
+            sock.endpoint.writable().await.unwrap();
+            let calls = || counters.send_calls.load(Ordering::Relaxed);
+            let peers: Vec<Std> = (0..3).map(|_| Std::bind("127.0.0.1:0").unwrap()).collect();
+            let data = DataOut {
+                header: [9; wire::HEADER_LEN],
+                payload: Bytes::from_static(b"payload"),
+            };
+            // Three connections answer datagrams of one batch (an ACKACK each, one
+            // a retransmission too).
+            sock.begin_batch();
+            for (i, p) in peers.iter().enumerate() {
+                let to = p.local_addr().unwrap();
+                let data = if i == 0 { vec![data.clone()] } else { vec![] };
+                sock.send(to, &[vec![i as u8; 16]], &data);
+            }
+            assert_eq!(calls(), 0, "nothing goes before the batch ends");
+            sock.end_batch();
+            assert_eq!(calls(), 1);
+            let mut buf = [0; 64];
+            for (i, p) in peers.iter().enumerate() {
+                p.set_read_timeout(Some(Duration::from_secs(5))).unwrap();
+                let n = p.recv(&mut buf).unwrap();
+                assert_eq!(&buf[..n], &[i as u8; 16]);
+            }
+            let n = peers[0].recv(&mut buf).unwrap();
+            assert_eq!(
+                &buf[..n],
+                b"\x09\x09\x09\x09\x09\x09\x09\x09\x09\x09\x09\x09\x09\x09\x09\x09payload"
+            );
+            // Outside a batch a send goes at once.
+            sock.send(peers[1].local_addr().unwrap(), &[vec![7; 16]], &[]);
+            assert_eq!(calls(), 2);
+            let n = peers[1].recv(&mut buf).unwrap();
+            assert_eq!(&buf[..n], &[7; 16]);
+        });
     }
 }
