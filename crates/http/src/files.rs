@@ -485,6 +485,24 @@ fn if_range_holds(req: &Request, file: &FileEntity) -> bool {
     parse_http_date(value) == Some(file.modified)
 }
 
+/// What a request asks of a representation held whole in memory (an HLS segment, say)
+/// of `len` bytes whose strong validator is `etag`: `None`, the whole of it (not a
+/// GET, no `Range`, several ranges, or an `If-Range` that no longer holds);
+/// `Some(Some(range))`, that range (206); `Some(None)`, a range past its end (416).
+pub fn requested_range(req: &Request, etag: &str, len: u64) -> Option<Option<Range<u64>>> {
+    if req.method != Method::Get || len == 0 {
+        return None;
+    }
+    let Some(RangeHeader::Single(spec)) = req.header("range").and_then(parse_range) else {
+        return None;
+    };
+    // Only the entity tag can match: such a representation has no Last-Modified.
+    if req.header("if-range").is_some_and(|v| v.trim() != etag) {
+        return None;
+    }
+    Some(spec.resolve(len))
+}
+
 /// Every line of a list header, joined with commas (RFC 9110 §5.3).
 fn header_list(req: &Request, name: &str) -> Option<String> {
     let mut values = req
@@ -543,6 +561,47 @@ mod tests {
     use super::*;
     use crate::parse_request;
     use proptest::prelude::*;
+
+    fn get(headers: &str) -> Request {
+        let raw = format!("GET /live/x/1.ts HTTP/1.1\r\nHost: h\r\n{headers}\r\n");
+        parse_request(raw.as_bytes()).unwrap().unwrap()
+    }
+
+    #[test]
+    fn a_range_of_a_representation_in_memory() {
+        let etag = "\"a-1\"";
+        assert_eq!(requested_range(&get(""), etag, 100), None);
+        assert_eq!(
+            requested_range(&get("Range: bytes=10-19\r\n"), etag, 100),
+            Some(Some(10..20))
+        );
+        assert_eq!(
+            requested_range(&get("Range: bytes=90-\r\n"), etag, 100),
+            Some(Some(90..100))
+        );
+        assert_eq!(
+            requested_range(&get("Range: bytes=-5\r\n"), etag, 100),
+            Some(Some(95..100))
+        );
+        // Past the end: 416.
+        assert_eq!(
+            requested_range(&get("Range: bytes=100-\r\n"), etag, 100),
+            Some(None)
+        );
+        // Several ranges, another unit, a stale If-Range: the whole.
+        assert_eq!(
+            requested_range(&get("Range: bytes=0-1,5-6\r\n"), etag, 100),
+            None
+        );
+        assert_eq!(
+            requested_range(&get("Range: items=0-1\r\n"), etag, 100),
+            None
+        );
+        let stale = "Range: bytes=0-1\r\nIf-Range: \"a-0\"\r\n";
+        assert_eq!(requested_range(&get(stale), etag, 100), None);
+        let fresh = "Range: bytes=0-1\r\nIf-Range: \"a-1\"\r\n";
+        assert_eq!(requested_range(&get(fresh), etag, 100), Some(Some(0..2)));
+    }
 
     fn req(method: &str, headers: &str) -> Request {
         let raw = format!("{method} /files/a.mp4 HTTP/1.1\r\nHost: x\r\n{headers}\r\n");

@@ -270,18 +270,51 @@ async fn answer_request(
                 file,
                 viewer,
             } = found;
-            if let (Some((fmp4, msn)), Method::Get) = (viewer, req.method) {
+            let len: u64 = body.iter().map(|b| b.len() as u64).sum();
+            // Ranges as files have them (players that seek or probe, AVPlayer).
+            let range = sluice_http::files::requested_range(req, &etag, len);
+            // A fetch from the start counts a viewer (see `crate::hls::audience`).
+            let from_start = range
+                .as_ref()
+                .is_none_or(|r| r.as_ref().is_some_and(|r| r.start == 0));
+            if let (Some((fmp4, msn)), Method::Get, true) = (viewer, req.method, from_start) {
                 hls.fetched(fmp4, msn);
             }
-            Reply {
-                file,
-                status: 200,
-                headers: vec![
-                    ("Content-Type", kind.to_string()),
-                    ("Cache-Control", cache_control),
-                    ("ETag", etag),
-                ],
-                body,
+            let mut headers = vec![
+                ("Content-Type", kind.to_string()),
+                ("Cache-Control", cache_control),
+                ("ETag", etag),
+                ("Accept-Ranges", "bytes".to_string()),
+            ];
+            match range {
+                None => Reply {
+                    file: file.map(|f| (f, 0..len)),
+                    status: 200,
+                    headers,
+                    body,
+                },
+                Some(Some(range)) => {
+                    let last = range.end - 1;
+                    headers.push((
+                        "Content-Range",
+                        format!("bytes {}-{last}/{len}", range.start),
+                    ));
+                    Reply {
+                        body: super::reply::slice(&body, range.clone()),
+                        file: file.map(|f| (f, range)),
+                        status: 206,
+                        headers,
+                    }
+                }
+                Some(None) => {
+                    headers.push(("Content-Range", format!("bytes */{len}")));
+                    Reply {
+                        file: None,
+                        status: 416,
+                        headers,
+                        body: Vec::new(),
+                    }
+                }
             }
         }
         Answer::NotFound => Reply::text(404, "not found\n"),

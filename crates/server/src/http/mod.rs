@@ -283,8 +283,8 @@ impl Http {
         }
     }
 
-    /// Sends a complete answer; a whole in-memory file (an HLS segment) goes out with
-    /// `sendfile` on plain HTTP.
+    /// Sends a complete answer; an in-memory file (an HLS segment, or a range of it)
+    /// goes out with `sendfile` on plain HTTP.
     async fn reply(
         &mut self,
         conn: &mut Conn<ServerSession>,
@@ -293,10 +293,13 @@ impl Http {
     ) -> Result<(), Error> {
         let headers = reply::header_refs(&reply.headers);
         let plain = conn.sock.plain_tcp().is_some();
-        if let (Some(file), true, Method::Get, 200) = (&reply.file, plain, req.method, reply.status)
+        if let (Some((file, range)), true, Method::Get, 200 | 206) =
+            (&reply.file, plain, req.method, reply.status)
         {
-            conn.session.respond_head(200, &headers, Some(file.len()));
-            files::send_file_body(conn, file.file(), 0, file.len(), self.idle).await?;
+            let len = range.end.min(file.len()).saturating_sub(range.start);
+            conn.session.respond_head(reply.status, &headers, Some(len));
+            files::send_file_body(conn, file.file(), range.start, range.start + len, self.idle)
+                .await?;
             conn.session.body_sent();
             return Ok(());
         }

@@ -4,6 +4,7 @@
 
 use crate::io::memfile::MemFile;
 use bytes::Bytes;
+use std::ops::Range;
 use std::sync::Arc;
 
 /// A complete answer: status, headers and a body of shared buffers.
@@ -14,8 +15,8 @@ pub(crate) struct Reply {
     pub headers: Vec<(&'static str, String)>,
     /// The body, as shared buffers.
     pub body: Vec<Bytes>,
-    /// The same body as an in-memory file, for `sendfile` on plain HTTP.
-    pub file: Option<Arc<MemFile>>,
+    /// The same body as a range of an in-memory file, for `sendfile` on plain HTTP.
+    pub file: Option<(Arc<MemFile>, Range<u64>)>,
 }
 
 impl Reply {
@@ -53,4 +54,39 @@ pub(crate) fn header_refs<'a>(
     headers: &'a [(&'static str, String)],
 ) -> Vec<(&'static str, &'a str)> {
     headers.iter().map(|(n, v)| (*n, v.as_str())).collect()
+}
+
+/// The bytes `range` of `body` (shared buffers, sliced, not copied).
+pub(crate) fn slice(body: &[Bytes], range: Range<u64>) -> Vec<Bytes> {
+    let mut out = Vec::new();
+    let mut at = 0u64;
+    for piece in body {
+        let end = at + piece.len() as u64;
+        let (from, to) = (range.start.max(at), range.end.min(end));
+        if from < to {
+            out.push(piece.slice((from - at) as usize..(to - at) as usize));
+        }
+        at = end;
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_slice_across_pieces() {
+        let body = [
+            Bytes::from_static(b"abc"),
+            Bytes::from_static(b""),
+            Bytes::from_static(b"defg"),
+        ];
+        let joined = |v: Vec<Bytes>| v.concat();
+        assert_eq!(joined(slice(&body, 0..7)), b"abcdefg");
+        assert_eq!(joined(slice(&body, 2..5)), b"cde");
+        assert_eq!(joined(slice(&body, 3..4)), b"d");
+        assert_eq!(joined(slice(&body, 6..7)), b"g");
+        assert!(slice(&body, 7..7).is_empty());
+    }
 }

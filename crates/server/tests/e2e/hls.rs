@@ -55,6 +55,11 @@ fn ts_and_fmp4_variants_play_with_continuous_timestamps() {
     }
     let playlist = text(server.http, "/live/cam.m3u8");
     assert!(playlist.contains("#EXT-X-TARGETDURATION:2"), "{playlist}");
+    let segment = playlist
+        .lines()
+        .rfind(|l| l.ends_with(".ts"))
+        .expect("a segment");
+    ranges_are_served(server.http, &format!("/live/{segment}"));
     let ll = text(server.http, "/live/cam/index.m3u8");
     for tag in [
         "#EXT-X-SERVER-CONTROL:CAN-BLOCK-RELOAD=YES",
@@ -71,6 +76,36 @@ fn ts_and_fmp4_variants_play_with_continuous_timestamps() {
 /// The (msn, part index) of every `#EXT-X-PART` of a playlist, in order, and of its
 /// preload hint last (URIs name segments by their start, not their msn: the msn
 /// comes from `#EXT-X-MEDIA-SEQUENCE` and the segments before).
+/// A segment's byte ranges (sendfile from its in-memory file on plain HTTP), as
+/// players that seek or probe ask for them, and a range past its end.
+fn ranges_are_served(addr: SocketAddr, path: &str) {
+    let (status, head, whole) = get(addr, "GET", path, "");
+    assert!(status.contains(" 200 "), "{path}: {status}");
+    assert!(head.contains("Accept-Ranges: bytes"), "{head}");
+    let len = whole.len();
+    assert!(len > 1000, "{path}: {len} bytes");
+    for (range, want) in [
+        ("100-199", 100..200),
+        ("0-0", 0..1),
+        (&format!("{}-", len - 10)[..], len - 10..len),
+        ("-25", len - 25..len),
+        (&format!("500-{}", len * 2)[..], 500..len),
+    ] {
+        let (status, head, body) = get(addr, "GET", path, &format!("Range: bytes={range}\r\n"));
+        assert!(status.contains(" 206 "), "{range}: {status}");
+        let content_range = format!("Content-Range: bytes {}-{}/{len}", want.start, want.end - 1);
+        assert!(head.contains(&content_range), "{range}: {head}");
+        assert_eq!(body, &whole[want], "{range}");
+    }
+    let (status, head, body) = get(addr, "GET", path, &format!("Range: bytes={len}-\r\n"));
+    assert!(status.contains(" 416 "), "{status}");
+    assert!(
+        head.contains(&format!("Content-Range: bytes */{len}")),
+        "{head}"
+    );
+    assert!(body.is_empty());
+}
+
 fn part_positions(playlist: &str) -> Vec<(u64, u32)> {
     let mut msn: u64 = playlist
         .lines()
