@@ -24,5 +24,5 @@ pub mod stun;
 
 pub use peer::{
     Answer, Incoming, Offered, Peer, PeerConfig, PeerError, PeerEvent, PeerOutput, Role, Via,
-    VideoCodec, MAX_OFFER,
+    VideoCodec, MAX_OFFER, SETTLE,
 };

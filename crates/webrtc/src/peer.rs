@@ -16,9 +16,10 @@
 //! the stream's shared RTP packets go out with this viewer's header and SRTP, with no
 //! per-viewer queue or packet cache, NACKs name stream packets the server finds in the
 //! stream's history, and keyframe requests go to the stream. Once the viewer's first
-//! authenticated RTCP shows that its DTLS is done too, str0m is dropped altogether:
-//! consent checks are answered here (`stun::answer_check`), and what is left of the
-//! viewer is a few hundred bytes of keys and counters.
+//! authenticated RTCP shows that its DTLS is done too, or [`SETTLE`] after our first
+//! SRTP packet for a viewer that sends no RTCP, str0m is dropped altogether: consent
+//! checks are answered here (`stun::answer_check`), and what is left of the viewer is
+//! a few hundred bytes of keys and counters.
 
 use crate::keys;
 use crate::outbound::{self, Datagrams, Resend, StreamPacket, Track};
@@ -45,6 +46,16 @@ const REPORT_EVERY: Duration = Duration::from_secs(1);
 
 /// A viewer whose consent checks stop for this long is gone (RFC 7675 §5.1).
 const CONSENT: Duration = Duration::from_secs(30);
+
+/// How long str0m is kept after our first SRTP packet when the viewer sends no RTCP
+/// that would show its DTLS done. Only the viewer's retransmission of its last flight
+/// needs str0m then (our final flight lost: RFC 6347 §4.2.4). Its timer starts at 1 s
+/// and doubles (§4.2.4.1; browsers start lower): 31 s covers five retransmissions,
+/// 1 + 2 + 4 + 8 + 16 s, and a path that loses our flight five times running carries
+/// no media either. RFC 6347 asks the last sender to answer for twice the MSL (4 min);
+/// a viewer that sends no RTCP would keep str0m's tens of KiB that long for a loss
+/// that the next 31 s of media already rule out in practice.
+pub const SETTLE: Duration = Duration::from_secs(31);
 
 /// Retransmissions waiting for the server at most: a NACK storm is cut, not queued.
 const MAX_RESENDS: usize = 512;
@@ -171,6 +182,8 @@ struct Media {
     resends: VecDeque<Resend>,
     /// Whether authenticated RTCP came from the viewer: its DTLS is done.
     heard: bool,
+    /// When our first SRTP packet went out: str0m goes [`SETTLE`] later at the latest.
+    flowing: Option<Instant>,
     /// The last consent check answered here (after str0m is dropped).
     consent: Instant,
     /// Decrypted RTCP.
@@ -611,8 +624,13 @@ impl Peer {
         let Some(media) = &mut self.media else {
             return Ok(());
         };
-        // The handshake has settled once the viewer sends authenticated RTCP.
-        if media.heard && self.rtc.is_some() {
+        // The handshake has settled once the viewer sends authenticated RTCP, or, for
+        // a viewer that sends none, once SRTP has flowed for SETTLE.
+        let settled = media.heard
+            || media
+                .flowing
+                .is_some_and(|t| now.saturating_duration_since(t) >= SETTLE);
+        if settled && self.rtc.is_some() {
             self.rtc = None;
             media.consent = now;
         }
@@ -663,6 +681,7 @@ impl Peer {
             &mut media.audio
         };
         if let Some(track) = track {
+            media.flowing.get_or_insert(now);
             // A packet that cannot be protected is not sent, as a lost one would not be.
             let _ = track.send(
                 packet,
@@ -732,7 +751,8 @@ impl Peer {
             let ours = self.media.as_ref().map(|m| {
                 let consent = m.consent + CONSENT;
                 if self.rtc.is_some() {
-                    m.next_report
+                    let settle = m.flowing.map(|t| t + SETTLE);
+                    settle.map_or(m.next_report, |s| s.min(m.next_report))
                 } else {
                     m.next_report.min(consent)
                 }
@@ -856,6 +876,7 @@ impl Peer {
             next_report: self.now + REPORT_EVERY,
             resends: VecDeque::new(),
             heard: false,
+            flowing: None,
             consent: self.now,
             scratch: Vec::new(),
         });

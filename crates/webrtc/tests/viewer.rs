@@ -36,6 +36,14 @@ struct Call {
     resent: usize,
     /// STUN answers the browser got from us once str0m was gone.
     our_stun: usize,
+    /// Whether the browser's RTCP is kept from the server (a viewer that sends none).
+    mute_rtcp: bool,
+}
+
+/// Whether a datagram is RTCP (RFC 5761 §4: payload types 192-223 after an RTP-like
+/// first byte).
+fn is_rtcp(d: &[u8]) -> bool {
+    (128..192).contains(&d[0]) && (192..224).contains(&d[1])
 }
 
 fn addr(a: &str) -> SocketAddr {
@@ -87,6 +95,7 @@ impl Call {
             history: Vec::new(),
             resent: 0,
             our_stun: 0,
+            mute_rtcp: false,
         }
     }
 
@@ -96,6 +105,7 @@ impl Call {
             let mut moved = false;
             while let Ok(out) = self.browser.poll_output() {
                 match out {
+                    Output::Transmit(t) if self.mute_rtcp && is_rtcp(&t.contents) => {}
                     Output::Transmit(t) => {
                         moved = true;
                         let _ = self.server.handle_datagram(
@@ -257,6 +267,48 @@ fn a_viewer_plays_with_our_srtp_and_keeps_its_consent_after_str0m_is_gone() {
     call.exchange();
     assert!(call.events.contains(&PeerEvent::Disconnected));
     assert!(!call.server.is_alive());
+}
+
+#[test]
+fn a_viewer_that_sends_no_rtcp_loses_str0m_after_the_settle_time_and_plays_on() {
+    let mut call = Call::start();
+    call.mute_rtcp = true;
+    call.connect();
+    let frame = Duration::from_millis(33);
+    let mut n = 0;
+    // Until shortly before SETTLE, str0m stays for the viewer's DTLS retransmissions.
+    let started = call.now;
+    while call.now - started < sluice_webrtc::SETTLE - Duration::from_secs(1) {
+        call.send_frame(n);
+        call.tick(frame);
+        n += 1;
+    }
+    assert!(call.server.in_handshake());
+    while call.now - started < sluice_webrtc::SETTLE + Duration::from_secs(1) {
+        call.send_frame(n);
+        call.tick(frame);
+        n += 1;
+    }
+    assert!(!call.server.in_handshake(), "str0m kept without RTCP");
+    // Media and consent go on without str0m, for longer than the consent time.
+    let (frames, stun) = (call.frames, call.our_stun);
+    for _ in 0..(40 * 30) {
+        call.send_frame(n);
+        call.tick(frame);
+        n += 1;
+    }
+    assert!(
+        call.frames >= frames + 1190,
+        "{} frames",
+        call.frames - frames
+    );
+    assert!(
+        call.our_stun >= stun + 5,
+        "{} consent answers",
+        call.our_stun
+    );
+    assert!(!call.events.contains(&PeerEvent::Disconnected));
+    assert!(call.server.is_alive());
 }
 
 #[test]

@@ -23,6 +23,7 @@ use std::collections::{HashMap, VecDeque};
 use std::io::{self, IoSlice};
 use std::net::SocketAddr;
 use std::rc::Rc;
+use std::sync::atomic::Ordering::Relaxed;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 use tokio::sync::Notify;
@@ -202,12 +203,13 @@ pub fn start(
         async move {
             let client = ctx.clients().add(id, "webrtc", from);
             let _slot = slot;
+            let held = Held::new();
             let reason = match job {
                 Job::Play {
                     stream,
                     format,
                     opus: _opus,
-                } => play(&ctx, &session, &client, id, stream, format).await,
+                } => play(&ctx, &session, &client, id, stream, format, &held).await,
                 // Boxed: the publisher's admission (authorization, takeover) is a large
                 // future, and unboxed it would size every player's task as well.
                 Job::Publish { key, ip } => {
@@ -302,14 +304,14 @@ async fn play(
     id: u64,
     stream: Arc<Stream>,
     format: Format,
+    held: &Held,
 ) -> EndReason {
     // The stream makes its RTP form while we play.
     let _rtp = stream.want_rtp();
     let mut playing: Option<Playing> = None;
-    let mut settled = false;
     loop {
-        if !settled && playing.is_some() && !session.peer.borrow().in_handshake() {
-            settled = true;
+        if !held.settled.get() && playing.is_some() && !session.peer.borrow().in_handshake() {
+            held.settle();
             tracing::debug!("webrtc: the viewer's handshake settled; str0m released");
         }
         while let Some(event) = session.next_event() {
@@ -447,6 +449,34 @@ async fn publish(
                 return EndReason::Kicked;
             }
         }
+    }
+}
+
+/// A session counted in `webrtc::SESSIONS` while it lives: as run by str0m, then, once
+/// a viewer's str0m is dropped, as settled.
+struct Held {
+    settled: Cell<bool>,
+}
+
+impl Held {
+    fn new() -> Held {
+        super::SESSIONS[0].fetch_add(1, Relaxed);
+        Held {
+            settled: Cell::new(false),
+        }
+    }
+
+    fn settle(&self) {
+        if !self.settled.replace(true) {
+            super::SESSIONS[0].fetch_sub(1, Relaxed);
+            super::SESSIONS[1].fetch_add(1, Relaxed);
+        }
+    }
+}
+
+impl Drop for Held {
+    fn drop(&mut self) {
+        super::SESSIONS[usize::from(self.settled.get())].fetch_sub(1, Relaxed);
     }
 }
 

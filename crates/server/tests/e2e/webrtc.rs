@@ -285,6 +285,24 @@ async fn a_whep_viewer_gets_decodable_h264_from_an_rtmp_publisher() {
     };
     assert_eq!((viewers("webrtc"), viewers("rtsp")), (1.0, 0.0));
 
+    // The viewer's RTCP (str0m's receiver reports) showed its DTLS done: str0m is
+    // dropped, as `/metrics` tells.
+    let sessions = |state: &str| {
+        crate::common::metric(
+            server.http,
+            &format!("sluice_webrtc_sessions{{state=\"{state}\"}}"),
+        )
+    };
+    let deadline = Instant::now() + Duration::from_secs(5);
+    while (sessions("str0m"), sessions("settled")) != (0.0, 1.0) {
+        assert!(
+            Instant::now() < deadline,
+            "str0m kept: {}",
+            sessions("str0m")
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+
     // DELETE ends the session and gives its UDP place back; with no WebRTC player
     // left, the transcoding stops.
     assert!(transcoding(server.http, "live/cam"));
@@ -309,6 +327,7 @@ async fn a_whep_viewer_gets_decodable_h264_from_an_rtmp_publisher() {
         assert!(Instant::now() < deadline, "the viewer outlived its session");
         tokio::time::sleep(Duration::from_millis(50)).await;
     }
+    assert_eq!((sessions("str0m"), sessions("settled")), (0.0, 0.0));
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
