@@ -18,6 +18,7 @@
 pub mod keys;
 pub mod outbound;
 mod peer;
+pub mod restart;
 pub mod rtcp;
 pub mod srtp;
 pub mod stun;

@@ -23,6 +23,7 @@
 
 use crate::keys;
 use crate::outbound::{self, Datagrams, Resend, StreamPacket, Track};
+use crate::restart::IceCredentials;
 use crate::rtcp::{self, Feedback};
 use crate::srtp;
 use crate::stun::{self, DatagramKind};
@@ -34,7 +35,7 @@ use str0m::format::Codec;
 use str0m::media::{Direction, MediaKind, Mid, Pt};
 use str0m::net::{Protocol, Receive, TcpType};
 use str0m::rtp::Ssrc;
-use str0m::{Candidate, Event, IceConnectionState, Input, Output, Rtc, RtcConfig};
+use str0m::{Candidate, Event, IceConnectionState, IceCreds, Input, Output, Rtc, RtcConfig};
 use thiserror::Error;
 
 /// Largest SDP offer taken (a browser's is 4-8 KB).
@@ -198,6 +199,9 @@ pub struct Peer {
     keys: Option<keys::Slot>,
     /// Our ICE credentials, for the consent checks answered without str0m.
     ice: (String, String),
+    /// Our credentials before an ICE restart, still answered from the address media
+    /// goes to until the first check with the new ones.
+    old_ice: Option<(String, String)>,
     /// The addresses datagrams are taken as sent to: the first candidate of each
     /// transport.
     local: SocketAddr,
@@ -363,6 +367,7 @@ impl Peer {
             rtc: Some(rtc),
             keys: slot,
             ice: (ufrag.clone(), pwd),
+            old_ice: None,
             local,
             local_tcp,
             remote: None,
@@ -514,7 +519,11 @@ impl Peer {
         datagram: &[u8],
     ) -> Result<(), PeerError> {
         self.now = now;
-        self.remote = Some(source);
+        // str0m picks its own pair; our media path follows the checks (see
+        // `handle_unattended`), so that a restart moves it only on an authenticated one.
+        if self.rtc.is_some() || self.remote.is_none() {
+            self.remote = Some(source);
+        }
         let kind = stun::classify(datagram);
         if self.media.is_some() && kind == DatagramKind::Rtp {
             return self.handle_rtcp(datagram);
@@ -594,11 +603,27 @@ impl Peer {
         match kind {
             DatagramKind::Stun => {
                 let (ufrag, pwd) = &self.ice;
+                let mut answered = false;
                 if let Some(answer) = stun::answer_check(datagram, ufrag, pwd, source) {
-                    self.transmits.push_back((source, answer));
-                    if let Some(media) = &mut self.media {
-                        media.consent = now;
+                    // The address of an authenticated check is where media goes
+                    // (peer-reflexive): the first one after a restart, then the pair
+                    // the viewer nominates.
+                    if self.old_ice.take().is_some() || stun::nominates(datagram) {
+                        self.remote = Some(source);
                     }
+                    self.transmits.push_back((source, answer));
+                    answered = true;
+                } else if let Some((ufrag, pwd)) = &self.old_ice {
+                    // Consent on the old path goes on until the new one is checked.
+                    if self.remote == Some(source) {
+                        if let Some(answer) = stun::answer_check(datagram, ufrag, pwd, source) {
+                            self.transmits.push_back((source, answer));
+                            answered = true;
+                        }
+                    }
+                }
+                if let (true, Some(media)) = (answered, &mut self.media) {
+                    media.consent = now;
                 }
             }
             // Content type 21: an alert, which after the handshake means the end.
@@ -909,6 +934,43 @@ impl Peer {
     /// The SRTP profile DTLS negotiated, once a viewer's media path runs.
     pub fn srtp_profile(&self) -> Option<srtp::Profile> {
         self.media.as_ref().map(|m| m.srtp.tx.profile())
+    }
+
+    /// Restarts ICE (RFC 9725 §4.3.1): checks must bear `ours` from now on, the
+    /// peer's being `theirs`, and media follows the first authenticated one, from
+    /// whatever address; DTLS and SRTP go on as they were. A viewer whose media path
+    /// runs leaves str0m here (only DTLS retransmissions were keeping it, and a
+    /// restart says the old path is gone); a publisher's str0m, or a viewer's still
+    /// in its handshake, takes the new credentials.
+    pub fn restart_ice(&mut self, ours: IceCredentials, theirs: IceCredentials) {
+        if let Some(media) = &mut self.media {
+            if self.rtc.take().is_some() {
+                media.consent = self.now;
+            }
+        }
+        if let Some(rtc) = &mut self.rtc {
+            let mut api = rtc.direct_api();
+            api.set_local_ice_credentials(IceCreds {
+                ufrag: ours.ufrag.clone(),
+                pass: ours.pwd.clone(),
+            });
+            api.set_remote_ice_credentials(IceCreds {
+                ufrag: theirs.ufrag,
+                pass: theirs.pwd,
+            });
+        }
+        let old = std::mem::replace(&mut self.ice, (ours.ufrag, ours.pwd));
+        self.old_ice = Some(old);
+    }
+
+    /// Our ICE username fragment now (a restart changes it).
+    pub fn ufrag(&self) -> &str {
+        &self.ice.0
+    }
+
+    /// Where the peer's media goes: the address of its last authenticated check.
+    pub fn remote(&self) -> Option<SocketAddr> {
+        self.remote
     }
 
     /// Whether str0m still runs this peer (a viewer's handshake not yet settled).

@@ -4,6 +4,7 @@
 //! server's sockets make.
 
 use sluice_webrtc::outbound::{Datagrams, StreamPacket};
+use sluice_webrtc::restart::IceCredentials;
 use sluice_webrtc::{Offered, Peer, PeerConfig, PeerEvent, PeerOutput, Role, Via, VideoCodec};
 use std::net::SocketAddr;
 use std::sync::Arc;
@@ -11,7 +12,7 @@ use std::time::{Duration, Instant};
 use str0m::change::SdpAnswer;
 use str0m::media::{Direction, MediaKind};
 use str0m::net::{Protocol, Receive};
-use str0m::{Candidate, Event, IceConnectionState, Input, Output, Rtc, RtcConfig};
+use str0m::{Candidate, Event, IceConnectionState, IceCreds, Input, Output, Rtc, RtcConfig};
 
 const SERVER: &str = "127.0.0.1:8189";
 const BROWSER: &str = "127.0.0.1:50000";
@@ -38,6 +39,8 @@ struct Call {
     our_stun: usize,
     /// Whether the browser's RTCP is kept from the server (a viewer that sends none).
     mute_rtcp: bool,
+    /// Where the browser is now (an ICE restart may move it).
+    at: SocketAddr,
 }
 
 /// Whether a datagram is RTCP (RFC 5761 §4: payload types 192-223 after an RTP-like
@@ -96,6 +99,7 @@ impl Call {
             resent: 0,
             our_stun: 0,
             mute_rtcp: false,
+            at: addr(BROWSER),
         }
     }
 
@@ -108,12 +112,9 @@ impl Call {
                     Output::Transmit(t) if self.mute_rtcp && is_rtcp(&t.contents) => {}
                     Output::Transmit(t) => {
                         moved = true;
-                        let _ = self.server.handle_datagram(
-                            self.now,
-                            Via::Udp,
-                            addr(BROWSER),
-                            &t.contents,
-                        );
+                        let _ =
+                            self.server
+                                .handle_datagram(self.now, Via::Udp, t.source, &t.contents);
                     }
                     Output::Event(Event::MediaData(d)) => {
                         if d.data.len() > 100 {
@@ -158,7 +159,11 @@ impl Call {
 
     fn deliver(&mut self, out: &Datagrams) {
         for (to, d) in out.iter() {
-            assert_eq!(to, addr(BROWSER));
+            // What still goes to where the browser was before it moved is lost.
+            if to != self.at {
+                assert_eq!(to, addr(BROWSER));
+                continue;
+            }
             if d[0] < 4 && !self.server.in_handshake() {
                 self.our_stun += 1;
             }
@@ -172,7 +177,7 @@ impl Call {
                     }
                 }
             }
-            let r = Receive::new(Protocol::Udp, addr(SERVER), addr(BROWSER), d).unwrap();
+            let r = Receive::new(Protocol::Udp, addr(SERVER), to, d).unwrap();
             self.browser
                 .handle_input(Input::Receive(self.now, r))
                 .unwrap();
@@ -309,6 +314,55 @@ fn a_viewer_that_sends_no_rtcp_loses_str0m_after_the_settle_time_and_plays_on() 
     );
     assert!(!call.events.contains(&PeerEvent::Disconnected));
     assert!(call.server.is_alive());
+}
+
+#[test]
+fn an_ice_restart_moves_the_media_to_where_the_new_checks_come_from_keeping_srtp() {
+    let mut call = Call::start();
+    call.connect();
+    let mut n = 0;
+    for _ in 0..60 {
+        call.send_frame(n);
+        call.tick(Duration::from_millis(33));
+        n += 1;
+    }
+    assert!(!call.server.in_handshake());
+    // The browser moves (a new network) and restarts ICE: the PATCH's exchange of
+    // credentials, then checks from its new address only.
+    let moved = addr("127.0.0.1:50002");
+    let ours = IceCredentials::random().unwrap();
+    let theirs = IceCredentials::random().unwrap();
+    let old_ufrag = call.server.ufrag().to_owned();
+    call.server.restart_ice(ours.clone(), theirs.clone());
+    assert_ne!(call.server.ufrag(), old_ufrag);
+    let mut api = call.browser.direct_api();
+    api.set_local_ice_credentials(IceCreds {
+        ufrag: theirs.ufrag,
+        pass: theirs.pwd,
+    });
+    api.set_remote_ice_credentials(IceCreds {
+        ufrag: ours.ufrag,
+        pass: ours.pwd,
+    });
+    assert!(api.invalidate_candidate(&Candidate::host(addr(BROWSER), "udp").unwrap()));
+    call.browser
+        .add_local_candidate(Candidate::host(moved, "udp").unwrap());
+    call.at = moved;
+    // Media keeps its SRTP (no new DTLS) and reaches the browser at its new address
+    // (`deliver` checks every datagram's destination).
+    let frames = call.frames;
+    for _ in 0..300 {
+        call.send_frame(n);
+        call.tick(Duration::from_millis(33));
+        n += 1;
+    }
+    assert_eq!(call.server.remote(), Some(moved));
+    assert!(
+        call.frames >= frames + 280,
+        "{} frames",
+        call.frames - frames
+    );
+    assert!(!call.events.contains(&PeerEvent::Disconnected));
 }
 
 #[test]
