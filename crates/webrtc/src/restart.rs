@@ -47,7 +47,7 @@ impl IceCredentials {
         aws_lc_rs::rand::SystemRandom::new().fill(&mut bytes).ok()?;
         let chars: String = bytes
             .iter()
-            .map(|b| char::from(ICE_CHARS[usize::from(b & 63)]))
+            .filter_map(|b| ICE_CHARS.get(usize::from(b & 63)).copied().map(char::from))
             .collect();
         let (ufrag, pwd) = chars.split_at(8);
         Some(IceCredentials {
