@@ -182,6 +182,24 @@ impl Demux for WebrtcDemux {
                 let Some((ours, _)) = stun::binding_username(datagram) else {
                     return Claim::Dropped;
                 };
+                if let Some(id) = self.registry.restarting(ours) {
+                    // An ICE restart's check from a new address: its session's, if
+                    // that runs on this worker (the kernel may hand the new address
+                    // to another worker's socket, where the check is dropped).
+                    let found = self
+                        .sessions
+                        .borrow()
+                        .values()
+                        .find(|s| s.id() == id)
+                        .cloned();
+                    let Some(s) = found.filter(|s| s.reached_at(from)) else {
+                        tracing::debug!(id, %from, "webrtc: a restart's check on another worker");
+                        return Claim::Dropped;
+                    };
+                    self.sessions.borrow_mut().insert(from, s.clone());
+                    s.receive(from, datagram);
+                    return Claim::Taken;
+                }
                 let Some(pending) = self.registry.take(ours) else {
                     return Claim::Dropped;
                 };
