@@ -10,7 +10,7 @@
 //! worker, depacketizing the peer's RTP like an RTSP publisher's.
 //!
 //! Files: `registry` (answered sessions waiting for their first datagram, and the
-//! resources DELETE names), `udp` (a worker's socket: sessions by address, then by
+//! resources DELETE and PATCH name, the ICE restarts a PATCH asked for), `udp` (a worker's socket: sessions by address, then by
 //! ufrag), `session` (one peer's task and its transport), `ingest` (a publisher's RTP
 //! to frames), `whep` and `whip` (answering offers; their HTTP side is in `http`).
 

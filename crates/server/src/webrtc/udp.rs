@@ -1,6 +1,7 @@
 //! WebRTC on a worker's UDP endpoint: its demux (datagrams to the session of their
 //! sender's address; a binding request from an address not seen yet to the answered
-//! session its ICE ufrag names, which then starts on this worker; anything else
+//! session its ICE ufrag names, which then starts on this worker, or to the running
+//! session of this worker whose ICE restart (a PATCH) gave that ufrag; anything else
 //! dropped unread), its sends, and the worker's NACK history.
 
 use super::registry::Registry;
