@@ -465,7 +465,12 @@ fn transcoding(http: SocketAddr, key: &str) -> bool {
 /// Decodes Opus packets (at least a second of them); the frequency of the tone they
 /// carry, from the zero crossings after the first 100 ms.
 fn opus_tone(packets: &[Vec<u8>]) -> f64 {
-    assert!(packets.len() >= 50, "{} Opus packets", packets.len());
+    opus_tone_in(packets, 960)
+}
+
+/// [`opus_tone`] of packets of `samples` each.
+fn opus_tone_in(packets: &[Vec<u8>], samples: usize) -> f64 {
+    assert!(packets.len() >= 25, "{} Opus packets", packets.len());
     let mut decoder = opus::Decoder::new(48_000, opus::Channels::Mono).unwrap();
     let mut pcm = Vec::new();
     let mut buf = vec![0f32; 5760];
@@ -473,7 +478,7 @@ fn opus_tone(packets: &[Vec<u8>]) -> f64 {
         let n = decoder
             .decode_float(p, &mut buf, false)
             .expect("Opus decodes");
-        assert_eq!(n, 960, "20 ms packets");
+        assert_eq!(n, samples, "packets of {samples} samples");
         pcm.extend_from_slice(&buf[..n]);
     }
     let steady = &pcm[4800..];
@@ -505,6 +510,39 @@ async fn with_transcoding_off_a_whep_viewer_of_aac_gets_video_only() {
         "{} audio packets",
         watched.audio.len()
     );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[cfg_attr(not(have_ffmpeg), ignore = "needs ffmpeg and ffprobe")]
+async fn with_40_ms_opus_frames_a_viewer_gets_half_the_audio_packets() {
+    if !have_ffmpeg() {
+        return;
+    }
+    // Audio packets per video frame, the same publisher's, at 20 and at 40 ms.
+    let mut per_frame = Vec::new();
+    for ms in ["20", "40"] {
+        let server =
+            TestServer::start(&["--webrtc-udp", "127.0.0.1:0", "--webrtc-opus-frame-ms", ms]);
+        let _publisher = publish_live(&server, "opus").await;
+        let watched = watch(server.http, "/live/opus/whep", 100, Duration::from_secs(20)).await;
+        assert!(
+            watched.frames.len() >= 100,
+            "{} frames",
+            watched.frames.len()
+        );
+        let samples = if ms == "40" { 1920 } else { 960 };
+        let hz = opus_tone_in(&watched.audio, samples);
+        assert!((hz - 440.0).abs() < 10.0, "the Opus carries {hz} Hz");
+        let ratio = watched.audio.len() as f64 / watched.frames.len() as f64;
+        eprintln!(
+            "{ms} ms: {} audio packets for {} video frames ({ratio:.2} a frame)",
+            watched.audio.len(),
+            watched.frames.len()
+        );
+        per_frame.push(ratio);
+    }
+    let half = per_frame[1] / per_frame[0];
+    assert!((0.4..0.6).contains(&half), "40 ms over 20 ms: {half:.2}");
 }
 
 #[tokio::test]
