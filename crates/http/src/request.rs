@@ -42,6 +42,8 @@ pub enum Method {
     Post,
     /// DELETE.
     Delete,
+    /// PATCH (a WHEP or WHIP session's ICE restart).
+    Patch,
     /// PROPFIND (WebDAV listings).
     Propfind,
     /// Anything else.
@@ -139,6 +141,7 @@ pub fn parse_request(buf: &[u8]) -> Result<Option<Request>, HttpError> {
         Some("OPTIONS") => Method::Options,
         Some("POST") => Method::Post,
         Some("DELETE") => Method::Delete,
+        Some("PATCH") => Method::Patch,
         Some("PROPFIND") => Method::Propfind,
         Some(_) => Method::Other,
         None => return Err(HttpError::Malformed("no method")),

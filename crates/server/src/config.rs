@@ -550,6 +550,10 @@ settings! {
         /// feature): WebRTC players of AAC streams get video only.
         #[flag("webrtc-transcode", "BOOL")]
         transcode_audio: bool = true;
+        /// How long each Opus packet transcoded from AAC is, in ms: 20 (what browsers send)
+        /// or 40 (half the packets to send per viewer, 20 ms more latency).
+        #[flag("webrtc-opus-frame-ms", "MS")]
+        opus_frame_ms: u64 = 20;
     }
 
     /// SRT in (publishers) and out (players): MPEG-TS over SRT on one UDP port. Callers say
@@ -1157,6 +1161,12 @@ impl Config {
     }
 
     fn validate(&self) -> Result<(), ConfigError> {
+        if ![20, 40].contains(&self.webrtc.opus_frame_ms) {
+            return Err(ConfigError::Invalid {
+                key: "webrtc.opus_frame_ms",
+                why: format!("{} ms: 20 or 40", self.webrtc.opus_frame_ms),
+            });
+        }
         let origins = self
             .edge
             .origins

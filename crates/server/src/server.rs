@@ -154,7 +154,8 @@ pub fn hub_config(config: &Config, apps: &Arc<crate::config::Apps>) -> HubConfig
             rtmp_chunk_size: config.rtmp.chunk_size as usize,
         },
         derive: crate::transcode::AVAILABLE.then(|| {
-            Arc::new(crate::transcode::Transcoding) as Arc<dyn crate::core::derive::Derive>
+            let transcoding = crate::transcode::Transcoding::new(config.webrtc.opus_frame_ms);
+            Arc::new(transcoding) as Arc<dyn crate::core::derive::Derive>
         }),
     }
 }

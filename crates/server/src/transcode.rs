@@ -39,7 +39,19 @@ const BACKFILL: usize = BACKLOG / 2;
 
 /// Transcoding, as the hub takes it: a thread per stream that has consumers of it.
 #[derive(Debug, Clone, Copy, Default)]
-pub struct Transcoding;
+pub struct Transcoding {
+    /// Whether AAC becomes Opus in 40 ms packets rather than 20.
+    opus_40ms: bool,
+}
+
+impl Transcoding {
+    /// With Opus packets of `opus_frame_ms` (`webrtc.opus_frame_ms`: 40, else 20).
+    pub fn new(opus_frame_ms: u64) -> Transcoding {
+        Transcoding {
+            opus_40ms: opus_frame_ms == 40,
+        }
+    }
+}
 
 impl Derive for Transcoding {
     fn derived_track(&self, own: &Track) -> Option<Arc<Track>> {
@@ -52,7 +64,8 @@ impl Derive for Transcoding {
         own: Option<Arc<Track>>,
         derived: Option<Arc<Track>>,
     ) -> Option<Box<dyn DeriveRun>> {
-        Transcoder::spawn(out, own, derived).map(|t| Box::new(t) as Box<dyn DeriveRun>)
+        Transcoder::spawn(out, own, derived, self.opus_40ms)
+            .map(|t| Box::new(t) as Box<dyn DeriveRun>)
     }
 
     fn backfill(&self) -> usize {
@@ -104,6 +117,7 @@ impl Transcoder {
         out: DerivedOut,
         track: Option<Arc<Track>>,
         derived: Option<Arc<Track>>,
+        opus_40ms: bool,
     ) -> Option<Transcoder> {
         if !AVAILABLE {
             return None;
@@ -112,7 +126,7 @@ impl Transcoder {
         let (key, name) = (out.key.clone(), format!("transcode-{}", out.id));
         let spawned = std::thread::Builder::new()
             .name(name)
-            .spawn(move || transcode(out, rx));
+            .spawn(move || transcode(out, rx, opus_40ms));
         if let Err(e) = spawned {
             tracing::warn!(stream = %key, "transcoding not started: {e}");
             return None;
@@ -176,17 +190,26 @@ impl Chain {
     fn new(
         track: &Track,
         derived: Option<Arc<Track>>,
+        opus_40ms: bool,
     ) -> Option<Result<Chain, sluice_transcode::Error>> {
         use sluice_media::codec::OpusConfig;
         use sluice_media::TrackConfig;
+        use sluice_transcode::OpusFrameLength;
         Some(match &track.config {
-            TrackConfig::Aac(c) => sluice_transcode::AacToOpus::new(&c.asc).map(|chain| {
-                let chain = Box::new(chain);
-                let track = Arc::new(Track::new(TrackConfig::Opus(OpusConfig::stereo_48k())));
-                let mut rtp = crate::core::packet::RtpSource::new();
-                rtp.set_track(&track);
-                Chain::ToOpus { chain, track, rtp }
-            }),
+            TrackConfig::Aac(c) => {
+                let length = if opus_40ms {
+                    OpusFrameLength::Ms40
+                } else {
+                    OpusFrameLength::Ms20
+                };
+                sluice_transcode::AacToOpus::with_frames(&c.asc, length).map(|chain| {
+                    let chain = Box::new(chain);
+                    let track = Arc::new(Track::new(TrackConfig::Opus(OpusConfig::stereo_48k())));
+                    let mut rtp = crate::core::packet::RtpSource::new();
+                    rtp.set_track(&track);
+                    Chain::ToOpus { chain, track, rtp }
+                })
+            }
             TrackConfig::Opus(c) => {
                 let track = derived?;
                 sluice_transcode::OpusToAac::new(usize::from(c.channels))
@@ -242,7 +265,7 @@ impl Chain {
 }
 
 #[cfg(feature = "transcode")]
-fn transcode(out: DerivedOut, rx: mpsc::Receiver<Input>) {
+fn transcode(out: DerivedOut, rx: mpsc::Receiver<Input>, opus_40ms: bool) {
     let span = tracing::info_span!("transcode", stream = %out.key);
     let _enter = span.enter();
     let mut chain: Option<Chain> = None;
@@ -253,7 +276,7 @@ fn transcode(out: DerivedOut, rx: mpsc::Receiver<Input>) {
         }
         let frame = match input {
             Input::Track { own, derived } => {
-                chain = match Chain::new(&own, derived) {
+                chain = match Chain::new(&own, derived, opus_40ms) {
                     Some(Ok(c)) => {
                         tracing::info!("{}: started", c.name());
                         Some(c)
@@ -280,4 +303,4 @@ fn transcode(out: DerivedOut, rx: mpsc::Receiver<Input>) {
 }
 
 #[cfg(not(feature = "transcode"))]
-fn transcode(_: DerivedOut, _: mpsc::Receiver<Input>) {}
+fn transcode(_: DerivedOut, _: mpsc::Receiver<Input>, _: bool) {}

@@ -15,8 +15,29 @@ use symphonia_core::units::{Duration, Timestamp};
 
 /// Opus's rate: every Opus stream decodes at 48 kHz.
 pub const OPUS_RATE: u32 = 48_000;
-/// Samples per channel in one Opus frame: 20 ms, what WebRTC expects.
+/// Samples per channel in one Opus frame of the default length: 20 ms, what WebRTC
+/// expects.
 pub const OPUS_FRAME: usize = 960;
+
+/// How long each Opus packet made is. 40 ms halves the packets (and their per-viewer
+/// header, SRTP and send) at 20 ms more latency and a coarser loss: every receiver
+/// decodes it (RFC 6716 allows 2.5 to 60 ms; RFC 7587 needs no signalling).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum OpusFrameLength {
+    #[default]
+    Ms20,
+    Ms40,
+}
+
+impl OpusFrameLength {
+    /// Samples per channel at 48 kHz.
+    pub fn samples(self) -> usize {
+        match self {
+            OpusFrameLength::Ms20 => OPUS_FRAME,
+            OpusFrameLength::Ms40 => 2 * OPUS_FRAME,
+        }
+    }
+}
 /// Samples per channel in one AAC-LC frame.
 const AAC_FRAME: usize = 1024;
 /// Ticks per second of the timestamps in and out (MPEG's 90 kHz).
@@ -29,7 +50,7 @@ const MAX_PACKET: usize = 1500;
 /// Bits per second per channel: transparent for music at 20 ms frames.
 const BITRATE_PER_CHANNEL: i32 = 48_000;
 
-/// One Opus packet (20 ms) and its presentation time in 90 kHz ticks.
+/// One Opus packet (20 or 40 ms) and its presentation time in 90 kHz ticks.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct OpusFrame {
     pub data: Vec<u8>,
@@ -63,6 +84,8 @@ pub struct AacToOpus {
     encoded: u64,
     /// Where the next input frame is expected, in ticks.
     next_in: Option<i64>,
+    /// Samples per channel in each packet made.
+    frame: usize,
     out: VecDeque<OpusFrame>,
 }
 
@@ -88,6 +111,12 @@ fn encode_error(e: opus::Error) -> Error {
 impl AacToOpus {
     /// A transcoder for the AAC stream whose AudioSpecificConfig is `asc`.
     pub fn new(asc: &[u8]) -> Result<Self, Error> {
+        Self::with_frames(asc, OpusFrameLength::default())
+    }
+
+    /// [`AacToOpus::new`], making Opus packets of `length`.
+    pub fn with_frames(asc: &[u8], length: OpusFrameLength) -> Result<Self, Error> {
+        let frame = length.samples();
         let mut params = AudioCodecParameters::new();
         params
             .for_codec(CODEC_ID_AAC)
@@ -142,7 +171,8 @@ impl AacToOpus {
             encoder,
             decoded: vec![vec![0.0; AAC_FRAME]; channels],
             resampled: vec![vec![0.0; out_max]; channels],
-            pending: Vec::with_capacity(2 * OPUS_FRAME * channels),
+            pending: Vec::with_capacity(2 * frame * channels),
+            frame,
             base: None,
             encoded: 0,
             next_in: None,
@@ -238,9 +268,9 @@ impl AacToOpus {
         Ok(())
     }
 
-    /// Encodes every whole 20 ms frame pending.
+    /// Encodes every whole frame pending.
     fn encode(&mut self) -> Result<(), Error> {
-        let frame_len = OPUS_FRAME * self.channels;
+        let frame_len = self.frame * self.channels;
         let mut packet = [0u8; MAX_PACKET];
         let mut taken = 0;
         let mut result = Ok(());
@@ -249,7 +279,7 @@ impl AacToOpus {
             taken += frame_len;
             let pts =
                 self.base.unwrap_or(0) + self.encoded as i64 * CLOCK_HZ / i64::from(OPUS_RATE);
-            self.encoded += OPUS_FRAME as u64;
+            self.encoded += self.frame as u64;
             match self.encoder.encode_float(samples, &mut packet) {
                 Ok(len) => self.out.push_back(OpusFrame {
                     data: packet[..len].to_vec(),

@@ -20,7 +20,7 @@
 mod chain;
 mod opus_to_aac;
 
-pub use chain::{AacToOpus, OpusFrame};
+pub use chain::{AacToOpus, OpusFrame, OpusFrameLength};
 pub use opus_to_aac::{AacFrame, OpusToAac, AAC_FRAME, AAC_RATE};
 
 /// Why a transcoder could not be made, or a frame not transcoded.

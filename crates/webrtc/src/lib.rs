@@ -18,11 +18,12 @@
 pub mod keys;
 pub mod outbound;
 mod peer;
+pub mod restart;
 pub mod rtcp;
 pub mod srtp;
 pub mod stun;
 
 pub use peer::{
     Answer, Incoming, Offered, Peer, PeerConfig, PeerError, PeerEvent, PeerOutput, Role, Via,
-    VideoCodec, MAX_OFFER,
+    VideoCodec, MAX_OFFER, SETTLE,
 };

@@ -16,12 +16,14 @@
 //! the stream's shared RTP packets go out with this viewer's header and SRTP, with no
 //! per-viewer queue or packet cache, NACKs name stream packets the server finds in the
 //! stream's history, and keyframe requests go to the stream. Once the viewer's first
-//! authenticated RTCP shows that its DTLS is done too, str0m is dropped altogether:
-//! consent checks are answered here (`stun::answer_check`), and what is left of the
-//! viewer is a few hundred bytes of keys and counters.
+//! authenticated RTCP shows that its DTLS is done too, or [`SETTLE`] after our first
+//! SRTP packet for a viewer that sends no RTCP, str0m is dropped altogether: consent
+//! checks are answered here (`stun::answer_check`), and what is left of the viewer is
+//! a few hundred bytes of keys and counters.
 
 use crate::keys;
 use crate::outbound::{self, Datagrams, Resend, StreamPacket, Track};
+use crate::restart::IceCredentials;
 use crate::rtcp::{self, Feedback};
 use crate::srtp;
 use crate::stun::{self, DatagramKind};
@@ -33,7 +35,7 @@ use str0m::format::Codec;
 use str0m::media::{Direction, MediaKind, Mid, Pt};
 use str0m::net::{Protocol, Receive, TcpType};
 use str0m::rtp::Ssrc;
-use str0m::{Candidate, Event, IceConnectionState, Input, Output, Rtc, RtcConfig};
+use str0m::{Candidate, Event, IceConnectionState, IceCreds, Input, Output, Rtc, RtcConfig};
 use thiserror::Error;
 
 /// Largest SDP offer taken (a browser's is 4-8 KB).
@@ -45,6 +47,16 @@ const REPORT_EVERY: Duration = Duration::from_secs(1);
 
 /// A viewer whose consent checks stop for this long is gone (RFC 7675 §5.1).
 const CONSENT: Duration = Duration::from_secs(30);
+
+/// How long str0m is kept after our first SRTP packet when the viewer sends no RTCP
+/// that would show its DTLS done. Only the viewer's retransmission of its last flight
+/// needs str0m then (our final flight lost: RFC 6347 §4.2.4). Its timer starts at 1 s
+/// and doubles (§4.2.4.1; browsers start lower): 31 s covers five retransmissions,
+/// 1 + 2 + 4 + 8 + 16 s, and a path that loses our flight five times running carries
+/// no media either. RFC 6347 asks the last sender to answer for twice the MSL (4 min);
+/// a viewer that sends no RTCP would keep str0m's tens of KiB that long for a loss
+/// that the next 31 s of media already rule out in practice.
+pub const SETTLE: Duration = Duration::from_secs(31);
 
 /// Retransmissions waiting for the server at most: a NACK storm is cut, not queued.
 const MAX_RESENDS: usize = 512;
@@ -171,6 +183,8 @@ struct Media {
     resends: VecDeque<Resend>,
     /// Whether authenticated RTCP came from the viewer: its DTLS is done.
     heard: bool,
+    /// When our first SRTP packet went out: str0m goes [`SETTLE`] later at the latest.
+    flowing: Option<Instant>,
     /// The last consent check answered here (after str0m is dropped).
     consent: Instant,
     /// Decrypted RTCP.
@@ -185,6 +199,9 @@ pub struct Peer {
     keys: Option<keys::Slot>,
     /// Our ICE credentials, for the consent checks answered without str0m.
     ice: (String, String),
+    /// Our credentials before an ICE restart, still answered from the address media
+    /// goes to until the first check with the new ones.
+    old_ice: Option<(String, String)>,
     /// The addresses datagrams are taken as sent to: the first candidate of each
     /// transport.
     local: SocketAddr,
@@ -350,6 +367,7 @@ impl Peer {
             rtc: Some(rtc),
             keys: slot,
             ice: (ufrag.clone(), pwd),
+            old_ice: None,
             local,
             local_tcp,
             remote: None,
@@ -501,7 +519,11 @@ impl Peer {
         datagram: &[u8],
     ) -> Result<(), PeerError> {
         self.now = now;
-        self.remote = Some(source);
+        // str0m picks its own pair; our media path follows the checks (see
+        // `handle_unattended`), so that a restart moves it only on an authenticated one.
+        if self.rtc.is_some() || self.remote.is_none() {
+            self.remote = Some(source);
+        }
         let kind = stun::classify(datagram);
         if self.media.is_some() && kind == DatagramKind::Rtp {
             return self.handle_rtcp(datagram);
@@ -581,11 +603,27 @@ impl Peer {
         match kind {
             DatagramKind::Stun => {
                 let (ufrag, pwd) = &self.ice;
+                let mut answered = false;
                 if let Some(answer) = stun::answer_check(datagram, ufrag, pwd, source) {
-                    self.transmits.push_back((source, answer));
-                    if let Some(media) = &mut self.media {
-                        media.consent = now;
+                    // The address of an authenticated check is where media goes
+                    // (peer-reflexive): the first one after a restart, then the pair
+                    // the viewer nominates.
+                    if self.old_ice.take().is_some() || stun::nominates(datagram) {
+                        self.remote = Some(source);
                     }
+                    self.transmits.push_back((source, answer));
+                    answered = true;
+                } else if let Some((ufrag, pwd)) = &self.old_ice {
+                    // Consent on the old path goes on until the new one is checked.
+                    if self.remote == Some(source) {
+                        if let Some(answer) = stun::answer_check(datagram, ufrag, pwd, source) {
+                            self.transmits.push_back((source, answer));
+                            answered = true;
+                        }
+                    }
+                }
+                if let (true, Some(media)) = (answered, &mut self.media) {
+                    media.consent = now;
                 }
             }
             // Content type 21: an alert, which after the handshake means the end.
@@ -611,8 +649,13 @@ impl Peer {
         let Some(media) = &mut self.media else {
             return Ok(());
         };
-        // The handshake has settled once the viewer sends authenticated RTCP.
-        if media.heard && self.rtc.is_some() {
+        // The handshake has settled once the viewer sends authenticated RTCP, or, for
+        // a viewer that sends none, once SRTP has flowed for SETTLE.
+        let settled = media.heard
+            || media
+                .flowing
+                .is_some_and(|t| now.saturating_duration_since(t) >= SETTLE);
+        if settled && self.rtc.is_some() {
             self.rtc = None;
             media.consent = now;
         }
@@ -663,6 +706,7 @@ impl Peer {
             &mut media.audio
         };
         if let Some(track) = track {
+            media.flowing.get_or_insert(now);
             // A packet that cannot be protected is not sent, as a lost one would not be.
             let _ = track.send(
                 packet,
@@ -732,7 +776,8 @@ impl Peer {
             let ours = self.media.as_ref().map(|m| {
                 let consent = m.consent + CONSENT;
                 if self.rtc.is_some() {
-                    m.next_report
+                    let settle = m.flowing.map(|t| t + SETTLE);
+                    settle.map_or(m.next_report, |s| s.min(m.next_report))
                 } else {
                     m.next_report.min(consent)
                 }
@@ -856,6 +901,7 @@ impl Peer {
             next_report: self.now + REPORT_EVERY,
             resends: VecDeque::new(),
             heard: false,
+            flowing: None,
             consent: self.now,
             scratch: Vec::new(),
         });
@@ -888,6 +934,43 @@ impl Peer {
     /// The SRTP profile DTLS negotiated, once a viewer's media path runs.
     pub fn srtp_profile(&self) -> Option<srtp::Profile> {
         self.media.as_ref().map(|m| m.srtp.tx.profile())
+    }
+
+    /// Restarts ICE (RFC 9725 §4.3.1): checks must bear `ours` from now on, the
+    /// peer's being `theirs`, and media follows the first authenticated one, from
+    /// whatever address; DTLS and SRTP go on as they were. A viewer whose media path
+    /// runs leaves str0m here (only DTLS retransmissions were keeping it, and a
+    /// restart says the old path is gone); a publisher's str0m, or a viewer's still
+    /// in its handshake, takes the new credentials.
+    pub fn restart_ice(&mut self, ours: IceCredentials, theirs: IceCredentials) {
+        if let Some(media) = &mut self.media {
+            if self.rtc.take().is_some() {
+                media.consent = self.now;
+            }
+        }
+        if let Some(rtc) = &mut self.rtc {
+            let mut api = rtc.direct_api();
+            api.set_local_ice_credentials(IceCreds {
+                ufrag: ours.ufrag.clone(),
+                pass: ours.pwd.clone(),
+            });
+            api.set_remote_ice_credentials(IceCreds {
+                ufrag: theirs.ufrag,
+                pass: theirs.pwd,
+            });
+        }
+        let old = std::mem::replace(&mut self.ice, (ours.ufrag, ours.pwd));
+        self.old_ice = Some(old);
+    }
+
+    /// Our ICE username fragment now (a restart changes it).
+    pub fn ufrag(&self) -> &str {
+        &self.ice.0
+    }
+
+    /// Where the peer's media goes: the address of its last authenticated check.
+    pub fn remote(&self) -> Option<SocketAddr> {
+        self.remote
     }
 
     /// Whether str0m still runs this peer (a viewer's handshake not yet settled).

@@ -53,6 +53,15 @@ pub fn binding_username(datagram: &[u8]) -> Option<(&str, &str)> {
     std::str::from_utf8(value).ok()?.split_once(':')
 }
 
+/// Whether a binding request nominates its pair (USE-CANDIDATE, RFC 8445 §7.1.2):
+/// the pair the controlling agent has picked for media.
+pub fn nominates(datagram: &[u8]) -> bool {
+    attributes(datagram, 0x0001).is_some_and(|mut a| a.any(|(kind, _)| kind == USE_CANDIDATE))
+}
+
+/// The USE-CANDIDATE attribute's type.
+const USE_CANDIDATE: u16 = 0x0025;
+
 /// A binding request to a STUN server, with no attributes (RFC 8489 §6): it asks the
 /// server which address it sees the request come from.
 pub fn binding_request(transaction: [u8; 12]) -> [u8; HEADER_LEN] {

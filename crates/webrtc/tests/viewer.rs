@@ -4,6 +4,7 @@
 //! server's sockets make.
 
 use sluice_webrtc::outbound::{Datagrams, StreamPacket};
+use sluice_webrtc::restart::IceCredentials;
 use sluice_webrtc::{Offered, Peer, PeerConfig, PeerEvent, PeerOutput, Role, Via, VideoCodec};
 use std::net::SocketAddr;
 use std::sync::Arc;
@@ -11,7 +12,7 @@ use std::time::{Duration, Instant};
 use str0m::change::SdpAnswer;
 use str0m::media::{Direction, MediaKind};
 use str0m::net::{Protocol, Receive};
-use str0m::{Candidate, Event, IceConnectionState, Input, Output, Rtc, RtcConfig};
+use str0m::{Candidate, Event, IceConnectionState, IceCreds, Input, Output, Rtc, RtcConfig};
 
 const SERVER: &str = "127.0.0.1:8189";
 const BROWSER: &str = "127.0.0.1:50000";
@@ -36,6 +37,16 @@ struct Call {
     resent: usize,
     /// STUN answers the browser got from us once str0m was gone.
     our_stun: usize,
+    /// Whether the browser's RTCP is kept from the server (a viewer that sends none).
+    mute_rtcp: bool,
+    /// Where the browser is now (an ICE restart may move it).
+    at: SocketAddr,
+}
+
+/// Whether a datagram is RTCP (RFC 5761 §4: payload types 192-223 after an RTP-like
+/// first byte).
+fn is_rtcp(d: &[u8]) -> bool {
+    (128..192).contains(&d[0]) && (192..224).contains(&d[1])
 }
 
 fn addr(a: &str) -> SocketAddr {
@@ -87,6 +98,8 @@ impl Call {
             history: Vec::new(),
             resent: 0,
             our_stun: 0,
+            mute_rtcp: false,
+            at: addr(BROWSER),
         }
     }
 
@@ -96,14 +109,12 @@ impl Call {
             let mut moved = false;
             while let Ok(out) = self.browser.poll_output() {
                 match out {
+                    Output::Transmit(t) if self.mute_rtcp && is_rtcp(&t.contents) => {}
                     Output::Transmit(t) => {
                         moved = true;
-                        let _ = self.server.handle_datagram(
-                            self.now,
-                            Via::Udp,
-                            addr(BROWSER),
-                            &t.contents,
-                        );
+                        let _ =
+                            self.server
+                                .handle_datagram(self.now, Via::Udp, t.source, &t.contents);
                     }
                     Output::Event(Event::MediaData(d)) => {
                         if d.data.len() > 100 {
@@ -148,7 +159,11 @@ impl Call {
 
     fn deliver(&mut self, out: &Datagrams) {
         for (to, d) in out.iter() {
-            assert_eq!(to, addr(BROWSER));
+            // What still goes to where the browser was before it moved is lost.
+            if to != self.at {
+                assert_eq!(to, addr(BROWSER));
+                continue;
+            }
             if d[0] < 4 && !self.server.in_handshake() {
                 self.our_stun += 1;
             }
@@ -162,7 +177,7 @@ impl Call {
                     }
                 }
             }
-            let r = Receive::new(Protocol::Udp, addr(SERVER), addr(BROWSER), d).unwrap();
+            let r = Receive::new(Protocol::Udp, addr(SERVER), to, d).unwrap();
             self.browser
                 .handle_input(Input::Receive(self.now, r))
                 .unwrap();
@@ -257,6 +272,97 @@ fn a_viewer_plays_with_our_srtp_and_keeps_its_consent_after_str0m_is_gone() {
     call.exchange();
     assert!(call.events.contains(&PeerEvent::Disconnected));
     assert!(!call.server.is_alive());
+}
+
+#[test]
+fn a_viewer_that_sends_no_rtcp_loses_str0m_after_the_settle_time_and_plays_on() {
+    let mut call = Call::start();
+    call.mute_rtcp = true;
+    call.connect();
+    let frame = Duration::from_millis(33);
+    let mut n = 0;
+    // Until shortly before SETTLE, str0m stays for the viewer's DTLS retransmissions.
+    let started = call.now;
+    while call.now - started < sluice_webrtc::SETTLE - Duration::from_secs(1) {
+        call.send_frame(n);
+        call.tick(frame);
+        n += 1;
+    }
+    assert!(call.server.in_handshake());
+    while call.now - started < sluice_webrtc::SETTLE + Duration::from_secs(1) {
+        call.send_frame(n);
+        call.tick(frame);
+        n += 1;
+    }
+    assert!(!call.server.in_handshake(), "str0m kept without RTCP");
+    // Media and consent go on without str0m, for longer than the consent time.
+    let (frames, stun) = (call.frames, call.our_stun);
+    for _ in 0..(40 * 30) {
+        call.send_frame(n);
+        call.tick(frame);
+        n += 1;
+    }
+    assert!(
+        call.frames >= frames + 1190,
+        "{} frames",
+        call.frames - frames
+    );
+    assert!(
+        call.our_stun >= stun + 5,
+        "{} consent answers",
+        call.our_stun
+    );
+    assert!(!call.events.contains(&PeerEvent::Disconnected));
+    assert!(call.server.is_alive());
+}
+
+#[test]
+fn an_ice_restart_moves_the_media_to_where_the_new_checks_come_from_keeping_srtp() {
+    let mut call = Call::start();
+    call.connect();
+    let mut n = 0;
+    for _ in 0..60 {
+        call.send_frame(n);
+        call.tick(Duration::from_millis(33));
+        n += 1;
+    }
+    assert!(!call.server.in_handshake());
+    // The browser moves (a new network) and restarts ICE: the PATCH's exchange of
+    // credentials, then checks from its new address only.
+    let moved = addr("127.0.0.1:50002");
+    let ours = IceCredentials::random().unwrap();
+    let theirs = IceCredentials::random().unwrap();
+    let old_ufrag = call.server.ufrag().to_owned();
+    call.server.restart_ice(ours.clone(), theirs.clone());
+    assert_ne!(call.server.ufrag(), old_ufrag);
+    let mut api = call.browser.direct_api();
+    api.set_local_ice_credentials(IceCreds {
+        ufrag: theirs.ufrag,
+        pass: theirs.pwd,
+    });
+    api.set_remote_ice_credentials(IceCreds {
+        ufrag: ours.ufrag,
+        pass: ours.pwd,
+    });
+    assert!(api.invalidate_candidate(&Candidate::host(addr(BROWSER), "udp").unwrap()));
+    call.browser
+        .add_local_candidate(Candidate::host(moved, "udp").unwrap());
+    call.at = moved;
+    // Media keeps its SRTP (no new DTLS) and reaches the browser at its new address
+    // (`deliver` checks every datagram's destination).
+    let frames = call.frames;
+    for _ in 0..300 {
+        call.send_frame(n);
+        call.tick(Duration::from_millis(33));
+        n += 1;
+    }
+    assert_eq!(call.server.remote(), Some(moved));
+    assert!(
+        call.frames >= frames + 280,
+        "{} frames",
+        call.frames - frames
+    );
+    assert!(!call.events.contains(&PeerEvent::Disconnected));
 }
 
 #[test]

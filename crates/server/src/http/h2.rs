@@ -131,6 +131,7 @@ async fn handle(
         http::Method::HEAD => Method::Head,
         http::Method::OPTIONS => Method::Options,
         http::Method::DELETE => Method::Delete,
+        http::Method::PATCH => Method::Patch,
         http::Method::POST => Method::Post,
         ref m if m.as_str() == "PROPFIND" => Method::Propfind,
         _ => Method::Other,

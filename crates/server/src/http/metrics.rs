@@ -308,6 +308,21 @@ pub fn render(
         udp,
     );
 
+    let webrtc = Family::<Labels, Gauge>::default();
+    for (state, n) in ["str0m", "settled"]
+        .into_iter()
+        .zip(&crate::webrtc::SESSIONS)
+    {
+        let labels = vec![("state", state.to_string())];
+        webrtc.get_or_create(&labels).set(n.load(Ordering::Relaxed));
+    }
+    reg.register(
+        "webrtc_sessions",
+        "WebRTC sessions: state str0m while str0m runs their ICE and DTLS (and a WHIP \
+         publisher's media), settled once a viewer's str0m is dropped",
+        webrtc,
+    );
+
     for (name, help, n) in [
         (
             "webrtc_retransmissions",

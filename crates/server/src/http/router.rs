@@ -51,8 +51,9 @@ pub(crate) enum Listener {
 }
 
 /// What WHEP's OPTIONS says (CORS preflights ask it too).
-const WHEP_OPTIONS: [(&str, &str); 2] = [
+const WHEP_OPTIONS: [(&str, &str); 3] = [
     ("Accept-Post", "application/sdp"),
+    ("Accept-Patch", "application/trickle-ice-sdpfrag"),
     ("Access-Control-Expose-Headers", "Location"),
 ];
 
@@ -112,6 +113,10 @@ pub(crate) async fn handle<'r>(
         },
         (Method::Delete, Route::WhepSession(resource)) => match &worker.webrtc {
             Some(registry) => super::whep::delete(ctx, registry, resource).await,
+            None => webrtc_off(),
+        },
+        (Method::Patch, Route::WhepSession(resource)) => match &worker.webrtc {
+            Some(registry) => super::whep::patch(registry, req, resource),
             None => webrtc_off(),
         },
         (Method::Options, Route::Whep(_) | Route::Whip(_) | Route::WhepSession(_)) => {

@@ -1,7 +1,10 @@
 //! WHEP's HTTP side (the IETF's WebRTC-HTTP egress protocol): `POST /app/stream/whep`
 //! with an SDP offer is answered `201 Created` with the SDP answer and a `Location` for
-//! the session; `DELETE` of that location ends it (WHIP's too). `PATCH` (trickle ICE)
-//! is answered 405, as the spec allows: the answer carries every candidate. Reading
+//! the session; `DELETE` of that location ends it (WHIP's too). `PATCH` with
+//! `If-Match: *` restarts the session's ICE (RFC 9725 §4.3.1: new credentials, `200`
+//! with the server's new ones); a trickle `PATCH` (candidates, no restart) is answered
+//! 501, as a session with restarts but no trickle ICE answers it: the answer carries
+//! every server candidate, and the server checks none the client names. Reading
 //! needs the same permission as every other player (`auth`). The sessions themselves
 //! are `webrtc::whep`'s.
 
@@ -76,6 +79,58 @@ pub(super) async fn post(
         return denied;
     }
     answered(crate::webrtc::whep::play(ctx, registry, offer, key, client).await)
+}
+
+/// Restarts the ICE of the session behind `resource` (WHEP or WHIP): `200` with the
+/// server's new credentials in an SDP fragment, or the status that says why not.
+/// Whichever worker takes the request: the new credentials wait in the registry for
+/// the session's first check with them, on the worker that runs it.
+pub(super) fn patch(registry: &Registry, req: &Request, resource: &str) -> Reply {
+    use sluice_webrtc::restart::{self, FragmentError};
+    let frag_type = req.header("content-type").is_some_and(|t| {
+        t.trim()
+            .eq_ignore_ascii_case("application/trickle-ice-sdpfrag")
+    });
+    if !frag_type {
+        return text(
+            415,
+            "a PATCH is Content-Type: application/trickle-ice-sdpfrag",
+        );
+    }
+    if registry.resource(resource).is_none() {
+        return text(404, "no such WHEP session");
+    }
+    // An ICE restart is a PATCH with `If-Match: *`; one with an entity tag, or none,
+    // trickles candidates.
+    if req.header("if-match").map(str::trim) != Some("*") {
+        return text(
+            501,
+            "trickle ICE is not supported (the answer has every candidate)",
+        );
+    }
+    let Ok(fragment) = std::str::from_utf8(&req.body) else {
+        return text(400, "the fragment is not UTF-8");
+    };
+    let theirs = match restart::credentials(fragment) {
+        Ok(c) => c,
+        Err(FragmentError::TooLarge) => return text(413, FragmentError::TooLarge.to_string()),
+        Err(e) => return text(400, e.to_string()),
+    };
+    let Some(ours) = restart::IceCredentials::random() else {
+        return text(500, "no random credentials");
+    };
+    if !registry.restart(resource, ours.clone(), theirs) {
+        return text(404, "no such WHEP session");
+    }
+    let body = restart::answer(&ours, &registry.candidates);
+    Reply::new(
+        200,
+        vec![
+            ("Content-Type", "application/trickle-ice-sdpfrag".into()),
+            ("ETag", format!("\"{}\"", ours.ufrag)),
+        ],
+        vec![Bytes::from(body)],
+    )
 }
 
 /// Ends the session behind `resource` (WHEP or WHIP).

@@ -10,7 +10,7 @@
 //! worker, depacketizing the peer's RTP like an RTSP publisher's.
 //!
 //! Files: `registry` (answered sessions waiting for their first datagram, and the
-//! resources DELETE names), `udp` (a worker's socket: sessions by address, then by
+//! resources DELETE and PATCH name, the ICE restarts a PATCH asked for), `udp` (a worker's socket: sessions by address, then by
 //! ufrag), `session` (one peer's task and its transport), `ingest` (a publisher's RTP
 //! to frames), `whep` and `whip` (answering offers; their HTTP side is in `http`).
 
@@ -26,13 +26,17 @@ pub use registry::Registry;
 pub use udp::{bind_sockets, sweep, WebrtcDemux, MAX_DATAGRAM};
 
 use std::net::{IpAddr, SocketAddr, ToSocketAddrs, UdpSocket};
-use std::sync::atomic::AtomicU64;
+use std::sync::atomic::{AtomicI64, AtomicU64};
 use std::time::{Duration, Instant};
 
 /// Video packets sent again on a viewer's NACK, and NACKed packets the history no
 /// longer had (metrics).
 pub static RESENT: AtomicU64 = AtomicU64::new(0);
 pub static RESEND_MISSES: AtomicU64 = AtomicU64::new(0);
+
+/// Sessions by how much of them str0m runs (metrics): `[str0m, settled]`, where a
+/// settled one is a viewer whose str0m is dropped (`session::Held`).
+pub static SESSIONS: [AtomicI64; 2] = [AtomicI64::new(0), AtomicI64::new(0)];
 
 /// The host candidates of the UDP port `bound`: the configured addresses (IPs or
 /// names, resolved now), else the bound IP when it is one, else this machine's IPv4

@@ -5,6 +5,7 @@
 use crate::core::format::Format;
 use crate::core::hub::{Stream, TranscodeUse};
 use crate::core::limits::UdpSlot;
+use sluice_webrtc::restart::IceCredentials;
 use sluice_webrtc::Peer;
 use std::collections::HashMap;
 use std::net::{IpAddr, SocketAddr};
@@ -50,6 +51,20 @@ pub struct Registry {
     pending: Mutex<HashMap<String, Pending>>,
     /// WHEP resource (secret) → session id.
     resources: Mutex<HashMap<String, u64>>,
+    /// ICE restarts a PATCH asked for, by our new ufrag, until the session's first
+    /// check with it: at most one per session.
+    restarts: Mutex<HashMap<String, Restart>>,
+}
+
+/// An ICE restart waiting for its session's first check.
+#[derive(Debug)]
+struct Restart {
+    id: u64,
+    resource: String,
+    ours: IceCredentials,
+    theirs: IceCredentials,
+    /// Taken by the session: the entry stays, for checks from other addresses.
+    taken: bool,
 }
 
 /// Why an answered session cannot wait for its peer.
@@ -70,6 +85,7 @@ impl Registry {
             handshake,
             pending: Mutex::default(),
             resources: Mutex::default(),
+            restarts: Mutex::default(),
         }
     }
 
@@ -142,8 +158,46 @@ impl Registry {
             .copied()
     }
 
+    /// Keeps an ICE restart of the session behind `resource` for its first check
+    /// (replacing one not yet taken); false if there is no such session.
+    pub fn restart(&self, resource: &str, ours: IceCredentials, theirs: IceCredentials) -> bool {
+        let Some(id) = self.resource(resource) else {
+            return false;
+        };
+        let mut restarts = self.restarts.lock().unwrap_or_else(|e| e.into_inner());
+        restarts.retain(|_, r| r.id != id);
+        let restart = Restart {
+            id,
+            resource: resource.to_owned(),
+            ours,
+            theirs,
+            taken: false,
+        };
+        restarts.insert(restart.ours.ufrag.clone(), restart);
+        true
+    }
+
+    /// The session an ICE restart to `ufrag` is for.
+    pub fn restarting(&self, ufrag: &str) -> Option<u64> {
+        let restarts = self.restarts.lock().unwrap_or_else(|e| e.into_inner());
+        restarts.get(ufrag).map(|r| r.id)
+    }
+
+    /// The credentials of the ICE restart to `ufrag`, ours then theirs, once, if it
+    /// is session `id`'s.
+    pub fn take_restart(&self, ufrag: &str, id: u64) -> Option<(IceCredentials, IceCredentials)> {
+        let mut restarts = self.restarts.lock().unwrap_or_else(|e| e.into_inner());
+        let r = restarts.get_mut(ufrag).filter(|r| r.id == id && !r.taken)?;
+        r.taken = true;
+        Some((r.ours.clone(), r.theirs.clone()))
+    }
+
     /// Forgets a resource; a session still waiting for ICE is dropped with it.
     pub fn forget(&self, resource: &str) {
+        self.restarts
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .retain(|_, r| r.resource != resource);
         self.resources
             .lock()
             .unwrap_or_else(|e| e.into_inner())

@@ -17,12 +17,14 @@ use crate::io::sock::{Ready, Sock, Transport};
 use crate::ops::{Client, EndReason};
 use sluice_media::rtp::{next_interleaved, RtpPacket};
 use sluice_webrtc::outbound::{Datagrams, StreamPacket};
+use sluice_webrtc::stun;
 use sluice_webrtc::{Peer, PeerEvent, PeerOutput, Via};
 use std::cell::{Cell, RefCell};
 use std::collections::{HashMap, VecDeque};
 use std::io::{self, IoSlice};
 use std::net::SocketAddr;
 use std::rc::Rc;
+use std::sync::atomic::Ordering::Relaxed;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 use tokio::sync::Notify;
@@ -77,11 +79,20 @@ impl Link {
     }
 }
 
+/// Addresses a session is reached at, at most: its own, and those an ICE restart's
+/// checks come from until media follows one of them.
+const MAX_ADDRESSES: usize = 8;
+
 /// A viewer's peer and what its task must act on.
 #[derive(Debug)]
 pub struct Session {
     peer: RefCell<Peer>,
     link: Link,
+    id: u64,
+    registry: Arc<Registry>,
+    /// The worker's sessions (UDP), and the addresses this one is in them under.
+    sessions: Option<Sessions>,
+    addrs: RefCell<Vec<SocketAddr>>,
     /// Events the peer produced, for the task.
     events: RefCell<VecDeque<PeerEvent>>,
     /// When the peer wants time to advance next.
@@ -96,6 +107,7 @@ pub struct Session {
 impl Session {
     /// A datagram from `from`: into the peer, and whatever it answers out.
     pub fn receive(&self, from: SocketAddr, datagram: &[u8]) {
+        self.take_restart(datagram);
         let via = self.link.via();
         let result = self
             .peer
@@ -104,7 +116,54 @@ impl Session {
         if let Err(e) = result {
             tracing::debug!("webrtc: datagram dropped: {e}");
         }
+        self.follow();
         self.drain();
+    }
+
+    /// The session's id (its client entry).
+    pub fn id(&self) -> u64 {
+        self.id
+    }
+
+    /// An ICE restart a PATCH asked for (`http::whep::patch`, on any worker) starts
+    /// with the first check that bears its credentials.
+    fn take_restart(&self, datagram: &[u8]) {
+        let Some((ours, _)) = stun::binding_username(datagram) else {
+            return;
+        };
+        if ours == self.peer.borrow().ufrag() {
+            return;
+        }
+        if let Some((ours, theirs)) = self.registry.take_restart(ours, self.id) {
+            tracing::info!("webrtc: ICE restart");
+            self.peer.borrow_mut().restart_ice(ours, theirs);
+        }
+    }
+
+    /// Takes datagrams from `from` too (an ICE restart's checks); false when the
+    /// session has as many addresses as it may.
+    pub fn reached_at(&self, from: SocketAddr) -> bool {
+        let mut addrs = self.addrs.borrow_mut();
+        if addrs.len() >= MAX_ADDRESSES {
+            return false;
+        }
+        addrs.push(from);
+        true
+    }
+
+    /// Once media follows one of the session's addresses, the others are forgotten.
+    fn follow(&self) {
+        let (Some(sessions), Some(remote)) = (&self.sessions, self.peer.borrow().remote()) else {
+            return;
+        };
+        let mut addrs = self.addrs.borrow_mut();
+        if addrs.len() > 1 && addrs.contains(&remote) {
+            let mut map = sessions.borrow_mut();
+            for a in addrs.iter().filter(|a| **a != remote) {
+                map.remove(a);
+            }
+            addrs.retain(|a| *a == remote);
+        }
     }
 
     /// Sends what the peer has to send and keeps its events and timeout for the task,
@@ -185,6 +244,10 @@ pub fn start(
     let session = Rc::new(Session {
         peer: RefCell::new(peer),
         link,
+        id,
+        registry: registry.clone(),
+        sessions: sessions.cloned(),
+        addrs: RefCell::new(vec![from]),
         events: RefCell::default(),
         timeout: Cell::new(None),
         armed: Cell::new(None),
@@ -202,12 +265,13 @@ pub fn start(
         async move {
             let client = ctx.clients().add(id, "webrtc", from);
             let _slot = slot;
+            let held = Held::new();
             let reason = match job {
                 Job::Play {
                     stream,
                     format,
                     opus: _opus,
-                } => play(&ctx, &session, &client, id, stream, format).await,
+                } => play(&ctx, &session, &client, id, stream, format, &held).await,
                 // Boxed: the publisher's admission (authorization, takeover) is a large
                 // future, and unboxed it would size every player's task as well.
                 Job::Publish { key, ip } => {
@@ -215,7 +279,12 @@ pub fn start(
                 }
             };
             if let Some(sessions) = sessions {
-                sessions.borrow_mut().remove(&from);
+                let mut map = sessions.borrow_mut();
+                for a in session.addrs.borrow().iter() {
+                    if map.get(a).is_some_and(|s| Rc::ptr_eq(s, &session)) {
+                        map.remove(a);
+                    }
+                }
             }
             registry.forget(&resource);
             tracing::info!(reason = reason.as_str(), "webrtc session ended");
@@ -302,14 +371,14 @@ async fn play(
     id: u64,
     stream: Arc<Stream>,
     format: Format,
+    held: &Held,
 ) -> EndReason {
     // The stream makes its RTP form while we play.
     let _rtp = stream.want_rtp();
     let mut playing: Option<Playing> = None;
-    let mut settled = false;
     loop {
-        if !settled && playing.is_some() && !session.peer.borrow().in_handshake() {
-            settled = true;
+        if !held.settled.get() && playing.is_some() && !session.peer.borrow().in_handshake() {
+            held.settle();
             tracing::debug!("webrtc: the viewer's handshake settled; str0m released");
         }
         while let Some(event) = session.next_event() {
@@ -447,6 +516,34 @@ async fn publish(
                 return EndReason::Kicked;
             }
         }
+    }
+}
+
+/// A session counted in `webrtc::SESSIONS` while it lives: as run by str0m, then, once
+/// a viewer's str0m is dropped, as settled.
+struct Held {
+    settled: Cell<bool>,
+}
+
+impl Held {
+    fn new() -> Held {
+        super::SESSIONS[0].fetch_add(1, Relaxed);
+        Held {
+            settled: Cell::new(false),
+        }
+    }
+
+    fn settle(&self) {
+        if !self.settled.replace(true) {
+            super::SESSIONS[0].fetch_sub(1, Relaxed);
+            super::SESSIONS[1].fetch_add(1, Relaxed);
+        }
+    }
+}
+
+impl Drop for Held {
+    fn drop(&mut self) {
+        super::SESSIONS[usize::from(self.settled.get())].fetch_sub(1, Relaxed);
     }
 }
 

@@ -1,6 +1,7 @@
 //! WebRTC on a worker's UDP endpoint: its demux (datagrams to the session of their
 //! sender's address; a binding request from an address not seen yet to the answered
-//! session its ICE ufrag names, which then starts on this worker; anything else
+//! session its ICE ufrag names, which then starts on this worker, or to the running
+//! session of this worker whose ICE restart (a PATCH) gave that ufrag; anything else
 //! dropped unread), its sends, and the worker's NACK history.
 
 use super::registry::Registry;
@@ -182,6 +183,24 @@ impl Demux for WebrtcDemux {
                 let Some((ours, _)) = stun::binding_username(datagram) else {
                     return Claim::Dropped;
                 };
+                if let Some(id) = self.registry.restarting(ours) {
+                    // An ICE restart's check from a new address: its session's, if
+                    // that runs on this worker (the kernel may hand the new address
+                    // to another worker's socket, where the check is dropped).
+                    let found = self
+                        .sessions
+                        .borrow()
+                        .values()
+                        .find(|s| s.id() == id)
+                        .cloned();
+                    let Some(s) = found.filter(|s| s.reached_at(from)) else {
+                        tracing::debug!(id, %from, "webrtc: a restart's check on another worker");
+                        return Claim::Dropped;
+                    };
+                    self.sessions.borrow_mut().insert(from, s.clone());
+                    s.receive(from, datagram);
+                    return Claim::Taken;
+                }
                 let Some(pending) = self.registry.take(ours) else {
                     return Claim::Dropped;
                 };

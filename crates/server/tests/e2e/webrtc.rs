@@ -213,6 +213,96 @@ async fn watch_losing(
     }
 }
 
+/// Runs the client on `sock` (at `local`) until `frames` more video frames came or
+/// `until`; what it sends from another address is lost. The frames that came.
+async fn play_on(
+    rtc: &mut Rtc,
+    sock: &UdpSocket,
+    local: SocketAddr,
+    video: Mid,
+    frames: usize,
+    until: Instant,
+) -> usize {
+    let mut got = 0;
+    let mut buf = vec![0u8; 2048];
+    while got < frames && Instant::now() < until {
+        let timeout = match rtc.poll_output().unwrap() {
+            Output::Timeout(t) => t,
+            Output::Transmit(t) => {
+                if t.source == local {
+                    let _ = sock.send_to(&t.contents, t.destination).await;
+                }
+                continue;
+            }
+            Output::Event(Event::MediaData(d)) => {
+                got += usize::from(d.mid == video);
+                continue;
+            }
+            Output::Event(_) => continue,
+        };
+        let wait = timeout.min(Instant::now() + Duration::from_millis(100));
+        step(rtc, sock, local, &mut buf, wait).await;
+    }
+    got
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[cfg_attr(not(have_ffmpeg), ignore = "needs ffmpeg and ffprobe")]
+async fn an_ice_restart_through_patch_moves_a_viewer_to_its_new_address() {
+    if !have_ffmpeg() {
+        return;
+    }
+    // One worker: the new address's datagrams reach the socket that runs the session
+    // (with several, the kernel may hand them to another worker's, see `webrtc::udp`).
+    let server = TestServer::start(&["--webrtc-udp", "127.0.0.1:0", "--workers", "1"]);
+    let _publisher = publish_live(&server, "move").await;
+    let (mut rtc, sock, local, location, video, _) =
+        offer(server.http, "/live/move/whep", Direction::RecvOnly, true).await;
+    let deadline = Instant::now() + Duration::from_secs(20);
+    let before = play_on(&mut rtc, &sock, local, video, 20, deadline).await;
+    assert_eq!(before, 20, "no frames before the restart");
+
+    // The viewer moves to a new socket and restarts ICE with new credentials.
+    let moved = UdpSocket::bind("127.0.0.1:0").await.unwrap();
+    let moved_at = moved.local_addr().unwrap();
+    let theirs = sluice_webrtc::restart::IceCredentials::random().unwrap();
+    let frag = format!(
+        "a=ice-ufrag:{}\r\na=ice-pwd:{}\r\n",
+        theirs.ufrag, theirs.pwd
+    );
+    let frag_type = "application/trickle-ice-sdpfrag";
+    // A trickle PATCH (no If-Match: *) is not supported.
+    let (status, _, _) = request(server.http, "PATCH", &location, frag_type, &frag).await;
+    assert_eq!(status, 501);
+    let with_match = format!("{frag_type}\r\nIf-Match: *");
+    let (status, head, body) = request(server.http, "PATCH", &location, &with_match, &frag).await;
+    assert_eq!(status, 200, "{head}{body}");
+    assert!(
+        head.to_ascii_lowercase()
+            .contains("application/trickle-ice-sdpfrag"),
+        "{head}"
+    );
+    let ours = sluice_webrtc::restart::credentials(&body).unwrap();
+    let mut api = rtc.direct_api();
+    assert_ne!(api.local_ice_credentials().ufrag, theirs.ufrag);
+    api.set_local_ice_credentials(str0m::IceCreds {
+        ufrag: theirs.ufrag,
+        pass: theirs.pwd,
+    });
+    api.set_remote_ice_credentials(str0m::IceCreds {
+        ufrag: ours.ufrag,
+        pass: ours.pwd,
+    });
+    assert!(api.invalidate_candidate(&Candidate::host(local, "udp").unwrap()));
+    rtc.add_local_candidate(Candidate::host(moved_at, "udp").unwrap());
+    drop(sock);
+    // Media comes on to the new address, with the SRTP of the first handshake.
+    let deadline = Instant::now() + Duration::from_secs(20);
+    let after = play_on(&mut rtc, &moved, moved_at, video, 40, deadline).await;
+    assert_eq!(after, 40, "frames after the restart");
+    assert_eq!(udp_sessions(server.http), 1.0);
+}
+
 fn udp_sessions(http: SocketAddr) -> f64 {
     crate::common::metric(http, "sluice_udp_sessions")
 }
@@ -285,6 +375,24 @@ async fn a_whep_viewer_gets_decodable_h264_from_an_rtmp_publisher() {
     };
     assert_eq!((viewers("webrtc"), viewers("rtsp")), (1.0, 0.0));
 
+    // The viewer's RTCP (str0m's receiver reports) showed its DTLS done: str0m is
+    // dropped, as `/metrics` tells.
+    let sessions = |state: &str| {
+        crate::common::metric(
+            server.http,
+            &format!("sluice_webrtc_sessions{{state=\"{state}\"}}"),
+        )
+    };
+    let deadline = Instant::now() + Duration::from_secs(5);
+    while (sessions("str0m"), sessions("settled")) != (0.0, 1.0) {
+        assert!(
+            Instant::now() < deadline,
+            "str0m kept: {}",
+            sessions("str0m")
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+
     // DELETE ends the session and gives its UDP place back; with no WebRTC player
     // left, the transcoding stops.
     assert!(transcoding(server.http, "live/cam"));
@@ -309,6 +417,7 @@ async fn a_whep_viewer_gets_decodable_h264_from_an_rtmp_publisher() {
         assert!(Instant::now() < deadline, "the viewer outlived its session");
         tokio::time::sleep(Duration::from_millis(50)).await;
     }
+    assert_eq!((sessions("str0m"), sessions("settled")), (0.0, 0.0));
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -356,7 +465,12 @@ fn transcoding(http: SocketAddr, key: &str) -> bool {
 /// Decodes Opus packets (at least a second of them); the frequency of the tone they
 /// carry, from the zero crossings after the first 100 ms.
 fn opus_tone(packets: &[Vec<u8>]) -> f64 {
-    assert!(packets.len() >= 50, "{} Opus packets", packets.len());
+    opus_tone_in(packets, 960)
+}
+
+/// [`opus_tone`] of packets of `samples` each.
+fn opus_tone_in(packets: &[Vec<u8>], samples: usize) -> f64 {
+    assert!(packets.len() >= 25, "{} Opus packets", packets.len());
     let mut decoder = opus::Decoder::new(48_000, opus::Channels::Mono).unwrap();
     let mut pcm = Vec::new();
     let mut buf = vec![0f32; 5760];
@@ -364,7 +478,7 @@ fn opus_tone(packets: &[Vec<u8>]) -> f64 {
         let n = decoder
             .decode_float(p, &mut buf, false)
             .expect("Opus decodes");
-        assert_eq!(n, 960, "20 ms packets");
+        assert_eq!(n, samples, "packets of {samples} samples");
         pcm.extend_from_slice(&buf[..n]);
     }
     let steady = &pcm[4800..];
@@ -398,6 +512,39 @@ async fn with_transcoding_off_a_whep_viewer_of_aac_gets_video_only() {
     );
 }
 
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[cfg_attr(not(have_ffmpeg), ignore = "needs ffmpeg and ffprobe")]
+async fn with_40_ms_opus_frames_a_viewer_gets_half_the_audio_packets() {
+    if !have_ffmpeg() {
+        return;
+    }
+    // Audio packets per video frame, the same publisher's, at 20 and at 40 ms.
+    let mut per_frame = Vec::new();
+    for ms in ["20", "40"] {
+        let server =
+            TestServer::start(&["--webrtc-udp", "127.0.0.1:0", "--webrtc-opus-frame-ms", ms]);
+        let _publisher = publish_live(&server, "opus").await;
+        let watched = watch(server.http, "/live/opus/whep", 80, Duration::from_secs(30)).await;
+        assert!(
+            watched.frames.len() >= 80,
+            "{ms} ms: {} frames",
+            watched.frames.len()
+        );
+        let samples = if ms == "40" { 1920 } else { 960 };
+        let hz = opus_tone_in(&watched.audio, samples);
+        assert!((hz - 440.0).abs() < 10.0, "the Opus carries {hz} Hz");
+        let ratio = watched.audio.len() as f64 / watched.frames.len() as f64;
+        eprintln!(
+            "{ms} ms: {} audio packets for {} video frames ({ratio:.2} a frame)",
+            watched.audio.len(),
+            watched.frames.len()
+        );
+        per_frame.push(ratio);
+    }
+    let half = per_frame[1] / per_frame[0];
+    assert!((0.4..0.6).contains(&half), "40 ms over 20 ms: {half:.2}");
+}
+
 #[tokio::test]
 async fn bad_offers_get_clear_errors() {
     let server = TestServer::start(&["--webrtc-udp", "127.0.0.1:0", "--play-wait-ms", "100"]);
@@ -417,7 +564,10 @@ async fn bad_offers_get_clear_errors() {
         "{head}"
     );
     let (status, _, _) = request(http, "PATCH", "/live/x/whep/1-ffff", "text/plain", "").await;
-    assert_eq!(status, 405);
+    assert_eq!(status, 415);
+    let frag = "application/trickle-ice-sdpfrag\r\nIf-Match: *";
+    let (status, _, _) = request(http, "PATCH", "/live/x/whep/1-ffff", frag, "").await;
+    assert_eq!(status, 404);
 }
 
 /// H.264 access units (Annex B) of a `seconds`-long 25 fps test pattern, split at the

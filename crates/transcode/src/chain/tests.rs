@@ -164,3 +164,31 @@ fn configurations_the_decoder_cannot_handle_are_refused() {
         }
     }
 }
+
+#[test]
+fn forty_ms_frames_are_half_as_many_and_decode_to_the_same_tone() {
+    let (asc, frames) = adts(MONO_48K);
+    let mut t = AacToOpus::with_frames(&asc, OpusFrameLength::Ms40).expect("transcoder");
+    let mut out = Vec::new();
+    for (i, f) in frames.iter().enumerate() {
+        t.push(f, i as i64 * 1024 * CLOCK_HZ / 48_000)
+            .expect("frame");
+        while let Some(o) = t.pop() {
+            out.push(o);
+        }
+    }
+    assert_eq!(out.len(), frames.len() * 1024 / 1920);
+    for (i, f) in out.iter().enumerate() {
+        assert_eq!(f.pts, i as i64 * 3600, "40 ms apart");
+    }
+    let mut d = opus::Decoder::new(OPUS_RATE, opus::Channels::Mono).expect("decoder");
+    let mut pcm = Vec::new();
+    let mut buf = vec![0f32; 2 * OPUS_FRAME];
+    for f in &out {
+        let got = d.decode_float(&f.data, &mut buf, false).expect("decodes");
+        assert_eq!(got, 2 * OPUS_FRAME);
+        pcm.extend_from_slice(&buf);
+    }
+    let hz = frequency(&pcm, 1, 0);
+    assert!((hz - 1000.0).abs() < 10.0, "{hz} Hz");
+}
