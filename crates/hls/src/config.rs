@@ -51,7 +51,7 @@ impl Default for HlsConfig {
     fn default() -> Self {
         Self {
             target_duration_ms: 2000,
-            part_duration_ms: 300,
+            part_duration_ms: 200,
             window: 6,
             keep_extra: 3,
             low_latency: true,

@@ -537,7 +537,11 @@ mod tests {
 
     #[test]
     fn fmp4_makes_parts_and_whole_segments() {
-        let mut seg = Fmp4Segmenter::new(HlsConfig::default()).unwrap();
+        let config = HlsConfig {
+            part_duration_ms: 300,
+            ..HlsConfig::default()
+        };
+        let mut seg = Fmp4Segmenter::new(config).unwrap();
         seg.set_tracks(Some(&video()), Some(&audio()));
         for f in frames(5, 50) {
             seg.push(&f, 0).unwrap();

@@ -240,5 +240,9 @@ fn bad_parts_are_refused() {
             limit: MAX_PARTS_PER_SEGMENT
         })
     );
-    assert_eq!(timeline.part_target_ms(), 300);
+    // Refused parts left the part target alone.
+    assert_eq!(
+        timeline.part_target_ms(),
+        u64::from(HlsConfig::default().part_duration_ms)
+    );
 }

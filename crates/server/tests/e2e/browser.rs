@@ -52,6 +52,29 @@ const HLS_SETUP: &str = "
   // (the server's arrival time of the frames) of what is on screen.
   extra = () => '&behind=' + (hls.playingDate ? Date.now() - hls.playingDate.getTime() : '');";
 
+/// [`HLS_SETUP`] watched for a long run: how far behind live it plays each second once
+/// playing (`behind` is the list of samples, in ms), hls.js's own latency and target,
+/// and its stalls: `BUFFER_STALLED_ERROR`s and the video's `waiting` events once it
+/// played.
+const HLS_WATCH_SETUP: &str = "
+  if (!Hls.isSupported()) throw new Error('hls.js not supported');
+  const hls = new Hls({ lowLatencyMode: true });
+  let stalled = 0, waiting = 0, playing = false;
+  hls.on(Hls.Events.ERROR, (e, d) => {
+    if (d.fatal) errors.push(d.type + ':' + d.details);
+    if (d.details === Hls.ErrorDetails.BUFFER_STALLED_ERROR) stalled++;
+  });
+  video.addEventListener('playing', () => { playing = true; });
+  video.addEventListener('waiting', () => { if (playing) waiting++; });
+  hls.loadSource('STREAM_URL');
+  hls.attachMedia(video);
+  const behind = [];
+  setInterval(() => {
+    if (playing && hls.playingDate) behind.push(Date.now() - hls.playingDate.getTime());
+  }, 1000);
+  extra = () => '&behind=' + behind.join(',') + '&stalled=' + stalled + '&waiting=' + waiting +
+    '&latency=' + (hls.latency || 0).toFixed(3) + '&target=' + (hls.targetLatency || 0).toFixed(3);";
+
 /// A WHEP player: Chromium's own WebRTC, receive-only, posting its offer to
 /// `STREAM_URL`. The report says how bright the picture is (a canvas sample), so a
 /// black screen fails.
@@ -192,8 +215,9 @@ fn play_in_chromium(script: &str, setup: &str, stream_url: &str, watch_ms: u32) 
             .spawn()
             .expect("start chromium"),
     );
-    rx.recv_timeout(Duration::from_secs(40))
-        .expect("the page reported")
+    // 40 s covers Chromium's start on a loaded machine; a long watch adds its own.
+    let wait = Duration::from_secs(40).max(Duration::from_millis(u64::from(watch_ms) + 32_000));
+    rx.recv_timeout(wait).expect("the page reported")
 }
 
 use crate::common::report_field as field;
@@ -268,6 +292,55 @@ fn hls_js_plays_ts_and_low_latency_hls() {
             "{url}: {behind} ms behind ({report})"
         );
     }
+}
+
+/// How far behind live hls.js (Low-Latency mode, its defaults) plays Sluice's LL-HLS
+/// over a long run, and how often it stalls: figures for docs/hls.md, not a timed
+/// test. Opt-in (it takes over a minute): run it with
+/// `cargo test -p sluice-server --test e2e browser::hls_js_low_latency_long_watch -- --ignored --nocapture`.
+/// `SLUICE_LLHLS_WATCH_S` sets the watch (60 s), `SLUICE_LLHLS_PART_MS` the server's
+/// `--hls-part-ms` (its default otherwise). It asserts only that it played without errors.
+#[test]
+#[ignore = "a long run for figures: run it explicitly"]
+fn hls_js_low_latency_long_watch() {
+    if !have_ffmpeg() || !have("chromium") {
+        return;
+    }
+    let env = |name: &str| std::env::var(name).ok().and_then(|v| v.parse::<u32>().ok());
+    let watch_s = env("SLUICE_LLHLS_WATCH_S").unwrap_or(60);
+    let part_ms = env("SLUICE_LLHLS_PART_MS").map(|ms| ms.to_string());
+    let args: Vec<&str> = part_ms
+        .as_deref()
+        .map_or_else(Vec::new, |ms| vec!["--hls-part-ms", ms]);
+    let server = TestServer::start(&args);
+    let url = format!("rtmp://{}/live/long", server.rtmp);
+    let _publisher = publish_test_pattern(&url, "flv", "libx264", watch_s + 30);
+    std::thread::sleep(Duration::from_millis(4000));
+    let url = format!("http://{}/live/long/index.m3u8", server.http);
+    let report = play_in_chromium("hls.light.min.js", HLS_WATCH_SETUP, &url, watch_s * 1000);
+    let errors = field(&report, "err");
+    assert!(errors.is_empty(), "player errors {errors} ({report})");
+    let mut behind: Vec<f64> = field(&report, "behind")
+        .split(',')
+        .filter_map(|v| v.parse().ok())
+        .collect();
+    assert!(!behind.is_empty(), "never played ({report})");
+    let last = behind.last().copied().unwrap_or(f64::NAN);
+    behind.sort_by(f64::total_cmp);
+    let at = |q: f64| behind[((behind.len() - 1) as f64 * q).round() as usize];
+    eprintln!(
+        "hls.js over {watch_s} s: behind live median {:.0} ms (min {:.0}, max {:.0}, last {last:.0}) \
+         over {} samples; {} stalls (BUFFER_STALLED_ERROR), {} waiting; hls.js latency {} s, \
+         target {} s",
+        at(0.5),
+        at(0.0),
+        at(1.0),
+        behind.len(),
+        field(&report, "stalled"),
+        field(&report, "waiting"),
+        field(&report, "latency"),
+        field(&report, "target"),
+    );
 }
 
 #[test]

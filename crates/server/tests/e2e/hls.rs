@@ -71,6 +71,14 @@ fn ts_and_fmp4_variants_play_with_continuous_timestamps() {
     ] {
         assert!(ll.contains(tag), "missing {tag} in {ll}");
     }
+    // The default parts (200 ms, five frames at 25 fps) and the spec's least hold back,
+    // three parts: what a low-latency player plays behind the newest part (docs/hls.md).
+    for line in [
+        "#EXT-X-SERVER-CONTROL:CAN-BLOCK-RELOAD=YES,PART-HOLD-BACK=0.600,HOLD-BACK=6.000\n",
+        "#EXT-X-PART-INF:PART-TARGET=0.200\n",
+    ] {
+        assert!(ll.contains(line), "no {line} in {ll}");
+    }
 }
 
 /// The (msn, part index) of every `#EXT-X-PART` of a playlist, in order, and of its
