@@ -49,8 +49,6 @@ pub(crate) fn recv_batch(sock: &UdpSocket, mut on: impl FnMut(&[u8])) -> io::Res
 /// `recvmmsg` into [`SLOT`]-byte slots of `buf`: one syscall for a burst of packets.
 #[cfg(target_os = "linux")]
 fn recv_many(sock: &UdpSocket, buf: &mut [u8], lens: &mut [usize; BATCH]) -> io::Result<usize> {
-    use std::os::fd::AsRawFd;
-    use tokio::io::Interest;
     // SAFETY: iovec and mmsghdr are plain C structs for which all zeroes (null
     // pointers, zero lengths) is a valid value.
     let mut iovs: [libc::iovec; BATCH] = unsafe { std::mem::zeroed() };
@@ -66,25 +64,9 @@ fn recv_many(sock: &UdpSocket, buf: &mut [u8], lens: &mut [usize; BATCH]) -> io:
         m.msg_hdr.msg_iov = iov;
         m.msg_hdr.msg_iovlen = 1;
     }
-    let n = sock.try_io(Interest::READABLE, || {
-        // SAFETY: the first `slots` headers each point at one iovec of `iovs`, each
-        // at its own SLOT-byte slot of `buf`; all of them outlive the call, and the
-        // kernel writes only within them (and the headers' length and flag fields).
-        let r = unsafe {
-            libc::recvmmsg(
-                sock.as_raw_fd(),
-                msgs.as_mut_ptr(),
-                slots as _,
-                libc::MSG_DONTWAIT as _,
-                std::ptr::null_mut(),
-            )
-        };
-        if r < 0 {
-            Err(io::Error::last_os_error())
-        } else {
-            Ok(r as usize)
-        }
-    })?;
+    // The first `slots` headers each point at one iovec of `iovs`, each at its own
+    // SLOT-byte slot of `buf`; all of them outlive the call.
+    let n = recvmmsg(sock, &mut msgs[..slots])?;
     for (len, m) in lens.iter_mut().zip(&msgs[..n.min(BATCH)]) {
         if m.msg_hdr.msg_flags & libc::MSG_TRUNC != 0 {
             return Err(io::Error::new(
@@ -121,6 +103,33 @@ const UDP_GRO: libc::c_int = 104;
 pub(crate) const GRO_BATCH: usize = 2;
 const GRO_SLOT: usize = READ_LEN / GRO_BATCH;
 
+/// One non-blocking `recvmmsg` into `msgs`; the caller has pointed every header at
+/// buffers that outlive the call (the kernel writes only within them, and the headers'
+/// length and flag fields).
+#[cfg(target_os = "linux")]
+fn recvmmsg(sock: &UdpSocket, msgs: &mut [libc::mmsghdr]) -> io::Result<usize> {
+    use std::os::fd::AsRawFd;
+    use tokio::io::Interest;
+    let count = msgs.len();
+    sock.try_io(Interest::READABLE, || {
+        // SAFETY: `msgs` is `count` headers whose buffers the caller keeps alive.
+        let r = unsafe {
+            libc::recvmmsg(
+                sock.as_raw_fd(),
+                msgs.as_mut_ptr(),
+                count as _,
+                libc::MSG_DONTWAIT as _,
+                std::ptr::null_mut(),
+            )
+        };
+        if r < 0 {
+            Err(io::Error::last_os_error())
+        } else {
+            Ok((r as usize).min(count))
+        }
+    })
+}
+
 /// Asks the kernel to hand over a train of equal-sized datagrams from one sender as one
 /// message (UDP GRO); whether it took it. Over loopback a sender's GSO message then
 /// reaches the socket whole, as a TCP segment does, instead of being cut into
@@ -150,8 +159,6 @@ pub(crate) fn set_gro<T>(_: &T) -> bool {
 /// datagrams by the segment size the kernel reports; returns the messages read.
 #[cfg(target_os = "linux")]
 pub(crate) fn recv_gro(sock: &UdpSocket, mut on: impl FnMut(&[u8])) -> io::Result<usize> {
-    use std::os::fd::AsRawFd;
-    use tokio::io::Interest;
     #[repr(C, align(8))]
     struct Control([u8; 32]);
     READ_BUF.with(|buf| {
@@ -172,24 +179,9 @@ pub(crate) fn recv_gro(sock: &UdpSocket, mut on: impl FnMut(&[u8])) -> io::Resul
             m.msg_hdr.msg_control = c.0.as_mut_ptr().cast();
             m.msg_hdr.msg_controllen = c.0.len() as _;
         }
-        let n = match sock.try_io(Interest::READABLE, || {
-            // SAFETY: each header points at one iovec (its own GRO_SLOT of `buf`) and
-            // one control buffer, all alive until the call returns.
-            let r = unsafe {
-                libc::recvmmsg(
-                    sock.as_raw_fd(),
-                    msgs.as_mut_ptr(),
-                    GRO_BATCH as _,
-                    libc::MSG_DONTWAIT as _,
-                    std::ptr::null_mut(),
-                )
-            };
-            if r < 0 {
-                Err(io::Error::last_os_error())
-            } else {
-                Ok(r as usize)
-            }
-        }) {
+        // Each header points at one iovec (its own GRO_SLOT of `buf`) and one control
+        // buffer, all alive until the call returns.
+        let n = match recvmmsg(sock, &mut msgs) {
             Ok(n) => n.min(GRO_BATCH),
             Err(e) if e.kind() == io::ErrorKind::WouldBlock => return Ok(0),
             Err(e) => return Err(e),
