@@ -425,16 +425,7 @@ pub fn respond(req: &Request, file: &FileEntity) -> FileResponse {
             return failed(FileStatus::NotModified);
         }
     }
-    let get = req.method == Method::Get;
-    let range = match req.header("range").filter(|_| get && file.len > 0) {
-        Some(value) => match parse_range(value) {
-            Some(RangeHeader::Single(spec)) if if_range_holds(req, file) => {
-                Some(spec.resolve(file.len))
-            }
-            _ => None,
-        },
-        None => None,
-    };
+    let range = requested_range(req, file.len, &file.etag, Some(file.modified));
     let mut headers = vec![
         ("Content-Type", file.content_type.to_string()),
         ("Accept-Ranges", "bytes".to_string()),
@@ -469,35 +460,40 @@ pub fn respond(req: &Request, file: &FileEntity) -> FileResponse {
         status,
         headers,
         range,
-        body: get,
+        body: req.method == Method::Get,
     }
 }
 
 /// Whether a `Range` applies: no `If-Range`, or one naming this version of the file
 /// (strong ETag comparison, or its exact `Last-Modified`).
-fn if_range_holds(req: &Request, file: &FileEntity) -> bool {
+fn if_range_holds(req: &Request, etag: &str, modified: Option<u64>) -> bool {
     let Some(value) = req.header("if-range").map(str::trim) else {
         return true;
     };
     if value.starts_with('"') || value.starts_with("W/") {
-        return value == file.etag;
+        return value == etag;
     }
-    parse_http_date(value) == Some(file.modified)
+    modified.is_some_and(|m| parse_http_date(value) == Some(m))
 }
 
-/// What a request asks of a representation held whole in memory (an HLS segment, say)
-/// of `len` bytes whose strong validator is `etag`: `None`, the whole of it (not a
-/// GET, no `Range`, several ranges, or an `If-Range` that no longer holds);
+/// What a request asks of a representation of `len` bytes whose strong validator is
+/// `etag` (and last modification `modified`, Unix seconds, where it has one: a file
+/// does, an HLS segment held in memory does not): `None`, the whole of it (not a GET,
+/// no `Range`, several ranges, or an `If-Range` that no longer holds);
 /// `Some(Some(range))`, that range (206); `Some(None)`, a range past its end (416).
-pub fn requested_range(req: &Request, etag: &str, len: u64) -> Option<Option<Range<u64>>> {
+pub fn requested_range(
+    req: &Request,
+    len: u64,
+    etag: &str,
+    modified: Option<u64>,
+) -> Option<Option<Range<u64>>> {
     if req.method != Method::Get || len == 0 {
         return None;
     }
     let Some(RangeHeader::Single(spec)) = req.header("range").and_then(parse_range) else {
         return None;
     };
-    // Only the entity tag can match: such a representation has no Last-Modified.
-    if req.header("if-range").is_some_and(|v| v.trim() != etag) {
+    if !if_range_holds(req, etag, modified) {
         return None;
     }
     Some(spec.resolve(len))
@@ -570,37 +566,40 @@ mod tests {
     #[test]
     fn a_range_of_a_representation_in_memory() {
         let etag = "\"a-1\"";
-        assert_eq!(requested_range(&get(""), etag, 100), None);
+        assert_eq!(requested_range(&get(""), 100, etag, None), None);
         assert_eq!(
-            requested_range(&get("Range: bytes=10-19\r\n"), etag, 100),
+            requested_range(&get("Range: bytes=10-19\r\n"), 100, etag, None),
             Some(Some(10..20))
         );
         assert_eq!(
-            requested_range(&get("Range: bytes=90-\r\n"), etag, 100),
+            requested_range(&get("Range: bytes=90-\r\n"), 100, etag, None),
             Some(Some(90..100))
         );
         assert_eq!(
-            requested_range(&get("Range: bytes=-5\r\n"), etag, 100),
+            requested_range(&get("Range: bytes=-5\r\n"), 100, etag, None),
             Some(Some(95..100))
         );
         // Past the end: 416.
         assert_eq!(
-            requested_range(&get("Range: bytes=100-\r\n"), etag, 100),
+            requested_range(&get("Range: bytes=100-\r\n"), 100, etag, None),
             Some(None)
         );
         // Several ranges, another unit, a stale If-Range: the whole.
         assert_eq!(
-            requested_range(&get("Range: bytes=0-1,5-6\r\n"), etag, 100),
+            requested_range(&get("Range: bytes=0-1,5-6\r\n"), 100, etag, None),
             None
         );
         assert_eq!(
-            requested_range(&get("Range: items=0-1\r\n"), etag, 100),
+            requested_range(&get("Range: items=0-1\r\n"), 100, etag, None),
             None
         );
         let stale = "Range: bytes=0-1\r\nIf-Range: \"a-0\"\r\n";
-        assert_eq!(requested_range(&get(stale), etag, 100), None);
+        assert_eq!(requested_range(&get(stale), 100, etag, None), None);
         let fresh = "Range: bytes=0-1\r\nIf-Range: \"a-1\"\r\n";
-        assert_eq!(requested_range(&get(fresh), etag, 100), Some(Some(0..2)));
+        assert_eq!(
+            requested_range(&get(fresh), 100, etag, None),
+            Some(Some(0..2))
+        );
     }
 
     fn req(method: &str, headers: &str) -> Request {

@@ -272,7 +272,7 @@ async fn answer_request(
             } = found;
             let len: u64 = body.iter().map(|b| b.len() as u64).sum();
             // Ranges as files have them (players that seek or probe, AVPlayer).
-            let range = sluice_http::files::requested_range(req, &etag, len);
+            let range = sluice_http::files::requested_range(req, len, &etag, None);
             // A fetch from the start counts a viewer (see `crate::hls::audience`).
             let from_start = range
                 .as_ref()

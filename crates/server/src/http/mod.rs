@@ -296,10 +296,9 @@ impl Http {
         if let (Some((file, range)), true, Method::Get, 200 | 206) =
             (&reply.file, plain, req.method, reply.status)
         {
-            let len = range.end.min(file.len()).saturating_sub(range.start);
-            conn.session.respond_head(reply.status, &headers, Some(len));
-            files::send_file_body(conn, file.file(), range.start, range.start + len, self.idle)
-                .await?;
+            conn.session
+                .respond_head(reply.status, &headers, Some(range.end - range.start));
+            files::send_file_body(conn, file.file(), range.start, range.end, self.idle).await?;
             conn.session.body_sent();
             return Ok(());
         }
