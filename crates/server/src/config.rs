@@ -1372,7 +1372,6 @@ impl Config {
         self.apps().for_stream(key)
     }
 
-    /// Worker threads to start.
     /// The admission limits of `[limits]`.
     pub fn limit_settings(&self) -> crate::core::limits::LimitSettings {
         let l = &self.limits;
@@ -1385,6 +1384,7 @@ impl Config {
         }
     }
 
+    /// Worker threads to start.
     pub fn worker_count(&self) -> usize {
         if self.workers > 0 {
             self.workers

@@ -174,6 +174,7 @@ impl Server {
     /// Binds every listener, then starts the workers.
     pub fn start(config: Config) -> io::Result<Server> {
         let workers = config.worker_count();
+        descriptors(config.limits.max_connections);
         let config = Arc::new(config);
         let notifier = crate::hooks::Notifier::start(&config.hooks).map_err(io::Error::other)?;
         let recording = config.record_config().map(|mut c| {
@@ -506,6 +507,29 @@ pub async fn wind_down(ctx: &Ctx) {
             left,
             "shutdown: connections still open at the deadline are dropped"
         );
+    }
+}
+
+/// Raises the descriptor limit to the hard one, and says when it is still below the
+/// connections the server is told to take.
+fn descriptors(max_connections: usize) {
+    match crate::io::fd_limit::raise() {
+        Ok((before, now)) => {
+            if now.soft != before.soft {
+                tracing::info!(from = before.soft, to = now.soft, "descriptor limit raised");
+            }
+            // Listeners, the UDP endpoint, memfds and log files need some beside.
+            if max_connections > 0 && now.soft < max_connections as u64 + 256 {
+                tracing::warn!(
+                    limit = now.soft,
+                    max_connections,
+                    "the descriptor limit is below limits.max_connections: connections past \
+                     it wait in the backlog until they time out (raise the hard limit: \
+                     LimitNOFILE= in systemd, ulimit -Hn, --ulimit in docker)"
+                );
+            }
+        }
+        Err(e) => tracing::warn!("descriptor limit: {e}"),
     }
 }
 
