@@ -413,18 +413,33 @@ pub fn reason(status: u16) -> &'static str {
         201 => "Created",
         204 => "No Content",
         206 => "Partial Content",
+        207 => "Multi-Status",
+        301 => "Moved Permanently",
+        302 => "Found",
         304 => "Not Modified",
+        307 => "Temporary Redirect",
         400 => "Bad Request",
         401 => "Unauthorized",
         403 => "Forbidden",
         404 => "Not Found",
         405 => "Method Not Allowed",
+        408 => "Request Timeout",
+        409 => "Conflict",
+        411 => "Length Required",
         412 => "Precondition Failed",
+        413 => "Content Too Large",
         414 => "URI Too Long",
+        415 => "Unsupported Media Type",
         416 => "Range Not Satisfiable",
+        422 => "Unprocessable Content",
         429 => "Too Many Requests",
+        431 => "Request Header Fields Too Large",
         500 => "Internal Server Error",
+        501 => "Not Implemented",
+        502 => "Bad Gateway",
         503 => "Service Unavailable",
+        504 => "Gateway Timeout",
+        507 => "Insufficient Storage",
         _ => "Unknown",
     }
 }
@@ -471,6 +486,18 @@ mod tests {
             ..ServerConfig::default()
         };
         (ServerSession::new(config, now), now)
+    }
+
+    #[test]
+    fn every_status_the_server_answers_has_its_phrase() {
+        // WHIP/WHEP (201, 409, 415, 422), WebDAV (207, 409, 413, 507), the API (201).
+        for status in [
+            200, 201, 204, 206, 207, 304, 400, 401, 403, 404, 405, 409, 412, 413, 414, 415, 416,
+            422, 429, 500, 501, 502, 503, 507,
+        ] {
+            assert_ne!(reason(status), "Unknown", "{status}");
+        }
+        assert_eq!(reason(422), "Unprocessable Content");
     }
 
     /// Drains the session: written bytes, and events.

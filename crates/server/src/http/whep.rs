@@ -3,8 +3,9 @@
 //! the session; `DELETE` of that location ends it (WHIP's too). `PATCH` with
 //! `If-Match: *` restarts the session's ICE (RFC 9725 §4.3.1: new credentials, `200`
 //! with the server's new ones); a trickle `PATCH` (candidates, no restart) is answered
-//! 501, as a session with restarts but no trickle ICE answers it: the answer carries
-//! every server candidate, and the server checks none the client names. Reading
+//! 422, as RFC 9725 §4.3.1 has a session with restarts but no trickle ICE answer it
+//! (501 is for a server without PATCH at all): the answer carries every server
+//! candidate, and the server checks none the client names. Reading
 //! needs the same permission as every other player (`auth`). The sessions themselves
 //! are `webrtc::whep`'s.
 
@@ -104,7 +105,7 @@ pub(super) fn patch(registry: &Registry, req: &Request, resource: &str) -> Reply
     // trickles candidates.
     if req.header("if-match").map(str::trim) != Some("*") {
         return text(
-            501,
+            422,
             "trickle ICE is not supported (the answer has every candidate)",
         );
     }

@@ -271,9 +271,9 @@ async fn an_ice_restart_through_patch_moves_a_viewer_to_its_new_address() {
         theirs.ufrag, theirs.pwd
     );
     let frag_type = "application/trickle-ice-sdpfrag";
-    // A trickle PATCH (no If-Match: *) is not supported.
+    // A trickle PATCH (no If-Match: *) is not supported: 422 (RFC 9725 §4.3.1).
     let (status, _, _) = request(server.http, "PATCH", &location, frag_type, &frag).await;
-    assert_eq!(status, 501);
+    assert_eq!(status, 422);
     let with_match = format!("{frag_type}\r\nIf-Match: *");
     let (status, head, body) = request(server.http, "PATCH", &location, &with_match, &frag).await;
     assert_eq!(status, 200, "{head}{body}");
