@@ -7,6 +7,11 @@
 #
 # SECTIONS picks the runs (default "whep flv"):
 #
+# whip   WHIP publishers per core, when DIR has `whipload` (bench/whipload, pion) and
+#        its media (whip.h264, whip.ogg: bench/lib.sh whip_media): Sluice on core 0 (one
+#        worker), N pion publishers of their own streams (600 kbit/s each) on cores
+#        2..15, a fresh server for each N (WHIP_N, "1000 2000"); the server's CPU-s/GB,
+#        cores used and RSS from whipload's -pid view.
 # whep   WebRTC viewers per core: Sluice on core 0 (one worker; the stream's AAC-to-Opus
 #        thread there too), the RTMP publisher on core 1, pion WHEP players on the other
 #        cores, so that their kernel and user work is not the server's. N players per run
@@ -57,14 +62,17 @@ wait_port() {
 # cpu_s PID: the process's user + system CPU seconds so far.
 cpu_s() { awk -v hz="$(getconf CLK_TCK)" '{ sub(/.*\) /, ""); print ($12 + $13) / hz }' "/proc/$1/stat"; }
 
-# sluice CPUS WORKERS PUBLISHER_CPU [HTTP_HOST]: a server with no connection limits,
-# and the publisher; sets $srv.
+# sluice CPUS WORKERS [PUBLISHER_CPU [HTTP_HOST]]: a server with no connection, stream,
+# publisher or UDP session limits, and (given a core) the RTMP publisher of live/x;
+# sets $srv.
 sluice() {
   taskset -c "$1" "$dir/sluice" --workers "$2" --rtmp 127.0.0.1:19350 --http "${4:-127.0.0.1}:18080" \
     --rtsp off --srt 127.0.0.1:18890 --webrtc-udp 127.0.0.1:18189 --log warn --max-connections 0 \
-    --max-connections-per-ip 0 --max-publishers-per-ip 0 --max-streams 0 >"$out/sluice.log" 2>&1 &
+    --max-connections-per-ip 0 --max-publishers-per-ip 0 --max-streams 0 --max-udp-sessions 0 \
+    >"$out/sluice.log" 2>&1 &
   srv=$!; pids+=("$srv")
   wait_port 19350; wait_port 18080
+  [ -n "${3:-}" ] || return 0
   taskset -c "$3" "$dir/sluice-bench" publish --url rtmp://127.0.0.1:19350/live/x \
     --clip "$dir/clip.flv" --duration 900s --quiet >/dev/null 2>&1 &
   pids+=("$!")
@@ -76,6 +84,20 @@ metrics() {
   python3 -c 'import sys, urllib.request; sys.stdout.write(urllib.request.urlopen("http://127.0.0.1:18080/metrics", timeout=10).read().decode())' >"$1" 2>/dev/null ||
     echo "no /metrics" >"$1"
 }
+
+if [[ " $sections " == *" whip "* ]] && [ -x "$dir/whipload" ]; then
+  pc=$(( cores > 2 ? 2 : 1 ))
+  echo "== WHIP: one worker on core 0, publishers on cores $pc-$last"
+  for n in ${WHIP_N:-1000 2000}; do
+    sluice 0 1
+    taskset -c "$pc-$last" "$dir/whipload" -url "http://127.0.0.1:18080/live/w{i}/whip" -n "$n" \
+      -ramp "${WHIP_RAMP:-200}" -duration 20s -pid "$srv" -json "$out/whip-$n.json" \
+      -h264 "$dir/whip.h264" -ogg "$dir/whip.ogg" >"$out/whip-$n.log" 2>&1 || echo "whipload failed" >&2
+    tail -n 15 "$out/whip-$n.log"
+    cleanup; pids=()
+    sleep 1
+  done
+fi
 
 if [[ " $sections " == *" whep "* ]]; then
   echo "== WebRTC: one worker on core 0, players on cores 2-$last"
