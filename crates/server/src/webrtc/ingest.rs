@@ -27,20 +27,26 @@ pub struct WhipIngest {
 /// Puts a publisher's two RTP tracks on one timeline. Each receiver counts from its
 /// own first frame; a track starts where its first frame arrived after the first
 /// frame of either (what is known then). Once both tracks have a sender report, the
-/// sender's own clock says how far apart their first frames really were, and audio
-/// is moved once to match the video (a browser's camera starts later than its
-/// microphone, by a few hundred ms at times). Audio frames the move would put at or
-/// before one already sent are dropped.
+/// sender's own clock says how far apart the tracks are, and the audio is moved to
+/// match the video (a browser's camera starts later than its microphone, by a few
+/// hundred ms at times). Later reports keep them together: a sound card's clock
+/// drifts from the system's by tens of ppm, about a frame of audio in ten minutes,
+/// and each report that finds the audio a frame or more off moves it by at most a
+/// frame. Audio frames a move would put at or before one already sent are dropped.
 #[derive(Debug, Default)]
 pub struct AvSync {
     /// When the first frame of either track came out.
     origin: Option<Instant>,
     /// Each track's offset on the stream's timeline (90 kHz): video, audio.
     offset: [Option<Timestamp>; 2],
-    /// Each track's first sender report: wall clock, RTP time, clock rate.
-    report: [Option<(SystemTime, u32, u32)>; 2],
     /// The RTP timestamp of each track's frame at its time 0.
     first_rtp: [Option<u32>; 2],
+    /// Each track's latest frame, on its own time (before the offset): where a report's
+    /// RTP time is found without unwrapping it from the first frame's.
+    last_dts: [Option<Timestamp>; 2],
+    /// Each track's latest report: its place on the stream's timeline minus the
+    /// sender's wall clock (90 kHz ticks). Tracks in sync have the same.
+    skew: [Option<i128>; 2],
     moved: bool,
     last_audio: Option<Timestamp>,
 }
@@ -48,8 +54,13 @@ pub struct AvSync {
 /// The stream's clock, 90 kHz.
 const HZ: Timestamp = sluice_media::CLOCK_HZ as Timestamp;
 
-/// A move of the audio smaller than this is not worth the jump.
+/// A first move of the audio smaller than this is not worth the jump.
 const SYNC_SLACK: Timestamp = HZ / 100;
+
+/// Drift is corrected once it reaches an Opus frame (20 ms), a frame at a time: a
+/// report from just before a step of the sender's clock moves the audio one frame,
+/// not by the step.
+const DRIFT_SLACK: Timestamp = HZ / 50;
 
 impl AvSync {
     /// The offset of a frame of track `t` (0 video, 1 audio) coming out at `now`;
@@ -68,50 +79,55 @@ impl AvSync {
             }
             self.last_audio = Some(at);
         }
+        if let Some(last) = self.last_dts.get_mut(t) {
+            *last = Some(dts);
+        }
         Some(offset)
     }
 
-    /// Notes track `t`'s first RTP timestamp (from its receiver) and a sender report;
-    /// moves the audio when both tracks are known. Returns the move, in 90 kHz ticks.
+    /// Notes track `t`'s first RTP timestamp (from its receiver) and a sender report
+    /// (wall clock, RTP time, clock rate); moves the audio when both tracks are known
+    /// and apart. Returns the move, in 90 kHz ticks.
     fn report(
         &mut self,
         t: usize,
         first_rtp: Option<u32>,
-        report: (SystemTime, u32, u32),
+        (ntp, rtp, clock): (SystemTime, u32, u32),
     ) -> Option<Timestamp> {
-        if let Some(slot) = self.report.get_mut(t) {
-            slot.get_or_insert(report);
-        }
         if let (Some(slot), Some(first)) = (self.first_rtp.get_mut(t), first_rtp) {
             slot.get_or_insert(first);
         }
-        if self.moved {
-            return None;
+        let first = (*self.first_rtp.get(t)?)?;
+        let offset = i128::from((*self.offset.get(t)?)?);
+        let last = i128::from(self.last_dts.get(t).copied().flatten().unwrap_or(0));
+        let clock = i128::from(clock.max(1));
+        let hz = i128::from(HZ);
+        // The latest frame's RTP time (its receiver counts from the first), and the
+        // report's signed distance from it: small, however long the session, so the
+        // 32-bit wrap reinterpreted is the point.
+        let last_rtp = first.wrapping_add((last * clock / hz).rem_euclid(1 << 32) as u32);
+        let ahead = i128::from(rtp.wrapping_sub(last_rtp) as i32);
+        let on_timeline = offset + last + ahead * hz / clock;
+        let wall = ntp.duration_since(SystemTime::UNIX_EPOCH).ok()?;
+        let wall = wall.as_nanos() as i128 * hz / 1_000_000_000;
+        if let Some(slot) = self.skew.get_mut(t) {
+            *slot = Some(on_timeline - wall);
         }
-        // The sender's wall-clock time of each track's first frame, in 90 kHz ticks
-        // from the Unix epoch.
-        let wall = |t: usize| -> Option<i128> {
-            let (ntp, rtp, clock) = (*self.report.get(t)?)?;
-            let first = (*self.first_rtp.get(t)?)?;
-            let at = ntp.duration_since(SystemTime::UNIX_EPOCH).ok()?;
-            let at = at.as_nanos() as i128 * i128::from(HZ) / 1_000_000_000;
-            // The signed distance on the RTP clock: reinterpreting the wrap is the point.
-            let back = i128::from(first.wrapping_sub(rtp) as i32);
-            Some(at + back * i128::from(HZ) / i128::from(clock.max(1)))
-        };
-        let (video, audio) = (wall(0)?, wall(1)?);
-        let [Some(v), Some(a)] = self.offset else {
+        let [Some(video), Some(audio)] = self.skew else {
             return None;
         };
+        let first_move = !self.moved;
         self.moved = true;
-        let wanted = v + Timestamp::try_from(audio - video).ok()?;
-        let by = wanted - a;
-        if by.abs() < SYNC_SLACK {
-            return None;
-        }
-        if let Some(slot) = self.offset.get_mut(1) {
-            *slot = Some(wanted);
-        }
+        let by = Timestamp::try_from(video - audio).ok()?;
+        let by = match first_move {
+            true if by.abs() < SYNC_SLACK => return None,
+            true => by,
+            false if by.abs() < DRIFT_SLACK => return None,
+            false => by.clamp(-DRIFT_SLACK, DRIFT_SLACK),
+        };
+        let audio_offset = self.offset.get_mut(1)?;
+        *audio_offset = Some(audio_offset.unwrap_or(0) + by);
+        self.skew[1] = Some(audio + i128::from(by));
         Some(by)
     }
 }
@@ -232,7 +248,7 @@ mod tests {
     }
 
     #[test]
-    fn sender_reports_move_the_audio_once_and_late_audio_is_dropped() {
+    fn sender_reports_move_the_audio_and_late_audio_is_dropped() {
         let mut s = AvSync::default();
         let t0 = Instant::now();
         // Video first frame at RTP 1000 (90 kHz), audio's at 5000 (48 kHz); both came
@@ -249,7 +265,7 @@ mod tests {
         assert_eq!(s.report(0, Some(1000), video), None);
         assert_eq!(s.report(1, Some(5000), audio), Some(300 * MS));
         assert_eq!(s.place(1, 40 * MS, t0), Some(300 * MS));
-        // Only once.
+        // In sync now: the same report again moves nothing.
         assert_eq!(s.report(1, Some(5000), audio), None);
 
         // Moved back instead: the audio frames that would repeat times are dropped.
@@ -266,5 +282,75 @@ mod tests {
         // Audio now at 50 ms + its own time: 40 ms and 60 ms fall before 220 ms.
         assert_eq!(s.place(1, 40 * MS, t0), None);
         assert_eq!(s.place(1, 180 * MS, t0), Some(50 * MS));
+    }
+
+    /// Audio from a sound card whose clock runs 0.1 % fast (exaggerated: real ones are
+    /// tens of ppm): its RTP time gains 1 ms a second on the sender's wall clock, which
+    /// the video's follows. Without correction the audio ends 120 ms late after two
+    /// minutes; with it, it stays within a frame of where the reports put it.
+    #[test]
+    fn drift_between_the_sender_clocks_is_corrected_a_frame_at_a_time() {
+        let mut s = AvSync::default();
+        let t0 = Instant::now();
+        let base = SystemTime::UNIX_EPOCH + Duration::from_secs(1_700_000_000);
+        let fast = 1.001_f64;
+        let (mut video, mut audio, mut moves) = (0u64, 0u64, Vec::new());
+        for ms in 0..120_000u64 {
+            let now = t0 + Duration::from_millis(ms);
+            // A video frame every 40 ms of wall clock at RTP 1000 + 3600 k; an audio
+            // frame (960 samples) whenever the fast card has sampled another 20 ms.
+            while video * 40 <= ms {
+                s.place(0, (video * 3600) as Timestamp, now);
+                video += 1;
+            }
+            while (audio as f64) * 20.0 / fast <= ms as f64 {
+                s.place(1, (audio * 1800) as Timestamp, now);
+                audio += 1;
+            }
+            if ms % 5000 == 2500 {
+                let at = base + Duration::from_millis(ms);
+                let v = 1000u32.wrapping_add((ms * 90) as u32);
+                let a = 5000u32.wrapping_add((ms as f64 * 48.0 * fast) as u32);
+                s.report(0, Some(1000), (at, v, 90_000));
+                moves.extend(s.report(1, Some(5000), (at, a, 48_000)));
+            }
+        }
+        // Where the audio belongs after 120 s: its RTP time ran 120 ms ahead.
+        let want = -120 * MS;
+        let got = s.offset[1].unwrap();
+        assert!(
+            (got - want).abs() <= DRIFT_SLACK,
+            "offset {got}, want {want}"
+        );
+        // Frame-sized steps, each back.
+        assert!(moves.len() >= 5, "{moves:?}");
+        assert!(moves.iter().all(|&m| m == -DRIFT_SLACK), "{moves:?}");
+    }
+
+    /// A session longer than the RTP clock's signed range (6.6 h at 90 kHz) still finds
+    /// its reports' place: the distance is taken from the latest frame, not the first.
+    #[test]
+    fn reports_are_placed_past_the_rtp_wrap() {
+        let mut s = AvSync::default();
+        let t0 = Instant::now();
+        let base = SystemTime::UNIX_EPOCH + Duration::from_secs(1_700_000_000);
+        let hours = 10 * 3600 * HZ;
+        s.place(0, 0, t0);
+        s.place(1, 0, t0);
+        s.place(0, hours, t0);
+        s.place(1, hours, t0);
+        let later = base + Duration::from_secs(10 * 3600);
+        let v = 1000u32.wrapping_add((10u64 * 3600 * 90_000) as u32);
+        let a = 5000u32.wrapping_add((10u64 * 3600 * 48_000) as u32);
+        assert_eq!(s.report(0, Some(1000), (later, v, 90_000)), None);
+        // In sync at 10 h: no move (reading the wrap from the first frame would see
+        // the audio hours off).
+        assert_eq!(s.report(1, Some(5000), (later, a, 48_000)), None);
+        // Then 30 ms ahead by its report: moved back, by one frame at most.
+        let ahead = a.wrapping_add(30 * 48);
+        assert_eq!(
+            s.report(1, Some(5000), (later, ahead, 48_000)),
+            Some(-DRIFT_SLACK)
+        );
     }
 }
