@@ -69,8 +69,8 @@ for run in "${runs[@]}"; do
   read -r -a pflags <<<"$(play_flags "$proto")"
   case $p in
     *hls | *hls-tls) # a live playlist with a few segments before the players come (2 s each)
-      PUB_S=$((dur + 25)) start_server "$s" "$merge"; sleep 7 ;;
-    *) PUB_S=$((dur + 15)) start_server "$s" "$merge" "${flags[@]}" ;;
+      PUB_S=$((dur + 25 + n / 500)) start_server "$s" "$merge"; sleep 7 ;;
+    *) PUB_S=$((dur + 15 + n / 500)) start_server "$s" "$merge" "${flags[@]}" ;; # outlasts the ramp (500/s)
   esac
   play "$(play_proto "$proto")" "$(url "$proto" "$s")" "$n" "$srv" "$json" --ramp 500/s --duration "${dur}s" \
     --warmup "${warmup}s" ${pflags[@]+"${pflags[@]}"}

@@ -34,6 +34,7 @@
 #include <sys/resource.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
+#include <sys/timerfd.h>
 #include <sys/uio.h>
 #include <time.h>
 #include <unistd.h>
@@ -52,6 +53,7 @@ static size_t opt_bound = 8u << 20;
 static int opt_close_slow;
 static int opt_seconds;
 static int opt_stats_s = 5;
+static int opt_tick_ms; /* -T: an idle timer, for what a periodic wake-up costs */
 
 static void usage(FILE *to, const char *me)
 {
@@ -69,6 +71,8 @@ static void usage(FILE *to, const char *me)
             "  -K        close such a client instead\n"
             "  -d SEC    exit after SEC seconds (default 0: run until killed)\n"
             "  -s SEC    print figures to stderr every SEC seconds (default 5; 0: never)\n"
+            "  -T MS     also wake every MS ms for nothing (an experiment: the cost of a\n"
+            "            periodic timer, such as a server's housekeeping tick; default off)\n"
             "  -h        this help\n",
             me);
 }
@@ -384,7 +388,7 @@ struct client {
 };
 
 struct worker {
-    int id, epfd, listen_fd;
+    int id, epfd, listen_fd, tick_fd;
     struct client **clients;
     size_t nclients, cap;
     /* figures, read by the stats printer */
@@ -599,6 +603,12 @@ static void *worker_main(void *arg)
                 accept_all(w);
                 continue;
             }
+            if (evs[i].data.ptr == &opt_tick_ms) { /* -T: read the timer, nothing else */
+                uint64_t expirations;
+                if (read(w->tick_fd, &expirations, sizeof expirations) < 0 && errno != EAGAIN)
+                    die("timerfd read: %s", strerror(errno));
+                continue;
+            }
             struct client *c = evs[i].data.ptr;
             if (evs[i].events & (EPOLLERR | EPOLLHUP))
                 client_close(w, c);
@@ -624,7 +634,7 @@ static void *worker_main(void *arg)
 int main(int argc, char **argv)
 {
     int opt;
-    while ((opt = getopt(argc, argv, "f:a:p:i:t:b:Kd:s:h")) != -1) {
+    while ((opt = getopt(argc, argv, "f:a:p:i:t:b:Kd:s:T:h")) != -1) {
         switch (opt) {
         case 'f': opt_file = optarg; break;
         case 'a': opt_addr = optarg; break;
@@ -635,6 +645,7 @@ int main(int argc, char **argv)
         case 'K': opt_close_slow = 1; break;
         case 'd': opt_seconds = number(optarg, 0, 1 << 30, 'd'); break;
         case 's': opt_stats_s = number(optarg, 0, 1 << 20, 's'); break;
+        case 'T': opt_tick_ms = number(optarg, 0, 10000, 'T'); break;
         case 'h': usage(stdout, argv[0]); return 0;
         default: usage(stderr, argv[0]); return 2;
         }
@@ -674,6 +685,17 @@ int main(int argc, char **argv)
         struct epoll_event ev = {.events = EPOLLIN, .data.ptr = NULL};
         if (epoll_ctl(w->epfd, EPOLL_CTL_ADD, w->listen_fd, &ev) != 0)
             die("epoll_ctl: %s", strerror(errno));
+        if (opt_tick_ms > 0) {
+            w->tick_fd = timerfd_create(CLOCK_MONOTONIC, TFD_NONBLOCK | TFD_CLOEXEC);
+            if (w->tick_fd < 0)
+                die("timerfd_create: %s", strerror(errno));
+            struct timespec every = {opt_tick_ms / 1000, (long)(opt_tick_ms % 1000) * 1000000};
+            struct itimerspec its = {every, every};
+            struct epoll_event tev = {.events = EPOLLIN, .data.ptr = &opt_tick_ms};
+            if (timerfd_settime(w->tick_fd, 0, &its, NULL) != 0 ||
+                epoll_ctl(w->epfd, EPOLL_CTL_ADD, w->tick_fd, &tev) != 0)
+                die("timerfd: %s", strerror(errno));
+        }
     }
     for (int i = 0; i < opt_threads; i++)
         if (pthread_create(&workers[i].thread, NULL, worker_main, &workers[i]) != 0)

@@ -403,10 +403,10 @@ struct WorkerParts {
 
 fn run_worker(parts: WorkerParts, starts: Vec<Start>, mut stop: watch::Receiver<bool>) {
     let worker = parts.worker;
-    let runtime = match tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .build()
-    {
+    let hooks = crate::delay::Hooks::new();
+    let mut builder = tokio::runtime::Builder::new_current_thread();
+    hooks.install(&mut builder);
+    let runtime = match builder.enable_all().build() {
         Ok(rt) => rt,
         Err(e) => {
             tracing::error!(worker, "cannot start event loop: {e}");
@@ -415,7 +415,7 @@ fn run_worker(parts: WorkerParts, starts: Vec<Start>, mut stop: watch::Receiver<
     };
     let local = tokio::task::LocalSet::new();
     local.block_on(&runtime, async move {
-        let delay = crate::delay::DelayProbe::start(worker);
+        let delay = crate::delay::DelayProbe::start(worker, hooks);
 
         let config = parts.config;
         let fanout = Fanout::new(

@@ -424,8 +424,11 @@ impl LocalStream {
             }
             let mut n = 0;
             let mut offered = 0usize;
+            // Whether the write holds less than the player is owed (the limits above).
+            let mut cut = false;
             for b in &io.pending {
                 if n == MAX_IOV || offered >= MAX_WRITE {
+                    cut = true;
                     break;
                 }
                 iov[n] = IoSlice::new(b);
@@ -439,6 +442,7 @@ impl LocalStream {
                 let mut pos = cursor;
                 while let Some(p) = m.get(pos) {
                     if n == MAX_IOV || offered >= MAX_WRITE {
+                        cut = true;
                         break;
                     }
                     let bytes = Self::bytes_for(p, player.format, shape, io.start_ms);
@@ -497,6 +501,11 @@ impl LocalStream {
                 Self::consume(&m, player.format, shape, &mut io, written);
             } else {
                 Self::consume_pending(&mut io, written);
+            }
+            if !io.blocked && !cut {
+                // All it was owed went out, and nothing is held in user space: done,
+                // without another pass that would find nothing to write.
+                break;
             }
         }
         if io.blocked {
@@ -652,6 +661,9 @@ mod tests {
     struct Wire {
         out: RefCell<Vec<u8>>,
         room: Cell<usize>,
+        /// Calls to `try_write_vectored` and `try_flush`.
+        writes: Cell<usize>,
+        flushes: Cell<usize>,
     }
 
     impl Transport for Rc<Wire> {
@@ -660,6 +672,7 @@ mod tests {
         }
 
         fn try_write_vectored(&self, bufs: &[IoSlice<'_>]) -> io::Result<usize> {
+            self.writes.set(self.writes.get() + 1);
             let mut n = 0;
             for b in bufs {
                 let take = b.len().min(self.room.get());
@@ -674,6 +687,11 @@ mod tests {
                 return Err(io::ErrorKind::WouldBlock.into());
             }
             Ok(n)
+        }
+
+        fn try_flush(&self) -> io::Result<bool> {
+            self.flushes.set(self.flushes.get() + 1);
+            Ok(true)
         }
 
         fn readable(&self) -> Ready<'_> {
@@ -877,6 +895,33 @@ mod tests {
                 .filter(|g| matches!(g, Got::Config(_)))
                 .count();
             assert_eq!(configs, 1, "only the first one");
+        });
+    }
+
+    #[test]
+    fn a_flush_writes_all_it_owes_in_as_few_calls_as_the_limits_allow() {
+        on_worker(async {
+            let mut f = Fixture::new(0x1e);
+            // 100 frames (no keyframe: no skip) come in while the player is not
+            // written: more than one write's buffers.
+            for ms in (8..=800).step_by(8) {
+                f.ingest.frame(frame(ms));
+            }
+            f.local.sync();
+            let (writes, flushes) = (f.wire.writes.get(), f.wire.flushes.get());
+            f.local.flush(&f.player);
+            let frames = f
+                .got()
+                .iter()
+                .filter(|g| matches!(g, Got::Frame { ts, .. } if *ts >= 8))
+                .count();
+            assert_eq!(frames, 100, "everything owed went out");
+            assert_eq!(f.wire.writes.get() - writes, 100usize.div_ceil(MAX_IOV));
+            assert_eq!(
+                f.wire.flushes.get() - flushes,
+                0,
+                "no pass after the last write to find nothing left"
+            );
         });
     }
 
