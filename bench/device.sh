@@ -3,14 +3,20 @@
 # elsewhere: DIR holds sluice, sluice-bench and clip.flv (the 600 kbit/s clip:
 # bench/lib.sh small_clip), and may hold `whepload`, a WHEP load client on pion (Go's
 # WebRTC stack; flags -url -n -ramp -duration -pid -json), the players of the WebRTC
-# run when present; without it sluice-bench's own WHEP players (str0m) play.
+# run when present; without it sluice-bench's own WHEP players (str0m) play. With
+# `whipload` (bench/whipload, pion) and its media (whip.h264, whip.ogg: bench/lib.sh
+# whip_media) DIR also gets a WHIP run.
 #
 # 1. WebRTC viewers per core: Sluice on core 0 (one worker; the stream's AAC-to-Opus
 #    thread there too), the RTMP publisher on core 1, pion WHEP players on the other
 #    cores, so that their kernel and user work is not the server's. N players per run
 #    (WHEP_N), the server's CPU-s/GB, cores used, RSS and first-packet times from
 #    whepload's -pid view of the server.
-# 2. One hot stream on many cores: Sluice with W workers on cores 0..W-1, HTTP-FLV
+# 2. WHIP publishers per core (when DIR has whipload): Sluice on core 0 (one worker),
+#    N pion publishers of their own streams (600 kbit/s each) on cores 2-15, a fresh
+#    server for each N (WHIP_N, default "1000 2000"); the server's CPU-s/GB, cores used
+#    and RSS from whipload's -pid view.
+# 3. One hot stream on many cores: Sluice with W workers on cores 0..W-1, HTTP-FLV
 #    players (sluice-bench) on the rest, FLV_N players each run; CPU-s/GB and players
 #    per core.
 #
@@ -38,14 +44,16 @@ wait_port() {
 # cpu_s PID: the process's user + system CPU seconds so far.
 cpu_s() { awk -v hz="$(getconf CLK_TCK)" '{ sub(/.*\) /, ""); print ($12 + $13) / hz }' "/proc/$1/stat"; }
 
-# sluice CPUS WORKERS PUBLISHER_CPU: a server with no connection limits, and the
-# publisher; sets $srv.
+# sluice CPUS WORKERS [PUBLISHER_CPU]: a server with no connection, stream, publisher
+# or UDP session limits, and (given a core) the RTMP publisher of live/x; sets $srv.
 sluice() {
   taskset -c "$1" "$dir/sluice" --workers "$2" --rtmp 127.0.0.1:19350 --http 127.0.0.1:18080 \
     --rtsp off --srt off --webrtc-udp 127.0.0.1:18189 --log warn --max-connections 0 \
-    --max-connections-per-ip 0 --max-publishers-per-ip 0 --max-streams 0 >"$out/sluice.log" 2>&1 &
+    --max-connections-per-ip 0 --max-publishers-per-ip 0 --max-streams 0 \
+    --max-udp-sessions 0 >"$out/sluice.log" 2>&1 &
   srv=$!; pids+=("$srv")
   wait_port 19350; wait_port 18080
+  [ -n "${3:-}" ] || return 0
   taskset -c "$3" "$dir/sluice-bench" publish --url rtmp://127.0.0.1:19350/live/x \
     --clip "$dir/clip.flv" --duration 900s --quiet >/dev/null 2>&1 &
   pids+=("$!")
@@ -66,6 +74,18 @@ for n in $whep_n; do
 done
 cleanup; pids=()
 sleep 1
+
+if [ -x "$dir/whipload" ] && [ -s "$dir/whip.h264" ] && [ -s "$dir/whip.ogg" ]; then
+  echo "== WHIP: one worker on core 0, publishers on cores 2-$last"
+  for n in ${WHIP_N:-1000 2000}; do
+    sluice 0 1
+    taskset -c "2-$last" "$dir/whipload" -url "http://127.0.0.1:18080/live/w{i}/whip" -n "$n" \
+      -ramp "${WHIP_RAMP:-200}" -duration 20s -pid "$srv" -json "$out/whip-$n.json" \
+      -h264 "$dir/whip.h264" -ogg "$dir/whip.ogg" || echo "whipload failed" >&2
+    cleanup; pids=()
+    sleep 1
+  done
+fi
 
 if [ -n "${FLV_N:-}" ]; then
   for w in ${FLV_WORKERS:-1 8}; do
