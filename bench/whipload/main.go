@@ -446,7 +446,7 @@ func summary(ss []*session, n int, wall float64, bytes, ticks, r0, r1 int64, pid
 		"connected_ms_p50": pct(times, 0.5), "connected_ms_p99": pct(times, 0.99),
 		"bytes_in_window": bytes, "window_s": wall,
 		"mbit_s_per_session": float64(bytes) * 8 / 1e6 / wall / float64(max(conn, 1)),
-		"errors": errs,
+		"errors":             errs,
 	}
 	if pid != 0 {
 		cpu := float64(ticks) / 100
