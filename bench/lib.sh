@@ -275,3 +275,18 @@ small_clip() {
     -pix_fmt yuv420p -c:a aac -b:a 64k -ac 2 "$small"
   echo "$small"
 }
+
+# whip_media: $out/media/whip.h264 and whip.ogg, what bench/whipload publishers send
+# (made once): the video of small_clip's parameters as H.264 Annex B in the
+# constrained baseline profile browsers take (no B-frames, 2 s GOP, SPS and PPS before
+# every keyframe), and 64 kbit/s stereo Opus at 48 kHz, one 20 ms packet per Ogg page.
+whip_media() {
+  local m=$out/media
+  [ -s "$m/whip.h264" ] || ffmpeg -hide_banner -loglevel error -y \
+    -f lavfi -i testsrc2=size=640x360:rate=25 -t 20 \
+    -c:v libx264 -preset veryfast -profile:v baseline -bf 0 -g 50 -keyint_min 50 -sc_threshold 0 \
+    -b:v 500k -maxrate 500k -bufsize 1M -pix_fmt yuv420p -x264-params repeat-headers=1 -f h264 "$m/whip.h264"
+  [ -s "$m/whip.ogg" ] || ffmpeg -hide_banner -loglevel error -y \
+    -f lavfi -i sine=frequency=440:sample_rate=48000 -t 20 \
+    -c:a libopus -b:a 64k -ac 2 -frame_duration 20 -page_duration 20000 -f ogg "$m/whip.ogg"
+}

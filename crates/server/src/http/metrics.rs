@@ -334,6 +334,12 @@ pub fn render(
             "NACKed packets no longer in the worker's history",
             &crate::webrtc::RESEND_MISSES,
         ),
+        (
+            "webrtc_task_wakes",
+            "Times WebRTC sessions' tasks were woken (timers, peer events); a WHIP \
+             publisher's media is ingested without waking its task",
+            &crate::webrtc::TASK_WAKES,
+        ),
     ] {
         let c: Counter = Counter::default();
         c.inc_by(n.load(Ordering::Relaxed));

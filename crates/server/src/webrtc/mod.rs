@@ -34,6 +34,10 @@ use std::time::{Duration, Instant};
 pub static RESENT: AtomicU64 = AtomicU64::new(0);
 pub static RESEND_MISSES: AtomicU64 = AtomicU64::new(0);
 
+/// Times a session's task was woken (metrics): its timer, its peer's events, a
+/// keyframe wanted, the end of its play. Media a WHIP publisher sends does not wake it.
+pub static TASK_WAKES: AtomicU64 = AtomicU64::new(0);
+
 /// Sessions by how much of them str0m runs (metrics): `[str0m, settled]`, where a
 /// settled one is a viewer whose str0m is dropped (`session::Held`).
 pub static SESSIONS: [AtomicI64; 2] = [AtomicI64::new(0), AtomicI64::new(0)];

@@ -18,7 +18,7 @@ use crate::ops::{Client, EndReason};
 use sluice_media::rtp::{next_interleaved, RtpPacket};
 use sluice_webrtc::outbound::{Datagrams, StreamPacket};
 use sluice_webrtc::stun;
-use sluice_webrtc::{Peer, PeerEvent, PeerOutput, Via};
+use sluice_webrtc::{Incoming, Peer, PeerEvent, PeerOutput, Via};
 use std::cell::{Cell, RefCell};
 use std::collections::{HashMap, VecDeque};
 use std::io::{self, IoSlice};
@@ -102,6 +102,15 @@ pub struct Session {
     wake: Notify,
     /// Notified when the session's task has ended.
     ended: Notify,
+    /// A publisher's ingest once its publish is admitted. The receive path feeds it
+    /// the peer's media itself: a packet wakes the task only when it brings the
+    /// session's next deadline forward (a task wake per packet was a good part of a
+    /// WHIP publisher's CPU).
+    ingest: RefCell<Option<WhipIngest>>,
+    /// A publisher's media the peer gave out, for `ingest` once the peer is let go.
+    media: RefCell<VecDeque<(Incoming, Vec<u8>)>>,
+    /// Bytes of media `ingest` took since the task last counted them for the client.
+    uncounted: Cell<u64>,
 }
 
 impl Session {
@@ -179,13 +188,32 @@ impl Session {
             self.link.send_all(&out);
             out.clear();
         });
-        let sooner = match (self.timeout.get(), self.armed.get()) {
+        // Fed with neither the peer nor the batch borrowed: the stream's players may be
+        // written to on the way.
+        loop {
+            let next = self.media.borrow_mut().pop_front();
+            let Some((codec, rtp)) = next else {
+                break;
+            };
+            self.feed(codec, rtp);
+        }
+        let due = self.ingest.borrow().as_ref().and_then(WhipIngest::due);
+        let sooner = match (earliest(self.timeout.get(), due), self.armed.get()) {
             (Some(t), Some(a)) => t < a,
             (Some(_), None) => true,
             _ => false,
         };
         if sooner || !self.events.borrow().is_empty() {
             self.wake.notify_one();
+        }
+    }
+
+    /// One RTP packet of the publisher's, into its ingest (none before the publish is
+    /// admitted: what comes before is dropped).
+    fn feed(&self, codec: Incoming, rtp: Vec<u8>) {
+        if let Some(i) = self.ingest.borrow_mut().as_mut() {
+            self.uncounted.set(self.uncounted.get() + rtp.len() as u64);
+            i.push(codec, rtp, Instant::now());
         }
     }
 
@@ -198,6 +226,11 @@ impl Session {
                     destination,
                     contents,
                 } => out.push(destination, &contents),
+                PeerOutput::Event(PeerEvent::Media { codec, rtp })
+                    if self.ingest.borrow().is_some() =>
+                {
+                    self.media.borrow_mut().push_back((codec, rtp))
+                }
                 PeerOutput::Event(e) => self.events.borrow_mut().push_back(e),
                 PeerOutput::Timeout(at) => {
                     self.timeout.set(Some(at));
@@ -253,6 +286,9 @@ pub fn start(
         armed: Cell::new(None),
         wake: Notify::new(),
         ended: Notify::new(),
+        ingest: RefCell::new(None),
+        media: RefCell::default(),
+        uncounted: Cell::new(0),
     });
     let span = tracing::info_span!("webrtc", id, peer = %from);
     let task = {
@@ -275,7 +311,11 @@ pub fn start(
                 // Boxed: the publisher's admission (authorization, takeover) is a large
                 // future, and unboxed it would size every player's task as well.
                 Job::Publish { key, ip } => {
-                    Box::pin(publish(&ctx, &session, &client, id, key, ip)).await
+                    let reason = Box::pin(publish(&ctx, &session, &client, id, key, ip)).await;
+                    // The stream ends here, not when the last reference to the session goes.
+                    drop(session.ingest.take());
+                    client.count_in(session.uncounted.take() as usize);
+                    reason
                 }
             };
             if let Some(sessions) = sessions {
@@ -322,13 +362,15 @@ impl Session {
             (a, b) => a.or(b),
         };
         self.armed.set(at);
-        tokio::select! {
+        let woke = tokio::select! {
             () = sleep_until(at.map(tokio::time::Instant::from_std)) => Woke::Timer,
             () = self.wake.notified() => Woke::Events,
             end = crate::core::play::end_of(playing) => Woke::Played(end),
             () = notified(keyframe_wanted) => Woke::KeyframeWanted,
             () = client.kicked() => Woke::Kicked,
-        }
+        };
+        super::TASK_WAKES.fetch_add(1, Relaxed);
+        woke
     }
 
     /// Advances the peer's time; an error ends the session.
@@ -439,13 +481,14 @@ async fn publish(
     ip: std::net::IpAddr,
 ) -> EndReason {
     let interval = Duration::from_millis(ctx.config().webrtc.keyframe_interval_ms.max(100));
-    let mut ingest: Option<WhipIngest> = None;
+    // The published stream, once admitted; its ingest is the session's (`feed`).
+    let mut stream: Option<Arc<Stream>> = None;
     let mut next_keyframe: Option<Instant> = None;
     let mut last_keyframe_request = Instant::now();
     loop {
         while let Some(event) = session.next_event() {
             match event {
-                PeerEvent::Connected if ingest.is_none() => {
+                PeerEvent::Connected if stream.is_none() => {
                     // Authorized at its offer (WHIP's HTTP route).
                     let ask = Ask::new("webrtc", &key, id, ip).checked();
                     let publisher = match ctx.admit_publish(&ask).await {
@@ -459,21 +502,18 @@ async fn publish(
                     let (video, audio) = session.peer.borrow().receives();
                     tracing::info!(stream = %key, video, audio, "publish");
                     client.publishing(&key);
-                    ingest = Some(WhipIngest::new(publisher, video, audio));
+                    stream = Some(publisher.stream.clone());
+                    *session.ingest.borrow_mut() = Some(WhipIngest::new(publisher, video, audio));
                     next_keyframe = Some(Instant::now() + interval);
                 }
-                PeerEvent::Media { codec, rtp } => {
-                    if let Some(i) = &mut ingest {
-                        client.count_in(rtp.len());
-                        i.push(codec, rtp, Instant::now());
-                    }
-                }
+                // Queued before the ingest was there (the admission's wait).
+                PeerEvent::Media { codec, rtp } => session.feed(codec, rtp),
                 PeerEvent::SenderReport {
                     codec,
                     ntp,
                     rtp_time,
                 } => {
-                    if let Some(i) = &mut ingest {
+                    if let Some(i) = session.ingest.borrow_mut().as_mut() {
                         i.sender_report(codec, ntp, rtp_time);
                     }
                 }
@@ -484,15 +524,14 @@ async fn publish(
         if !session.peer.borrow().is_alive() {
             return EndReason::Closed;
         }
-        let due = match (ingest.as_ref().and_then(WhipIngest::due), next_keyframe) {
-            (Some(a), Some(b)) => Some(a.min(b)),
-            (a, b) => a.or(b),
-        };
-        let wanted = ingest.as_ref().map(|i| &i.publisher.stream.keyframe_wanted);
+        client.count_in(session.uncounted.take() as usize);
+        let due = session.ingest.borrow().as_ref().and_then(WhipIngest::due);
+        let due = earliest(due, next_keyframe);
+        let wanted = stream.as_ref().map(|s| &s.keyframe_wanted);
         match session.wait(client, None, due, wanted).await {
             Woke::Timer => {
                 let now = Instant::now();
-                if let Some(i) = &mut ingest {
+                if let Some(i) = session.ingest.borrow_mut().as_mut() {
                     i.release(now);
                 }
                 if next_keyframe.is_some_and(|at| now >= at) {
@@ -516,6 +555,14 @@ async fn publish(
                 return EndReason::Kicked;
             }
         }
+    }
+}
+
+/// The earlier of two deadlines, either of which may be unset.
+fn earliest(a: Option<Instant>, b: Option<Instant>) -> Option<Instant> {
+    match (a, b) {
+        (Some(a), Some(b)) => Some(a.min(b)),
+        (a, b) => a.or(b),
     }
 }
 

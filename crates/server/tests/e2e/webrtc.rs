@@ -865,6 +865,39 @@ async fn a_whip_publisher_plays_over_http_flv_and_whep() {
 }
 
 /// The codecs of `url`'s streams as ffprobe names them, sorted, each once.
+/// A WHIP publisher's media goes into its stream from the worker's receive path: its
+/// session's task wakes for timers and the peer's events, not once per RTP packet
+/// (each access unit here is at least one video and two Opus packets).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[cfg_attr(not(have_ffmpeg), ignore = "needs ffmpeg and ffprobe")]
+async fn a_whip_publishers_media_does_not_wake_its_task_per_packet() {
+    if !have_ffmpeg() {
+        return;
+    }
+    let server = TestServer::start(&["--webrtc-udp", "127.0.0.1:0", "--workers", "1"]);
+    let aus = h264_access_units(3);
+    // Past the last access unit only briefly: the peer's own timers wake the task too,
+    // a few dozen times a second.
+    let until = Instant::now() + Duration::from_millis(3500);
+    let (_location, publishing) = publish_whip(server.http, "/live/wakes/whip", aus, until).await;
+    crate::common::wait_live_async(server.http, "live/wakes").await;
+    let (sent, _) = publishing.await.unwrap();
+    assert!(sent >= 70, "{sent} access units sent");
+    let frames = crate::common::metric(
+        server.http,
+        "sluice_stream_received_frames_total{app=\"live\",stream=\"wakes\"}",
+    );
+    assert!(
+        frames >= 2.0 * sent as f64,
+        "{frames} frames for {sent} access units"
+    );
+    let wakes = crate::common::metric(server.http, "sluice_webrtc_task_wakes_total");
+    assert!(
+        wakes < frames,
+        "{wakes} task wakes for {sent} access units ({frames} frames)"
+    );
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 #[cfg_attr(not(have_ffmpeg), ignore = "needs ffmpeg and ffprobe")]
 async fn whip_audio_that_comes_late_is_put_back_in_sync_by_the_sender_reports() {
