@@ -173,6 +173,20 @@ impl Limits {
         })
     }
 
+    /// Whether `ip` may publish one more stream now, without taking the place: for a
+    /// refusal before a costly handshake (WHIP answers its offer before it publishes;
+    /// the place is taken at [`Limits::publisher`], which can still refuse a race).
+    pub fn has_publisher_room(&self, ip: IpAddr) -> Result<(), Limit> {
+        let max = self.settings().publishers_per_ip;
+        let map = self.shard(&ip).lock().unwrap_or_else(|e| e.into_inner());
+        let publishing = map.get(&ip).map_or(0, |e| e.publishers as usize);
+        if max > 0 && publishing >= max {
+            drop(map);
+            return Err(self.hit(Limit::PublishersPerIp, Some(ip)));
+        }
+        Ok(())
+    }
+
     /// Lets one more session carry media over UDP (its state lives past any one
     /// datagram, so floods of new ones must be bounded), or says there are enough.
     pub fn udp_session(self: &Arc<Self>, ip: IpAddr) -> Result<UdpSlot, Limit> {

@@ -56,7 +56,7 @@ pub(super) fn answered(result: Result<Answered, Refused>) -> Reply {
             let status = match refused {
                 Refused::NotLive(_) => 404,
                 Refused::Published(_) => 409,
-                Refused::UdpSessions | Refused::Pending => 503,
+                Refused::UdpSessions | Refused::Pending | Refused::Limit(_) => 503,
                 Refused::Offer(_) => 400,
             };
             text(status, refused.to_string())

@@ -30,6 +30,8 @@ pub enum Refused {
     Published(String),
     #[error("too many UDP sessions")]
     UdpSessions,
+    #[error("limit reached: {}", .0.name())]
+    Limit(crate::core::limits::Limit),
     #[error("too many WebRTC sessions starting")]
     Pending,
     #[error(transparent)]

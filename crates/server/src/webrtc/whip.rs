@@ -21,6 +21,12 @@ pub fn publish(
     if ctx.hub().find(key).is_some() && !ctx.hub().config.policy.of(key).takeover {
         return Err(Refused::Published(key.to_string()));
     }
+    // Refused here rather than after ICE and DTLS, where the client would only see
+    // its session go quiet.
+    ctx.hub()
+        .limits
+        .has_publisher_room(client.ip())
+        .map_err(Refused::Limit)?;
     answer_and_park(
         ctx,
         registry,

@@ -97,7 +97,14 @@ fn publishers_per_address_and_streams_are_bounded() {
     if !have_ffmpeg() {
         return;
     }
-    let server = TestServer::start(&["--max-publishers-per-ip", "1", "--max-streams", "2"]);
+    let server = TestServer::start(&[
+        "--max-publishers-per-ip",
+        "1",
+        "--max-streams",
+        "2",
+        "--webrtc-udp",
+        "127.0.0.1:0",
+    ]);
     let url = |name: &str| format!("rtmp://{}/live/{name}", server.rtmp);
     let _first = publish_test_pattern(&url("a"), "flv", "libx264", 20);
     crate::common::wait_live(server.http, "live/a");
@@ -113,6 +120,16 @@ fn publishers_per_address_and_streams_are_bounded() {
         ),
         1.0
     );
+    // A WHIP offer from the same address is refused at its POST (503), not after ICE
+    // and DTLS, when the client would only see its session go quiet.
+    let (status, _, body) = http_request(
+        server.http,
+        "POST",
+        "/live/c/whip",
+        "Content-Type: application/sdp\r\nContent-Length: 0\r\n",
+    );
+    assert_eq!(status, 503, "{}", String::from_utf8_lossy(&body));
+    assert!(String::from_utf8_lossy(&body).contains("publishers_per_ip"));
     // The first publisher goes on.
     let (status, _, body) = http_request(server.http, "GET", "/api/v1/streams/live/a", "");
     assert_eq!(status, 200);
