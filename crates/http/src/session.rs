@@ -433,15 +433,15 @@ impl ServerSession {
 fn put_decimal(out: &mut BytesMut, mut n: u64) {
     let mut digits = [0u8; 20];
     let mut at = digits.len();
-    loop {
-        at -= 1;
-        digits[at] = b'0' + (n % 10) as u8;
+    for slot in digits.iter_mut().rev() {
+        *slot = b'0' + (n % 10) as u8;
         n /= 10;
+        at -= 1;
         if n == 0 {
             break;
         }
     }
-    out.put_slice(&digits[at..]);
+    out.put_slice(digits.get(at..).unwrap_or_default());
 }
 
 /// The reason phrase of the statuses Sluice answers with.

@@ -145,15 +145,21 @@ impl Caching {
 fn push_decimal(out: &mut String, mut n: u64) {
     let mut digits = [0u8; 20];
     let mut at = digits.len();
-    loop {
-        at -= 1;
-        digits[at] = b'0' + (n % 10) as u8;
+    for slot in digits.iter_mut().rev() {
+        *slot = b'0' + (n % 10) as u8;
         n /= 10;
+        at -= 1;
         if n == 0 {
             break;
         }
     }
-    out.extend(digits[at..].iter().map(|&d| char::from(d)));
+    out.extend(
+        digits
+            .get(at..)
+            .unwrap_or_default()
+            .iter()
+            .map(|&d| char::from(d)),
+    );
 }
 
 /// Seconds a plain (non-blocking) reload of a playlist may be cached: half a target

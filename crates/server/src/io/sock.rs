@@ -591,7 +591,7 @@ mod tests {
             let mut n = 0;
             for b in bufs {
                 let k = b.len().min(self.per_call - n);
-                taken.extend_from_slice(&b[..k]);
+                taken.extend_from_slice(b.get(..k).unwrap_or_default());
                 n += k;
             }
             Ok(n)
@@ -610,7 +610,7 @@ mod tests {
     fn queued() -> VecDeque<Bytes> {
         ["head ", "", "body", " and more"]
             .into_iter()
-            .map(Bytes::from_static)
+            .map(|s| Bytes::from_static(s.as_bytes()))
             .collect()
     }
 
