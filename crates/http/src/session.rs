@@ -272,7 +272,7 @@ impl ServerSession {
             ("Sec-WebSocket-Accept", &accept),
         ];
         all.extend_from_slice(headers);
-        let mut head = BytesMut::with_capacity(256);
+        let mut head = BytesMut::with_capacity(self.head_len(101, &all));
         self.status_line(&mut head, 101, &all);
         head.put_slice(b"\r\n");
         self.transmit(head.freeze());
@@ -313,9 +313,28 @@ impl ServerSession {
             .push_back(Output::Transmit(Transmit::stream(data)));
     }
 
+    /// The bytes of a head's status line, `Server`, the extra headers and `headers`,
+    /// and of the lines `write_head` adds: what the head is allocated for, once.
+    fn head_len(&self, status: u16, headers: &[(&str, &str)]) -> usize {
+        let fixed = "HTTP/1.1 000 \r\nServer: \r\n".len()
+            + reason(status).len()
+            + self.config.server.len()
+            + self.config.extra_headers.len();
+        let lines: usize = headers.iter().map(|(n, v)| n.len() + v.len() + 4).sum();
+        let tail = "Content-Length: 18446744073709551615\r\nConnection: keep-alive\r\n\r\n".len();
+        fixed + lines + tail
+    }
+
+    /// Written piece by piece: a response's head is built for every answer (an LL-HLS
+    /// viewer gets about ten a second), and `format!` cost more than the copies.
     fn status_line(&self, out: &mut BytesMut, status: u16, headers: &[(&str, &str)]) {
-        out.put_slice(format!("HTTP/1.1 {status} {}\r\n", reason(status)).as_bytes());
-        out.put_slice(format!("Server: {}\r\n", self.config.server).as_bytes());
+        out.put_slice(b"HTTP/1.1 ");
+        put_decimal(out, u64::from(status));
+        out.put_u8(b' ');
+        out.put_slice(reason(status).as_bytes());
+        out.put_slice(b"\r\nServer: ");
+        out.put_slice(self.config.server.as_bytes());
+        out.put_slice(b"\r\n");
         out.put_slice(self.config.extra_headers.as_bytes());
         for (name, value) in headers {
             out.put_slice(name.as_bytes());
@@ -332,13 +351,18 @@ impl ServerSession {
         len: Option<u64>,
         keep_alive: bool,
     ) {
-        let mut head = BytesMut::with_capacity(256);
+        let mut head = BytesMut::with_capacity(self.head_len(status, headers));
         self.status_line(&mut head, status, headers);
         if let Some(len) = len {
-            head.put_slice(format!("Content-Length: {len}\r\n").as_bytes());
+            head.put_slice(b"Content-Length: ");
+            put_decimal(&mut head, len);
+            head.put_slice(b"\r\n");
         }
-        let connection = if keep_alive { "keep-alive" } else { "close" };
-        head.put_slice(format!("Connection: {connection}\r\n\r\n").as_bytes());
+        head.put_slice(if keep_alive {
+            b"Connection: keep-alive\r\n\r\n"
+        } else {
+            b"Connection: close\r\n\r\n"
+        });
         self.transmit(head.freeze());
     }
 
@@ -403,6 +427,21 @@ impl ServerSession {
             State::Closed => Err(SessionError::Closed),
         }
     }
+}
+
+/// Writes `n` in decimal.
+fn put_decimal(out: &mut BytesMut, mut n: u64) {
+    let mut digits = [0u8; 20];
+    let mut at = digits.len();
+    for slot in digits.iter_mut().rev() {
+        *slot = b'0' + (n % 10) as u8;
+        n /= 10;
+        at -= 1;
+        if n == 0 {
+            break;
+        }
+    }
+    out.put_slice(digits.get(at..).unwrap_or_default());
 }
 
 /// The reason phrase of the statuses Sluice answers with.
@@ -516,6 +555,36 @@ mod tests {
         match e {
             Event::Other(HttpEvent::Request(r)) => r,
             other => panic!("not a request: {other:?}"),
+        }
+    }
+
+    #[test]
+    fn heads_are_written_as_format_would_and_within_their_allocation() {
+        for (status, len, keep_alive) in [
+            (200, Some(0), true),
+            (206, Some(51_234), true),
+            (404, Some(10), false),
+            (101, None, false),
+            (599, Some(u64::MAX), true),
+        ] {
+            let (mut s, _) = session();
+            let headers = [("Content-Type", "video/mp4"), ("ETag", "\"1a-2.3\"")];
+            s.write_head(status, &headers, len, keep_alive);
+            let Some(Output::Transmit(t)) = s.poll_output() else {
+                panic!("a head");
+            };
+            let mut want = format!(
+                "HTTP/1.1 {status} {}\r\nServer: sluice\r\nX-Test: 1\r\n",
+                reason(status)
+            );
+            want.push_str("Content-Type: video/mp4\r\nETag: \"1a-2.3\"\r\n");
+            if let Some(len) = len {
+                want.push_str(&format!("Content-Length: {len}\r\n"));
+            }
+            let connection = if keep_alive { "keep-alive" } else { "close" };
+            want.push_str(&format!("Connection: {connection}\r\n\r\n"));
+            assert_eq!(std::str::from_utf8(&t.data).unwrap(), want);
+            assert!(t.data.len() <= s.head_len(status, &headers));
         }
     }
 

@@ -506,10 +506,16 @@ pub fn cap_send_buffer(sock: Option<&TcpStream>, bytes: usize) {
 
 /// Writes queued session output (outside of playing, where the fan-out writes), and
 /// what TLS still holds of it: a peer waiting for an answer gets all of it.
+///
+/// It writes first and waits for writability only when the socket takes nothing: an
+/// answer (an HLS part, ten a second per LL-HLS viewer) almost always goes out in one
+/// call, and a readiness wait before it cost a boxed future and a poll each time.
 pub async fn write_all(
     sock: &Sock,
     out: &mut std::collections::VecDeque<bytes::Bytes>,
 ) -> io::Result<()> {
+    /// Buffers per vectored write, on the stack.
+    const IOVS: usize = 64;
     loop {
         // An empty buffer would make a zero-byte write that never advances.
         while out.front().is_some_and(|b| b.is_empty()) {
@@ -521,11 +527,26 @@ pub async fn write_all(
             }
             return Ok(());
         }
-        sock.writable().await?;
-        let iov: Vec<IoSlice<'_>> = out.iter().take(64).map(|b| IoSlice::new(b)).collect();
-        let mut n = match sock.try_write_vectored(&iov) {
+        let written = {
+            let mut iov = [IoSlice::new(&[]); IOVS];
+            let mut k = 0;
+            for (slot, b) in iov.iter_mut().zip(out.iter()) {
+                *slot = IoSlice::new(b);
+                k += 1;
+            }
+            sock.try_write_vectored(iov.get(..k).unwrap_or_default())
+        };
+        let mut n = match written {
+            // Nothing taken: wait until the socket may take something.
+            Ok(0) => {
+                sock.writable().await?;
+                continue;
+            }
             Ok(n) => n,
-            Err(e) if e.kind() == io::ErrorKind::WouldBlock => continue,
+            Err(e) if e.kind() == io::ErrorKind::WouldBlock => {
+                sock.writable().await?;
+                continue;
+            }
             Err(e) => return Err(e),
         };
         while n > 0 {
@@ -538,5 +559,91 @@ pub async fn write_all(
                 n = 0;
             }
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::collections::VecDeque;
+
+    /// Takes at most `per_call` bytes a write, refuses the first `refusals` writes,
+    /// and counts the readiness waits asked of it.
+    #[derive(Debug, Default)]
+    struct Counting {
+        taken: RefCell<Vec<u8>>,
+        per_call: usize,
+        refusals: Cell<usize>,
+        waits: Cell<usize>,
+    }
+
+    impl Transport for Rc<Counting> {
+        fn try_read(&self, _: &mut [u8]) -> io::Result<usize> {
+            Err(io::ErrorKind::WouldBlock.into())
+        }
+
+        fn try_write_vectored(&self, bufs: &[IoSlice<'_>]) -> io::Result<usize> {
+            if self.refusals.get() > 0 {
+                self.refusals.set(self.refusals.get() - 1);
+                return Err(io::ErrorKind::WouldBlock.into());
+            }
+            let mut taken = self.taken.borrow_mut();
+            let mut n = 0;
+            for b in bufs {
+                let k = b.len().min(self.per_call - n);
+                taken.extend_from_slice(b.get(..k).unwrap_or_default());
+                n += k;
+            }
+            Ok(n)
+        }
+
+        fn readable(&self) -> Ready<'_> {
+            Box::pin(std::future::pending())
+        }
+
+        fn writable(&self) -> Ready<'_> {
+            self.waits.set(self.waits.get() + 1);
+            Box::pin(std::future::ready(Ok(())))
+        }
+    }
+
+    fn queued() -> VecDeque<Bytes> {
+        ["head ", "", "body", " and more"]
+            .into_iter()
+            .map(|s| Bytes::from_static(s.as_bytes()))
+            .collect()
+    }
+
+    #[tokio::test]
+    async fn an_answer_the_socket_takes_at_once_waits_for_nothing() {
+        let t = Rc::new(Counting {
+            per_call: 1 << 20,
+            ..Counting::default()
+        });
+        let sock = Sock::new(t.clone());
+        let mut out = queued();
+        write_all(&sock, &mut out).await.unwrap();
+        assert!(out.is_empty());
+        assert_eq!(&t.taken.borrow()[..], b"head body and more");
+        assert_eq!(t.waits.get(), 0);
+    }
+
+    #[tokio::test]
+    async fn a_refused_or_short_write_waits_and_goes_on() {
+        let t = Rc::new(Counting {
+            per_call: 3,
+            refusals: Cell::new(2),
+            ..Counting::default()
+        });
+        let sock = Sock::new(t.clone());
+        let mut out = queued();
+        write_all(&sock, &mut out).await.unwrap();
+        assert!(out.is_empty());
+        assert_eq!(&t.taken.borrow()[..], b"head body and more");
+        assert_eq!(
+            t.waits.get(),
+            2,
+            "one wait per refusal, none per short write"
+        );
     }
 }
