@@ -33,7 +33,7 @@ pub mod ws;
 pub use files::percent_decode_utf8;
 pub use request::{parse_request, HttpError, Method, Request, MAX_BODY, MAX_HEADERS, MAX_HEAD_LEN};
 pub use session::{
-    reason, HttpEvent, ServerConfig, ServerEvent, ServerOutput, ServerSession, SessionError,
-    MAX_BUFFERED,
+    decimal, reason, HttpEvent, ServerConfig, ServerEvent, ServerOutput, ServerSession,
+    SessionError, MAX_BUFFERED,
 };
 pub use sluice_session::{Event, Output, Session, Transmit};

@@ -429,11 +429,12 @@ impl ServerSession {
     }
 }
 
-/// Writes `n` in decimal.
-fn put_decimal(out: &mut BytesMut, mut n: u64) {
-    let mut digits = [0u8; 20];
-    let mut at = digits.len();
-    for slot in digits.iter_mut().rev() {
+/// `n` in decimal ASCII, written into `buf` without allocating: the head writers'
+/// numbers (status, lengths, max-age).
+pub fn decimal(n: u64, buf: &mut [u8; 20]) -> &[u8] {
+    let mut n = n;
+    let mut at = buf.len();
+    for slot in buf.iter_mut().rev() {
         *slot = b'0' + (n % 10) as u8;
         n /= 10;
         at -= 1;
@@ -441,7 +442,12 @@ fn put_decimal(out: &mut BytesMut, mut n: u64) {
             break;
         }
     }
-    out.put_slice(digits.get(at..).unwrap_or_default());
+    buf.get(at..).unwrap_or_default()
+}
+
+/// Writes `n` in decimal.
+fn put_decimal(out: &mut BytesMut, n: u64) {
+    out.put_slice(decimal(n, &mut [0; 20]));
 }
 
 /// The reason phrase of the statuses Sluice answers with.

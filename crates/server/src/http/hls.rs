@@ -142,24 +142,10 @@ impl Caching {
 }
 
 /// Appends `n` in decimal.
-fn push_decimal(out: &mut String, mut n: u64) {
-    let mut digits = [0u8; 20];
-    let mut at = digits.len();
-    for slot in digits.iter_mut().rev() {
-        *slot = b'0' + (n % 10) as u8;
-        n /= 10;
-        at -= 1;
-        if n == 0 {
-            break;
-        }
-    }
-    out.extend(
-        digits
-            .get(at..)
-            .unwrap_or_default()
-            .iter()
-            .map(|&d| char::from(d)),
-    );
+fn push_decimal(out: &mut String, n: u64) {
+    let mut buf = [0; 20];
+    let digits = sluice_http::decimal(n, &mut buf);
+    out.extend(digits.iter().map(|&d| char::from(d)));
 }
 
 /// Seconds a plain (non-blocking) reload of a playlist may be cached: half a target
