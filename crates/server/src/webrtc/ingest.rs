@@ -39,8 +39,6 @@ pub struct AvSync {
     origin: Option<Instant>,
     /// Each track's offset on the stream's timeline (90 kHz): video, audio.
     offset: [Option<Timestamp>; 2],
-    /// The RTP timestamp of each track's frame at its time 0.
-    first_rtp: [Option<u32>; 2],
     /// Each track's latest frame, on its own time (before the offset): where a report's
     /// RTP time is found without unwrapping it from the first frame's.
     last_dts: [Option<Timestamp>; 2],
@@ -85,19 +83,16 @@ impl AvSync {
         Some(offset)
     }
 
-    /// Notes track `t`'s first RTP timestamp (from its receiver) and a sender report
-    /// (wall clock, RTP time, clock rate); moves the audio when both tracks are known
-    /// and apart. Returns the move, in 90 kHz ticks.
+    /// Notes a sender report of track `t` (wall clock, RTP time, clock rate), given the
+    /// RTP timestamp of the track's frame at its time 0 (its receiver's); moves the
+    /// audio when both tracks are known and apart. Returns the move, in 90 kHz ticks.
     fn report(
         &mut self,
         t: usize,
         first_rtp: Option<u32>,
         (ntp, rtp, clock): (SystemTime, u32, u32),
     ) -> Option<Timestamp> {
-        if let (Some(slot), Some(first)) = (self.first_rtp.get_mut(t), first_rtp) {
-            slot.get_or_insert(first);
-        }
-        let first = (*self.first_rtp.get(t)?)?;
+        let first = first_rtp?;
         let offset = i128::from((*self.offset.get(t)?)?);
         let last = i128::from(self.last_dts.get(t).copied().flatten().unwrap_or(0));
         let clock = i128::from(clock.max(1));
