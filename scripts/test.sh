@@ -34,6 +34,8 @@ missing_packages() {
   command -v rclone >/dev/null || printf 'rclone\trclone\n'
   command -v cadaver >/dev/null || printf 'cadaver\tcadaver\n'
   command -v srt-live-transmit >/dev/null || printf 'srt-tools\tsrt-live-transmit\n'
+  # The cluster's directory (crates/server/tests/e2e/cluster.rs).
+  command -v redis-server >/dev/null || printf 'redis-server\tredis-server\n'
   PATH=$PATH:/usr/sbin command -v nginx >/dev/null || printf 'nginx\tnginx\n'
   [ -e /usr/lib/nginx/modules/ngx_rtmp_module.so ] || printf 'libnginx-mod-rtmp\tnginx RTMP module\n'
   # The opus crate links Debian's libopus (WebRTC's AAC-to-Opus transcoding).

@@ -624,6 +624,36 @@ settings! {
         max_pulls: usize = 1_000;
     }
 
+    /// A node of a cluster: a directory in Redis or Valkey says which node owns each
+    /// stream, so any node takes any publisher and plays any stream, pulling it from its
+    /// owner over RTMP (docs/cluster.md).
+    [cluster] ClusterSettings in crate::cluster {
+        /// The directory: redis://[USER:PASSWORD@]HOST[:PORT][/DB], rediss://... (TLS),
+        /// valkey://... or unix:///path. Empty (the default): not a cluster.
+        #[flag("cluster", "URL")]
+        directory: String = "";
+        /// This node's id in the directory. Empty: the host's name and a random suffix, new
+        /// at each start.
+        #[flag("node-id", "ID")]
+        node_id: String = "";
+        /// The host name or address other nodes and redirected clients reach this node at,
+        /// with each listener's port (in Kubernetes, the pod's IP). Empty: the host's name.
+        #[flag("cluster-advertise", "HOST")]
+        advertise: String = "";
+        /// How long the directory keeps a node's entries without a refresh (each node
+        /// refreshes every third of it): how soon a dead node's streams may be taken.
+        #[flag("cluster-ttl-ms", "MS")]
+        ttl_ms: u64 = 5_000;
+        /// The longest a publisher's admission or a lookup waits for the directory; past
+        /// it the node goes on as a single server would, and registers later.
+        timeout_ms: u64 = 1_000;
+        /// The prefix of every key in the directory: clusters may share a Redis.
+        prefix: String = "sluice";
+        /// A PEM file of root certificates a rediss:// directory's certificate is checked
+        /// against, instead of the web PKI's. Empty: the web PKI's.
+        tls_ca: String = "";
+    }
+
     /// Live HLS: streams segmented in memory while asked for, MPEG-TS at /app/stream.m3u8, fMP4 with
     /// Low-Latency HLS at /app/stream/index.m3u8.
     [hls] HlsSettings {
@@ -1220,6 +1250,12 @@ impl Config {
                     why: e.to_string(),
                 });
             }
+        }
+        if let Err(e) = self.cluster.check() {
+            return Err(ConfigError::Invalid {
+                key: "cluster.directory",
+                why: e.to_string(),
+            });
         }
         if !self.edge.tls_ca.is_empty() {
             if let Err(e) = crate::relay::client_tls(&self.edge.tls_ca) {

@@ -20,6 +20,7 @@
 #![cfg_attr(test, allow(clippy::unwrap_used))]
 
 mod auth;
+mod cluster;
 pub mod config;
 mod core;
 mod ctx;
@@ -57,6 +58,7 @@ pub const FLOORS: &[&[&str]] = &[
         "record",
         "vod",
         "auth",
+        "cluster",
         "relay",
         "transcode",
     ],

@@ -52,6 +52,8 @@ pub struct Server {
     threads: Vec<JoinHandle<()>>,
     /// The recording thread, when a stream is to be recorded.
     recorder: Option<crate::record::Writer>,
+    /// This node's side of the cluster, when it is one.
+    cluster: Option<crate::cluster::Cluster>,
 }
 
 /// One protocol's part of a worker: given the worker's [`Ctx`], it sets up the
@@ -182,20 +184,6 @@ impl Server {
             crate::record::start(c)
         });
         let (recorder, record_writer) = recording.transpose()?.unzip();
-        let apps = Arc::new(config.apps());
-        let hub = Hub::new(hub_config(&config, &apps));
-        let limits = crate::core::limits::Limits::new(config.limit_settings());
-        let mut taps: Vec<Arc<dyn crate::core::tap::Attach>> =
-            vec![Arc::new(crate::hls::HlsTaps {
-                settings: apps.hls(),
-            })];
-        taps.extend(recorder.map(|r| Arc::new(r) as Arc<dyn crate::core::tap::Attach>));
-        let hub = Arc::new(hub.with_taps(taps).with_limits(limits.clone()));
-        let relays = Some(crate::relay::Relays::new(
-            &config.relay_config(),
-            hub.clone(),
-            crate::ctx::admit::pulled,
-        ));
         let (rtmp, mut rtmp_listeners) = listeners("RTMP", config.rtmp.listen, workers)?;
         let (rtsp, mut rtsp_listeners) = listeners("RTSP", config.rtsp.listen, workers)?;
         let (http, mut http_listeners) = listeners("HTTP", config.http.listen, workers)?;
@@ -261,11 +249,67 @@ impl Server {
             None => (None, Vec::new()),
         };
         let srt_shared = srt.map(|_| crate::srt::Shared::new(&config.srt));
+        let apps = Arc::new(config.apps());
+        let hub = Hub::new(hub_config(&config, &apps));
+        let limits = crate::core::limits::Limits::new(config.limit_settings());
+        let mut taps: Vec<Arc<dyn crate::core::tap::Attach>> =
+            vec![Arc::new(crate::hls::HlsTaps {
+                settings: apps.hls(),
+            })];
+        taps.extend(recorder.map(|r| Arc::new(r) as Arc<dyn crate::core::tap::Attach>));
+        // The cluster's tap needs the hub its thread samples: the hub is made whole
+        // once the directory starts, which needs the listeners' ports.
+        let hub_slot = Arc::new(std::sync::OnceLock::<Arc<Hub>>::new());
+        let ops_slot = Arc::new(std::sync::OnceLock::<Arc<crate::ops::Ops>>::new());
+        let cluster = if config.cluster.is_on() {
+            let ports = [
+                ("rtmp", rtmp),
+                ("rtmps", rtmps),
+                ("rtsp", rtsp),
+                ("http", http),
+                ("https", https),
+                ("srt", srt),
+                ("api", api),
+            ];
+            let ports: Vec<(&str, u16)> = ports
+                .iter()
+                .filter_map(|(scheme, addr)| Some((*scheme, addr.as_ref()?.port())))
+                .collect();
+            let host = match config.cluster.advertise.as_str() {
+                "" => crate::cluster::node::hostname().unwrap_or_else(|| "localhost".into()),
+                host => host.to_string(),
+            };
+            let urls = crate::cluster::node::urls(&host, &ports);
+            let ops_slot = ops_slot.clone();
+            let lost = move |key: String| {
+                if let Some(ops) = ops_slot.get().cloned() {
+                    tokio::task::spawn_local(async move {
+                        ops.kick_publishers(&key).await;
+                    });
+                }
+            };
+            let cluster =
+                crate::cluster::Cluster::start(&config.cluster, urls, hub_slot.clone(), lost)
+                    .map_err(io::Error::other)?;
+            taps.push(Arc::new(cluster.clone()));
+            Some(cluster)
+        } else {
+            None
+        };
+        let hub = Arc::new(hub.with_taps(taps).with_limits(limits.clone()));
+        let _ = hub_slot.set(hub.clone());
+        let relays = Some(crate::relay::Relays::new(
+            &config.relay_config(),
+            hub.clone(),
+            crate::ctx::admit::pulled,
+            cluster.clone(),
+        ));
         let files = Arc::new(crate::io::filemap::FileMaps::default());
         let vods = Arc::new(crate::vod::Vods::default());
         let (shutdown, _) = watch::channel(false);
         let auth = crate::auth::Auth::new(&config.auth_config()).map_err(io::Error::other)?;
         let (ops, mut commands) = crate::ops::Ops::new(workers, certificate, auth, hub.clone());
+        let _ = ops_slot.set(ops.clone());
         let mut threads = Vec::with_capacity(workers);
         for worker in 0..workers {
             let mut starts: Vec<Start> = Vec::new();
@@ -352,6 +396,7 @@ impl Server {
             shutdown,
             threads,
             recorder: record_writer,
+            cluster,
         })
     }
 
@@ -372,6 +417,10 @@ impl Server {
     /// Stops accepting, ends every connection, joins the workers, then completes
     /// every recording.
     pub fn stop(mut self) {
+        // Other nodes stop pulling from this one now, not at the entries' TTL.
+        if let Some(cluster) = &self.cluster {
+            cluster.leave_blocking();
+        }
         let _ = self.shutdown.send(true);
         for t in self.threads.drain(..) {
             let _ = t.join();

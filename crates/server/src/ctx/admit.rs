@@ -10,6 +10,7 @@
 
 use super::Ctx;
 use crate::auth::{Action, Credentials, Denial, Request};
+use crate::cluster::Decision;
 use crate::core::hub::{PublishError, Stream};
 use crate::core::ingest::Publisher;
 use crate::core::limits::Limit;
@@ -219,10 +220,25 @@ impl Ctx {
         crate::ops::inject_panic(key);
         let slot = hub.limits.publisher(ask.peer).map_err(Refusal::Limit)?;
         let settings = hub.config.policy.of(key);
+        // In a cluster, the directory decides first, with the same policy.
+        let mut pulled_here = false;
+        if let Some(relays) = self.relays() {
+            if let Some(cluster) = relays.cluster() {
+                if let Decision::Refused(node) = cluster.claim(key, settings.takeover).await {
+                    tracing::info!(stream = %key, node = %node, "cluster: published on another node");
+                    return Err(Refusal::InUse(key.to_string()));
+                }
+                // This node pulled the stream from its old node: the pull gives way.
+                pulled_here = relays.give_way(key);
+            }
+        }
         let mut publisher = Publisher::new(hub, key, id);
-        if settings.takeover && matches!(publisher, Err(PublishError::InUse(_))) {
-            let kicked = self.ops().kick_publishers(key).await;
-            tracing::info!(stream = %key, kicked, "a second publisher takes the stream over");
+        let in_use = matches!(publisher, Err(PublishError::InUse(_)));
+        if in_use && (settings.takeover || pulled_here) {
+            if settings.takeover {
+                let kicked = self.ops().kick_publishers(key).await;
+                tracing::info!(stream = %key, kicked, "a second publisher takes the stream over");
+            }
             let deadline = tokio::time::Instant::now() + TAKEOVER_WAIT;
             while matches!(publisher, Err(PublishError::InUse(_)))
                 && tokio::time::Instant::now() < deadline

@@ -39,6 +39,8 @@ pub(crate) enum ApiPath<'a> {
     Metrics,
     /// Running pulls and pushes, and the rules the API added.
     Relays,
+    /// The cluster's nodes, their load and streams, from the directory.
+    Cluster,
     RelayPulls,
     RelayPull(&'a str),
     RelayPushes,
@@ -68,6 +70,7 @@ pub(crate) fn route(path: &str) -> Option<ApiPath<'_>> {
         "/openapi.json" => ApiPath::OpenApi,
         "/reload" => ApiPath::Reload,
         "/relays" => ApiPath::Relays,
+        "/cluster" => ApiPath::Cluster,
         "/relays/pulls" => ApiPath::RelayPulls,
         "/relays/pushes" => ApiPath::RelayPushes,
         _ => {
@@ -279,6 +282,7 @@ pub(crate) async fn reply(ctx: &Ctx, req: &Request, peer: SocketAddr, what: ApiP
             Err(e) => error(500, &format!("reload failed, nothing changed: {e}")),
         },
         (ApiPath::Relays, true, _) => json_reply(200, &relays(ctx)),
+        (ApiPath::Cluster, true, _) => cluster(ctx).await,
         (ApiPath::RelayPulls, false, Method::Post) => add_pull(ctx, &req.body),
         (ApiPath::RelayPull(key), false, Method::Delete) => {
             match ctx.relays().map(|r| r.remove_pull(key)) {
@@ -299,6 +303,28 @@ pub(crate) async fn reply(ctx: &Ctx, req: &Request, peer: SocketAddr, what: ApiP
 }
 
 /// Running pulls, and the pull and push rules the API added.
+/// `/api/v1/cluster`: this node's id and the directory's nodes with their load and
+/// streams; 404 on a server that is not a node, 503 while the directory is away.
+async fn cluster(ctx: &Ctx) -> Reply {
+    let Some(cluster) = ctx.relays().and_then(|r| r.cluster()) else {
+        return error(
+            404,
+            "this server is not a node of a cluster (cluster.directory)",
+        );
+    };
+    match cluster.nodes().await {
+        Ok(nodes) => json_reply(
+            200,
+            &json!({
+                "node": cluster.id(),
+                "directory_up": cluster.counters.up.load(std::sync::atomic::Ordering::Relaxed),
+                "nodes": nodes,
+            }),
+        ),
+        Err(e) => error(503, &format!("{e}")),
+    }
+}
+
 fn relays(ctx: &Ctx) -> Value {
     let Some(r) = ctx.relays() else {
         return json!({ "pulls": [], "pull_rules": [], "push_rules": [] });
@@ -657,6 +683,7 @@ mod tests {
             ApiPath::Reload,
             ApiPath::Metrics,
             ApiPath::Relays,
+            ApiPath::Cluster,
             ApiPath::RelayPulls,
             ApiPath::RelayPull("a/b"),
             ApiPath::RelayPushes,

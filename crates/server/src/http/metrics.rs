@@ -76,6 +76,66 @@ fn relay_metrics(reg: &mut Registry, r: &crate::relay::Relays) {
     reg.register("relay_active_pulls", "Pulls running now", active);
 }
 
+/// This node's directory: whether it answers, its operations, what they decided.
+fn cluster_metrics(reg: &mut Registry, c: &crate::cluster::Cluster) {
+    let counters = &c.counters;
+    let up: Gauge = Gauge::default();
+    up.set(i64::from(counters.up.load(Ordering::Relaxed)));
+    reg.register(
+        "cluster_directory_up",
+        "Whether the cluster's directory answered this node's last operation",
+        up,
+    );
+    let ops = Family::<Labels, Counter>::default();
+    for op in crate::cluster::Op::ALL {
+        let (ok, failed) = counters.ops(op);
+        for (result, n) in [("ok", ok), ("error", failed)] {
+            ops.get_or_create(&vec![
+                ("op", op.name().to_owned()),
+                ("result", result.to_owned()),
+            ])
+            .inc_by(n);
+        }
+    }
+    reg.register(
+        "cluster_directory_operations",
+        "Operations on the cluster's directory (refresh, claim, release, locate, nodes, leave), by result",
+        ops,
+    );
+    let counter = |v: &AtomicU64| {
+        let c: Counter = Counter::default();
+        c.inc_by(v.load(Ordering::Relaxed));
+        c
+    };
+    let lookups = Family::<Labels, Counter>::default();
+    lookups
+        .get_or_create(&vec![("result", "found".to_owned())])
+        .inc_by(counters.located.load(Ordering::Relaxed));
+    lookups
+        .get_or_create(&vec![("result", "none".to_owned())])
+        .inc_by(counters.not_located.load(Ordering::Relaxed));
+    reg.register(
+        "cluster_lookups",
+        "Lookups of a stream's node by players here, by whether a node had it",
+        lookups,
+    );
+    reg.register(
+        "cluster_takeovers",
+        "Streams this node claimed from another node",
+        counter(&counters.takeovers),
+    );
+    reg.register(
+        "cluster_refused_publishers",
+        "Publishers refused here because another node owns their stream",
+        counter(&counters.refused),
+    );
+    reg.register(
+        "cluster_lost_streams",
+        "Streams another node took from this one (their publishers here were disconnected)",
+        counter(&counters.lost),
+    );
+}
+
 /// The datagram protocols' UDP endpoints, by protocol.
 fn udp_metrics(reg: &mut Registry, udp: &crate::ops::UdpEndpoints) {
     type Field = fn(&crate::io::endpoint::Counters) -> &AtomicU64;
@@ -126,6 +186,9 @@ pub fn render(
     let mut reg = Registry::with_prefix("sluice");
     if let Some(r) = relays {
         relay_metrics(&mut reg, r);
+        if let Some(c) = r.cluster() {
+            cluster_metrics(&mut reg, c);
+        }
     }
 
     let up: Gauge<f64, AtomicU64> = Gauge::default();

@@ -177,6 +177,8 @@ pub struct Relays {
     pub counters: RelayCounters,
     /// How a pull's stream gets its publisher: the server's one admission.
     admit: Admit,
+    /// The cluster's directory, which says which node to pull a stream from.
+    cluster: Option<crate::cluster::Cluster>,
 }
 
 /// The door a pull publishes through (the server's admission, which sits above the
@@ -211,7 +213,12 @@ struct Dynamic {
 impl Relays {
     /// The server's pulls and pushes: those configured (URLs checked with the
     /// configuration), and room for the API's.
-    pub fn new(config: &RelayConfig, hub: Arc<Hub>, admit: Admit) -> Arc<Relays> {
+    pub fn new(
+        config: &RelayConfig,
+        hub: Arc<Hub>,
+        admit: Admit,
+        cluster: Option<crate::cluster::Cluster>,
+    ) -> Arc<Relays> {
         let parse = |urls: &[String]| -> Vec<Origin> {
             urls.iter().filter_map(|u| Origin::parse(u).ok()).collect()
         };
@@ -280,7 +287,29 @@ impl Relays {
             dynamic: Mutex::new(Dynamic::default()),
             counters: RelayCounters::default(),
             admit,
+            cluster,
         })
+    }
+
+    /// The cluster this node is part of, if any.
+    pub fn cluster(&self) -> Option<&crate::cluster::Cluster> {
+        self.cluster.as_ref()
+    }
+
+    /// Whether streams are looked up before (or instead of) trying the origins.
+    fn looks_up(&self) -> bool {
+        !self.config.lookup_url.is_empty() || self.cluster.is_some()
+    }
+
+    /// A publisher of `key` arrived here while a pull of it runs (its node's publisher
+    /// moved here): the pull stops at its next look and leaves the stream to it.
+    /// Whether a pull was running.
+    pub fn give_way(&self, key: &str) -> bool {
+        let pull = self.pull_of(key);
+        if let Some(p) = &pull {
+            p.stopped.store(true, Ordering::Relaxed);
+        }
+        pull.is_some()
     }
 
     fn dynamic(&self) -> std::sync::MutexGuard<'_, Dynamic> {
@@ -290,7 +319,7 @@ impl Relays {
     /// Whether a play request for `key` may be answered by a pull (so it is worth
     /// waiting for).
     pub fn pulls_here(&self, key: &str) -> bool {
-        !self.config.lookup_url.is_empty() || !self.origins_for(key).is_empty()
+        self.looks_up() || !self.origins_for(key).is_empty()
     }
 
     /// The pull rules the API added.
@@ -463,7 +492,7 @@ impl Relays {
 
     fn start(self: &Arc<Self>, key: &str, always: bool) -> bool {
         let origins = self.origins_for(key);
-        if (origins.is_empty() && self.config.lookup_url.is_empty()) || key.starts_with("vod/") {
+        if (origins.is_empty() && !self.looks_up()) || key.starts_with("vod/") {
             return false;
         }
         let mut pulls = self.pulls.lock().unwrap_or_else(|e| e.into_inner());

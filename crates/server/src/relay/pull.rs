@@ -5,6 +5,7 @@ use super::client::{Media, Reader};
 use super::error::RelayError;
 use super::origin::Scheme;
 use super::{Origin, PullInfo, Relays};
+use crate::cluster::Located;
 use crate::core::hub::{Hub, PublishError};
 use crate::core::ingest::Publisher;
 use std::sync::atomic::Ordering;
@@ -34,7 +35,8 @@ fn viewers(hub: &Hub, key: &str) -> usize {
     hub.find(key).map_or(0, |s| s.viewers())
 }
 
-/// What the lookup URL says of stream `key`.
+/// What the cluster's directory or the lookup URL says of stream `key`.
+#[derive(PartialEq)]
 enum Lookup {
     /// This origin has it.
     At(Origin),
@@ -44,7 +46,32 @@ enum Lookup {
     Unknown,
 }
 
-async fn lookup(url: &str, key: &str, timeout: Duration) -> Lookup {
+/// Asks the cluster's directory, then (when it cannot say) the lookup URL.
+async fn lookup(relays: &Relays, key: &str) -> Lookup {
+    if let Some(cluster) = relays.cluster() {
+        match cluster.locate(key).await {
+            Located::At(node) => {
+                return match node.pull_url().map(Origin::parse) {
+                    Some(Ok(o)) => Lookup::At(o),
+                    _ => {
+                        tracing::warn!(stream = %key, node = %node.id, "cluster: the stream's node has no usable rtmp URL");
+                        Lookup::Nowhere
+                    }
+                };
+            }
+            Located::Nowhere => return Lookup::Nowhere,
+            Located::Unknown => {}
+        }
+    }
+    lookup_url(
+        &relays.config.lookup_url,
+        key,
+        relays.config.connect_timeout,
+    )
+    .await
+}
+
+async fn lookup_url(url: &str, key: &str, timeout: Duration) -> Lookup {
     if url.is_empty() {
         return Lookup::Unknown;
     }
@@ -79,8 +106,9 @@ pub(super) async fn run(relays: Arc<Relays>, info: Arc<PullInfo>, mut origins: V
     let config = relays.config.clone();
     let hub = relays.hub.clone();
     // Only servers are looked up: a source named per stream is the stream's URL.
-    if !origins.iter().any(|o| o.exact) {
-        match lookup(&config.lookup_url, &key, config.connect_timeout).await {
+    let looked_up = !origins.iter().any(|o| o.exact);
+    if looked_up {
+        match lookup(&relays, &key).await {
             Lookup::At(o) => {
                 origins.retain(|x| *x != o);
                 origins.insert(0, o);
@@ -104,7 +132,7 @@ pub(super) async fn run(relays: Arc<Relays>, info: Arc<PullInfo>, mut origins: V
     let mut watched = Instant::now();
     tracing::info!(stream = %key, origin = %origins[0].display_of(&key), "edge: pull");
     loop {
-        let origin = &origins[at];
+        let origin = origins[at].clone();
         info.set_origin(origin.display_of(&key));
         if attempts > 0 {
             info.reconnects.fetch_add(1, Ordering::Relaxed);
@@ -112,7 +140,7 @@ pub(super) async fn run(relays: Arc<Relays>, info: Arc<PullInfo>, mut origins: V
         }
         attempts += 1;
         let started = Instant::now();
-        match once(&relays, &info, origin, id, &mut watched).await {
+        match once(&relays, &info, &origin, id, &mut watched).await {
             Once::Idle => {
                 tracing::info!(stream = %key, "edge: no viewers, pull stopped");
                 break;
@@ -153,6 +181,25 @@ pub(super) async fn run(relays: Arc<Relays>, info: Arc<PullInfo>, mut origins: V
                 if (give_up && !info.always) || info.stopped() {
                     tracing::info!(stream = %key, failures, "edge: pull given up");
                     break;
+                }
+                // In a cluster the stream may have moved (its publisher went to another
+                // node, or its node died): ask again before the next attempt.
+                if looked_up && relays.cluster().is_some() {
+                    if let Lookup::At(o) = lookup(&relays, &key).await {
+                        if o != origin {
+                            tracing::info!(stream = %key, origin = %o.display_of(&key), "cluster: the stream moved");
+                            origins.retain(|x| *x != o);
+                            origins.insert(0, o);
+                            at = 0;
+                            info.failovers.fetch_add(1, Ordering::Relaxed);
+                            relays.counters.failovers.fetch_add(1, Ordering::Relaxed);
+                            tokio::time::sleep(MIN_GAP.saturating_sub(started.elapsed())).await;
+                            continue;
+                        }
+                    }
+                    // Not moved (yet): its owner's entry lapses within the TTL, or its
+                    // publisher comes back; a lookup is cheap, so no long backoff.
+                    wait = config.retry_min;
                 }
                 let next = (at + 1) % origins.len();
                 if next != at {

@@ -97,6 +97,7 @@ impl Worker {
             &config.relay_config(),
             hub.clone(),
             crate::ctx::admit::pulled,
+            None,
         );
         let ctx = Rc::new(Ctx::new(Parts {
             worker: 0,

@@ -9,6 +9,7 @@ mod auth;
 mod auth_backends;
 mod bad_input;
 mod browser;
+mod cluster;
 mod config;
 mod console;
 mod edge;

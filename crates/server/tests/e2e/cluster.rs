@@ -1,0 +1,426 @@
+//! A cluster of three `sluice` processes around a real `redis-server` (Debian's),
+//! all on 127.0.0.1: a stream published on one node plays from the others over every
+//! protocol, a second publisher on another node meets the stream's policy, the
+//! owner's death moves the stream to the node its publisher reconnects to while the
+//! other nodes' viewers keep playing, and a Redis restart stops nothing.
+
+use crate::common::nginx::free_port;
+use crate::common::{
+    have, have_ffmpeg, http_request, metric, probe_video, publish_test_pattern, scratch, wait_live,
+    Kill, TestServer,
+};
+use serde_json::Value;
+use std::io::{Read, Write};
+use std::net::{SocketAddr, TcpStream};
+use std::process::{Command, Stdio};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+/// The TTL the tests' nodes use: a dead node's streams may be taken this soon.
+const TTL_MS: &str = "1500";
+
+/// A `redis-server` on its own port and directory, persisting nothing; stopped when
+/// dropped.
+struct Redis {
+    child: Option<Kill>,
+    port: u16,
+    dir: std::path::PathBuf,
+}
+
+impl Redis {
+    fn start(name: &str) -> Option<Redis> {
+        if !have("redis-server") {
+            return None;
+        }
+        let mut redis = Redis {
+            child: None,
+            port: free_port(),
+            dir: scratch(name),
+        };
+        redis.restart();
+        Some(redis)
+    }
+
+    /// Starts it (again: empty, as a Redis without persistence comes back).
+    fn restart(&mut self) {
+        self.child = None;
+        let child = Command::new("redis-server")
+            .args(["--bind", "127.0.0.1", "--port", &self.port.to_string()])
+            .args(["--save", "", "--appendonly", "no", "--protected-mode", "no"])
+            .args(["--dir", self.dir.to_str().expect("utf-8")])
+            .stdout(Stdio::null())
+            .spawn()
+            .expect("start redis-server");
+        self.child = Some(Kill(child));
+        let deadline = Instant::now() + Duration::from_secs(10);
+        while TcpStream::connect(("127.0.0.1", self.port)).is_err() {
+            assert!(Instant::now() < deadline, "redis-server did not listen");
+            std::thread::sleep(Duration::from_millis(20));
+        }
+    }
+
+    fn stop(&mut self) {
+        self.child = None;
+    }
+
+    fn url(&self) -> String {
+        format!("redis://127.0.0.1:{}/0", self.port)
+    }
+}
+
+/// A node of the cluster on `redis`, with id `id` and `extra` flags.
+fn node(redis: &Redis, id: &str, extra: &[&str]) -> TestServer {
+    let url = redis.url();
+    let mut args = vec![
+        "--cluster",
+        url.as_str(),
+        "--node-id",
+        id,
+        "--cluster-advertise",
+        "127.0.0.1",
+        "--cluster-ttl-ms",
+        TTL_MS,
+    ];
+    args.extend_from_slice(extra);
+    TestServer::start(&args)
+}
+
+fn json(addr: SocketAddr, path: &str) -> (u16, Value) {
+    let (status, _, body) = http_request(addr, "GET", path, "");
+    (status, serde_json::from_slice(&body).unwrap_or(Value::Null))
+}
+
+/// Waits up to `within` for `ok` of the cluster as `addr` sees it.
+fn wait_cluster(addr: SocketAddr, within: Duration, ok: impl Fn(&Value) -> bool) -> Value {
+    let deadline = Instant::now() + within;
+    loop {
+        let (status, v) = json(addr, "/api/v1/cluster");
+        if status == 200 && ok(&v) {
+            return v;
+        }
+        assert!(Instant::now() < deadline, "/api/v1/cluster: {status} {v}");
+        std::thread::sleep(Duration::from_millis(100));
+    }
+}
+
+/// The streams node `id` owns, as the cluster's listing says.
+fn streams_of<'a>(cluster: &'a Value, id: &str) -> Vec<&'a str> {
+    cluster["nodes"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .filter(|n| n["id"] == id)
+        .flat_map(|n| n["streams"].as_array().into_iter().flatten())
+        .filter_map(Value::as_str)
+        .collect()
+}
+
+fn publish(server: &TestServer, key: &str, seconds: u32) -> Kill {
+    publish_test_pattern(
+        &format!("rtmp://{}/{key}", server.rtmp),
+        "flv",
+        "libx264",
+        seconds,
+    )
+}
+
+#[test]
+fn a_stream_published_on_one_node_plays_on_the_others_over_every_protocol() {
+    if !have_ffmpeg() {
+        return;
+    }
+    let Some(redis) = Redis::start("cluster-play") else {
+        crate::common::require_tools_found_at_build(&[(false, "redis-server")]);
+        return;
+    };
+    let a = node(&redis, "a", &[]);
+    let b = node(&redis, "b", &[]);
+    let c = node(&redis, "c", &[]);
+    let _publisher = publish(&a, "live/cam", 40);
+    wait_live(a.http, "live/cam");
+
+    // Every node lists the three, and a as the stream's owner, with its URLs and its
+    // load (its publisher's connection, its stream) from its next refresh on.
+    let cluster = wait_cluster(b.http, Duration::from_secs(5), |v| {
+        v["nodes"].as_array().is_some_and(|n| n.len() == 3)
+            && streams_of(v, "a") == ["live/cam"]
+            && v["nodes"][0]["load"]["streams"] == 1
+    });
+    assert_eq!(cluster["node"], "b");
+    let a_entry = cluster["nodes"]
+        .as_array()
+        .and_then(|n| n.iter().find(|n| n["id"] == "a"))
+        .expect("a listed");
+    assert_eq!(
+        a_entry["urls"]["rtmp"],
+        format!("rtmp://{}", a.rtmp).as_str()
+    );
+    assert!(
+        a_entry["load"]["connections"].as_u64() >= Some(1),
+        "{a_entry}"
+    );
+    assert!(a_entry["load"]["cpu"].as_f64() > Some(0.0), "{a_entry}");
+
+    // b plays it over RTMP, HTTP-FLV, HLS and RTSP; c over SRT: each pulls it from a.
+    let urls = [
+        format!("rtmp://{}/live/cam", b.rtmp),
+        format!("http://{}/live/cam.flv", b.http),
+        format!("http://{}/live/cam.m3u8", b.http),
+        format!("rtsp://{}/live/cam", b.rtsp.expect("rtsp")),
+    ];
+    for url in &urls {
+        let (streams, times) = probe_video(url, "%+2");
+        assert!(streams.contains("h264,320,240"), "{url}: {streams}");
+        assert!(times.len() >= 20, "{url}: {} video packets", times.len());
+    }
+    let srt = format!(
+        "srt://{}?streamid=read:live/cam",
+        c.srt.expect("srt listener")
+    );
+    let (streams, times) = probe_video(&srt, "%+2");
+    assert!(streams.contains("h264,320,240"), "{srt}: {streams}");
+    assert!(times.len() >= 20, "{srt}: {} video packets", times.len());
+    // One pull per node whatever the number of protocols.
+    assert_eq!(metric(b.http, "sluice_relay_pulls_total"), 1.0);
+    assert!(metric(b.http, "sluice_cluster_lookups_total{result=\"found\"}") >= 1.0);
+    assert_eq!(metric(b.http, "sluice_cluster_directory_up"), 1.0);
+
+    // A second publisher of the live name on c is refused (the default policy), as on
+    // one server; a stream nobody publishes is not found anywhere, at once.
+    let mut second = publish(&c, "live/cam", 5);
+    let status = second.0.wait().expect("ffmpeg ends");
+    assert!(
+        !status.success(),
+        "a second publisher on another node was taken"
+    );
+    assert_eq!(
+        metric(c.http, "sluice_cluster_refused_publishers_total"),
+        1.0
+    );
+    let started = Instant::now();
+    let (status, _, _) = http_request(b.http, "GET", "/live/nobody.flv", "");
+    assert_eq!(status, 404);
+    assert!(
+        started.elapsed() < Duration::from_secs(3),
+        "{:?}",
+        started.elapsed()
+    );
+}
+
+/// An HTTP-FLV viewer that reads until told to stop and keeps when each read came.
+struct Viewer {
+    arrivals: Arc<Mutex<Vec<Instant>>>,
+    bytes: Arc<std::sync::atomic::AtomicU64>,
+    thread: Option<std::thread::JoinHandle<()>>,
+}
+
+fn view(addr: SocketAddr, key: &str, stop: Arc<AtomicBool>) -> Viewer {
+    let arrivals = Arc::new(Mutex::new(Vec::new()));
+    let bytes = Arc::new(std::sync::atomic::AtomicU64::new(0));
+    let mut sock = TcpStream::connect(addr).expect("connect");
+    sock.set_read_timeout(Some(Duration::from_millis(200)))
+        .expect("timeout");
+    write!(sock, "GET /{key}.flv HTTP/1.1\r\nHost: x\r\n\r\n").expect("request");
+    let thread = std::thread::spawn({
+        let (arrivals, bytes) = (arrivals.clone(), bytes.clone());
+        move || {
+            let mut buf = vec![0; 64 * 1024];
+            while !stop.load(Ordering::Relaxed) {
+                match sock.read(&mut buf) {
+                    Ok(0) => break,
+                    Ok(n) => {
+                        bytes.fetch_add(n as u64, Ordering::Relaxed);
+                        arrivals.lock().expect("lock").push(Instant::now());
+                    }
+                    Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => {}
+                    Err(e) if e.kind() == std::io::ErrorKind::TimedOut => {}
+                    Err(_) => break,
+                }
+            }
+        }
+    });
+    Viewer {
+        arrivals,
+        bytes,
+        thread: Some(thread),
+    }
+}
+
+impl Viewer {
+    /// The longest time without data between `from` and `to`.
+    fn longest_gap(&self, from: Instant, to: Instant) -> Duration {
+        let arrivals = self.arrivals.lock().expect("lock");
+        let mut last = from;
+        let mut gap = Duration::ZERO;
+        for &t in arrivals.iter().filter(|t| **t > from && **t <= to) {
+            gap = gap.max(t - last);
+            last = t;
+        }
+        gap.max(to.saturating_duration_since(last))
+    }
+
+    fn got_data_after(&self, t: Instant) -> bool {
+        self.arrivals
+            .lock()
+            .expect("lock")
+            .last()
+            .is_some_and(|l| *l > t)
+    }
+}
+
+impl Drop for Viewer {
+    fn drop(&mut self) {
+        if let Some(t) = self.thread.take() {
+            let _ = t.join();
+        }
+    }
+}
+
+#[test]
+fn the_owners_death_moves_the_stream_and_other_nodes_viewers_keep_playing() {
+    if !have_ffmpeg() {
+        return;
+    }
+    let Some(redis) = Redis::start("cluster-failover") else {
+        crate::common::require_tools_found_at_build(&[(false, "redis-server")]);
+        return;
+    };
+    let mut a = node(&redis, "a", &[]);
+    let b = node(&redis, "b", &[]);
+    let c = node(&redis, "c", &[]);
+    let _first = publish(&a, "live/cam", 60);
+    wait_live(a.http, "live/cam");
+    let stop = Arc::new(AtomicBool::new(false));
+    let viewers: Vec<Viewer> = (0..50)
+        .map(|_| view(b.http, "live/cam", stop.clone()))
+        .collect();
+    // Every viewer plays before the owner dies.
+    let deadline = Instant::now() + Duration::from_secs(15);
+    while viewers
+        .iter()
+        .any(|v| v.bytes.load(Ordering::Relaxed) < 20_000)
+    {
+        assert!(Instant::now() < deadline, "the viewers on b did not start");
+        std::thread::sleep(Duration::from_millis(50));
+    }
+
+    // a dies without a word; its publisher reconnects to c, as OBS or ffmpeg in a
+    // loop would, until c takes it (a's claim lapses within the TTL).
+    let killed = Instant::now();
+    a.kill();
+    let mut moved = None;
+    while moved.is_none() {
+        assert!(
+            killed.elapsed() < Duration::from_secs(20),
+            "c never took the publisher"
+        );
+        let mut p = publish(&c, "live/cam", 60);
+        std::thread::sleep(Duration::from_millis(300));
+        match p.0.try_wait() {
+            Ok(Some(_)) => continue,
+            _ => moved = Some(p),
+        }
+    }
+    let taken = killed.elapsed();
+    // The viewers on b get the stream again, from c.
+    let deadline = Instant::now() + Duration::from_secs(15);
+    let resumed = loop {
+        let now = Instant::now();
+        if viewers.iter().all(|v| v.got_data_after(killed + taken)) {
+            break now;
+        }
+        assert!(now < deadline, "b's viewers did not get the stream from c");
+        std::thread::sleep(Duration::from_millis(20));
+    };
+    std::thread::sleep(Duration::from_secs(2));
+    let end = Instant::now();
+    stop.store(true, Ordering::Relaxed);
+    let gaps: Vec<Duration> = viewers.iter().map(|v| v.longest_gap(killed, end)).collect();
+    let worst = gaps.iter().max().copied().unwrap_or_default();
+    let stalls = gaps.iter().filter(|g| **g > Duration::from_secs(1)).count();
+    eprintln!(
+        "cluster failover: publisher taken by c {} ms after a died, b's 50 viewers resumed {} ms \
+         after; longest gap {} ms, viewers with a gap over 1 s: {stalls}",
+        taken.as_millis(),
+        (resumed - killed).as_millis(),
+        worst.as_millis()
+    );
+    drop(viewers);
+    // All 50 stayed connected through it: the stream on b lived through the grace window.
+    let (_, s) = json(b.http, "/api/v1/streams/live/cam");
+    assert_eq!(
+        s["pull"]["origin"],
+        format!("rtmp://{}/live/cam", c.rtmp).as_str(),
+        "{s}"
+    );
+    let cluster = wait_cluster(b.http, Duration::from_secs(5), |v| {
+        streams_of(v, "c") == ["live/cam"] && streams_of(v, "a").is_empty()
+    });
+    assert_eq!(
+        cluster["nodes"].as_array().map(Vec::len),
+        Some(2),
+        "{cluster}"
+    );
+}
+
+#[test]
+fn a_redis_restart_stops_nothing_and_the_nodes_register_again() {
+    if !have_ffmpeg() {
+        return;
+    }
+    let Some(mut redis) = Redis::start("cluster-redis-restart") else {
+        crate::common::require_tools_found_at_build(&[(false, "redis-server")]);
+        return;
+    };
+    let a = node(&redis, "a", &[]);
+    let b = node(&redis, "b", &[]);
+    let _publisher = publish(&a, "live/cam", 40);
+    wait_live(a.http, "live/cam");
+    let stop = Arc::new(AtomicBool::new(false));
+    let viewer = view(b.http, "live/cam", stop.clone());
+    let deadline = Instant::now() + Duration::from_secs(15);
+    while viewer.bytes.load(Ordering::Relaxed) < 20_000 {
+        assert!(Instant::now() < deadline, "the viewer on b did not start");
+        std::thread::sleep(Duration::from_millis(50));
+    }
+
+    // Redis goes away for 3 s: the nodes say so, and the viewer on b keeps playing.
+    let down = Instant::now();
+    redis.stop();
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while metric(b.http, "sluice_cluster_directory_up") != 0.0 {
+        assert!(
+            Instant::now() < deadline,
+            "b never noticed the directory was gone"
+        );
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    std::thread::sleep(Duration::from_millis(3000));
+    redis.restart();
+    // Back, empty: both nodes register again, a with its stream.
+    wait_cluster(b.http, Duration::from_secs(10), |v| {
+        v["nodes"].as_array().is_some_and(|n| n.len() == 2) && streams_of(v, "a") == ["live/cam"]
+    });
+    let back = Instant::now();
+    std::thread::sleep(Duration::from_secs(1));
+    stop.store(true, Ordering::Relaxed);
+    let gap = viewer.longest_gap(down, Instant::now());
+    assert!(viewer.got_data_after(back), "the viewer stopped");
+    assert!(
+        gap < Duration::from_secs(1),
+        "the viewer waited {gap:?} while Redis was away"
+    );
+    drop(viewer);
+    assert!(
+        metric(
+            b.http,
+            "sluice_cluster_directory_operations_total{op=\"refresh\",result=\"error\"}"
+        ) >= 1.0
+    );
+    assert_eq!(metric(a.http, "sluice_cluster_directory_up"), 1.0);
+    // A node that starts now finds the stream through the directory again.
+    let c = node(&redis, "c", &[]);
+    let (streams, _) = probe_video(&format!("http://{}/live/cam.flv", c.http), "%+#10");
+    assert!(streams.contains("h264"), "{streams}");
+}
