@@ -799,6 +799,16 @@ settings! {
         /// Recordings are completed after that either way.
         #[flag("shutdown-grace-ms", "MS")]
         shutdown_grace_ms: u64 = 5_000;
+        /// A drain (POST /api/v1/drain, or SIGTERM with drain_on_sigterm) takes no new
+        /// publishers or players, answers /readyz with 503, marks the node draining in a
+        /// cluster, and waits up to this long (ms) for its connections and UDP sessions to
+        /// end before it stops as on SIGTERM.
+        #[flag("drain-ms", "MS")]
+        drain_ms: u64 = 30_000;
+        /// SIGTERM drains first (see drain_ms) instead of stopping at once; a second SIGTERM
+        /// or SIGINT stops at once. For Kubernetes: set terminationGracePeriodSeconds above it.
+        #[flag("drain-on-sigterm", "BOOL")]
+        drain_on_sigterm: bool = false;
     }
 
     /// Who may publish and play, the same for every protocol (RTMP, RTSP, HTTP-FLV,

@@ -65,7 +65,8 @@ fn main() -> std::process::ExitCode {
         addr(server.webrtc_tcp),
         addr(server.srt),
     );
-    signals.wait(|| server.reload());
+    let drain_on_sigterm = server.config().limits.drain_on_sigterm;
+    signals.wait(&server, drain_on_sigterm);
     tracing::info!("shutting down");
     server.stop();
     std::process::ExitCode::SUCCESS
@@ -94,17 +95,34 @@ impl Signals {
         Signals { rt, term, int, hup }
     }
 
-    /// Returns when SIGTERM or SIGINT arrives (or arrived since [`Signals::catch`]);
-    /// each SIGHUP meanwhile calls `reload`.
-    fn wait(mut self, reload: impl Fn()) {
+    /// Returns when the server is to stop: at SIGTERM or SIGINT (or one that arrived
+    /// since [`Signals::catch`]), or once a drain (the API's, or SIGTERM's with
+    /// `drain_on_sigterm`) is over; a signal during a drain ends it at once. Each SIGHUP
+    /// meanwhile reloads.
+    fn wait(mut self, server: &Server, drain_on_sigterm: bool) {
         self.rt.block_on(async {
             loop {
                 tokio::select! {
-                    _ = self.term.recv() => return,
+                    _ = self.term.recv() => {
+                        if !drain_on_sigterm {
+                            return;
+                        }
+                        break;
+                    }
                     _ = self.int.recv() => return,
-                    _ = self.hup.recv() => reload(),
+                    _ = self.hup.recv() => server.reload(),
+                    _ = server.drain_requested() => break,
                 }
             }
+            let (term, int) = (&mut self.term, &mut self.int);
+            server
+                .drain(async {
+                    tokio::select! {
+                        _ = term.recv() => {}
+                        _ = int.recv() => {}
+                    }
+                })
+                .await;
         });
     }
 }

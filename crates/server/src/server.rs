@@ -414,6 +414,48 @@ impl Server {
         }
     }
 
+    /// The configuration it started with.
+    pub fn config(&self) -> &Config {
+        &self.config
+    }
+
+    /// Returns once a drain was asked for through the API.
+    pub async fn drain_requested(&self) {
+        self.ops.drain_requested().await;
+    }
+
+    /// Drains: no new publishers or players (refused, `/readyz` 503, the node marked
+    /// draining in its cluster), then waits until the connections and UDP sessions
+    /// ended or `limits.drain_ms` passed. `stop_early` ends the wait when it completes
+    /// (a second signal). The caller stops the server then.
+    pub async fn drain(&self, stop_early: impl std::future::Future<Output = ()>) {
+        self.ops.request_drain();
+        if let Some(cluster) = &self.cluster {
+            cluster.drain();
+        }
+        let limits = &self.hub.limits;
+        let started = std::time::Instant::now();
+        let deadline =
+            tokio::time::Instant::now() + Duration::from_millis(self.config.limits.drain_ms);
+        let wait = async {
+            while limits.connections() + limits.udp_sessions() > 0
+                && tokio::time::Instant::now() < deadline
+            {
+                tokio::time::sleep(Duration::from_millis(100)).await;
+            }
+        };
+        tokio::select! {
+            _ = wait => {}
+            _ = stop_early => tracing::info!("draining cut short"),
+        }
+        tracing::info!(
+            connections = limits.connections(),
+            udp_sessions = limits.udp_sessions(),
+            waited_ms = started.elapsed().as_millis() as u64,
+            "drained"
+        );
+    }
+
     /// Stops accepting, ends every connection, joins the workers, then completes
     /// every recording.
     pub fn stop(mut self) {

@@ -93,7 +93,8 @@ pub(super) async fn run<S: Store>(
                 prune(&me, &mut owned);
                 let keys: Vec<(String, bool)> =
                     owned.iter().map(|(k, o)| (k.clone(), o.away)).collect();
-                let record = node::record(&me.id, me.started, &me.urls, meter.sample(), false);
+                let draining = counters.draining.load(Ordering::Relaxed);
+                let record = node::record(&me.id, me.started, &me.urls, meter.sample(), draining);
                 let result = bounded(me.timeout, store.refresh(&record, &keys, me.ttl)).await;
                 counters.count(Op::Refresh, result.is_ok());
                 match result {

@@ -129,6 +129,8 @@ impl Op {
 pub struct Counters {
     /// The last operation reached the store.
     pub up: AtomicBool,
+    /// This node drains: its record says so from its next refresh.
+    pub draining: AtomicBool,
     /// Per [`Op`]: operations that succeeded, and that failed.
     ops: [[AtomicU64; 2]; 6],
     /// Claims that took a stream from another node.
@@ -359,6 +361,11 @@ impl Cluster {
     /// Every live node with its streams, as the directory has them.
     pub async fn nodes(&self) -> Result<Vec<NodeEntry>, ClusterError> {
         self.ask(|reply| Command::Nodes { reply }).await
+    }
+
+    /// This node drains: other nodes and placement see it in its record.
+    pub fn drain(&self) {
+        self.counters.draining.store(true, Ordering::Relaxed);
     }
 
     /// Leaves the directory, from a thread outside any runtime (the server's stop).

@@ -22,15 +22,18 @@ pub enum Limit {
     Streams,
     PublishersPerIp,
     UdpSessions,
+    /// The server drains: it takes no new publishers or players.
+    Draining,
 }
 
 impl Limit {
-    pub const ALL: [Limit; 5] = [
+    pub const ALL: [Limit; 6] = [
         Limit::Connections,
         Limit::ConnectionsPerIp,
         Limit::Streams,
         Limit::PublishersPerIp,
         Limit::UdpSessions,
+        Limit::Draining,
     ];
 
     pub fn name(self) -> &'static str {
@@ -40,6 +43,7 @@ impl Limit {
             Limit::Streams => "streams",
             Limit::PublishersPerIp => "publishers_per_ip",
             Limit::UdpSessions => "udp_sessions",
+            Limit::Draining => "draining",
         }
     }
 }
@@ -74,7 +78,9 @@ pub struct Limits {
     connections: AtomicUsize,
     udp_sessions: AtomicUsize,
     per_ip: [Mutex<HashMap<IpAddr, PerIp>>; SHARDS],
-    hits: [AtomicU64; 5],
+    hits: [AtomicU64; 6],
+    /// See [`Limits::drain`].
+    draining: std::sync::atomic::AtomicBool,
 }
 
 /// A connection admitted; dropping it gives its place back.
@@ -112,7 +118,27 @@ impl Limits {
             udp_sessions: AtomicUsize::new(0),
             per_ip: Default::default(),
             hits: Default::default(),
+            draining: Default::default(),
         })
+    }
+
+    /// From now on no new publisher or player is admitted (the server drains before
+    /// it stops); those in go on.
+    pub fn drain(&self) {
+        self.draining.store(true, Ordering::Relaxed);
+    }
+
+    /// Whether the server drains.
+    pub fn draining(&self) -> bool {
+        self.draining.load(Ordering::Relaxed)
+    }
+
+    /// Refuses a new publisher or player while the server drains.
+    pub fn not_draining(&self) -> Result<(), Limit> {
+        if self.draining() {
+            return Err(self.hit(Limit::Draining, None));
+        }
+        Ok(())
     }
 
     /// The limits in force.
@@ -297,7 +323,8 @@ mod tests {
                 ("connections_per_ip", 1),
                 ("streams", 0),
                 ("publishers_per_ip", 0),
-                ("udp_sessions", 0)
+                ("udp_sessions", 0),
+                ("draining", 0)
             ]
         );
     }

@@ -218,6 +218,7 @@ impl Ctx {
         self.check(ask, Action::Publish).await?;
         let (key, id, hub) = (ask.key, ask.id, self.hub());
         crate::ops::inject_panic(key);
+        hub.limits.not_draining().map_err(Refusal::Limit)?;
         let slot = hub.limits.publisher(ask.peer).map_err(Refusal::Limit)?;
         let settings = hub.config.policy.of(key);
         // In a cluster, the directory decides first, with the same policy.
@@ -267,6 +268,7 @@ impl Ctx {
     /// it (on an edge, pulling it from an origin).
     pub async fn admit_play(&self, ask: &Ask<'_>, file: Option<&str>) -> Result<Source, Refusal> {
         self.check(ask, Action::Read).await?;
+        self.hub().limits.not_draining().map_err(Refusal::Limit)?;
         let not_found = || Refusal::NotFound(ask.key.to_string());
         match file {
             Some(path) => {

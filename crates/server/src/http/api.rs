@@ -41,6 +41,12 @@ pub(crate) enum ApiPath<'a> {
     Relays,
     /// The cluster's nodes, their load and streams, from the directory.
     Cluster,
+    /// `POST`: drain, then stop.
+    Drain,
+    /// `/healthz`: the process serves (liveness), no credentials needed.
+    Health,
+    /// `/readyz`: it takes new sessions (readiness: 503 while draining), no credentials.
+    Ready,
     RelayPulls,
     RelayPull(&'a str),
     RelayPushes,
@@ -54,8 +60,11 @@ pub(crate) const OPENAPI: &str = include_str!("openapi.json");
 
 /// Whether `path` is the API's, and which resource.
 pub(crate) fn route(path: &str) -> Option<ApiPath<'_>> {
-    if path == "/metrics" {
-        return Some(ApiPath::Metrics);
+    match path {
+        "/metrics" => return Some(ApiPath::Metrics),
+        "/healthz" => return Some(ApiPath::Health),
+        "/readyz" => return Some(ApiPath::Ready),
+        _ => {}
     }
     let rest = path
         .strip_prefix("/api/v1")
@@ -71,6 +80,7 @@ pub(crate) fn route(path: &str) -> Option<ApiPath<'_>> {
         "/reload" => ApiPath::Reload,
         "/relays" => ApiPath::Relays,
         "/cluster" => ApiPath::Cluster,
+        "/drain" => ApiPath::Drain,
         "/relays/pulls" => ApiPath::RelayPulls,
         "/relays/pushes" => ApiPath::RelayPushes,
         _ => {
@@ -166,6 +176,14 @@ fn error(status: u16, message: &str) -> Reply {
 
 /// Answers an API or metrics request.
 pub(crate) async fn reply(ctx: &Ctx, req: &Request, peer: SocketAddr, what: ApiPath<'_>) -> Reply {
+    // Probes (a load balancer's, the kubelet's) come from anywhere without credentials,
+    // and learn nothing but these two answers.
+    match what {
+        ApiPath::Health => return Reply::text(200, "ok\n"),
+        ApiPath::Ready if ctx.hub().limits.draining() => return Reply::text(503, "draining\n"),
+        ApiPath::Ready => return Reply::text(200, "ready\n"),
+        _ => {}
+    }
     if let Err((status, why)) = allowed(&ctx.auth().load(), req, peer).await {
         tracing::info!(%peer, path = %req.path, "API request denied: {why}");
         return error(status, why);
@@ -283,6 +301,18 @@ pub(crate) async fn reply(ctx: &Ctx, req: &Request, peer: SocketAddr, what: ApiP
         },
         (ApiPath::Relays, true, _) => json_reply(200, &relays(ctx)),
         (ApiPath::Cluster, true, _) => cluster(ctx).await,
+        (ApiPath::Drain, false, Method::Post) => {
+            ctx.ops().request_drain();
+            json_reply(
+                202,
+                &json!({
+                    "draining": true,
+                    "connections": ctx.hub().limits.connections(),
+                    "udp_sessions": ctx.hub().limits.udp_sessions(),
+                    "drain_ms": ctx.config().limits.drain_ms,
+                }),
+            )
+        }
         (ApiPath::RelayPulls, false, Method::Post) => add_pull(ctx, &req.body),
         (ApiPath::RelayPull(key), false, Method::Delete) => {
             match ctx.relays().map(|r| r.remove_pull(key)) {
@@ -302,14 +332,13 @@ pub(crate) async fn reply(ctx: &Ctx, req: &Request, peer: SocketAddr, what: ApiP
     }
 }
 
-/// Running pulls, and the pull and push rules the API added.
 /// `/api/v1/cluster`: this node's id and the directory's nodes with their load and
-/// streams; 404 on a server that is not a node, 503 while the directory is away.
+/// streams (none on a server that is not a node); 503 while the directory is away.
 async fn cluster(ctx: &Ctx) -> Reply {
     let Some(cluster) = ctx.relays().and_then(|r| r.cluster()) else {
-        return error(
-            404,
-            "this server is not a node of a cluster (cluster.directory)",
+        return json_reply(
+            200,
+            &json!({ "node": null, "directory_up": false, "nodes": [] }),
         );
     };
     match cluster.nodes().await {
@@ -325,6 +354,7 @@ async fn cluster(ctx: &Ctx) -> Reply {
     }
 }
 
+/// Running pulls, and the pull and push rules the API added.
 fn relays(ctx: &Ctx) -> Value {
     let Some(r) = ctx.relays() else {
         return json!({ "pulls": [], "pull_rules": [], "push_rules": [] });
@@ -684,6 +714,9 @@ mod tests {
             ApiPath::Metrics,
             ApiPath::Relays,
             ApiPath::Cluster,
+            ApiPath::Drain,
+            ApiPath::Health,
+            ApiPath::Ready,
             ApiPath::RelayPulls,
             ApiPath::RelayPull("a/b"),
             ApiPath::RelayPushes,

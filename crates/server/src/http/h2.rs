@@ -206,14 +206,15 @@ fn response(
 async fn flv(ctx: &Ctx, key: &str, peer: std::net::SocketAddr) -> http::Response<H2Body> {
     let id = ctx.hub().next_id();
     // A file on demand plays as a private stream, kept alive by the player's task.
-    let found = router::flv_source(ctx, key, id, peer).await;
-    let Some((stream, vod)) = found else {
-        let body = VecDeque::from([Bytes::from(format!("stream {key} is not live\n"))]);
-        return response(
-            404,
-            vec![("Content-Type", "text/plain".into())],
-            H2Body::Parts(body),
-        );
+    let (stream, vod) = match router::flv_source(ctx, key, id, peer).await {
+        Ok(found) => found,
+        Err(reply) => {
+            return response(
+                reply.status,
+                reply.headers,
+                H2Body::Parts(reply.body.into_iter().collect()),
+            )
+        }
     };
     let pipe = Pipe::new(ctx.config().players.send_buffer);
     let player = Player::new(

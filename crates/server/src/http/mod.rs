@@ -320,11 +320,17 @@ impl Http {
     ) -> Result<(), Error> {
         let peer = conn.client.peer();
         let found = router::flv_source(&self.worker.ctx, key, conn.id, peer).await;
-        let Some((stream, vod)) = found else {
-            let body = Bytes::from(format!("stream {key} is not live\n"));
-            conn.session
-                .respond(404, &[("Content-Type", "text/plain")], vec![body]);
-            return Ok(());
+        let (stream, vod) = match found {
+            Ok(found) => found,
+            Err(reply) => {
+                let headers: Vec<(&str, &str)> = reply
+                    .headers
+                    .iter()
+                    .map(|(n, v)| (*n, v.as_str()))
+                    .collect();
+                conn.session.respond(reply.status, &headers, reply.body);
+                return Ok(());
+            }
         };
         use crate::core::protocol::Protocol;
         let (format, protocol) = if req.is_websocket_upgrade() {

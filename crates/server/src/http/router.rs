@@ -150,16 +150,19 @@ pub(crate) async fn handle<'r>(
 
 /// What `GET /app/name.flv` plays, its route authorized already: the live stream, or
 /// the file on demand under `vod/` from its start (a private stream kept going by the
-/// returned [`VodPlay`], which the player holds). `None` when neither is there.
+/// returned [`VodPlay`], which the player holds). The answer to send instead when
+/// neither is there, or the player is refused (a limit, a drain).
 pub(crate) async fn flv_source(
     ctx: &Ctx,
     key: &str,
     id: u64,
     peer: SocketAddr,
-) -> Option<(Arc<Stream>, Option<VodPlay>)> {
+) -> Result<(Arc<Stream>, Option<VodPlay>), Reply> {
     let ask = Ask::new("http", key, id, peer.ip()).checked();
-    let source = ctx.admit_play(&ask, key.strip_prefix("vod/")).await.ok()?;
-    Some(source.start(ctx, id))
+    match ctx.admit_play(&ask, key.strip_prefix("vod/")).await {
+        Ok(source) => Ok(source.start(ctx, id)),
+        Err(refusal) => Err(access::refused(&refusal)),
+    }
 }
 
 /// 404 when WebRTC is off (`webrtc.udp = "off"`).

@@ -470,6 +470,8 @@ pub struct Ops {
     pub started_at: Instant,
     /// What the datagram protocols' UDP endpoints count, all workers together.
     pub udp: UdpEndpoints,
+    /// Set by [`Ops::request_drain`], for the process's main thread.
+    drain: tokio::sync::Notify,
 }
 
 /// The counters of each datagram protocol's endpoints (RTSP's RTP and RTCP together).
@@ -519,6 +521,7 @@ impl Ops {
             started: SystemTime::now(),
             started_at: Instant::now(),
             udp: UdpEndpoints::default(),
+            drain: tokio::sync::Notify::new(),
         };
         (Arc::new(ops), rx)
     }
@@ -626,6 +629,21 @@ impl Ops {
     }
 
     /// Kicks every publisher of `key`; how many there were.
+    /// Starts a drain (the API's): admissions stop now, and the main thread, woken
+    /// by [`Ops::drain_requested`], waits for the connections to end, then stops.
+    pub fn request_drain(&self) {
+        if !self.hub.limits.draining() {
+            tracing::info!("draining: no new publishers or players");
+        }
+        self.hub.limits.drain();
+        self.drain.notify_one();
+    }
+
+    /// Returns once a drain was requested (since the start, or since the last return).
+    pub async fn drain_requested(&self) {
+        self.drain.notified().await;
+    }
+
     pub async fn kick_publishers(&self, key: &str) -> usize {
         let key: Arc<str> = key.into();
         self.ask(|tx| Command::KickPublishers(key.clone(), tx))

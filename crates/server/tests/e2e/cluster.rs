@@ -424,3 +424,87 @@ fn a_redis_restart_stops_nothing_and_the_nodes_register_again() {
     let (streams, _) = probe_video(&format!("http://{}/live/cam.flv", c.http), "%+#10");
     assert!(streams.contains("h264"), "{streams}");
 }
+
+#[test]
+fn a_drained_node_takes_nothing_new_leaves_the_cluster_and_stops() {
+    if !have_ffmpeg() {
+        return;
+    }
+    let Some(redis) = Redis::start("cluster-drain") else {
+        crate::common::require_tools_found_at_build(&[(false, "redis-server")]);
+        return;
+    };
+    let a = node(&redis, "a", &[]);
+    let mut b = node(&redis, "b", &["--drain-ms", "20000"]);
+    let _publisher = publish(&a, "live/cam", 60);
+    wait_live(a.http, "live/cam");
+    let stop = Arc::new(AtomicBool::new(false));
+    let viewer = view(b.http, "live/cam", stop.clone());
+    let deadline = Instant::now() + Duration::from_secs(15);
+    while viewer.bytes.load(Ordering::Relaxed) < 20_000 {
+        assert!(Instant::now() < deadline, "the viewer on b did not start");
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    assert_eq!(http_request(b.http, "GET", "/readyz", "").0, 200);
+
+    let (status, _, body) = http_request(b.http, "POST", "/api/v1/drain", "");
+    assert_eq!(status, 202, "{}", String::from_utf8_lossy(&body));
+    // Not ready, still alive; new players and publishers are refused, the one playing
+    // plays on; the cluster sees b draining.
+    assert_eq!(http_request(b.http, "GET", "/readyz", "").0, 503);
+    assert_eq!(http_request(b.http, "GET", "/healthz", "").0, 200);
+    assert_eq!(http_request(b.http, "GET", "/live/cam.flv", "").0, 503);
+    let mut refused = publish(&b, "live/other", 5);
+    assert!(!refused.0.wait().expect("ffmpeg ends").success());
+    wait_cluster(a.http, Duration::from_secs(5), |v| {
+        v["nodes"]
+            .as_array()
+            .is_some_and(|n| n.iter().any(|n| n["id"] == "b" && n["draining"] == true))
+    });
+    let playing = viewer.bytes.load(Ordering::Relaxed);
+    std::thread::sleep(Duration::from_millis(1500));
+    assert!(
+        viewer.bytes.load(Ordering::Relaxed) > playing,
+        "the viewer stopped"
+    );
+
+    // Its last viewer leaves: b leaves the cluster and exits, long before drain_ms.
+    stop.store(true, Ordering::Relaxed);
+    drop(viewer);
+    let left = Instant::now();
+    let status = b.wait_exit(Duration::from_secs(10));
+    assert!(
+        status.is_some_and(|s| s.success()),
+        "b did not stop: {status:?}"
+    );
+    assert!(left.elapsed() < Duration::from_secs(10));
+    wait_cluster(a.http, Duration::from_secs(1), |v| {
+        v["nodes"].as_array().is_some_and(|n| n.len() == 1)
+    });
+
+    // SIGTERM drains too when told to: not ready at once, stopped once its player left.
+    let mut c = node(
+        &redis,
+        "c",
+        &["--drain-on-sigterm", "true", "--drain-ms", "20000"],
+    );
+    let stop = Arc::new(AtomicBool::new(false));
+    let viewer = view(c.http, "live/cam", stop.clone());
+    let deadline = Instant::now() + Duration::from_secs(15);
+    while viewer.bytes.load(Ordering::Relaxed) < 20_000 {
+        assert!(Instant::now() < deadline, "the viewer on c did not start");
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    assert!(
+        c.terminate(Duration::from_millis(1000)).is_none(),
+        "c stopped at once"
+    );
+    assert_eq!(http_request(c.http, "GET", "/readyz", "").0, 503);
+    stop.store(true, Ordering::Relaxed);
+    drop(viewer);
+    let status = c.wait_exit(Duration::from_secs(10));
+    assert!(
+        status.is_some_and(|s| s.success()),
+        "c did not stop: {status:?}"
+    );
+}

@@ -134,6 +134,11 @@ impl TestServer {
         let _ = Command::new("kill")
             .args(["-TERM", &self.child.id().to_string()])
             .status();
+        self.wait_exit(wait)
+    }
+
+    /// Waits up to `wait` for the process to exit by itself; its status.
+    pub fn wait_exit(&mut self, wait: std::time::Duration) -> Option<std::process::ExitStatus> {
         let deadline = std::time::Instant::now() + wait;
         while std::time::Instant::now() < deadline {
             if let Ok(Some(status)) = self.child.try_wait() {
