@@ -20,8 +20,12 @@ if [ ! -x "$HELM" ]; then
   command -v go >/dev/null || die "helm $HELM_VERSION is built with Go (1.21 or newer), which is not installed"
   echo "building helm $HELM_VERSION into $tools (go install)"
   start=$SECONDS
-  GOBIN=$tools GOFLAGS=-buildvcs=false go install -ldflags '-s -w' "helm.sh/helm/v3/cmd/helm@$HELM_VERSION" \
-    || die "go install helm.sh/helm/v3/cmd/helm@$HELM_VERSION failed"
+  mkdir -p "$tools"
+  if ! GOBIN=$tools GOFLAGS=-buildvcs=false go install -ldflags '-s -w' \
+    "helm.sh/helm/v3/cmd/helm@$HELM_VERSION" >"$tools/install.log" 2>&1; then
+    tail -n 30 "$tools/install.log" >&2
+    die "go install helm.sh/helm/v3/cmd/helm@$HELM_VERSION failed (log: $tools/install.log)"
+  fi
   echo "built helm in $((SECONDS - start)) s"
 fi
 
