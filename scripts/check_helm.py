@@ -26,8 +26,9 @@ PLAIN_HEADER = """\
 # UDP), the configuration (ConfigMap sluice.toml), a Redis for the cluster's directory
 # and a PodDisruptionBudget. Rendered from deploy/helm/sluice with its default values
 # by `bash scripts/check-helm.sh --update`, which the test suite checks: edit the chart,
-# not this file. Apply with `kubectl apply -n NAMESPACE -f deploy/kubernetes/sluice.yaml`;
-# docs/deployment.md ("Kubernetes") says what to change for your network.
+# not this file. Set the image (sluice:0.1.0 below) to your build of deploy/Dockerfile,
+# then `kubectl apply -n NAMESPACE -f deploy/kubernetes/sluice.yaml`; docs/deployment.md
+# ("Kubernetes") says what to change for your network.
 """
 
 
