@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Checks the Helm chart (deploy/helm/sluice) and the plain manifests rendered from it
 # (deploy/kubernetes/sluice.yaml): helm lint --strict, helm template with several value
-# sets held against the server's configuration (scripts/check_helm.py). Needs no cluster.
+# sets held against the server's configuration and decoded strictly into the Kubernetes
+# API's types (scripts/check_helm.py, scripts/kube-strict). Needs no cluster.
 # Usage: bash scripts/check-helm.sh [--update]   (--update rewrites the plain manifests)
 #
 # helm: the pinned version, built once from the Go module proxy into target/tools
@@ -27,6 +28,19 @@ if [ ! -x "$HELM" ]; then
     die "go install helm.sh/helm/v3/cmd/helm@$HELM_VERSION failed (log: $tools/install.log)"
   fi
   echo "built helm in $((SECONDS - start)) s"
+fi
+
+# kube-strict (scripts/kube-strict): the renderings decoded strictly into the
+# Kubernetes API's Go types. Rebuilt when its sources change.
+export KUBE_STRICT=$PWD/target/tools/kube-strict
+src=scripts/kube-strict
+if [ ! -x "$KUBE_STRICT" ] || [ -n "$(find $src -newer "$KUBE_STRICT" -type f)" ]; then
+  command -v go >/dev/null || die "$src is built with Go (1.21 or newer), which is not installed"
+  echo "building $src"
+  start=$SECONDS
+  (cd $src && GOFLAGS=-buildvcs=false go build -trimpath -ldflags '-s -w' -o "$KUBE_STRICT" .) \
+    || die "go build in $src failed"
+  echo "built kube-strict in $((SECONDS - start)) s"
 fi
 
 # An interpreter with tomllib (3.11) and PyYAML.

@@ -1,12 +1,14 @@
 #!/usr/bin/env python3
 """Checks the Helm chart in deploy/helm/sluice: `helm lint --strict` and `helm template`
 with several value sets, each rendering held against what the server will do with it
-(the ConfigMap's sluice.toml is parsed, and the pod's ports, the Services, the probes and
+(each object decoded strictly into the Kubernetes API's types by scripts/kube-strict;
+the ConfigMap's sluice.toml parsed, and the pod's ports, the Services, the probes and
 the drain settings must agree with it), and deploy/kubernetes/sluice.yaml against the
 chart's rendering with the default values, so the plain manifests cannot drift.
 
-Run by scripts/check-helm.sh, which provides helm (HELM) and this interpreter (Python
-3.11 or newer, for tomllib, with PyYAML). `--update` rewrites deploy/kubernetes/sluice.yaml.
+Run by scripts/check-helm.sh, which provides helm (HELM), kube-strict (KUBE_STRICT) and
+this interpreter (Python 3.11 or newer, for tomllib, with PyYAML). `--update` rewrites
+deploy/kubernetes/sluice.yaml.
 """
 
 import os
@@ -49,6 +51,13 @@ def render(sets):
     for s in sets:
         args += ["--set", s]
     return helm(*args).stdout
+
+
+def strict(manifests, name):
+    """The objects decode into the Kubernetes API's types with no unknown field."""
+    run = subprocess.run([os.environ["KUBE_STRICT"]], input=manifests, capture_output=True, text=True)
+    if run.returncode != 0:
+        raise CheckError(f"{name}: not valid Kubernetes objects:\n{run.stdout}{run.stderr}")
 
 
 def lint(sets):
@@ -281,7 +290,9 @@ def main():
     expect(sys.argv[1:] in ([], ["--update"]), "usage: check_helm.py [--update]")
     for name, sets, case in CASES:
         lint(sets)
-        docs = [d for d in yaml.safe_load_all(render(sets)) if d]
+        manifests = render(sets)
+        strict(manifests, name)
+        docs = [d for d in yaml.safe_load_all(manifests) if d]
         check(docs, case)
         print(f"ok: {name}: helm lint --strict, helm template ({len(docs)} objects) checked")
     # Config values land in sluice.toml with their TOML types.
