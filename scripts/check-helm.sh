@@ -38,7 +38,7 @@ if [ ! -x "$KUBE_STRICT" ] || [ -n "$(find $src -newer "$KUBE_STRICT" -type f)" 
   command -v go >/dev/null || die "$src is built with Go (1.21 or newer), which is not installed"
   echo "building $src"
   start=$SECONDS
-  (cd $src && GOFLAGS=-buildvcs=false go build -trimpath -ldflags '-s -w' -o "$KUBE_STRICT" .) \
+  (cd $src && GOFLAGS=-buildvcs=false go build -ldflags '-s -w' -o "$KUBE_STRICT" .) \
     || die "go build in $src failed"
   echo "built kube-strict in $((SECONDS - start)) s"
 fi

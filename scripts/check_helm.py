@@ -12,8 +12,10 @@ deploy/kubernetes/sluice.yaml.
 """
 
 import os
+import shutil
 import subprocess
 import sys
+import tempfile
 import tomllib
 
 import yaml
@@ -58,6 +60,29 @@ def strict(manifests, name):
     run = subprocess.run([os.environ["KUBE_STRICT"]], input=manifests, capture_output=True, text=True)
     if run.returncode != 0:
         raise CheckError(f"{name}: not valid Kubernetes objects:\n{run.stdout}{run.stderr}")
+
+
+def notes(sets):
+    """NOTES.txt as `helm install` prints it: `helm template` leaves it out, so it is
+    rendered from a copy of the chart where it is a template's value."""
+    with tempfile.TemporaryDirectory() as tmp:
+        chart = os.path.join(tmp, "sluice")
+        shutil.copytree(CHART, chart)
+        source = os.path.join(chart, "templates", "NOTES.txt")
+        with open(source) as f:
+            text = f.read()
+        os.remove(source)
+        with open(os.path.join(chart, "templates", "_notes.tpl"), "w") as f:
+            f.write('{{- define "sluice.notes" -}}\n' + text + "{{- end -}}\n")
+        with open(os.path.join(chart, "templates", "notes.yaml"), "w") as f:
+            f.write('kind: Notes\ntext: {{ include "sluice.notes" . | toJson }}\n')
+        args = ["template", RELEASE, chart, "--kube-version", KUBE_VERSION,
+                "--show-only", "templates/notes.yaml"]
+        for s in sets:
+            args += ["--set", s]
+        out = yaml.safe_load(helm(*args).stdout)["text"]
+    expect("<no value>" not in out, f"NOTES.txt has a missing value:\n{out}")
+    return out
 
 
 def lint(sets):
@@ -168,7 +193,9 @@ def check(docs, case):
     expect(selects(pdb["spec"]["selector"]["matchLabels"], pod_labels), "the PDB selects no pod")
 
     # Every $(VAR) in the args is an env variable of the container.
-    args = container.get("args", [])
+    args = container.get("args") or []
+    expect(args[len(args) - len(case.get("extraArgs", [])):] == case.get("extraArgs", []),
+           f"extraArgs are not the last args: {args}")
     env = {e["name"]: e for e in container.get("env", [])}
     for arg in args:
         if arg.startswith("$(") and arg.endswith(")"):
@@ -261,13 +288,17 @@ def check(docs, case):
 
 
 CASES = [
-    ("defaults", [], {"cluster": "redis"}),
-    ("hostNetwork", ["hostNetwork=true"], {"cluster": "redis", "hostNetwork": True}),
+    ("defaults", [], {"cluster": "redis", "notes": [
+        "Cluster directory: redis://sluice-redis:6379.", "service/sluice-udp (ClusterIP)",
+        "reachable inside the cluster only"]}),
+    ("hostNetwork", ["hostNetwork=true"], {"cluster": "redis", "hostNetwork": True,
+                                           "notes": ["each pod's node address"]}),
     ("hostPorts", ["hostPorts=true", "replicaCount=3"], {"cluster": "redis", "hostPorts": True}),
     ("external Redis, TLS, API token, ServiceMonitor",
      ["redis.enabled=false", "cluster.directory=rediss://redis.example:6380/2",
       "tls.secretName=sluice-tls", "api.tokenSecret.name=sluice-api", "serviceMonitor.enabled=true"],
-     {"cluster": "rediss://redis.example:6380/2", "tls": True, "token": True}),
+     {"cluster": "rediss://redis.example:6380/2", "tls": True, "token": True,
+      "notes": ["HTTPS 8443", "Authorization: Bearer $TOKEN"]}),
     ("directory URL from a Secret",
      ["redis.enabled=false", "cluster.directorySecret.name=sluice-redis-url",
       "cluster.directorySecret.key=url"],
@@ -275,7 +306,9 @@ CASES = [
     ("no Redis, no cluster, one explicit candidate",
      ["redis.enabled=false", "cluster.enabled=false", "replicaCount=1",
       "webrtc.candidates={203.0.113.5}"],
-     {"cluster": None, "candidates": ["203.0.113.5"]}),
+     {"cluster": None, "candidates": ["203.0.113.5"], "notes": ["WebRTC announces 203.0.113.5."]}),
+    ("independent nodes", ["redis.enabled=false", "cluster.enabled=false"],
+     {"cluster": None, "notes": ["WARNING: 2 replicas without a cluster"]}),
 ]
 
 # Value sets the chart must refuse, with what its message says.
@@ -294,17 +327,20 @@ def main():
         strict(manifests, name)
         docs = [d for d in yaml.safe_load_all(manifests) if d]
         check(docs, case)
-        print(f"ok: {name}: helm lint --strict, helm template ({len(docs)} objects) checked")
+        text = notes(sets)
+        for line in case.get("notes", []):
+            expect(line in text, f"{name}: NOTES.txt does not say {line!r}:\n{text}")
+        print(f"ok: {name}: helm lint --strict, helm template ({len(docs)} objects), NOTES.txt checked")
     # Config values land in sluice.toml with their TOML types.
     docs = [d for d in yaml.safe_load_all(render([
         "config.tables.hls.always=true", "config.tables.edge.idle_ms=10000",
-        "config.global.workers=4", "drain.drainMs=60000"])) if d]
+        "config.global.workers=4", "drain.drainMs=60000", "extraArgs={--log,debug}"])) if d]
     toml = tomllib.loads(one(docs, "ConfigMap", RELEASE)["data"]["sluice.toml"])
     expect(toml["hls"] == {"always": True} and toml["edge"] == {"idle_ms": 10000}
            and toml["workers"] == 4 and toml["limits"]["drain_ms"] == 60000,
            f"config values in sluice.toml: {toml}")
-    check(docs, {"cluster": "redis"})
-    print("ok: config.global and config.tables in sluice.toml, integers as integers")
+    check(docs, {"cluster": "redis", "extraArgs": ["--log", "debug"]})
+    print("ok: config.global and config.tables in sluice.toml, integers as integers; extraArgs")
     for sets, message in REFUSED:
         run = helm("template", RELEASE, CHART, "--kube-version", KUBE_VERSION,
                    *[a for s in sets for a in ("--set", s)], check=False)
