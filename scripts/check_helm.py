@@ -28,7 +28,7 @@ KUBE_VERSION = "1.30.0"
 PLAIN_HEADER = """\
 # Sluice on Kubernetes without Helm: a Deployment of two nodes, their Services (TCP and
 # UDP), the configuration (ConfigMap sluice.toml), a Redis for the cluster's directory
-# and a PodDisruptionBudget. Rendered from deploy/helm/sluice with its default values
+# (with a NetworkPolicy that admits only Sluice's pods) and a PodDisruptionBudget. Rendered from deploy/helm/sluice with its default values
 # by `bash scripts/check-helm.sh --update`, which the test suite checks: edit the chart,
 # not this file. Set the image (sluice:0.1.0 below) to your build of deploy/Dockerfile,
 # then `kubectl apply -n NAMESPACE -f deploy/kubernetes/sluice.yaml`; docs/deployment.md
@@ -207,6 +207,7 @@ def check(docs, case):
     def field_ref(var):
         return env.get(var, {}).get("valueFrom", {}).get("fieldRef", {}).get("fieldPath")
 
+    host_network = case.get("hostNetwork", False)
     # The cluster: its directory, and the address other nodes reach this one at.
     redis_objects = [d for d in docs if d["metadata"]["name"] == f"{full}-redis"]
     if case["cluster"]:
@@ -222,6 +223,18 @@ def check(docs, case):
             expect(selects(svc["spec"]["selector"], redis["spec"]["template"]["metadata"]["labels"]),
                    "the Redis Service selects no Redis pod")
             expect(not selects(svc["spec"]["selector"], pod_labels), "the Redis Service selects Sluice")
+            policies = [d for d in docs if d["kind"] == "NetworkPolicy"]
+            if host_network:
+                expect(not policies, "a NetworkPolicy would keep host-network pods from Redis")
+            else:
+                [policy] = policies
+                redis_labels = redis["spec"]["template"]["metadata"]["labels"]
+                expect(selects(policy["spec"]["podSelector"]["matchLabels"], redis_labels),
+                       "the NetworkPolicy is not Redis's")
+                [rule] = policy["spec"]["ingress"]
+                expect(selects(rule["from"][0]["podSelector"]["matchLabels"], pod_labels)
+                       and rule["ports"] == [{"port": "redis", "protocol": "TCP"}],
+                       f"the NetworkPolicy does not let Sluice reach Redis: {rule}")
         elif case["cluster"] == "secret":
             expect(directory is None, f"cluster.directory {directory!r} with a Secret")
             expect(flag("--cluster") == ["$(SLUICE_CLUSTER_DIRECTORY)"], f"--cluster: {args}")
@@ -237,7 +250,6 @@ def check(docs, case):
         expect(not redis_objects, "Redis objects rendered without a cluster")
 
     # Networking and WebRTC's candidate.
-    host_network = case.get("hostNetwork", False)
     per_node = host_network or case.get("hostPorts", False)
     expect(spec.get("hostNetwork", False) == host_network, "hostNetwork")
     expect(toml["rtsp"]["rtp_ports"] == ("30000-30199" if host_network else "off"),

@@ -15,6 +15,7 @@ import (
 
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
+	networkingv1 "k8s.io/api/networking/v1"
 	policyv1 "k8s.io/api/policy/v1"
 	"sigs.k8s.io/yaml"
 )
@@ -29,6 +30,8 @@ func typed(apiVersion, kind string) any {
 		return &corev1.ConfigMap{}
 	case "v1 Secret":
 		return &corev1.Secret{}
+	case "networking.k8s.io/v1 NetworkPolicy":
+		return &networkingv1.NetworkPolicy{}
 	case "policy/v1 PodDisruptionBudget":
 		return &policyv1.PodDisruptionBudget{}
 	}
