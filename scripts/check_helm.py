@@ -28,9 +28,10 @@ KUBE_VERSION = "1.30.0"
 PLAIN_HEADER = """\
 # Sluice on Kubernetes without Helm: a Deployment of two nodes, their Services (TCP and
 # UDP), the configuration (ConfigMap sluice.toml), a Redis for the cluster's directory
-# (with a NetworkPolicy that admits only Sluice's pods) and a PodDisruptionBudget. Rendered from deploy/helm/sluice with its default values
-# by `bash scripts/check-helm.sh --update`, which the test suite checks: edit the chart,
-# not this file. Set the image (sluice:0.1.0 below) to your build of deploy/Dockerfile,
+# (with a NetworkPolicy that admits only Sluice's pods) and a PodDisruptionBudget.
+# Rendered from deploy/helm/sluice with its default values by `bash
+# scripts/check-helm.sh --update`, which the test suite checks: edit the chart, not
+# this file. Set the image (sluice:0.1.0 below) to your build of deploy/Dockerfile,
 # then `kubectl apply -n NAMESPACE -f deploy/kubernetes/sluice.yaml`; docs/deployment.md
 # ("Kubernetes") says what to change for your network.
 """
