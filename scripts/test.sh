@@ -8,7 +8,9 @@
 #    packages with the command that installs them, and stops.
 # 2. The test clips (8 s each), made by scripts/make-test-media.sh into
 #    target/test-media (SLUICE_TEST_MEDIA points the tests at them).
-# 3. With SLUICE_REQUIRE_TOOLS=1, so a test that lacks a tool fails instead of being
+# 3. The Helm chart: helm lint and helm template checked (scripts/check-helm.sh, which
+#    builds helm with Go once, into target/tools).
+# 4. With SLUICE_REQUIRE_TOOLS=1, so a test that lacks a tool fails instead of being
 #    skipped: cargo fmt --check, cargo clippy -D warnings, cargo test --workspace.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -38,6 +40,10 @@ missing_packages() {
   command -v redis-server >/dev/null || printf 'redis-server\tredis-server\n'
   PATH=$PATH:/usr/sbin command -v nginx >/dev/null || printf 'nginx\tnginx\n'
   [ -e /usr/lib/nginx/modules/ngx_rtmp_module.so ] || printf 'libnginx-mod-rtmp\tnginx RTMP module\n'
+  # scripts/check-helm.sh: Go builds helm; Python with PyYAML checks its renderings.
+  command -v go >/dev/null || printf 'golang-go\tgo\n'
+  python3 -c 'import tomllib, yaml' 2>/dev/null || /usr/bin/python3 -c 'import tomllib, yaml' 2>/dev/null \
+    || printf 'python3-yaml\tPython 3.11+ with PyYAML\n'
   # The opus crate links Debian's libopus (WebRTC's AAC-to-Opus transcoding).
   command -v pkg-config >/dev/null || printf 'pkg-config\tpkg-config\n'
   pkg-config --exists opus 2>/dev/null || printf 'libopus-dev\tlibopus-dev\n'
@@ -74,7 +80,7 @@ if [ -n "$missing" ]; then
   } >&2
   exit 1
 fi
-echo "ffmpeg, ffprobe, chromium, curl, wget, GStreamer (${gst_elements[*]}): all here"
+echo "ffmpeg, ffprobe, chromium, curl, wget, go, PyYAML, GStreamer (${gst_elements[*]}): all here"
 command -v cargo >/dev/null || { echo "scripts/test.sh: cargo is needed (install Rust with rustup)" >&2; exit 2; }
 
 step "making the test clips"
@@ -84,6 +90,9 @@ echo "in $SLUICE_TEST_MEDIA"
 
 # From here on a test that cannot find a tool or a clip fails rather than skips.
 export SLUICE_REQUIRE_TOOLS=1
+
+step "the Helm chart and the plain Kubernetes manifests (scripts/check-helm.sh)"
+bash scripts/check-helm.sh
 
 step "cargo fmt --all -- --check"
 cargo fmt --all -- --check
