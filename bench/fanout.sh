@@ -17,11 +17,14 @@
 # (transcoded once by the server).
 # srt: SRT players (sluice-bench's callers, sluice_srt): the stream's MPEG-TS, muxed once
 # and cut into shared 1316-byte payloads.
+# -x srtfloor adds the SRT floor (bench/floor/srtfloor.c, SRT players) when srt is
+# among the protocols; srtfloor-CA (any of its flag letters) runs it with -C -A, and
+# several such peers run as rows of their own.
 # -c small publishes the 600 kbit/s 360p clip instead (small_clip in lib.sh).
 # Usage: bench/fanout.sh [-n PLAYERS] [-d SECONDS] [-m MERGE_MS] [-c small]
 #                        [-p "flv rtmp hls ll-hls rtsp rtsp-udp ws-flv whep srt
 #                            flv-tls hls-tls ll-hls-tls ws-flv-tls"]
-#                        [-x "floor nginx"] [-o OUTDIR] [-r REPETITIONS]
+#                        [-x "floor srtfloor[-FLAGS] nginx"] [-o OUTDIR] [-r REPETITIONS]
 # Writes OUTDIR/fanout.md and one JSON per run (sluice-bench's report; repetitions
 # after the first as NAME.rK.json). With -r K every row runs K times, interleaved, and
 # the table shows each row's median CPU-s/GB with the spread.
@@ -44,7 +47,10 @@ setup "$out"
 warmup=5
 
 runs=()
-[[ $peers != *floor* ]] || runs+=("floor:flv") # the floor serves HTTP-FLV only
+[[ " $peers " != *" floor "* ]] || runs+=("floor:flv") # the floor serves HTTP-FLV only
+if [[ " $protos " == *" srt "* ]]; then
+  for x in $peers; do [[ $x != srtfloor* ]] || runs+=("$x:srt"); done
+fi
 for p in $protos; do runs+=("sluice:$p"); done
 if [[ $peers == *nginx* ]]; then
   [[ " $protos " != *" rtmp "* ]] || runs+=("nginx:rtmp")

@@ -15,6 +15,7 @@ nginx_bin=${NGINX:-/usr/sbin/nginx}
 base=${BENCH_PORT_BASE:-29300}
 S_RTMP=$((base + 1)) S_HTTP=$((base + 2)) F_HTTP=$((base + 3)) N_RTMP=$((base + 4)) N_HTTP=$((base + 5))
 S_RTSP=$((base + 6)) S_HTTPS=$((base + 7)) N_HTTPS=$((base + 8)) S_RTMPS=$((base + 9)) S_SRT=$((base + 10))
+F_SRT=$((base + 11))
 server_cpus=${SERVER_CPUS:-0} client_cpus=${CLIENT_CPUS:-1}
 pids=()
 
@@ -53,13 +54,15 @@ bound_run() {
   disown "$!"
 }
 
-# setup OUTDIR: build, compile bench/floor/floor.c, make the test clip. Sets $out and $clip.
+# setup OUTDIR: build, compile bench/floor/floor.c and srtfloor.c, make the test clip. Sets $out and $clip.
 setup() {
   mkdir -p "$1"
   out=$(cd "$1" && pwd)
   [ "${NO_BUILD:-0}" = 1 ] || (cd "$root" && cargo build --release -q -p sluice-server -p sluice-bench)
   [ -x "$out/floor" ] && [ "$out/floor" -nt "$root/bench/floor/floor.c" ] ||
     gcc -O2 -Wall -Wextra -o "$out/floor" "$root/bench/floor/floor.c" -lpthread
+  [ -x "$out/srtfloor" ] && [ "$out/srtfloor" -nt "$root/bench/floor/srtfloor.c" ] ||
+    gcc -O2 -Wall -Wextra -o "$out/srtfloor" "$root/bench/floor/srtfloor.c"
   bash "$root/scripts/make-test-media.sh" "$out/media" 20 >/dev/null
   clip=$out/media/h264_aac_720p.flv
 }
@@ -104,6 +107,19 @@ start_floor() {
   taskset -c "$server_cpus" "$out/floor" -f "$clip" -a 127.0.0.1 -p "$F_HTTP" -i "$tick" -s 0 "$@" >/dev/null 2>&1 &
   srv=$!; pids+=("$srv")
   wait_port "$F_HTTP"
+}
+
+# start_srtfloor MERGE_MS [FLAGS...]: the SRT floor (bench/floor/srtfloor.c; SRT players
+# only, sends every MERGE_MS) on $server_cpus, playing $clip remuxed to MPEG-TS (made
+# once, beside the clip); its figures go to $out/srtfloor.log. Sets $srv.
+start_srtfloor() {
+  local tick=$1 ts=${clip%.*}.ts; shift
+  [ -s "$ts" ] && [ "$ts" -nt "$clip" ] || ffmpeg -hide_banner -loglevel error -y -i "$clip" -c copy -f mpegts "$ts"
+  [ -z "$(ss -Hauln "sport = :$F_SRT" 2>/dev/null)" ] || { echo "$0: UDP port $F_SRT is in use; set BENCH_PORT_BASE" >&2; exit 3; }
+  taskset -c "$server_cpus" "$out/srtfloor" -f "$ts" -a 127.0.0.1 -p "$F_SRT" -i "$tick" -s 0 "$@" \
+    >"$out/srtfloor.log" 2>&1 &
+  srv=$!; pids+=("$srv")
+  sleep 0.5
 }
 
 # tls_cert: a self-signed ECDSA P-256 certificate for 127.0.0.1 and localhost (the key
@@ -208,6 +224,7 @@ url_of() {
     sluice:ws-flv) echo "ws://127.0.0.1:$S_HTTP/live/x.flv" ;;
     sluice:flv) echo "http://127.0.0.1:$S_HTTP/live/x.flv" ;;
     floor:flv) echo "http://127.0.0.1:$F_HTTP/live/x.flv" ;;
+    srtfloor*:srt) echo "srt://127.0.0.1:$F_SRT?streamid=read:live/x" ;;  # any stream id
     nginx:rtmp) echo "rtmp://127.0.0.1:$N_RTMP/live/x" ;;
     sluice:hls) echo "http://127.0.0.1:$S_HTTP/live/x.m3u8" ;;           # MPEG-TS segments
     sluice:ll-hls) echo "http://127.0.0.1:$S_HTTP/live/x/index.m3u8" ;;  # fMP4, Low-Latency
@@ -245,7 +262,8 @@ ingest_url() {
 }
 
 # start_server NAME MERGE_MS [SLUICE_FLAGS...]: sluice (1 worker; HTTPS with a
-# self-signed certificate on $S_HTTPS) | floor | nginx, and for sluice and nginx a
+# self-signed certificate on $S_HTTPS) | floor | srtfloor[-LETTERS] (the SRT floor, its
+# flags by letter: srtfloor-CA runs it with -C -A) | nginx, and for sluice and nginx a
 # realtime publisher of $clip for PUB_S seconds (default 120). Sets $srv, $pub.
 start_server() {
   pub=""
@@ -255,9 +273,12 @@ start_server() {
       start_sluice --workers 1 --merge-ms "$2" --https "127.0.0.1:$S_HTTPS" --tls-self-signed "${@:3}"
       wait_port "$S_HTTPS" ;;
     floor) start_floor "$2" ;;
+    srtfloor) start_srtfloor "$2" ;;
+    # shellcheck disable=SC2046 # one flag per letter
+    srtfloor-*) start_srtfloor "$2" $(echo "${1#srtfloor-}" | sed 's/./-& /g') ;;
     nginx) start_nginx ;;
   esac
-  if [ "$1" != floor ]; then
+  if [ "$1" != floor ] && [[ $1 != srtfloor* ]]; then
     publish "$(ingest_url "$1")" "${PUB_S:-120}"
     sleep 2
   fi

@@ -507,7 +507,9 @@ def cmd_fanout(out, n, merge, *runs):
             rows.append((srv, proto, reps[(len(reps) - 1) // 2]))
             if len(reps) > 1:
                 spread[run] = (len(reps), reps[0]["server"]["cpu_s_per_gb"], reps[-1]["server"]["cpu_s_per_gb"])
-    floor = next((r["server"]["cpu_s_per_gb"] for s, _, r in rows if s == "floor"), None)
+    floors = {s: r["server"]["cpu_s_per_gb"] for s, _, r in rows if s in ("floor", "srtfloor")}
+    # SRT rows against the SRT floor (bench/floor/srtfloor.c), the rest against the HTTP-FLV floor.
+    floor_of = lambda p: floors.get("srtfloor" if p == "srt" else "floor")
     # nginx-rtmp's row of the same family: RTMP for rtmp, its HLS (TS files) for hls and
     # ll-hls, the same over HTTPS for hls-tls and ll-hls-tls.
     family = lambda p: {"ll-hls": "hls", "ll-hls-tls": "hls-tls"}.get(p, p)
@@ -520,6 +522,7 @@ def cmd_fanout(out, n, merge, *runs):
     for srv, proto, r in rows:
         s = r["server"]
         c = s["cpu_s_per_gb"]
+        floor = floor_of(proto)
         k = spread.get(f"{srv}:{proto}")
         summary[f"{srv}:{proto}"] = {"cpu_s_per_gb": c, "reps": k[0] if k else 1, "min": k[1] if k else c,
                                      "max": k[2] if k else c, "x_floor": c / floor if floor and c else None}
@@ -531,6 +534,8 @@ def cmd_fanout(out, n, merge, *runs):
         )
     lines += [
         "",
+        "× floor: against the floor's row (bench/floor/floor.c, HTTP-FLV), SRT rows against the SRT floor's "
+        "(bench/floor/srtfloor.c) when it ran (-x srtfloor). "
         "× nginx-rtmp: against nginx-rtmp's row of the same family (RTMP for rtmp; its HLS, TS files served "
         "with sendfile, for hls and ll-hls; the same files over HTTPS, read and encrypted by OpenSSL, for the (https) "
         "rows of hls and ll-hls). (https), (wss): HTTP/1.1 over TLS 1.3 (sluice-bench --insecure, one rustls "

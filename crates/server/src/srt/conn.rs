@@ -3,6 +3,7 @@
 //! [`SrtOut`], the transport through which the fan-out writes a player the stream's
 //! TS form.
 
+use super::payloads;
 use super::socket::Socket;
 use super::Shared;
 use crate::auth::Credentials;
@@ -17,7 +18,7 @@ use crate::io::sock::{Ready, Sock, Transport};
 use crate::ops::{Client, EndReason};
 use bytes::Bytes;
 use sluice_media::ts::{Demuxed, TsDemuxer};
-use sluice_srt::{reject, Conclusion, Connection, DataOut, Mode, StreamId, PAYLOAD_LEN};
+use sluice_srt::{reject, Conclusion, Connection, DataOut, Mode, StreamId};
 use std::cell::{Cell, RefCell};
 use std::io::{self, IoSlice};
 use std::net::SocketAddr;
@@ -335,8 +336,9 @@ async fn sleep_until(at: Option<Instant>) {
 }
 
 /// The transport the fan-out writes an SRT player through: the stream's TS form cut
-/// into payloads of seven TS packets, each a slice of the shared bytes, numbered and
-/// sent by the player's connection (which keeps the slices for retransmission).
+/// into payloads of seven TS packets across the frames of a write (`payloads`), slices
+/// of the shared bytes where they lie in one frame, numbered and sent by the player's
+/// connection (which keeps them for retransmission).
 #[derive(Debug)]
 pub struct SrtOut(Rc<Conn>);
 
@@ -349,15 +351,8 @@ impl SrtOut {
         let mut total = 0;
         {
             let mut conn = self.0.conn.borrow_mut();
-            for buf in bufs {
-                total += buf.len();
-                let mut at = 0;
-                while at < buf.len() {
-                    let end = (at + PAYLOAD_LEN).min(buf.len());
-                    conn.send_shared(now, buf.slice(at..end));
-                    at = end;
-                }
-            }
+            let bufs = bufs.inspect(|b| total += b.len());
+            payloads::cut(bufs, |p| conn.send_shared(now, p));
         }
         self.0.flush(now);
         Ok(total)

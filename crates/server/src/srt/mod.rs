@@ -11,9 +11,10 @@
 //! Files: `socket` (the worker's demux on its `io::endpoint`: handshakes, the map,
 //! sends), `conn` (a connection's task: publish through the TS demuxer, or play the
 //! stream's TS form through the fan-out with `SrtOut`, the transport that cuts it
-//! into datagrams).
+//! into datagrams), `payloads` (how a write is cut: full payloads across frames).
 
 mod conn;
+mod payloads;
 mod socket;
 
 pub use socket::{SrtDemux, MAX_DATAGRAM};
