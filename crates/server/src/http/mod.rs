@@ -298,7 +298,15 @@ impl Http {
         {
             conn.session
                 .respond_head(reply.status, &headers, Some(range.end - range.start));
-            files::send_file_body(conn, file.file(), range.start, range.end, self.idle).await?;
+            files::send_file_body(
+                conn,
+                file.file(),
+                range.start,
+                range.end,
+                self.idle,
+                !req.keep_alive(),
+            )
+            .await?;
             conn.session.body_sent();
             return Ok(());
         }
