@@ -20,7 +20,7 @@
 #![cfg_attr(test, allow(clippy::unwrap_used))]
 
 mod auth;
-mod cluster;
+pub mod cluster;
 pub mod config;
 mod core;
 mod ctx;

@@ -21,6 +21,7 @@
 //! [`store::Store`] is the seam for another store (etcd).
 
 mod directory;
+pub mod load;
 pub mod node;
 mod redis_store;
 pub mod store;

@@ -194,6 +194,22 @@ impl RedisStore {
         })
     }
 
+    /// The server's CPU time so far (`INFO cpu`: user + system seconds).
+    pub async fn server_cpu(&self) -> Result<f64, StoreError> {
+        let info: String = redis::cmd("INFO")
+            .arg("cpu")
+            .query_async(&mut self.conn.clone())
+            .await?;
+        Ok(info
+            .lines()
+            .filter_map(|l| {
+                let (k, v) = l.split_once(':')?;
+                matches!(k, "used_cpu_sys" | "used_cpu_user")
+                    .then(|| v.trim().parse::<f64>().ok())?
+            })
+            .sum())
+    }
+
     fn node_key(&self, id: &str) -> String {
         format!("{}:node:{id}", self.prefix)
     }
