@@ -652,6 +652,15 @@ settings! {
         /// A PEM file of root certificates a rediss:// directory's certificate is checked
         /// against, instead of the web PKI's. Empty: the web PKI's.
         tls_ca: String = "";
+        /// Past this many connections, new HTTP-FLV, HLS, WHEP and WHIP sessions are sent
+        /// to the least loaded other node (307) rather than served here; RTMP and SRT
+        /// clients, which follow no redirect, are served. A draining node sends them all.
+        /// 0: no limit.
+        #[flag("cluster-max-connections", "N")]
+        max_connections: usize = 0;
+        /// The same past this much media sent to players (Mbit/s, as of the last refresh).
+        /// 0: no limit.
+        max_egress_mbps: u64 = 0;
     }
 
     /// Live HLS: streams segmented in memory while asked for, MPEG-TS at /app/stream.m3u8, fMP4 with

@@ -94,7 +94,9 @@ pub(super) async fn run<S: Store>(
                 let keys: Vec<(String, bool)> =
                     owned.iter().map(|(k, o)| (k.clone(), o.away)).collect();
                 let draining = counters.draining.load(Ordering::Relaxed);
-                let record = node::record(&me.id, me.started, &me.urls, meter.sample(), draining);
+                let load = meter.sample();
+                counters.egress_bps.store(load.egress_bps, Ordering::Relaxed);
+                let record = node::record(&me.id, me.started, &me.urls, load, draining);
                 let result = bounded(me.timeout, store.refresh(&record, &keys, me.ttl)).await;
                 counters.count(Op::Refresh, result.is_ok());
                 match result {

@@ -49,6 +49,8 @@ pub struct ClusterSettings {
     pub timeout_ms: u64,
     pub prefix: String,
     pub tls_ca: String,
+    pub max_connections: usize,
+    pub max_egress_mbps: u64,
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -132,6 +134,10 @@ pub struct Counters {
     pub up: AtomicBool,
     /// This node drains: its record says so from its next refresh.
     pub draining: AtomicBool,
+    /// Media sent to players, bit/s, as of the last refresh.
+    pub egress_bps: AtomicU64,
+    /// Players and publishers sent to another node (HTTP 307).
+    pub redirects: AtomicU64,
     /// Per [`Op`]: operations that succeeded, and that failed.
     ops: [[AtomicU64; 2]; 6],
     /// Claims that took a stream from another node.
@@ -191,6 +197,13 @@ pub struct Cluster {
     /// own bound on the store.
     wait: Duration,
     pub counters: Arc<Counters>,
+    /// Past these, new sessions are sent elsewhere where the protocol allows it.
+    max_connections: usize,
+    max_egress_bps: u64,
+    /// The other nodes as last listed, and when (see [`Cluster::elsewhere`]).
+    others: Arc<std::sync::Mutex<(Option<std::time::Instant>, Vec<NodeRecord>)>>,
+    /// How long a listing of the nodes is used for placement.
+    listing_life: Duration,
 }
 
 impl Cluster {
@@ -267,6 +280,10 @@ impl Cluster {
             tx,
             wait: timeout + Duration::from_millis(100),
             counters,
+            max_connections: settings.max_connections,
+            max_egress_bps: settings.max_egress_mbps.saturating_mul(1_000_000),
+            others: Default::default(),
+            listing_life: ttl / 3,
         })
     }
 
@@ -364,6 +381,42 @@ impl Cluster {
         self.ask(|reply| Command::Nodes { reply }).await
     }
 
+    /// Whether new sessions should go to another node: this one drains, or has more
+    /// connections (`connections`: now) or egress than `cluster.max_connections` and
+    /// `cluster.max_egress_mbps` allow.
+    pub fn overloaded(&self, connections: usize) -> bool {
+        self.counters.draining.load(Ordering::Relaxed)
+            || (self.max_connections > 0 && connections > self.max_connections)
+            || (self.max_egress_bps > 0
+                && self.counters.egress_bps.load(Ordering::Relaxed) > self.max_egress_bps)
+    }
+
+    /// The base URL (`scheme`: `http`, `rtsp`...) of the least loaded other node that
+    /// does not drain, from a listing at most a third of the TTL old.
+    pub async fn elsewhere(&self, scheme: &str) -> Option<String> {
+        let fresh = {
+            let others = self.others.lock().unwrap_or_else(|e| e.into_inner());
+            others.0.is_some_and(|at| at.elapsed() < self.listing_life)
+        };
+        if !fresh {
+            let nodes = self.nodes().await.ok()?;
+            let records = nodes
+                .into_iter()
+                .map(|n| n.record)
+                .filter(|r| r.id != *self.id)
+                .collect();
+            *self.others.lock().unwrap_or_else(|e| e.into_inner()) =
+                (Some(std::time::Instant::now()), records);
+        }
+        let others = self.others.lock().unwrap_or_else(|e| e.into_inner());
+        let best = others
+            .1
+            .iter()
+            .filter(|r| !r.draining && r.urls.contains_key(scheme))
+            .min_by_key(|r| (r.load.connections, r.load.egress_bps))?;
+        best.urls.get(scheme).cloned()
+    }
+
     /// This node drains: other nodes and placement see it in its record.
     pub fn drain(&self) {
         self.counters.draining.store(true, Ordering::Relaxed);
@@ -449,6 +502,8 @@ mod tests {
             timeout_ms: 1000,
             prefix: "sluice".into(),
             tls_ca: String::new(),
+            max_connections: 0,
+            max_egress_mbps: 0,
         };
         assert!(s.check().is_err());
         s.directory = "redis://127.0.0.1:6379/0".into();

@@ -130,6 +130,11 @@ fn cluster_metrics(reg: &mut Registry, c: &crate::cluster::Cluster) {
         counter(&counters.refused),
     );
     reg.register(
+        "cluster_redirects",
+        "New sessions sent to another node (HTTP 307) while this one drained or was over its load",
+        counter(&counters.redirects),
+    );
+    reg.register(
         "cluster_lost_streams",
         "Streams another node took from this one (their publishers here were disconnected)",
         counter(&counters.lost),

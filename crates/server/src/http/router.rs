@@ -91,6 +91,9 @@ pub(crate) async fn handle<'r>(
         ));
     }
     let route = route(&req.path);
+    if let Some(reply) = elsewhere(ctx, req, &route).await {
+        return Action::Reply(reply);
+    }
     if let Some(reply) = access::route_denied(ctx, req, &route, peer.ip(), id).await {
         return Action::Reply(reply);
     }
@@ -146,6 +149,45 @@ pub(crate) async fn handle<'r>(
         _ => Reply::empty(405),
     };
     Action::Reply(reply)
+}
+
+/// A cluster node that drains or is over its load sends a new session to the least
+/// loaded other node: `307 Temporary Redirect` (the method and body kept, so a WHIP or
+/// WHEP offer goes as it came) for an HTTP-FLV player, an HLS playlist (its segments
+/// then come from there too) and WHEP and WHIP offers. Segments and sessions already
+/// here stay.
+async fn elsewhere(ctx: &Ctx, req: &Request, route: &Route<'_>) -> Option<Reply> {
+    let moves = match (req.method, route) {
+        (Method::Get, Route::Flv(_)) => true,
+        (Method::Get | Method::Head, Route::Hls(_, what)) => {
+            matches!(what, HlsPath::TsPlaylist | HlsPath::Fmp4Playlist)
+        }
+        (Method::Post, Route::Whep(_) | Route::Whip(_)) => true,
+        _ => false,
+    };
+    let cluster = ctx.relays()?.cluster()?;
+    if !moves || !cluster.overloaded(ctx.hub().limits.connections()) {
+        return None;
+    }
+    let base = cluster.elsewhere("http").await?;
+    cluster
+        .counters
+        .redirects
+        .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+    let mut location = format!("{base}{}", req.path);
+    if !req.query.is_empty() {
+        location.push('?');
+        location.push_str(&req.query);
+    }
+    tracing::debug!(path = %req.path, to = %base, "cluster: sent elsewhere");
+    Some(Reply::new(
+        307,
+        vec![
+            ("Location", location),
+            ("Access-Control-Expose-Headers", "Location".into()),
+        ],
+        Vec::new(),
+    ))
 }
 
 /// What `GET /app/name.flv` plays, its route authorized already: the live stream, or

@@ -453,7 +453,11 @@ fn a_drained_node_takes_nothing_new_leaves_the_cluster_and_stops() {
     // plays on; the cluster sees b draining.
     assert_eq!(http_request(b.http, "GET", "/readyz", "").0, 503);
     assert_eq!(http_request(b.http, "GET", "/healthz", "").0, 200);
-    assert_eq!(http_request(b.http, "GET", "/live/cam.flv", "").0, 503);
+    // An HTTP-FLV player is sent to a; RTMP, which follows no redirect, is refused.
+    let (status, head, _) = http_request(b.http, "GET", "/live/cam.flv", "");
+    assert_eq!(status, 307, "{head}");
+    let to_a = format!("location: http://{}/live/cam.flv", a.http);
+    assert!(head.to_ascii_lowercase().contains(&to_a), "{head}");
     let mut refused = publish(&b, "live/other", 5);
     assert!(!refused.0.wait().expect("ffmpeg ends").success());
     wait_cluster(a.http, Duration::from_secs(5), |v| {
@@ -507,4 +511,49 @@ fn a_drained_node_takes_nothing_new_leaves_the_cluster_and_stops() {
         status.is_some_and(|s| s.success()),
         "c did not stop: {status:?}"
     );
+}
+
+#[test]
+fn an_overloaded_node_sends_new_players_and_publishers_to_another() {
+    if !have_ffmpeg() {
+        return;
+    }
+    let Some(redis) = Redis::start("cluster-placement") else {
+        crate::common::require_tools_found_at_build(&[(false, "redis-server")]);
+        return;
+    };
+    let a = node(&redis, "a", &["--cluster-max-connections", "1"]);
+    let b = node(&redis, "b", &[]);
+    let _publisher = publish(&b, "live/cam", 40);
+    wait_live(b.http, "live/cam");
+    wait_cluster(a.http, Duration::from_secs(5), |v| {
+        v["nodes"].as_array().is_some_and(|n| n.len() == 2)
+    });
+    // Under its limit, a serves (it pulls from b).
+    let (streams, _) = probe_video(&format!("http://{}/live/cam.flv", a.http), "%+1");
+    assert!(streams.contains("h264"), "{streams}");
+    assert_eq!(metric(a.http, "sluice_cluster_redirects_total"), 0.0);
+
+    // One connection held open puts a over its limit: ffprobe's HTTP-FLV and HLS
+    // requests are sent to b (307) and play from there; a WHIP offer is sent on with
+    // its method and body.
+    let _held = TcpStream::connect(a.http).expect("connect");
+    for path in ["/live/cam.flv", "/live/cam.m3u8"] {
+        let (streams, times) = probe_video(&format!("http://{}{path}", a.http), "%+2");
+        assert!(streams.contains("h264,320,240"), "{path}: {streams}");
+        assert!(times.len() >= 20, "{path}: {} video packets", times.len());
+    }
+    let (status, head, _) = http_request(
+        a.http,
+        "POST",
+        "/live/other/whip",
+        "Content-Type: application/sdp\r\nContent-Length: 0\r\n",
+    );
+    assert_eq!(status, 307, "{head}");
+    let to_b = format!("location: http://{}/live/other/whip", b.http);
+    assert!(head.to_ascii_lowercase().contains(&to_b), "{head}");
+    assert!(metric(a.http, "sluice_cluster_redirects_total") >= 3.0);
+    // A segment asked for here is still served here (players already on a).
+    let (status, _, _) = http_request(a.http, "GET", "/live/cam.ts", "");
+    assert_ne!(status, 307);
 }
