@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # The cluster's directory under a cluster's load: a fresh redis-server (Debian's) on a
-# free port of 127.0.0.1, then `directory-load` (crates/server/src/bin) with N nodes
+# free port of 127.0.0.1, then `directory-load` (crates/server/tools) with N nodes
 # refreshing S streams and L lookups a second, through the server's own store and
 # scripts. Prints its JSON report (operations per second, latencies, Redis's own CPU).
 #
