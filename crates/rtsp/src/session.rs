@@ -668,6 +668,22 @@ impl ServerSession {
         self.resume()
     }
 
+    /// Answers the pending request `302 Found` with `location` (an `rtsp://` URL):
+    /// the client asks there instead (a cluster node sending a player to another).
+    /// A location with control characters is refused, the request left pending.
+    pub fn redirect(&mut self, location: &str) -> Result<(), RtspError> {
+        if location.is_empty() || location.chars().any(char::is_control) {
+            return Err(RtspError::BadAnswer {
+                what: "a redirect needs a location without control characters",
+            });
+        }
+        let (cseq, _) = self.take_pending("redirect", |_| true)?;
+        let mut resp = Response::new(302);
+        resp.headers.append("Location", location.to_string());
+        self.respond(Some(cseq), resp);
+        self.resume()
+    }
+
     /// Refuses the pending request with 401 and a Basic challenge for `realm`, so that a
     /// client with credentials in its URL sends them (the application checks them in
     /// the retry's `authorization`). Basic sends the password as it is: over a network

@@ -675,3 +675,25 @@ fn play_range_forms_reach_the_app() {
     p.drain();
     assert_eq!(p.response().status, 503);
 }
+
+#[test]
+fn a_describe_may_be_sent_to_another_server() {
+    let mut p = Pair::new(ServerConfig::default());
+    p.send_text("DESCRIBE rtsp://h/live/a?t=1 RTSP/1.0\nCSeq: 1\n\n")
+        .expect("ok");
+    assert!(matches!(p.event(), ServerEvent::Describe { .. }));
+    // A location that would split the answer's head is refused, the request kept.
+    assert!(p
+        .server
+        .redirect("rtsp://b:8554/live/a\r\nX-Evil: 1")
+        .is_err());
+    p.server
+        .redirect("rtsp://b:8554/live/a?t=1")
+        .expect("pending");
+    p.drain();
+    let r = p.response();
+    assert_eq!(r.status, 302);
+    assert_eq!(r.header("Location"), Some("rtsp://b:8554/live/a?t=1"));
+    // Nothing is pending any more.
+    assert!(p.server.redirect("rtsp://b/x").is_err());
+}

@@ -322,6 +322,11 @@ impl Rtsp {
                 user,
                 authorization,
             } => {
+                // A cluster node that drains or is over its load sends the player on.
+                if let Some(to) = elsewhere(&conn.ctx, &path, &query).await {
+                    conn.session.redirect(&to)?;
+                    return Ok(Next::Continue);
+                }
                 let key = stream_key(&path);
                 let ask = ask(conn, &key, &query, user.is_some(), authorization.as_deref());
                 self.describe(conn, &ask).await?;
@@ -956,6 +961,27 @@ fn ask<'a>(
 }
 
 /// Answers a refusal: 401 with a Basic challenge when credentials are missing or
+/// Where a cluster node that drains or is over its load sends a new RTSP player
+/// (`302`, which ffmpeg, GStreamer and VLC follow): the least loaded other node's
+/// RTSP URL with the request's path and query.
+async fn elsewhere(ctx: &crate::ctx::Ctx, path: &str, query: &str) -> Option<String> {
+    let cluster = ctx.relays()?.cluster()?;
+    if !cluster.overloaded(ctx.hub().limits.connections()) {
+        return None;
+    }
+    let base = cluster.elsewhere("rtsp").await?;
+    cluster
+        .counters
+        .redirects
+        .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+    let mut to = format!("{base}{path}");
+    if !query.is_empty() {
+        to.push('?');
+        to.push_str(query);
+    }
+    Some(to)
+}
+
 /// wrong (a client with credentials in its URL then sends them), 403 when they do not
 /// permit it, 404 for what is neither live nor a file, 455 for a stream published
 /// already or a limit reached.

@@ -552,7 +552,12 @@ fn an_overloaded_node_sends_new_players_and_publishers_to_another() {
     assert_eq!(status, 307, "{head}");
     let to_b = format!("location: http://{}/live/other/whip", b.http);
     assert!(head.to_ascii_lowercase().contains(&to_b), "{head}");
-    assert!(metric(a.http, "sluice_cluster_redirects_total") >= 3.0);
+    // RTSP players are sent with a 302, which ffprobe follows.
+    let rtsp = format!("rtsp://{}/live/cam", a.rtsp.expect("rtsp"));
+    let (streams, times) = probe_video(&rtsp, "%+2");
+    assert!(streams.contains("h264,320,240"), "{rtsp}: {streams}");
+    assert!(times.len() >= 20, "{rtsp}: {} video packets", times.len());
+    assert!(metric(a.http, "sluice_cluster_redirects_total") >= 4.0);
     // A segment asked for here is still served here (players already on a).
     let (status, _, _) = http_request(a.http, "GET", "/live/cam.ts", "");
     assert_ne!(status, 307);
