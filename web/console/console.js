@@ -567,6 +567,22 @@
 
   // ---- polling ----
 
+  // The cluster's nodes (GET /api/v1/cluster): hidden on a server that is not a node.
+  function renderCluster(c) {
+    $('cluster-card').hidden = !c || c.node === null;
+    if (!c || c.node === null) return;
+    $('cluster-count').textContent = c.directory_up
+      ? `${c.nodes.length} nodes` : 'directory unreachable';
+    const rows = c.nodes.map((n) => el('tr', {},
+      el('td', {}, n.id === c.node ? `${n.id} (this one)` : n.id),
+      el('td', { class: 'num' }, String(n.load.connections)),
+      el('td', { class: 'num' }, String(n.streams.length)),
+      el('td', { class: 'num' }, bits(n.load.egress_bps)),
+      el('td', { class: 'num' }, Number(n.load.cpu).toFixed(2)),
+      el('td', {}, n.draining ? 'draining' : 'serving')));
+    $('cluster').tBodies[0].replaceChildren(...rows);
+  }
+
   let timer = null;
   let inFlight = false;
 
@@ -585,6 +601,8 @@
       renderServer(server);
       renderStreams(streams);
       renderWorkers(workers.workers);
+      // Apart: a directory that does not answer (503) leaves the rest of the page.
+      api('GET', 'cluster').then(renderCluster, () => renderCluster({ node: '?', directory_up: false, nodes: [] }));
       renderClients(clients.clients);
       if (route.page === 'stream') renderStream(route.key);
       else drawChart();

@@ -33,6 +33,8 @@ f.onload = async () => {
   const row = await until(() => [...doc().querySelectorAll('#streams tbody a')]
     .find((a) => a.textContent === 'live/cam'), 10000);
   const workers = doc().querySelectorAll('#workers .worker').length;
+  // Not a node of a cluster: no cluster card.
+  const cluster = doc().getElementById('cluster-card').hidden;
   f.contentWindow.location.hash = '#/stream/live/cam';
   const video = () => doc().getElementById('video');
   const t0 = await until(() => video().currentTime > 0 && video().currentTime, 15000);
@@ -54,7 +56,7 @@ f.onload = async () => {
   await wait(2000);
   const w1 = video().currentTime;
   const rtcNote = doc().getElementById('player-note').textContent;
-  report('listed=' + !!row + '&workers=' + workers + '&t0=' + t0 + '&t1=' + t1 +
+  report('listed=' + !!row + '&workers=' + workers + '&cluster=' + cluster + '&t0=' + t0 + '&t1=' + t1 +
     '&note=' + encodeURIComponent(note) + '&h0=' + h0 + '&h1=' + h1 +
     '&hlsnote=' + encodeURIComponent(hlsNote) + '&w0=' + w0 + '&w1=' + w1 +
     '&rtcnote=' + encodeURIComponent(rtcNote));
@@ -197,6 +199,7 @@ fn console_lists_and_plays_a_stream() {
         .expect("the harness reported");
     assert_eq!(field(&report, "listed"), "true", "{report}");
     assert_ne!(field(&report, "workers"), "0", "{report}");
+    assert_eq!(field(&report, "cluster"), "true", "{report}");
     let t0: f64 = field(&report, "t0").parse().unwrap_or(0.0);
     let t1: f64 = field(&report, "t1").parse().unwrap_or(0.0);
     assert!(
