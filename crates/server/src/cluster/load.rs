@@ -76,6 +76,17 @@ pub async fn run(spec: &LoadSpec) -> Result<LoadReport, StoreError> {
     let ids: Vec<String> = (0..nodes).map(|n| format!("load-{n}")).collect();
     let mut report = LoadReport::default();
     let urls = node::urls("10.0.0.1", &[("rtmp", 1935), ("http", 8080)]);
+    let register = |n: usize| {
+        let record = node::record(
+            &ids[n],
+            SystemTime::now(),
+            &urls,
+            NodeLoad::default(),
+            false,
+        );
+        let (store, owned) = (stores[n].clone(), owned[n].clone());
+        async move { store.refresh(&record, &owned, spec.ttl).await }
+    };
     let claiming = Instant::now();
     for (n, store) in stores.iter().enumerate() {
         for (k, _) in &owned[n] {
@@ -83,25 +94,11 @@ pub async fn run(spec: &LoadSpec) -> Result<LoadReport, StoreError> {
             report.claims += 1;
         }
         // Registered before the first claims lapse, however long claiming takes.
-        let record = node::record(
-            &ids[n],
-            SystemTime::now(),
-            &urls,
-            NodeLoad::default(),
-            false,
-        );
-        store.refresh(&record, &owned[n], spec.ttl).await?;
+        register(n).await?;
     }
     report.claims_per_s = report.claims as f64 / claiming.elapsed().as_secs_f64();
-    for (n, store) in stores.iter().enumerate() {
-        let record = node::record(
-            &ids[n],
-            SystemTime::now(),
-            &urls,
-            NodeLoad::default(),
-            false,
-        );
-        store.refresh(&record, &owned[n], spec.ttl).await?;
+    for n in 0..nodes {
+        register(n).await?;
     }
     let cpu_before = stores[0].server_cpu().await?;
     let started = Instant::now();

@@ -28,13 +28,15 @@ fn with(mut labels: Labels, name: &'static str, value: impl Into<String>) -> Lab
     labels
 }
 
+/// A counter holding what `v` counted so far.
+fn counter(v: &AtomicU64) -> Counter {
+    let c: Counter = Counter::default();
+    c.inc_by(v.load(Ordering::Relaxed));
+    c
+}
+
 /// An edge's pulls from its origins.
 fn relay_metrics(reg: &mut Registry, r: &crate::relay::Relays) {
-    let counter = |v: &AtomicU64| {
-        let c: Counter = Counter::default();
-        c.inc_by(v.load(Ordering::Relaxed));
-        c
-    };
     let c = &r.counters;
     reg.register(
         "relay_pulls",
@@ -102,11 +104,6 @@ fn cluster_metrics(reg: &mut Registry, c: &crate::cluster::Cluster) {
         "Operations on the cluster's directory (refresh, claim, release, locate, nodes, leave), by result",
         ops,
     );
-    let counter = |v: &AtomicU64| {
-        let c: Counter = Counter::default();
-        c.inc_by(v.load(Ordering::Relaxed));
-        c
-    };
     let lookups = Family::<Labels, Counter>::default();
     lookups
         .get_or_create(&vec![("result", "found".to_owned())])

@@ -29,8 +29,11 @@ struct Redis {
 }
 
 impl Redis {
+    /// A fresh redis-server, or `None` where it is not installed (a failure where
+    /// `SLUICE_REQUIRE_TOOLS=1`).
     fn start(name: &str) -> Option<Redis> {
         if !have("redis-server") {
+            crate::common::require_tools_found_at_build(&[(false, "redis-server")]);
             return None;
         }
         let mut redis = Redis {
@@ -131,7 +134,6 @@ fn a_stream_published_on_one_node_plays_on_the_others_over_every_protocol() {
         return;
     }
     let Some(redis) = Redis::start("cluster-play") else {
-        crate::common::require_tools_found_at_build(&[(false, "redis-server")]);
         return;
     };
     let a = node(&redis, "a", &[]);
@@ -248,6 +250,15 @@ fn view(addr: SocketAddr, key: &str, stop: Arc<AtomicBool>) -> Viewer {
 }
 
 impl Viewer {
+    /// Waits until it has played a little (up to 15 s).
+    fn wait_playing(&self, what: &str) {
+        let deadline = Instant::now() + Duration::from_secs(15);
+        while self.bytes.load(Ordering::Relaxed) < 20_000 {
+            assert!(Instant::now() < deadline, "{what} did not start");
+            std::thread::sleep(Duration::from_millis(50));
+        }
+    }
+
     /// The longest time without data between `from` and `to`.
     fn longest_gap(&self, from: Instant, to: Instant) -> Duration {
         let arrivals = self.arrivals.lock().expect("lock");
@@ -283,7 +294,6 @@ fn the_owners_death_moves_the_stream_and_other_nodes_viewers_keep_playing() {
         return;
     }
     let Some(redis) = Redis::start("cluster-failover") else {
-        crate::common::require_tools_found_at_build(&[(false, "redis-server")]);
         return;
     };
     let mut a = node(&redis, "a", &[]);
@@ -370,7 +380,6 @@ fn a_redis_restart_stops_nothing_and_the_nodes_register_again() {
         return;
     }
     let Some(mut redis) = Redis::start("cluster-redis-restart") else {
-        crate::common::require_tools_found_at_build(&[(false, "redis-server")]);
         return;
     };
     let a = node(&redis, "a", &[]);
@@ -379,11 +388,7 @@ fn a_redis_restart_stops_nothing_and_the_nodes_register_again() {
     wait_live(a.http, "live/cam");
     let stop = Arc::new(AtomicBool::new(false));
     let viewer = view(b.http, "live/cam", stop.clone());
-    let deadline = Instant::now() + Duration::from_secs(15);
-    while viewer.bytes.load(Ordering::Relaxed) < 20_000 {
-        assert!(Instant::now() < deadline, "the viewer on b did not start");
-        std::thread::sleep(Duration::from_millis(50));
-    }
+    viewer.wait_playing("the viewer on b");
 
     // Redis goes away for 3 s: the nodes say so, and the viewer on b keeps playing.
     let down = Instant::now();
@@ -431,7 +436,6 @@ fn a_drained_node_takes_nothing_new_leaves_the_cluster_and_stops() {
         return;
     }
     let Some(redis) = Redis::start("cluster-drain") else {
-        crate::common::require_tools_found_at_build(&[(false, "redis-server")]);
         return;
     };
     let a = node(&redis, "a", &[]);
@@ -440,11 +444,7 @@ fn a_drained_node_takes_nothing_new_leaves_the_cluster_and_stops() {
     wait_live(a.http, "live/cam");
     let stop = Arc::new(AtomicBool::new(false));
     let viewer = view(b.http, "live/cam", stop.clone());
-    let deadline = Instant::now() + Duration::from_secs(15);
-    while viewer.bytes.load(Ordering::Relaxed) < 20_000 {
-        assert!(Instant::now() < deadline, "the viewer on b did not start");
-        std::thread::sleep(Duration::from_millis(50));
-    }
+    viewer.wait_playing("the viewer on b");
     assert_eq!(http_request(b.http, "GET", "/readyz", "").0, 200);
 
     let (status, _, body) = http_request(b.http, "POST", "/api/v1/drain", "");
@@ -475,14 +475,13 @@ fn a_drained_node_takes_nothing_new_leaves_the_cluster_and_stops() {
     // Its last viewer leaves: b leaves the cluster and exits, long before drain_ms.
     stop.store(true, Ordering::Relaxed);
     drop(viewer);
-    let left = Instant::now();
-    let status = b.wait_exit(Duration::from_secs(10));
+    let status = b.wait_exit(Duration::from_secs(15));
     assert!(
         status.is_some_and(|s| s.success()),
         "b did not stop: {status:?}"
     );
-    assert!(left.elapsed() < Duration::from_secs(10));
-    wait_cluster(a.http, Duration::from_secs(1), |v| {
+    // It left at its stop (within its TTL, 1.5 s, even had the leave been lost).
+    wait_cluster(a.http, Duration::from_secs(5), |v| {
         v["nodes"].as_array().is_some_and(|n| n.len() == 1)
     });
 
@@ -494,11 +493,7 @@ fn a_drained_node_takes_nothing_new_leaves_the_cluster_and_stops() {
     );
     let stop = Arc::new(AtomicBool::new(false));
     let viewer = view(c.http, "live/cam", stop.clone());
-    let deadline = Instant::now() + Duration::from_secs(15);
-    while viewer.bytes.load(Ordering::Relaxed) < 20_000 {
-        assert!(Instant::now() < deadline, "the viewer on c did not start");
-        std::thread::sleep(Duration::from_millis(50));
-    }
+    viewer.wait_playing("the viewer on c");
     assert!(
         c.terminate(Duration::from_millis(1000)).is_none(),
         "c stopped at once"
@@ -506,7 +501,7 @@ fn a_drained_node_takes_nothing_new_leaves_the_cluster_and_stops() {
     assert_eq!(http_request(c.http, "GET", "/readyz", "").0, 503);
     stop.store(true, Ordering::Relaxed);
     drop(viewer);
-    let status = c.wait_exit(Duration::from_secs(10));
+    let status = c.wait_exit(Duration::from_secs(15));
     assert!(
         status.is_some_and(|s| s.success()),
         "c did not stop: {status:?}"
@@ -519,7 +514,6 @@ fn an_overloaded_node_sends_new_players_and_publishers_to_another() {
         return;
     }
     let Some(redis) = Redis::start("cluster-placement") else {
-        crate::common::require_tools_found_at_build(&[(false, "redis-server")]);
         return;
     };
     let a = node(&redis, "a", &["--cluster-max-connections", "1"]);
