@@ -207,7 +207,7 @@ async fn handle<S: Store>(
             o.away = true;
             if up {
                 let result = bounded(me.timeout, store.away(&me.id, &key, me.ttl)).await;
-                counters.count(Op::Release, result.is_ok());
+                counters.count(Op::Away, result.is_ok());
             }
         }
         Command::Locate { key, reply } => {

@@ -100,16 +100,18 @@ pub enum Op {
     Refresh,
     Claim,
     Release,
+    Away,
     Locate,
     Nodes,
     Leave,
 }
 
 impl Op {
-    pub const ALL: [Op; 6] = [
+    pub const ALL: [Op; 7] = [
         Op::Refresh,
         Op::Claim,
         Op::Release,
+        Op::Away,
         Op::Locate,
         Op::Nodes,
         Op::Leave,
@@ -120,6 +122,7 @@ impl Op {
             Op::Refresh => "refresh",
             Op::Claim => "claim",
             Op::Release => "release",
+            Op::Away => "away",
             Op::Locate => "locate",
             Op::Nodes => "nodes",
             Op::Leave => "leave",
@@ -139,7 +142,7 @@ pub struct Counters {
     /// Players and publishers sent to another node (HTTP 307).
     pub redirects: AtomicU64,
     /// Per [`Op`]: operations that succeeded, and that failed.
-    ops: [[AtomicU64; 2]; 6],
+    ops: [[AtomicU64; 2]; 7],
     /// Claims that took a stream from another node.
     pub takeovers: AtomicU64,
     /// Claims refused: another node owns the stream.
@@ -335,7 +338,8 @@ impl Cluster {
     /// Whether node `owner` of `key` is gone: its RTMP port refuses connections (a
     /// reset, not a silence: a node that cannot be reached may still be alive).
     async fn is_dead(&self, key: &str, owner: &str) -> bool {
-        let Located::At(record) = self.locate(key).await else {
+        // The directory's record, not a player's lookup: not counted as one.
+        let Ok(Some(record)) = self.owner(key).await else {
             return false;
         };
         let Some(addr) = record.pull_url().and_then(|u| u.strip_prefix("rtmp://")) else {
@@ -352,15 +356,18 @@ impl Cluster {
         )
     }
 
+    /// The record of the node that owns stream `key`, as the directory has it.
+    async fn owner(&self, key: &str) -> Result<Option<NodeRecord>, ClusterError> {
+        self.ask(|reply| Command::Locate {
+            key: key.to_string(),
+            reply,
+        })
+        .await
+    }
+
     /// Which node to pull stream `key` from.
     pub async fn locate(&self, key: &str) -> Located {
-        let result = self
-            .ask(|reply| Command::Locate {
-                key: key.to_string(),
-                reply,
-            })
-            .await;
-        let found = match result {
+        let found = match self.owner(key).await {
             Ok(Some(record)) if record.id != *self.id => Located::At(record),
             Ok(_) => Located::Nowhere,
             Err(e) => {
@@ -384,7 +391,7 @@ impl Cluster {
     /// Whether new sessions should go to another node: this one drains, or has more
     /// connections (`connections`: now) or egress than `cluster.max_connections` and
     /// `cluster.max_egress_mbps` allow.
-    pub fn overloaded(&self, connections: usize) -> bool {
+    fn overloaded(&self, connections: usize) -> bool {
         self.counters.draining.load(Ordering::Relaxed)
             || (self.max_connections > 0 && connections > self.max_connections)
             || (self.max_egress_bps > 0
@@ -393,7 +400,7 @@ impl Cluster {
 
     /// The base URL (`scheme`: `http`, `rtsp`...) of the least loaded other node that
     /// does not drain, from a listing at most a third of the TTL old.
-    pub async fn elsewhere(&self, scheme: &str) -> Option<String> {
+    async fn elsewhere(&self, scheme: &str) -> Option<String> {
         let fresh = {
             let others = self.others.lock().unwrap_or_else(|e| e.into_inner());
             others.0.is_some_and(|at| at.elapsed() < self.listing_life)
@@ -415,6 +422,30 @@ impl Cluster {
             .filter(|r| !r.draining && r.urls.contains_key(scheme))
             .min_by_key(|r| (r.load.connections, r.load.egress_bps))?;
         best.urls.get(scheme).cloned()
+    }
+
+    /// Where a new session of `scheme` (`http`, `rtsp`) for `path` and `query` goes
+    /// instead of here, when this node drains or is over its load (`connections`: now):
+    /// the least loaded other node's URL with the same path and query. Counted.
+    pub async fn redirect(
+        &self,
+        scheme: &str,
+        connections: usize,
+        path: &str,
+        query: &str,
+    ) -> Option<String> {
+        if !self.overloaded(connections) {
+            return None;
+        }
+        let base = self.elsewhere(scheme).await?;
+        self.counters.redirects.fetch_add(1, Ordering::Relaxed);
+        tracing::debug!(path, to = %base, "cluster: sent elsewhere");
+        let mut to = format!("{base}{path}");
+        if !query.is_empty() {
+            to.push('?');
+            to.push_str(query);
+        }
+        Some(to)
     }
 
     /// This node drains: other nodes and placement see it in its record.

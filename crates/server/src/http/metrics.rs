@@ -101,7 +101,7 @@ fn cluster_metrics(reg: &mut Registry, c: &crate::cluster::Cluster) {
     }
     reg.register(
         "cluster_directory_operations",
-        "Operations on the cluster's directory (refresh, claim, release, locate, nodes, leave), by result",
+        "Operations on the cluster's directory (refresh, claim, release, away, locate, nodes, leave), by result",
         ops,
     );
     let lookups = Family::<Labels, Counter>::default();

@@ -165,21 +165,14 @@ async fn elsewhere(ctx: &Ctx, req: &Request, route: &Route<'_>) -> Option<Reply>
         (Method::Post, Route::Whep(_) | Route::Whip(_)) => true,
         _ => false,
     };
-    let cluster = ctx.relays()?.cluster()?;
-    if !moves || !cluster.overloaded(ctx.hub().limits.connections()) {
+    if !moves {
         return None;
     }
-    let base = cluster.elsewhere("http").await?;
-    cluster
-        .counters
-        .redirects
-        .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-    let mut location = format!("{base}{}", req.path);
-    if !req.query.is_empty() {
-        location.push('?');
-        location.push_str(&req.query);
-    }
-    tracing::debug!(path = %req.path, to = %base, "cluster: sent elsewhere");
+    let connections = ctx.hub().limits.connections();
+    let cluster = ctx.relays()?.cluster()?;
+    let location = cluster
+        .redirect("http", connections, &req.path, &req.query)
+        .await?;
     Some(Reply::new(
         307,
         vec![

@@ -960,28 +960,15 @@ fn ask<'a>(
     }
 }
 
-/// Answers a refusal: 401 with a Basic challenge when credentials are missing or
 /// Where a cluster node that drains or is over its load sends a new RTSP player
-/// (`302`, which ffmpeg, GStreamer and VLC follow): the least loaded other node's
-/// RTSP URL with the request's path and query.
+/// (`302`, which ffmpeg, GStreamer and VLC follow; see `Cluster::redirect`).
 async fn elsewhere(ctx: &crate::ctx::Ctx, path: &str, query: &str) -> Option<String> {
+    let connections = ctx.hub().limits.connections();
     let cluster = ctx.relays()?.cluster()?;
-    if !cluster.overloaded(ctx.hub().limits.connections()) {
-        return None;
-    }
-    let base = cluster.elsewhere("rtsp").await?;
-    cluster
-        .counters
-        .redirects
-        .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-    let mut to = format!("{base}{path}");
-    if !query.is_empty() {
-        to.push('?');
-        to.push_str(query);
-    }
-    Some(to)
+    cluster.redirect("rtsp", connections, path, query).await
 }
 
+/// Answers a refusal: 401 with a Basic challenge when credentials are missing or
 /// wrong (a client with credentials in its URL then sends them), 403 when they do not
 /// permit it, 404 for what is neither live nor a file, 455 for a stream published
 /// already or a limit reached.
