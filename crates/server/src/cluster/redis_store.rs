@@ -225,6 +225,10 @@ impl RedisStore {
     fn stream_prefix(&self) -> String {
         format!("{}:stream:", self.prefix)
     }
+
+    fn stream_key(&self, key: &str) -> String {
+        format!("{}{key}", self.stream_prefix())
+    }
 }
 
 fn millis(ttl: Duration) -> u64 {
@@ -261,7 +265,7 @@ impl super::store::Store for RedisStore {
         ttl: Duration,
     ) -> Result<Claimed, StoreError> {
         let (won, other): (i64, String) = CLAIM
-            .key(format!("{}{key}", self.stream_prefix()))
+            .key(self.stream_key(key))
             .key(self.streams_key(node))
             .arg(node)
             .arg(millis(ttl))
@@ -278,7 +282,7 @@ impl super::store::Store for RedisStore {
 
     async fn release(&self, node: &str, key: &str) -> Result<(), StoreError> {
         let _: i64 = RELEASE
-            .key(format!("{}{key}", self.stream_prefix()))
+            .key(self.stream_key(key))
             .key(self.streams_key(node))
             .arg(node)
             .arg(key)
@@ -289,7 +293,7 @@ impl super::store::Store for RedisStore {
 
     async fn away(&self, node: &str, key: &str, ttl: Duration) -> Result<(), StoreError> {
         let _: i64 = MARK
-            .key(format!("{}{key}", self.stream_prefix()))
+            .key(self.stream_key(key))
             .arg(node)
             .arg(format!("~{node}"))
             .arg(millis(ttl))
@@ -300,8 +304,8 @@ impl super::store::Store for RedisStore {
 
     async fn owner(&self, key: &str) -> Result<Option<NodeRecord>, StoreError> {
         let record: Option<String> = OWNER
-            .key(format!("{}{key}", self.stream_prefix()))
-            .arg(format!("{}:node:", self.prefix))
+            .key(self.stream_key(key))
+            .arg(self.node_key(""))
             .invoke_async(&mut self.conn.clone())
             .await?;
         Ok(record.map(|r| serde_json::from_str(&r)).transpose()?)
@@ -310,8 +314,8 @@ impl super::store::Store for RedisStore {
     async fn nodes(&self) -> Result<Vec<NodeEntry>, StoreError> {
         let flat: Vec<Value> = NODES
             .key(self.nodes_key())
-            .arg(format!("{}:node:", self.prefix))
-            .arg(format!("{}:streams:", self.prefix))
+            .arg(self.node_key(""))
+            .arg(self.streams_key(""))
             .invoke_async(&mut self.conn.clone())
             .await?;
         let mut nodes = Vec::with_capacity(flat.len() / 2);
