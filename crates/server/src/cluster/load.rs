@@ -6,6 +6,7 @@
 use super::node;
 use super::redis_store::RedisStore;
 use super::store::{NodeLoad, Store, StoreError};
+use std::cell::RefCell;
 use std::rc::Rc;
 use std::time::{Duration, Instant, SystemTime};
 
@@ -45,6 +46,14 @@ pub struct LoadReport {
     pub lookup_p99_ms: f64,
     /// The Redis server's own CPU over the run (user + system), in cores.
     pub redis_cores: f64,
+}
+
+/// What the simulated nodes' tasks count while they run.
+#[derive(Debug, Default)]
+struct Tally {
+    report: LoadReport,
+    refresh_ms: Vec<f64>,
+    lookup_ms: Vec<f64>,
 }
 
 fn percentile(sorted: &[f64], p: f64) -> f64 {
@@ -103,8 +112,12 @@ pub async fn run(spec: &LoadSpec) -> Result<LoadReport, StoreError> {
     let cpu_before = stores[0].server_cpu().await?;
     let started = Instant::now();
     let end = started + spec.duration;
-    let times = Rc::new(std::cell::RefCell::new((Vec::new(), Vec::new())));
-    let counts = Rc::new(std::cell::Cell::new((0u64, 0u64, 0u64, 0u64, 0u64)));
+    // The counts go straight into the report; the latencies wait to be sorted.
+    let tally = Rc::new(RefCell::new(Tally {
+        report,
+        refresh_ms: Vec::new(),
+        lookup_ms: Vec::new(),
+    }));
     let mut tasks = Vec::new();
     for (n, store) in stores.iter().enumerate() {
         // Refreshes: every third of the TTL, the nodes spread over it.
@@ -114,7 +127,7 @@ pub async fn run(spec: &LoadSpec) -> Result<LoadReport, StoreError> {
             ids[n].clone(),
             urls.clone(),
         );
-        let (times_r, counts_r, ttl) = (times.clone(), counts.clone(), spec.ttl);
+        let (tally_r, ttl) = (tally.clone(), spec.ttl);
         let offset = ttl / 3 * n as u32 / nodes as u32;
         tasks.push(tokio::task::spawn_local(async move {
             tokio::time::sleep(offset).await;
@@ -126,15 +139,14 @@ pub async fn run(spec: &LoadSpec) -> Result<LoadReport, StoreError> {
                 let t = Instant::now();
                 let ok = store.refresh(&record, &owned, ttl).await.is_ok();
                 let ms = t.elapsed().as_secs_f64() * 1000.0;
-                let mut c = counts_r.get();
+                let tally = &mut *tally_r.borrow_mut();
                 if ok {
-                    c.0 += 1;
-                    c.1 += owned.len() as u64;
-                    times_r.borrow_mut().0.push(ms);
+                    tally.report.refreshes += 1;
+                    tally.report.stream_writes += owned.len() as u64;
+                    tally.refresh_ms.push(ms);
                 } else {
-                    c.4 += 1;
+                    tally.report.errors += 1;
                 }
-                counts_r.set(c);
             }
         }));
         // Lookups: this node's share of the rate, of random streams.
@@ -143,7 +155,7 @@ pub async fn run(spec: &LoadSpec) -> Result<LoadReport, StoreError> {
             continue;
         }
         let store = stores[n].clone();
-        let (times_l, counts_l, streams) = (times.clone(), counts.clone(), spec.streams.max(1));
+        let (tally_l, streams) = (tally.clone(), spec.streams.max(1));
         tasks.push(tokio::task::spawn_local(async move {
             let gap = Duration::from_secs_f64(1.0 / per_node);
             let mut next = tokio::time::Instant::now();
@@ -152,22 +164,21 @@ pub async fn run(spec: &LoadSpec) -> Result<LoadReport, StoreError> {
                 tokio::time::sleep_until(next).await;
                 let k = format!("live/s{}", rand::random::<u32>() as usize % streams);
                 let store = store.clone();
-                let (times_l, counts_l) = (times_l.clone(), counts_l.clone());
+                let tally_l = tally_l.clone();
                 // Lookups do not wait for each other, as a node's players do not.
                 tokio::task::spawn_local(async move {
                     let t = Instant::now();
                     let found = store.owner(&k).await;
                     let ms = t.elapsed().as_secs_f64() * 1000.0;
-                    let mut c = counts_l.get();
+                    let tally = &mut *tally_l.borrow_mut();
                     match found {
                         Ok(f) => {
-                            c.2 += 1;
-                            c.3 += u64::from(f.is_some());
-                            times_l.borrow_mut().1.push(ms);
+                            tally.report.lookups += 1;
+                            tally.report.lookups_found += u64::from(f.is_some());
+                            tally.lookup_ms.push(ms);
                         }
-                        Err(_) => c.4 += 1,
+                        Err(_) => tally.report.errors += 1,
                     }
-                    counts_l.set(c);
                 });
             }
         }));
@@ -178,18 +189,16 @@ pub async fn run(spec: &LoadSpec) -> Result<LoadReport, StoreError> {
     // Lookups still in flight finish within the store's timeout.
     tokio::time::sleep(Duration::from_millis(200)).await;
     let seconds = started.elapsed().as_secs_f64();
-    report.redis_cores = (stores[0].server_cpu().await? - cpu_before) / seconds;
-    let (refreshes, writes, lookups, found, errors) = counts.get();
-    let (mut r, mut l) = times.take();
+    let Tally {
+        mut report,
+        refresh_ms: mut r,
+        lookup_ms: mut l,
+    } = tally.take();
     r.sort_by(f64::total_cmp);
     l.sort_by(f64::total_cmp);
-    report.refreshes = refreshes;
-    report.stream_writes = writes;
-    report.lookups = lookups;
-    report.lookups_found = found;
-    report.errors = errors;
+    report.redis_cores = (stores[0].server_cpu().await? - cpu_before) / seconds;
     report.seconds = seconds;
-    report.ops_per_s = (refreshes + lookups) as f64 / seconds;
+    report.ops_per_s = (report.refreshes + report.lookups) as f64 / seconds;
     report.refresh_p50_ms = percentile(&r, 0.5);
     report.refresh_p99_ms = percentile(&r, 0.99);
     report.lookup_p50_ms = percentile(&l, 0.5);
