@@ -281,10 +281,13 @@ impl Server {
             };
             let urls = crate::cluster::node::urls(&host, &ports);
             let ops_slot = ops_slot.clone();
+            // A stream another node took: its publisher here goes, its viewers here
+            // follow it there.
             let lost = move |key: String| {
                 if let Some(ops) = ops_slot.get().cloned() {
                     tokio::task::spawn_local(async move {
                         ops.kick_publishers(&key).await;
+                        ops.follow(&key);
                     });
                 }
             };
@@ -521,6 +524,7 @@ fn run_worker(parts: WorkerParts, starts: Vec<Start>, mut stop: watch::Receiver<
             clients.clone(),
             load,
             delay.clone(),
+            parts.relays.clone(),
         ));
         let ctx = Rc::new(Ctx::new(crate::ctx::Parts {
             worker,

@@ -357,6 +357,8 @@ pub enum Command {
     Kick(u64, oneshot::Sender<bool>),
     /// End every publisher of the stream; answers how many there were.
     KickPublishers(Arc<str>, oneshot::Sender<usize>),
+    /// The stream went to another node: pull it from there for its viewers here.
+    Follow(Arc<str>),
 }
 
 /// What a reload applies while sessions go on: these settings (a key ending in `.`
@@ -628,7 +630,6 @@ impl Ops {
         self.ask(|tx| Command::Kick(id, tx)).await.contains(&true)
     }
 
-    /// Kicks every publisher of `key`; how many there were.
     /// Starts a drain (the API's): admissions stop now, and the main thread, woken
     /// by [`Ops::drain_requested`], waits for the connections to end, then stops.
     pub fn request_drain(&self) {
@@ -644,12 +645,23 @@ impl Ops {
         self.drain.notified().await;
     }
 
+    /// Kicks every publisher of `key`; how many there were.
     pub async fn kick_publishers(&self, key: &str) -> usize {
         let key: Arc<str> = key.into();
         self.ask(|tx| Command::KickPublishers(key.clone(), tx))
             .await
             .iter()
             .sum()
+    }
+
+    /// Stream `key` went to another node of the cluster: one worker makes its viewers
+    /// here follow it (see [`crate::relay::Relays::follow`]).
+    pub fn follow(&self, key: &str) {
+        let key: Arc<str> = key.into();
+        let _ = self
+            .workers
+            .iter()
+            .any(|w| w.send(Command::Follow(key.clone())).is_ok());
     }
 }
 
@@ -733,6 +745,7 @@ pub async fn serve_commands(
     clients: Rc<Clients>,
     load: Rc<Load>,
     delay: Rc<crate::delay::DelayProbe>,
+    relays: Option<Arc<crate::relay::Relays>>,
 ) {
     while let Some(cmd) = rx.recv().await {
         match cmd {
@@ -756,6 +769,11 @@ pub async fn serve_commands(
             }
             Command::KickPublishers(key, reply) => {
                 let _ = reply.send(clients.kick_publishers(&key));
+            }
+            Command::Follow(key) => {
+                if let Some(relays) = &relays {
+                    tokio::task::spawn_local(relays.clone().follow(key));
+                }
             }
         }
     }

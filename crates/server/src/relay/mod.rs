@@ -47,6 +47,11 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, SystemTime};
 
+/// How long a stream that moved to another node waits for its kicked publisher here
+/// to leave before its viewers follow it, and how often it looks.
+const FOLLOW_WAIT: Duration = Duration::from_secs(3);
+const FOLLOW_POLL: Duration = Duration::from_millis(20);
+
 /// The edge's settings, as the pulls use them.
 #[derive(Debug, Clone)]
 pub struct EdgeConfig {
@@ -488,6 +493,31 @@ impl Relays {
     /// here, or has no origin; whether a pull is running now.
     pub fn ensure(self: &Arc<Self>, key: &str) -> bool {
         self.start(key, false)
+    }
+
+    /// Stream `key` went to another node of the cluster (its publisher reconnected
+    /// there, or was taken over): once the publisher here has left (a kicked one takes
+    /// a moment), its viewers here follow it with a pull, within the grace window.
+    pub async fn follow(self: Arc<Self>, key: Arc<str>) {
+        let deadline = tokio::time::Instant::now() + FOLLOW_WAIT;
+        loop {
+            let Some(stream) = self.hub.find(&key) else {
+                return;
+            };
+            if stream.viewers() == 0 {
+                return;
+            }
+            if stream.lock().publisher.is_none() {
+                if self.ensure(&key) {
+                    tracing::info!(stream = %key, "cluster: the stream moved to another node; its viewers here follow it");
+                }
+                return;
+            }
+            if tokio::time::Instant::now() >= deadline {
+                return;
+            }
+            tokio::time::sleep(FOLLOW_POLL).await;
+        }
     }
 
     fn start(self: &Arc<Self>, key: &str, always: bool) -> bool {

@@ -85,13 +85,6 @@ impl Worker {
             ops.first_frame_of(0),
         );
         let clients = Rc::new(Clients::new(None));
-        tokio::task::spawn_local(crate::ops::serve_commands(
-            commands.remove(0),
-            0,
-            clients.clone(),
-            Rc::default(),
-            Rc::default(),
-        ));
         // The server's relays, as `server.rs` makes them (they pull nothing unless told).
         let relays = crate::relay::Relays::new(
             &config.relay_config(),
@@ -99,6 +92,14 @@ impl Worker {
             crate::ctx::admit::pulled,
             None,
         );
+        tokio::task::spawn_local(crate::ops::serve_commands(
+            commands.remove(0),
+            0,
+            clients.clone(),
+            Rc::default(),
+            Rc::default(),
+            Some(relays.clone()),
+        ));
         let ctx = Rc::new(Ctx::new(Parts {
             worker: 0,
             config,

@@ -319,20 +319,7 @@ fn the_owners_death_moves_the_stream_and_other_nodes_viewers_keep_playing() {
     // loop would, until c takes it (a's claim lapses within the TTL).
     let killed = Instant::now();
     a.kill();
-    let mut moved = None;
-    while moved.is_none() {
-        assert!(
-            killed.elapsed() < Duration::from_secs(20),
-            "c never took the publisher"
-        );
-        let mut p = publish(&c, "live/cam", 60);
-        std::thread::sleep(Duration::from_millis(300));
-        match p.0.try_wait() {
-            Ok(Some(_)) => continue,
-            _ => moved = Some(p),
-        }
-    }
-    let taken = killed.elapsed();
+    let (_moved, taken) = publish_until_taken(&c, "live/cam", killed);
     // The viewers on b get the stream again, from c.
     let deadline = Instant::now() + Duration::from_secs(15);
     let resumed = loop {
@@ -372,6 +359,86 @@ fn the_owners_death_moves_the_stream_and_other_nodes_viewers_keep_playing() {
         Some(2),
         "{cluster}"
     );
+}
+
+/// Publishes `key` on `server` again and again until one publisher stays (the
+/// stream's entry may still name its old node for a moment); when it did.
+fn publish_until_taken(server: &TestServer, key: &str, since: Instant) -> (Kill, Duration) {
+    loop {
+        assert!(
+            since.elapsed() < Duration::from_secs(20),
+            "{key} was never taken on {}",
+            server.rtmp
+        );
+        let mut p = publish(server, key, 60);
+        std::thread::sleep(Duration::from_millis(300));
+        if !matches!(p.0.try_wait(), Ok(Some(_))) {
+            return (p, since.elapsed());
+        }
+    }
+}
+
+#[test]
+fn viewers_follow_their_publisher_when_it_reconnects_to_another_node() {
+    if !have_ffmpeg() {
+        return;
+    }
+    let Some(redis) = Redis::start("cluster-follow") else {
+        return;
+    };
+    let a = node(&redis, "a", &[]);
+    let c = node(&redis, "c", &[]);
+    let first = publish(&a, "live/cam", 60);
+    wait_live(a.http, "live/cam");
+    let stop = Arc::new(AtomicBool::new(false));
+    let viewers: Vec<Viewer> = (0..10)
+        .map(|_| view(a.http, "live/cam", stop.clone()))
+        .collect();
+    for v in &viewers {
+        v.wait_playing("a viewer on a");
+    }
+
+    // The publisher's connection to a drops and it comes back through a load balancer
+    // that sends it to c: a still runs, and its viewers wait in the grace window.
+    let dropped = Instant::now();
+    drop(first);
+    let (_second, taken) = publish_until_taken(&c, "live/cam", dropped);
+    // a learns that c has it at its next refresh, and pulls it from c for its viewers.
+    let deadline = Instant::now() + Duration::from_secs(8);
+    let resumed = loop {
+        let now = Instant::now();
+        if viewers.iter().all(|v| v.got_data_after(dropped + taken)) {
+            break now;
+        }
+        assert!(now < deadline, "a's viewers did not get the stream from c");
+        std::thread::sleep(Duration::from_millis(20));
+    };
+    std::thread::sleep(Duration::from_secs(1));
+    let end = Instant::now();
+    stop.store(true, Ordering::Relaxed);
+    let worst = viewers
+        .iter()
+        .map(|v| v.longest_gap(dropped, end))
+        .max()
+        .unwrap_or_default();
+    eprintln!(
+        "cluster follow: publisher on c {} ms after it left a, a's 10 viewers resumed {} ms \
+         after; longest gap {} ms",
+        taken.as_millis(),
+        (resumed - dropped).as_millis(),
+        worst.as_millis()
+    );
+    drop(viewers);
+    let (_, s) = json(a.http, "/api/v1/streams/live/cam");
+    assert_eq!(
+        s["pull"]["origin"],
+        format!("rtmp://{}/live/cam", c.rtmp).as_str(),
+        "{s}"
+    );
+    // The directory names c alone as the stream's owner.
+    wait_cluster(a.http, Duration::from_secs(5), |v| {
+        streams_of(v, "c") == ["live/cam"] && streams_of(v, "a").is_empty()
+    });
 }
 
 #[test]
