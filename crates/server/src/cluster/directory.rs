@@ -9,6 +9,10 @@
 //! everything owned back, which is how a restarted Redis learns the cluster again. A
 //! stream another node took meanwhile is reported lost, and its publisher here is
 //! disconnected.
+//!
+//! Until the first refresh has an answer, claims and lookups wait for it (at most
+//! `cluster.timeout_ms`): a node just started behind a load balancer must not serve a
+//! publisher without its claim, or tell a player that no node has its stream.
 
 use super::node::{self, LoadMeter};
 use super::store::{Claimed, NodeEntry, NodeRecord, Store, StoreError};
@@ -86,6 +90,11 @@ pub(super) async fn run<S: Store>(
     let mut tick = tokio::time::interval(me.ttl / 3);
     tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
     let mut left = false;
+    // Whether the directory's state was logged: one never reached (a wrong address,
+    // an untrusted certificate) is said too, not only one that went away.
+    let mut reported = false;
+    // Claims and lookups that came before the first refresh's answer.
+    let mut early: Vec<Command> = Vec::new();
     let me = Rc::new(me);
     loop {
         tokio::select! {
@@ -101,25 +110,34 @@ pub(super) async fn run<S: Store>(
                 counters.count(Op::Refresh, result.is_ok());
                 match result {
                     Ok(lost) => {
+                        reported = true;
                         if !counters.up.swap(true, Ordering::Relaxed) {
                             tracing::info!(node = %me.id, streams = keys.len(), "cluster: directory reachable, this node registered");
                         }
                         for key in lost {
                             owned.remove(&key);
                             counters.lost.fetch_add(1, Ordering::Relaxed);
-                            tracing::warn!(stream = %key, "cluster: another node took the stream over; its publisher here is disconnected");
+                            tracing::warn!(stream = %key, "cluster: another node took the stream over; its publisher here is disconnected, its viewers here follow it");
                             (me.lost)(key);
                         }
                     }
                     Err(e) => {
-                        if counters.up.swap(false, Ordering::Relaxed) {
+                        if counters.up.swap(false, Ordering::Relaxed) || !reported {
+                            reported = true;
                             tracing::warn!(node = %me.id, "cluster: {e}; serving what this node has until it is back");
                         }
                     }
                 }
+                for cmd in std::mem::take(&mut early) {
+                    handle(cmd, &store, &me, &mut owned, &counters, &mut left).await;
+                }
             }
             cmd = rx.recv() => {
                 let Some(cmd) = cmd else { break };
+                if !reported && matches!(cmd, Command::Claim { .. } | Command::Locate { .. }) {
+                    early.push(cmd);
+                    continue;
+                }
                 handle(cmd, &store, &me, &mut owned, &counters, &mut left).await;
             }
         }

@@ -78,7 +78,7 @@ const HLS_WATCH_SETUP: &str = "
 /// A WHEP player: Chromium's own WebRTC, receive-only, posting its offer to
 /// `STREAM_URL`. The report says how bright the picture is (a canvas sample), so a
 /// black screen fails.
-const WHEP_SETUP: &str = "
+pub(crate) const WHEP_SETUP: &str = "
   const pc = new RTCPeerConnection();
   pc.addTransceiver('video', { direction: 'recvonly' });
   pc.addTransceiver('audio', { direction: 'recvonly' });
@@ -128,7 +128,7 @@ const WHEP_SETUP: &str = "
   };";
 
 /// A WHIP publisher: Chromium's fake camera and microphone, sent to `STREAM_URL`.
-const WHIP_SETUP: &str = "
+pub(crate) const WHIP_SETUP: &str = "
   (async () => {
     const media = await navigator.mediaDevices.getUserMedia({ video: { width: 320, height: 240 }, audio: true });
     const pc = new RTCPeerConnection();
@@ -192,7 +192,12 @@ fn page_server(page: String, script: &str, tx: mpsc::Sender<String>) -> SocketAd
 
 /// Plays `stream_url` in headless Chromium with `setup` for `watch_ms`; returns the
 /// page's report (`t`, `first`, `err`).
-fn play_in_chromium(script: &str, setup: &str, stream_url: &str, watch_ms: u32) -> String {
+pub(crate) fn play_in_chromium(
+    script: &str,
+    setup: &str,
+    stream_url: &str,
+    watch_ms: u32,
+) -> String {
     let (tx, rx) = mpsc::channel();
     let html = PAGE
         .replace("SETUP", setup)
@@ -224,7 +229,7 @@ use crate::common::report_field as field;
 
 /// What every WHEP page must report: no error, the picture advanced past 3 s, and it
 /// is not black.
-fn assert_played(report: &str) {
+pub(crate) fn assert_played(report: &str) {
     let errors = field(report, "err");
     assert!(errors.is_empty(), "WHEP errors {errors} ({report})");
     let t: f64 = field(report, "t").parse().unwrap_or(0.0);

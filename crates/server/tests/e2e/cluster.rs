@@ -26,12 +26,18 @@ struct Redis {
     child: Option<Kill>,
     port: u16,
     dir: std::path::PathBuf,
+    /// Served over TLS only, with this password: (certificate, key) files.
+    tls: Option<(String, String, &'static str)>,
 }
 
 impl Redis {
     /// A fresh redis-server, or `None` where it is not installed (a failure where
     /// `SLUICE_REQUIRE_TOOLS=1`).
     fn start(name: &str) -> Option<Redis> {
+        Redis::start_with(name, None)
+    }
+
+    fn start_with(name: &str, tls: Option<(String, String, &'static str)>) -> Option<Redis> {
         if !have("redis-server") {
             crate::common::require_tools_found_at_build(&[(false, "redis-server")]);
             return None;
@@ -40,6 +46,7 @@ impl Redis {
             child: None,
             port: free_port(),
             dir: scratch(name),
+            tls,
         };
         redis.restart();
         Some(redis)
@@ -48,10 +55,19 @@ impl Redis {
     /// Starts it (again: empty, as a Redis without persistence comes back).
     fn restart(&mut self) {
         self.child = None;
-        let child = Command::new("redis-server")
-            .args(["--bind", "127.0.0.1", "--port", &self.port.to_string()])
+        let port = self.port.to_string();
+        let mut cmd = Command::new("redis-server");
+        cmd.args(["--bind", "127.0.0.1"])
             .args(["--save", "", "--appendonly", "no", "--protected-mode", "no"])
-            .args(["--dir", self.dir.to_str().expect("utf-8")])
+            .args(["--dir", self.dir.to_str().expect("utf-8")]);
+        match &self.tls {
+            None => cmd.args(["--port", &port]),
+            Some((cert, key, password)) => cmd
+                .args(["--port", "0", "--tls-port", &port])
+                .args(["--tls-cert-file", cert, "--tls-key-file", key])
+                .args(["--tls-auth-clients", "no", "--requirepass", password]),
+        };
+        let child = cmd
             .stdout(Stdio::null())
             .spawn()
             .expect("start redis-server");
@@ -68,7 +84,10 @@ impl Redis {
     }
 
     fn url(&self) -> String {
-        format!("redis://127.0.0.1:{}/0", self.port)
+        match &self.tls {
+            None => format!("redis://127.0.0.1:{}/0", self.port),
+            Some((_, _, password)) => format!("rediss://:{password}@127.0.0.1:{}/0", self.port),
+        }
     }
 }
 
@@ -185,6 +204,14 @@ fn a_stream_published_on_one_node_plays_on_the_others_over_every_protocol() {
     assert!(times.len() >= 20, "{srt}: {} video packets", times.len());
     // One pull per node whatever the number of protocols.
     assert_eq!(metric(b.http, "sluice_relay_pulls_total"), 1.0);
+    // A node just started finds the stream at once: its first lookups wait for its
+    // first refresh rather than answer that no node has it.
+    let d = node(&redis, "d", &[]);
+    let stop = Arc::new(AtomicBool::new(false));
+    let first = view(d.http, "live/cam", stop.clone());
+    first.wait_playing("a player on a node just started");
+    stop.store(true, Ordering::Relaxed);
+    drop(first);
     assert!(metric(b.http, "sluice_cluster_lookups_total{result=\"found\"}") >= 1.0);
     assert_eq!(metric(b.http, "sluice_cluster_directory_up"), 1.0);
 
@@ -622,4 +649,93 @@ fn an_overloaded_node_sends_new_players_and_publishers_to_another() {
     // A segment asked for here is still served here (players already on a).
     let (status, _, _) = http_request(a.http, "GET", "/live/cam.ts", "");
     assert_ne!(status, 307);
+}
+
+/// Chromium publishes over WHIP to an overloaded node and follows its 307 to another
+/// node; a second Chromium plays the stream over WHEP on the third, which pulls it
+/// from the second.
+#[test]
+#[cfg_attr(not(have_chromium), ignore = "needs chromium")]
+fn chromium_whip_sent_on_by_an_overloaded_node_plays_over_whep_on_a_third() {
+    use crate::browser::{assert_played, play_in_chromium, WHEP_SETUP, WHIP_SETUP};
+    use crate::common::report_field as field;
+    if !have("chromium") {
+        return;
+    }
+    let Some(redis) = Redis::start("cluster-webrtc") else {
+        return;
+    };
+    let udp = ["--webrtc-udp", "127.0.0.1:0"];
+    let a = node(
+        &redis,
+        "a",
+        &[&udp[..], &["--cluster-max-connections", "1"]].concat(),
+    );
+    let b = node(&redis, "b", &udp);
+    let c = node(&redis, "c", &udp);
+    wait_cluster(a.http, Duration::from_secs(5), |v| {
+        v["nodes"].as_array().is_some_and(|n| n.len() == 3)
+    });
+    // One connection held open puts a over its limit.
+    let _held = TcpStream::connect(a.http).expect("connect");
+    let whip = format!("http://{}/live/moved/whip", a.http);
+    let publisher =
+        std::thread::spawn(move || play_in_chromium("mpegts.js", WHIP_SETUP, &whip, 20_000));
+    let cluster = wait_cluster(a.http, Duration::from_secs(40), |v| {
+        streams_of(v, "b") == ["live/moved"] || streams_of(v, "c") == ["live/moved"]
+    });
+    assert!(streams_of(&cluster, "a").is_empty(), "{cluster}");
+    let other = if streams_of(&cluster, "b").is_empty() {
+        &b
+    } else {
+        &c
+    };
+    let whep = format!("http://{}/live/moved/whep", other.http);
+    let report = play_in_chromium("mpegts.js", WHEP_SETUP, &whep, 6000);
+    let published = publisher.join().expect("the publisher page");
+    assert!(field(&published, "err").is_empty(), "WHIP: {published}");
+    assert_played(&report);
+    // The microphone's Opus went between the nodes as AAC and is Opus again here.
+    let audio: f64 = field(&report, "audio").parse().unwrap_or(0.0);
+    assert!(audio > 0.05, "silence ({report})");
+    assert!(metric(a.http, "sluice_cluster_redirects_total") >= 1.0);
+    assert_eq!(metric(other.http, "sluice_relay_pulls_total"), 1.0);
+    eprintln!("WHIP through a redirect, WHEP on another node, in Chromium: {report}");
+}
+
+/// A directory on a Redis that speaks only TLS, with a password: the nodes check its
+/// certificate against `cluster.tls_ca`; a node that does not trust it serves what it
+/// has on its own and says the directory is down.
+#[test]
+fn nodes_reach_a_redis_over_tls_with_a_password_and_a_private_root() {
+    if !have_ffmpeg() {
+        return;
+    }
+    let dir = scratch("cluster-tls-ca");
+    let (cert, key, ca) = crate::common::private_ca(&dir);
+    let Some(redis) = Redis::start_with("cluster-tls", Some((cert, key, "s3cret"))) else {
+        return;
+    };
+    let config = dir.join("cluster.toml");
+    std::fs::write(&config, format!("[cluster]\ntls_ca = {ca:?}\n")).expect("config");
+    let config = config.to_str().expect("utf-8");
+    let a = node(&redis, "a", &["--config", config]);
+    let b = node(&redis, "b", &["--config", config]);
+    let _publisher = publish(&a, "live/cam", 30);
+    wait_live(a.http, "live/cam");
+    wait_cluster(b.http, Duration::from_secs(5), |v| {
+        streams_of(v, "a") == ["live/cam"]
+    });
+    let (streams, times) = probe_video(&format!("http://{}/live/cam.flv", b.http), "%+2");
+    assert!(streams.contains("h264,320,240"), "{streams}");
+    assert!(times.len() >= 20, "{} video packets", times.len());
+    assert_eq!(metric(b.http, "sluice_cluster_directory_up"), 1.0);
+
+    // Without the private root, the web PKI's roots do not know Redis's certificate.
+    let untrusting = node(&redis, "u", &[]);
+    let _own = publish(&untrusting, "live/own", 30);
+    wait_live(untrusting.http, "live/own");
+    assert_eq!(metric(untrusting.http, "sluice_cluster_directory_up"), 0.0);
+    let (status, _) = json(untrusting.http, "/api/v1/streams/live/own");
+    assert_eq!(status, 200);
 }

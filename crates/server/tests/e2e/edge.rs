@@ -322,38 +322,13 @@ fn published_streams_are_pushed_to_nginx_rtmp_and_an_edge_forwards_to_its_origin
     assert!(streams.contains("h264"), "{streams}");
 }
 
-/// A root and a certificate for 127.0.0.1 signed by it, as PEM files in `dir`:
-/// (certificate, key, root).
-fn private_ca(dir: &std::path::Path) -> (String, String, String) {
-    let ca_key = rcgen::KeyPair::generate().expect("key");
-    let mut ca = rcgen::CertificateParams::new(Vec::<String>::new()).expect("params");
-    ca.is_ca = rcgen::IsCa::Ca(rcgen::BasicConstraints::Unconstrained);
-    let ca_cert = ca.self_signed(&ca_key).expect("root");
-    let issuer = rcgen::Issuer::new(ca, ca_key);
-    let key = rcgen::KeyPair::generate().expect("key");
-    let cert = rcgen::CertificateParams::new(vec!["127.0.0.1".to_string()])
-        .expect("params")
-        .signed_by(&key, &issuer)
-        .expect("certificate");
-    let path = |name: &str, pem: String| {
-        let p = dir.join(name);
-        std::fs::write(&p, pem).expect("write");
-        p.to_str().expect("utf-8").to_string()
-    };
-    (
-        path("cert.pem", cert.pem()),
-        path("key.pem", key.serialize_pem()),
-        path("ca.pem", ca_cert.pem()),
-    )
-}
-
 #[test]
 fn pulls_and_pushes_go_over_rtmps_to_a_private_ca() {
     if !have_ffmpeg() {
         return;
     }
     let dir = scratch("relay-rtmps");
-    let (cert, key, ca) = private_ca(&dir);
+    let (cert, key, ca) = crate::common::private_ca(&dir);
     let origin = TestServer::start(&[
         "--rtmps",
         "127.0.0.1:0",

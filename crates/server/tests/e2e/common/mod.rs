@@ -714,3 +714,28 @@ pub fn localhost_certificate() -> (String, String) {
     let cert = rcgen::generate_simple_self_signed(vec!["localhost".to_string()]).expect("rcgen");
     (cert.cert.pem(), cert.signing_key.serialize_pem())
 }
+
+/// A root and a certificate for 127.0.0.1 signed by it, as PEM files in `dir`:
+/// (certificate, key, root).
+pub fn private_ca(dir: &std::path::Path) -> (String, String, String) {
+    let ca_key = rcgen::KeyPair::generate().expect("key");
+    let mut ca = rcgen::CertificateParams::new(Vec::<String>::new()).expect("params");
+    ca.is_ca = rcgen::IsCa::Ca(rcgen::BasicConstraints::Unconstrained);
+    let ca_cert = ca.self_signed(&ca_key).expect("root");
+    let issuer = rcgen::Issuer::new(ca, ca_key);
+    let key = rcgen::KeyPair::generate().expect("key");
+    let cert = rcgen::CertificateParams::new(vec!["127.0.0.1".to_string()])
+        .expect("params")
+        .signed_by(&key, &issuer)
+        .expect("certificate");
+    let path = |name: &str, pem: String| {
+        let p = dir.join(name);
+        std::fs::write(&p, pem).expect("write");
+        p.to_str().expect("utf-8").to_string()
+    };
+    (
+        path("cert.pem", cert.pem()),
+        path("key.pem", key.serialize_pem()),
+        path("ca.pem", ca_cert.pem()),
+    )
+}
