@@ -17,10 +17,11 @@ cd "$(dirname "$0")/.."
 
 step() { printf '\n==> [%s] %s\n' "$(date -u +%H:%M:%S)" "$*"; }
 
-# GStreamer elements the RTSP interoperability test and the VP8/VP9 RTP decode test use
+# GStreamer elements the RTSP interoperability test, the VP8/VP9 RTP decode test and the
+# HTTP-TS test use
 # (gst-launch-1.0 pipelines).
 gst_elements=(rtspsrc rtspclientsink rtph264depay avdec_h264 openh264enc
-  udpsrc rtpvp8depay rtpvp9depay vp8dec vp9dec)
+  udpsrc rtpvp8depay rtpvp9depay vp8dec vp9dec souphttpsrc tsdemux)
 gst_packages=(gstreamer1.0-tools gstreamer1.0-plugins-base gstreamer1.0-plugins-good
   gstreamer1.0-plugins-bad gstreamer1.0-libav gstreamer1.0-rtsp)
 

@@ -377,6 +377,7 @@
     return {
       'HTTP-FLV': http + path + '.flv' + q,
       'WS-FLV': ws + path + '.flv' + q,
+      'HTTP-TS': http + path + '.ts' + q,
       'HLS (TS)': http + path + '.m3u8' + q,
       'LL-HLS (fMP4)': http + path + '/index.m3u8' + q,
       'WebRTC (WHEP)': http + path + '/whep' + q,

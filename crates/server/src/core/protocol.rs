@@ -18,6 +18,8 @@ pub enum Protocol {
     Flv,
     /// FLV over WebSocket.
     WsFlv,
+    /// MPEG-TS over HTTP (HTTP-TS).
+    HttpTs,
     /// RTSP, over TCP or UDP.
     Rtsp,
     /// SRT.
@@ -31,10 +33,11 @@ pub enum Protocol {
 
 impl Protocol {
     /// Every protocol, in the order the API and `/metrics` list them.
-    pub const ALL: [Protocol; 7] = [
+    pub const ALL: [Protocol; 8] = [
         Protocol::Rtmp,
         Protocol::Flv,
         Protocol::WsFlv,
+        Protocol::HttpTs,
         Protocol::Rtsp,
         Protocol::Srt,
         Protocol::Webrtc,
@@ -50,6 +53,7 @@ impl Protocol {
             Protocol::Rtmp => "rtmp",
             Protocol::Flv => "flv",
             Protocol::WsFlv => "ws-flv",
+            Protocol::HttpTs => "http-ts",
             Protocol::Rtsp => "rtsp",
             Protocol::Srt => "srt",
             Protocol::Webrtc => "webrtc",

@@ -12,7 +12,7 @@ use sluice_http::Request;
 use std::net::IpAddr;
 
 /// `None` when `req` may do what `route` asks, else the answer that refuses it:
-/// playing a stream over HTTP-FLV or WS-FLV needs the read permission on its key,
+/// playing a stream over HTTP-FLV, WS-FLV or HTTP-TS needs the read permission on its key,
 /// downloading or listing files on their path. HLS checks its own way (its viewers'
 /// tokens, see `hls::reply`); other routes need nothing.
 pub(super) async fn route_denied(
@@ -25,7 +25,7 @@ pub(super) async fn route_denied(
     use super::router::Route;
     use sluice_http::Method;
     let path = match (req.method, route) {
-        (Method::Get | Method::Head, Route::Flv(key)) => key.to_string(),
+        (Method::Get | Method::Head, Route::Live(key, _)) => key.to_string(),
         (Method::Get | Method::Head | Method::Propfind, Route::Files(rest)) => {
             sluice_http::files::relative_path(rest).unwrap_or_default()
         }

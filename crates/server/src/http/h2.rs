@@ -17,7 +17,6 @@ use super::router::{self, Action, Listener};
 use super::Worker;
 use super::CORS_HEADERS;
 use crate::core::fanout::Player;
-use crate::core::format::FormatId;
 use crate::core::play::Playing;
 use crate::ctx::Ctx;
 use crate::io::sock::{Pipe, Sock};
@@ -46,17 +45,17 @@ where
 }
 
 /// A response body: shared buffers sent without copying, a file's mapped bytes
-/// (handed out a slice at a time), or an FLV stream.
+/// (handed out a slice at a time), or a live stream (HTTP-FLV, HTTP-TS).
 enum H2Body {
     Parts(VecDeque<Bytes>),
     Mapped(Bytes),
-    Flv(FlvBody),
+    Live(LiveBody),
 }
 
 /// The reading end of a player's pipe; dropping it (a reset stream) ends the player.
-struct FlvBody(Rc<Pipe>);
+struct LiveBody(Rc<Pipe>);
 
-impl Drop for FlvBody {
+impl Drop for LiveBody {
     fn drop(&mut self) {
         self.0.close();
     }
@@ -77,7 +76,9 @@ impl Body for H2Body {
                 let n = rest.len().min(files::SLICE);
                 Poll::Ready(Some(Ok(Frame::data(rest.split_to(n)))))
             }
-            H2Body::Flv(FlvBody(pipe)) => pipe.poll_read(cx).map(|b| b.map(|b| Ok(Frame::data(b)))),
+            H2Body::Live(LiveBody(pipe)) => {
+                pipe.poll_read(cx).map(|b| b.map(|b| Ok(Frame::data(b))))
+            }
         }
     }
 
@@ -85,7 +86,7 @@ impl Body for H2Body {
         match self {
             H2Body::Parts(parts) => parts.is_empty(),
             H2Body::Mapped(rest) => rest.is_empty(),
-            H2Body::Flv(_) => false,
+            H2Body::Live(_) => false,
         }
     }
 
@@ -95,7 +96,7 @@ impl Body for H2Body {
                 SizeHint::with_exact(parts.iter().map(|b| b.len() as u64).sum())
             }
             H2Body::Mapped(rest) => SizeHint::with_exact(rest.len() as u64),
-            H2Body::Flv(_) => SizeHint::default(),
+            H2Body::Live(_) => SizeHint::default(),
         }
     }
 }
@@ -163,7 +164,7 @@ async fn handle(
     tracing::debug!(path = %request.path, ?method, "request (h2)");
     match router::handle(ctx, &request, peer, 0, Listener::Media).await {
         Action::Reply(r) => reply(r, method),
-        Action::Flv(key) => flv(&ctx.ctx, key, peer).await,
+        Action::Live(key, live) => play(&ctx.ctx, key, live, peer).await,
         Action::StreamHead(headers) => response(200, headers, H2Body::Parts(VecDeque::new())),
         Action::File(opened) => {
             let (status, headers, body) = files::h2_answer(&ctx.ctx, &request, opened);
@@ -202,8 +203,13 @@ fn response(
         .unwrap_or_else(|_| http::Response::new(H2Body::Parts(VecDeque::new())))
 }
 
-/// An HTTP-FLV player on an h2 stream.
-async fn flv(ctx: &Ctx, key: &str, peer: std::net::SocketAddr) -> http::Response<H2Body> {
+/// An HTTP-FLV or HTTP-TS player on an h2 stream.
+async fn play(
+    ctx: &Ctx,
+    key: &str,
+    live: router::Live,
+    peer: std::net::SocketAddr,
+) -> http::Response<H2Body> {
     let id = ctx.hub().next_id();
     // A file on demand plays as a private stream, kept alive by the player's task.
     let (stream, vod) = match router::flv_source(ctx, key, id, peer).await {
@@ -217,17 +223,13 @@ async fn flv(ctx: &Ctx, key: &str, peer: std::net::SocketAddr) -> http::Response
         }
     };
     let pipe = Pipe::new(ctx.config().players.send_buffer);
+    let (format, protocol) = live.output();
     let player = Player::new(
         id,
         Rc::new(Sock::new(pipe.clone())),
-        stream.format_for(FormatId::FLV),
+        stream.format_for(format),
     );
-    let playing = Playing::start(
-        ctx.fanout(),
-        &stream,
-        player,
-        crate::core::protocol::Protocol::Flv,
-    );
+    let playing = Playing::start(ctx.fanout(), &stream, player, protocol);
     tracing::info!(stream = %stream.key, "play (h2)");
     tokio::task::spawn_local(async move {
         let _vod = vod;
@@ -235,12 +237,10 @@ async fn flv(ctx: &Ctx, key: &str, peer: std::net::SocketAddr) -> http::Response
         // (a reset stream closes the pipe, and the next write fails).
         let _ = playing.wait_end().await;
     });
-    response(
-        200,
-        vec![
-            ("Content-Type", "video/x-flv".into()),
-            ("Cache-Control", "no-cache, no-store".into()),
-        ],
-        H2Body::Flv(FlvBody(pipe)),
-    )
+    let headers = live
+        .headers()
+        .iter()
+        .map(|(name, value)| (*name, value.to_string()))
+        .collect();
+    response(200, headers, H2Body::Live(LiveBody(pipe)))
 }

@@ -272,7 +272,7 @@ impl Http {
         };
         match router::handle(&worker, &req, self.peer, conn.id, listener).await {
             Action::Reply(reply) => self.reply(conn, &req, reply).await,
-            Action::Flv(key) => self.play(conn, &req, key).await,
+            Action::Live(key, live) => self.play(conn, &req, key, live).await,
             Action::StreamHead(headers) => {
                 conn.session
                     .respond_head(200, &reply::header_refs(&headers), None);
@@ -318,13 +318,14 @@ impl Http {
         Ok(())
     }
 
-    /// Plays `key` (a live stream, or a file on demand under `vod/`) over HTTP-FLV, or
-    /// WebSocket-FLV when the request upgrades.
+    /// Plays `key` (a live stream, or a file on demand under `vod/`) as the byte
+    /// stream `live` asks for; FLV over WebSocket when the request upgrades.
     async fn play(
         &mut self,
         conn: &mut Conn<ServerSession>,
         req: &Request,
         key: &str,
+        live: router::Live,
     ) -> Result<(), Error> {
         let peer = conn.client.peer();
         let found = router::flv_source(&self.worker.ctx, key, conn.id, peer).await;
@@ -341,7 +342,7 @@ impl Http {
             }
         };
         use crate::core::protocol::Protocol;
-        let (format, protocol) = if req.is_websocket_upgrade() {
+        let (format, protocol) = if live == router::Live::Flv && req.is_websocket_upgrade() {
             conn.session.accept_websocket(req, &[]);
             if conn.session.is_closed() {
                 // No Sec-WebSocket-Key: answered 400.
@@ -349,8 +350,9 @@ impl Http {
             }
             (stream.format_for(FormatId::WS_FLV), Protocol::WsFlv)
         } else {
-            conn.session.stream(200, &router::FLV_HEADERS);
-            (stream.format_for(FormatId::FLV), Protocol::Flv)
+            conn.session.stream(200, live.headers());
+            let (id, protocol) = live.output();
+            (stream.format_for(id), protocol)
         };
         tracing::info!(stream = %stream.key, ?format, "play");
         let player = Player::new(conn.id, conn.sock.clone(), format);

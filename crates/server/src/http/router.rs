@@ -15,7 +15,9 @@ use super::files::{self, Opened, DAV_HEADERS};
 use super::hls::{self, HlsPath};
 use super::reply::Reply;
 use super::Worker;
+use crate::core::format::FormatId;
 use crate::core::hub::Stream;
+use crate::core::protocol::Protocol;
 use crate::ctx::admit::Ask;
 use crate::ctx::Ctx;
 use crate::vod::VodPlay;
@@ -31,9 +33,10 @@ const MAX_KEY_LEN: usize = 256;
 pub(crate) enum Action<'r> {
     /// A complete answer.
     Reply(Reply),
-    /// `GET /app/name.flv`: play the live stream (or the file on demand under `vod/`)
-    /// over HTTP-FLV, or WebSocket-FLV when the request upgrades and the wire can.
-    Flv(&'r str),
+    /// `GET /app/name.flv` or `.ts`: play the live stream (or the file on demand under
+    /// `vod/`) as that byte stream; FLV over WebSocket when the request upgrades and
+    /// the wire can.
+    Live(&'r str, Live),
     /// `HEAD` of a live stream's URL: its headers, without a length.
     StreamHead(Vec<(&'static str, String)>),
     /// A file of the media root, opened: the serializer sends its range (with
@@ -57,9 +60,44 @@ const WHEP_OPTIONS: [(&str, &str); 3] = [
     ("Access-Control-Expose-Headers", "Location"),
 ];
 
+/// The byte streams a live stream plays as over HTTP, each a registered output
+/// format: a new one is a variant here and its format.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Live {
+    /// `/app/name.flv`: HTTP-FLV (and WebSocket-FLV).
+    Flv,
+    /// `/app/name.ts`: HTTP-TS, the stream's MPEG-TS (set-top boxes, IPTV middleware).
+    Ts,
+}
+
+impl Live {
+    /// The format its players take, and the protocol they count as.
+    pub(crate) fn output(self) -> (FormatId, Protocol) {
+        match self {
+            Live::Flv => (FormatId::FLV, Protocol::Flv),
+            Live::Ts => (FormatId::TS, Protocol::HttpTs),
+        }
+    }
+
+    /// The headers of its answer.
+    pub(crate) fn headers(self) -> &'static [(&'static str, &'static str)] {
+        match self {
+            Live::Flv => &FLV_HEADERS,
+            Live::Ts => &TS_HEADERS,
+        }
+    }
+}
+
 /// The headers of an HTTP-FLV stream's answer.
 pub(crate) const FLV_HEADERS: [(&str, &str); 3] = [
     ("Content-Type", "video/x-flv"),
+    ("Cache-Control", "no-cache, no-store"),
+    ("Pragma", "no-cache"),
+];
+
+/// The headers of an HTTP-TS stream's answer.
+const TS_HEADERS: [(&str, &str); 3] = [
+    ("Content-Type", "video/mp2t"),
     ("Cache-Control", "no-cache, no-store"),
     ("Pragma", "no-cache"),
 ];
@@ -129,13 +167,13 @@ pub(crate) async fn handle<'r>(
         (Method::Get | Method::Head, Route::Root) => {
             Reply::text(200, concat!("Sluice ", env!("CARGO_PKG_VERSION"), "\n"))
         }
-        (Method::Head, Route::Flv(key)) => {
+        (Method::Head, Route::Live(key, live)) => {
             if ctx.exists(key).await {
-                return Action::StreamHead(owned(&FLV_HEADERS));
+                return Action::StreamHead(owned(live.headers()));
             }
             Reply::empty(404)
         }
-        (Method::Get, Route::Flv(key)) => return Action::Flv(key),
+        (Method::Get, Route::Live(key, live)) => return Action::Live(key, live),
         (Method::Get | Method::Head, Route::Hls(key, what)) => {
             hls::reply(worker, req, key, what, peer.ip()).await
         }
@@ -158,7 +196,7 @@ pub(crate) async fn handle<'r>(
 /// here stay.
 async fn elsewhere(ctx: &Ctx, req: &Request, route: &Route<'_>) -> Option<Reply> {
     let moves = match (req.method, route) {
-        (Method::Get, Route::Flv(_)) => true,
+        (Method::Get, Route::Live(..)) => true,
         (Method::Get | Method::Head, Route::Hls(_, what)) => {
             matches!(what, HlsPath::TsPlaylist | HlsPath::Fmp4Playlist)
         }
@@ -208,8 +246,8 @@ fn webrtc_off() -> Reply {
 /// What a path names.
 #[derive(Debug, PartialEq, Eq)]
 pub(crate) enum Route<'a> {
-    /// `/app/stream.flv`: the live stream `app/stream`.
-    Flv(&'a str),
+    /// `/app/stream.flv` or `.ts`: the live stream `app/stream` as that byte stream.
+    Live(&'a str, Live),
     /// `/app/stream.m3u8`, `/app/stream/index.m3u8` and their segments.
     Hls(&'a str, HlsPath<'a>),
     /// `/files/<path>`: a file of the media root (the path below `/files/`, encoded).
@@ -251,7 +289,7 @@ pub(crate) fn route(path: &str) -> Route<'_> {
         return Route::NotFound;
     };
     if let Some(key) = rest.strip_suffix(".flv").and_then(stream_key) {
-        return Route::Flv(key);
+        return Route::Live(key, Live::Flv);
     }
     if let Some(key) = rest.strip_suffix("/whep").and_then(stream_key) {
         return Route::Whep(key);
@@ -277,6 +315,10 @@ pub(crate) fn route(path: &str) -> Route<'_> {
             return Route::Hls(key, file);
         }
     }
+    // After HLS's segments: `/app/name/TAG-N.ts` is a segment, not a stream.
+    if let Some(key) = rest.strip_suffix(".ts").and_then(stream_key) {
+        return Route::Live(key, Live::Ts);
+    }
     Route::NotFound
 }
 #[cfg(test)]
@@ -285,7 +327,9 @@ mod tests {
 
     #[test]
     fn routes() {
-        assert_eq!(route("/live/cam.flv"), Route::Flv("live/cam"));
+        assert_eq!(route("/live/cam.flv"), Route::Live("live/cam", Live::Flv));
+        assert_eq!(route("/live/cam.ts"), Route::Live("live/cam", Live::Ts));
+        assert_eq!(route("/a/b/c.ts"), Route::Live("a/b/c", Live::Ts));
         assert_eq!(
             route("/live/cam.m3u8"),
             Route::Hls("live/cam", HlsPath::TsPlaylist)
@@ -318,12 +362,12 @@ mod tests {
         );
         assert_eq!(route("/live/cam/ab-x.m4s"), Route::NotFound);
         assert_eq!(route("/live/../cam.m3u8"), Route::NotFound);
-        assert_eq!(route("/a/b/c.flv"), Route::Flv("a/b/c"));
+        assert_eq!(route("/a/b/c.flv"), Route::Live("a/b/c", Live::Flv));
         assert_eq!(route("/"), Route::Root);
         assert_eq!(route("/files/a/b.flv"), Route::Files("a/b.flv"));
         assert_eq!(route("/files/live/x.m3u8"), Route::Files("live/x.m3u8"));
         assert_eq!(route("/files"), Route::Files(""));
-        assert_eq!(route("/filesx/a.flv"), Route::Flv("filesx/a"));
+        assert_eq!(route("/filesx/a.flv"), Route::Live("filesx/a", Live::Flv));
         for bad in [
             "/cam.flv",
             "/../x.flv",

@@ -668,7 +668,8 @@ fn ffmpeg_player(options: &[&str], url: &str) -> crate::common::Kill {
 
 /// Viewers are counted by the protocol they play with, whatever output format it
 /// shares with another: an RTSP player (ffmpeg, over TCP) as `rtsp`, an SRT player
-/// (ffmpeg's libsrt) as `srt`, and nobody as `webrtc`, in the API and in `/metrics`.
+/// (ffmpeg's libsrt) and an HTTP-TS player (both of the stream's TS form) as `srt` and
+/// `http-ts`, and nobody as `webrtc`, in the API and in `/metrics`.
 #[test]
 #[cfg_attr(not(have_ffmpeg), ignore = "needs ffmpeg")]
 fn viewers_are_counted_by_the_protocol_they_play_with() {
@@ -693,14 +694,16 @@ fn viewers_are_counted_by_the_protocol_they_play_with() {
         &[],
         &format!("srt://127.0.0.1:{}?streamid=read:live/cam", srt.port()),
     );
+    let _ts_player = ffmpeg_player(&[], &format!("http://{}/live/cam.ts", server.http));
     let stream = wait_json(server.http, "/api/v1/streams/live/cam", |s| {
-        s["viewers"]["rtsp"] == 1 && s["viewers"]["srt"] == 1
+        s["viewers"]["rtsp"] == 1 && s["viewers"]["srt"] == 1 && s["viewers"]["http-ts"] == 1
     });
     let viewers = &stream["viewers"];
     for (protocol, n) in [
         ("rtmp", 0),
         ("flv", 0),
         ("ws-flv", 0),
+        ("http-ts", 1),
         ("rtsp", 1),
         ("srt", 1),
         ("webrtc", 0),
@@ -708,8 +711,13 @@ fn viewers_are_counted_by_the_protocol_they_play_with() {
     ] {
         assert_eq!(viewers[protocol], n, "{protocol}: {viewers}");
     }
-    assert_eq!(stream["players"], 2);
-    for (protocol, n) in [("rtsp", 1.0), ("srt", 1.0), ("webrtc", 0.0)] {
+    assert_eq!(stream["players"], 3);
+    for (protocol, n) in [
+        ("rtsp", 1.0),
+        ("srt", 1.0),
+        ("http-ts", 1.0),
+        ("webrtc", 0.0),
+    ] {
         let series =
             format!("sluice_stream_viewers{{app=\"live\",stream=\"cam\",protocol=\"{protocol}\"}}");
         assert_eq!(crate::common::metric(server.http, &series), n, "{series}");

@@ -210,27 +210,29 @@ fn a_silent_udp_player_times_out_and_one_sending_reports_does_not() {
     );
 }
 
-/// Whether GStreamer with the RTSP elements is here (like [`have_ffmpeg`]: required
-/// where `SLUICE_REQUIRE_TOOLS=1`).
-fn have_gstreamer() -> bool {
-    const ELEMENTS: [&str; 5] = [
+/// Whether GStreamer with the elements the tests use is here (like [`have_ffmpeg`]:
+/// required where `SLUICE_REQUIRE_TOOLS=1`).
+pub(crate) fn have_gstreamer() -> bool {
+    const ELEMENTS: [&str; 7] = [
         "rtspsrc",
         "rtspclientsink",
         "openh264enc",
         "avdec_h264",
         "rtph264depay",
+        "souphttpsrc",
+        "tsdemux",
     ];
     let checks: Vec<[&str; 2]> = ELEMENTS.iter().map(|e| ["gst-inspect-1.0", e]).collect();
     let checks: Vec<&[&str]> = checks.iter().map(|c| &c[..]).collect();
     crate::common::tools_present(
-        "GStreamer RTSP elements (rtspsrc, rtspclientsink, openh264enc, avdec_h264, rtph264depay)",
+        "GStreamer elements (rtspsrc, rtspclientsink, openh264enc, avdec_h264, rtph264depay, souphttpsrc, tsdemux)",
         cfg!(have_gstreamer),
         &checks,
     )
 }
 
 /// Runs a `gst-launch-1.0` pipeline to its end (at most 30 s).
-fn gst(pipeline: &str) -> std::process::Output {
+pub(crate) fn gst(pipeline: &str) -> std::process::Output {
     std::process::Command::new("timeout")
         .args(["30", "gst-launch-1.0"])
         .args(pipeline.split_whitespace())

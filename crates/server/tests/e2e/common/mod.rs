@@ -681,6 +681,19 @@ pub fn chromium(profile: &std::path::Path) -> Command {
     .arg(format!("--user-data-dir={}", profile.display()))
     .stdout(Stdio::null())
     .stderr(Stdio::null());
+    // A browser outlives its test when the test's thread never drops it (a helper
+    // thread left running when the test binary exits): the kernel kills it with the
+    // thread that started it.
+    // SAFETY: prctl is async-signal-safe and touches only the child being made.
+    unsafe {
+        std::os::unix::process::CommandExt::pre_exec(&mut cmd, || {
+            if libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL) == 0 {
+                Ok(())
+            } else {
+                Err(std::io::Error::last_os_error())
+            }
+        });
+    }
     cmd
 }
 
