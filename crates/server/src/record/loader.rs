@@ -1,0 +1,259 @@
+//! The start-up check of the recordings: every stream directory under the record dir,
+//! its index log read, each file's size and mtime compared with its record, and the
+//! files that disagree (or have no record) read again with `sluice_archive`'s scans.
+//!
+//! Why at start and on its own threads: the files of weeks of recordings take seconds
+//! to `stat` and minutes to read when no index is left; the workers serve meanwhile
+//! (the API says `indexing` until it is done), and the writer thread waits only for the
+//! stream it touches (the entry's lock, held while that one stream is checked).
+//!
+//! # Invariants
+//! - A file is read again only when its record is missing or its size or mtime differs:
+//!   a file cut by `kill -9` after its last record is read again, and its span ends at
+//!   its last complete fragment.
+//! - A record of a file that is gone is removed; a file left open by a server that
+//!   died (no writer has it now) is marked closed.
+//! - Reads are bounded: box headers, `moov` and `moof` boxes (see `sluice_archive::fmp4`),
+//!   or the two ends of a TS file.
+
+use super::catalogue::{Catalogue, StreamEntry};
+use super::index::{mtime_ns, LOG_NAME};
+use sluice_archive::{ts, FileId, FileSpan, Fmp4Scan, Format};
+use std::collections::HashSet;
+use std::fs::File;
+use std::io;
+use std::os::unix::fs::FileExt;
+use std::path::Path;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::Mutex;
+
+/// Directory levels searched below the record dir (apps may nest).
+const MAX_DEPTH: usize = 8;
+/// Threads that check streams.
+const MAX_THREADS: usize = 4;
+
+/// What a load did.
+#[derive(Debug, Default, Clone, Copy)]
+pub(super) struct Report {
+    pub(super) streams: usize,
+    pub(super) files: usize,
+    /// Files read because their record was missing or stale.
+    pub(super) scanned: usize,
+    /// Records of files that are gone.
+    pub(super) removed: usize,
+    /// Streams whose log was torn or unreadable.
+    pub(super) repaired: usize,
+    /// Streams that could not be checked (an I/O error, logged).
+    pub(super) failed: usize,
+}
+
+impl Report {
+    fn add(&mut self, o: Report) {
+        self.streams += o.streams;
+        self.files += o.files;
+        self.scanned += o.scanned;
+        self.removed += o.removed;
+        self.repaired += o.repaired;
+        self.failed += o.failed;
+    }
+}
+
+/// Checks every stream under the catalogue's root, then marks it loaded.
+pub(super) fn load(catalogue: &Catalogue) -> Report {
+    let dirs = stream_dirs(catalogue.root());
+    let next = AtomicUsize::new(0);
+    let total = Mutex::new(Report::default());
+    let threads = std::thread::available_parallelism()
+        .map_or(1, |n| n.get())
+        .clamp(1, MAX_THREADS);
+    std::thread::scope(|s| {
+        for _ in 0..threads {
+            s.spawn(|| {
+                let mut mine = Report::default();
+                while let Some(key) = dirs.get(next.fetch_add(1, Ordering::Relaxed)) {
+                    if catalogue.stopping.load(Ordering::Relaxed) {
+                        break;
+                    }
+                    let entry = catalogue.entry(key);
+                    match check(&entry) {
+                        Ok(r) => mine.add(r),
+                        Err(e) => {
+                            mine.failed += 1;
+                            tracing::warn!(stream = key, "recordings index not checked: {e}");
+                        }
+                    }
+                }
+                total.lock().unwrap_or_else(|e| e.into_inner()).add(mine);
+            });
+        }
+    });
+    catalogue.set_loaded();
+    total.into_inner().unwrap_or_else(|e| e.into_inner())
+}
+
+/// The directories under `root` (relative, `/`-separated) holding an index log or a
+/// recording named after the directory.
+fn stream_dirs(root: &Path) -> Vec<String> {
+    let mut out = Vec::new();
+    let mut todo = vec![(String::new(), 0usize)];
+    while let Some((rel, depth)) = todo.pop() {
+        let Ok(entries) = std::fs::read_dir(root.join(&rel)) else {
+            continue;
+        };
+        let name = rel.rsplit('/').next().unwrap_or_default().to_string();
+        let mut is_stream = false;
+        for e in entries.flatten() {
+            let file_name = e.file_name();
+            let Some(file_name) = file_name.to_str() else {
+                continue;
+            };
+            if file_name == LOG_NAME {
+                is_stream = true;
+            }
+            if file_name.starts_with('.') {
+                continue;
+            }
+            let is_dir = e.file_type().is_ok_and(|t| t.is_dir());
+            if is_dir && depth < MAX_DEPTH {
+                let child = if rel.is_empty() {
+                    file_name.to_string()
+                } else {
+                    format!("{rel}/{file_name}")
+                };
+                todo.push((child, depth + 1));
+            } else if !is_stream && !rel.is_empty() && FileId::parse(&name, file_name).is_some() {
+                is_stream = true;
+            }
+        }
+        if is_stream {
+            out.push(rel);
+        }
+    }
+    out.sort();
+    out
+}
+
+/// Checks one stream's log against its files.
+fn check(entry: &StreamEntry) -> io::Result<Report> {
+    let dir = entry.dir();
+    let mut report = Report {
+        streams: 1,
+        ..Report::default()
+    };
+    let mut state = entry.lock();
+    let repaired = state.open_log(dir)?;
+    report.repaired += usize::from(repaired);
+    let mut on_disk = HashSet::new();
+    for e in std::fs::read_dir(dir)?.flatten() {
+        let file_name = e.file_name();
+        let Some(id) = file_name
+            .to_str()
+            .and_then(|n| FileId::parse(entry.name(), n))
+        else {
+            continue;
+        };
+        let Ok(meta) = e.metadata() else { continue };
+        if !meta.is_file() {
+            continue;
+        }
+        on_disk.insert(id);
+        report.files += 1;
+        let (size, mtime) = (meta.len(), mtime_ns(&meta));
+        let writing = state.writing == Some(id);
+        match state.spans.get(id).copied() {
+            // The writer keeps its own file's record current.
+            _ if writing => {}
+            Some(known) if known.bytes == size && known.mtime_ns == mtime => {
+                if !known.closed {
+                    let closed = FileSpan {
+                        closed: true,
+                        ..known
+                    };
+                    state.record(dir, closed, false)?;
+                }
+            }
+            _ => {
+                report.scanned += 1;
+                let span = scan(&e.path(), id, size, mtime)?;
+                state.record(dir, span, false)?;
+            }
+        }
+    }
+    let gone: Vec<FileSpan> = state
+        .spans
+        .files()
+        .iter()
+        .filter(|f| !on_disk.contains(&f.id) && state.writing != Some(f.id))
+        .copied()
+        .collect();
+    for span in gone {
+        report.removed += 1;
+        state.forget(dir, span)?;
+    }
+    state.compact_if_needed(dir)?;
+    Ok(report)
+}
+
+/// The span of the file at `path` read from its bytes (`size` and `mtime` as the
+/// directory said). A file without a complete fragment spans nothing at its name's time.
+pub(super) fn scan(path: &Path, id: FileId, size: u64, mtime: i64) -> io::Result<FileSpan> {
+    let file = File::open(path)?;
+    let name_ms = id.name_ms();
+    let mut span = FileSpan {
+        id,
+        start_ms: name_ms,
+        end_ms: name_ms,
+        bytes: size,
+        mtime_ns: mtime,
+        fragments: 0,
+        closed: true,
+    };
+    match id.format {
+        Format::Fmp4 => {
+            let mut scan = Fmp4Scan::new(size);
+            let mut buf = Vec::new();
+            while let Some(want) = scan.next_read() {
+                buf.resize(want.len, 0);
+                let n = read_at(&file, &mut buf, want.offset)?;
+                if let Err(e) = scan.feed(buf.get(..n).unwrap_or_default()) {
+                    tracing::debug!(path = %path.display(), "recording read up to an error: {e}");
+                }
+            }
+            if let Some(s) = scan.scanned(name_ms) {
+                span.start_ms = s.start_ms;
+                span.end_ms = s.end_ms;
+                span.fragments = s.fragments;
+            }
+        }
+        Format::Ts => {
+            let window = ts::WINDOW.min(usize::try_from(size).unwrap_or(usize::MAX));
+            let mut head = vec![0; window];
+            let n = read_at(&file, &mut head, 0)?;
+            head.truncate(n);
+            let mut tail = vec![0; window];
+            let n = read_at(&file, &mut tail, size.saturating_sub(window as u64))?;
+            tail.truncate(n);
+            if let Some(ms) = ts::duration_ms(&head, &tail) {
+                span.end_ms = name_ms.saturating_add(ms);
+            }
+        }
+    }
+    Ok(span)
+}
+
+/// Reads up to `buf.len()` bytes at `offset`; fewer only at the end of the file.
+fn read_at(file: &File, buf: &mut [u8], offset: u64) -> io::Result<usize> {
+    let mut done = 0;
+    while done < buf.len() {
+        let Some(rest) = buf.get_mut(done..) else {
+            break;
+        };
+        match file.read_at(rest, offset + done as u64) {
+            Ok(0) => break,
+            Ok(n) => done += n,
+            Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+            Err(e) => return Err(e),
+        }
+    }
+    Ok(done)
+}
