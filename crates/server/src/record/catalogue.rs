@@ -208,9 +208,30 @@ impl State {
     /// Records `span` in memory and in the log (synced when `durable`), compacting the
     /// log when it is mostly superseded records.
     pub(super) fn record(&mut self, dir: &Path, span: FileSpan, durable: bool) -> io::Result<()> {
-        self.spans.upsert(span);
+        self.record_all(dir, &[span], durable)
+    }
+
+    /// [`State::record`] of several files, appended in one write.
+    pub(super) fn record_all(
+        &mut self,
+        dir: &Path,
+        spans: &[FileSpan],
+        durable: bool,
+    ) -> io::Result<()> {
+        if spans.is_empty() {
+            return Ok(());
+        }
+        if spans.len() > 1 {
+            let mut all: Vec<FileSpan> = self.spans.files().to_vec();
+            all.extend_from_slice(spans);
+            self.spans = StreamSpans::from_files(all);
+        } else {
+            for span in spans {
+                self.spans.upsert(*span);
+            }
+        }
         let log = self.log(dir)?;
-        log.append(&span)?;
+        log.append(spans)?;
         if durable {
             log.sync()?;
         }

@@ -375,13 +375,13 @@ fn mvhd_duration_offset(init: &[u8]) -> Option<u64> {
 }
 
 #[cfg(test)]
-mod tests {
+pub(super) mod tests {
     use super::*;
     use bytes::BytesMut;
     use sluice_media::codec::{AacConfig, AvcConfig};
     use sluice_media::{MediaKind, TrackConfig};
 
-    fn video() -> Track {
+    pub(in crate::record) fn video() -> Track {
         let sps = Bytes::from_static(&[0x67, 0x42, 0xc0, 0x1e, 0xd9, 0x00, 0xa0, 0x47, 0xfe, 0xc8]);
         let pps = Bytes::from_static(&[0x68, 0xce, 0x3c, 0x80]);
         Track::new(TrackConfig::H264(
@@ -397,7 +397,7 @@ mod tests {
         ))
     }
 
-    fn audio() -> Track {
+    pub(in crate::record) fn audio() -> Track {
         Track::new(TrackConfig::Aac(
             AacConfig::parse(Bytes::from_static(&[0x11, 0x90])).unwrap(),
         ))
@@ -428,7 +428,12 @@ mod tests {
 
     /// 25 fps video (keyframe every `gop` frames) from frame `from`, with 48 kHz AAC
     /// (1920 ticks a frame) interleaved when `with_audio`.
-    fn frames(from: i64, count: i64, gop: i64, with_audio: bool) -> Vec<Frame> {
+    pub(in crate::record) fn frames(
+        from: i64,
+        count: i64,
+        gop: i64,
+        with_audio: bool,
+    ) -> Vec<Frame> {
         let mut out = Vec::new();
         let mut audio_dts = from * 3600;
         for n in from..from + count {
@@ -442,7 +447,7 @@ mod tests {
         out
     }
 
-    fn config(format: Format) -> FragmenterConfig {
+    pub(in crate::record) fn config(format: Format) -> FragmenterConfig {
         FragmenterConfig {
             format,
             fragment_ticks: 90_000,
@@ -450,7 +455,7 @@ mod tests {
         }
     }
 
-    fn drain(f: &mut Fragmenter) -> Vec<Output> {
+    pub(in crate::record) fn drain(f: &mut Fragmenter) -> Vec<Output> {
         std::iter::from_fn(|| f.poll_output()).collect()
     }
 
@@ -538,7 +543,7 @@ mod tests {
     }
 
     /// The bytes of each file as the writer leaves them (appends, then patches).
-    fn file_bytes(outputs: &[Output]) -> Vec<Vec<u8>> {
+    pub(in crate::record) fn file_bytes(outputs: &[Output]) -> Vec<Vec<u8>> {
         let mut files: Vec<Vec<u8>> = Vec::new();
         for o in outputs {
             match o {

@@ -87,7 +87,7 @@ impl Log {
             }
             Some(Err(e)) => {
                 tracing::warn!(path = %path.display(), "recordings index replaced: {e}");
-                let log = Log::rewrite(dir, &[])?;
+                let log = Log::create(dir)?;
                 Ok((
                     log,
                     Opened {
@@ -96,8 +96,25 @@ impl Log {
                     },
                 ))
             }
-            None => Ok((Log::rewrite(dir, &[])?, Opened::default())),
+            None => Ok((Log::create(dir)?, Opened::default())),
         }
+    }
+
+    /// A new, empty log in `dir`, replacing any: not synced (a torn header is read as
+    /// no log, and the stream is rebuilt from its files), so that the first start over
+    /// thousands of streams does not wait for thousands of syncs.
+    fn create(dir: &Path) -> io::Result<Log> {
+        let mut header = BytesMut::new();
+        log::header(&mut header);
+        let mut file = OpenOptions::new()
+            .create(true)
+            .truncate(true)
+            .write(true)
+            .open(dir.join(LOG_NAME))?;
+        file.write_all(&header)?;
+        drop(file);
+        let file = OpenOptions::new().append(true).open(dir.join(LOG_NAME))?;
+        Ok(Log { file, records: 0 })
     }
 
     /// Replaces the log in `dir` with one holding `spans`.
@@ -123,12 +140,14 @@ impl Log {
         })
     }
 
-    /// Appends the record of `span`.
-    pub(super) fn append(&mut self, span: &FileSpan) -> io::Result<()> {
-        let mut out = BytesMut::with_capacity(RECORD_LEN);
-        log::encode(span, &mut out);
+    /// Appends the records of `spans`, in one write.
+    pub(super) fn append(&mut self, spans: &[FileSpan]) -> io::Result<()> {
+        let mut out = BytesMut::with_capacity(RECORD_LEN * spans.len());
+        for span in spans {
+            log::encode(span, &mut out);
+        }
         self.file.write_all(&out)?;
-        self.records += 1;
+        self.records += spans.len();
         Ok(())
     }
 
@@ -181,8 +200,8 @@ mod tests {
         std::fs::create_dir_all(&dir).unwrap();
         let (mut log, opened) = Log::open(&dir).unwrap();
         assert!(opened.spans.is_empty());
-        log.append(&span(1, 2000)).unwrap();
-        log.append(&span(1, 3000)).unwrap();
+        log.append(&[span(1, 2000)]).unwrap();
+        log.append(&[span(1, 3000)]).unwrap();
         drop(log);
         // kill -9 in the middle of a write: half a record.
         let path = dir.join(LOG_NAME);
@@ -192,7 +211,7 @@ mod tests {
         let (mut log, opened) = Log::open(&dir).unwrap();
         assert!(opened.repaired);
         assert_eq!(opened.spans, vec![span(1, 3000)]);
-        log.append(&span(2, 4000)).unwrap();
+        log.append(&[span(2, 4000)]).unwrap();
         drop(log);
         let (log, opened) = Log::open(&dir).unwrap();
         assert!(!opened.repaired);

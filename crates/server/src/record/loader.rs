@@ -144,6 +144,7 @@ fn check(entry: &StreamEntry) -> io::Result<Report> {
     let repaired = state.open_log(dir)?;
     report.repaired += usize::from(repaired);
     let mut on_disk = HashSet::new();
+    let mut updates = Vec::new();
     for e in std::fs::read_dir(dir)?.flatten() {
         let file_name = e.file_name();
         let Some(id) = file_name
@@ -165,20 +166,19 @@ fn check(entry: &StreamEntry) -> io::Result<Report> {
             _ if writing => {}
             Some(known) if known.bytes == size && known.mtime_ns == mtime => {
                 if !known.closed {
-                    let closed = FileSpan {
+                    updates.push(FileSpan {
                         closed: true,
                         ..known
-                    };
-                    state.record(dir, closed, false)?;
+                    });
                 }
             }
             _ => {
                 report.scanned += 1;
-                let span = scan(&e.path(), id, size, mtime)?;
-                state.record(dir, span, false)?;
+                updates.push(scan(&e.path(), id, size, mtime)?);
             }
         }
     }
+    state.record_all(dir, &updates, false)?;
     let gone: Vec<FileSpan> = state
         .spans
         .files()
@@ -256,4 +256,95 @@ fn read_at(file: &File, buf: &mut [u8], offset: u64) -> io::Result<usize> {
         }
     }
     Ok(done)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::record::fragmenter::tests::{audio, config, drain, file_bytes, frames, video};
+    use crate::record::fragmenter::{Format as Container, Fragmenter};
+    use std::sync::Arc;
+
+    const T0: i64 = 1_795_773_600_250;
+
+    /// A recording of `seconds` (1 s fragments) begun at `unix_ms`, as the writer
+    /// leaves it.
+    fn recording(unix_ms: i64, seconds: i64) -> Vec<u8> {
+        let mut f = Fragmenter::new(config(Container::Fmp4));
+        f.set_tracks(Some(&video()), Some(&audio())).unwrap();
+        for frame in frames(0, seconds * 25, 25, false) {
+            f.push(&frame, unix_ms).unwrap();
+        }
+        f.finish().unwrap();
+        file_bytes(&drain(&mut f)).remove(0)
+    }
+
+    fn spans(catalogue: &Catalogue) -> Vec<FileSpan> {
+        catalogue
+            .get("live/cam")
+            .unwrap()
+            .lock()
+            .spans
+            .files()
+            .to_vec()
+    }
+
+    #[test]
+    fn rebuilds_then_trusts_the_index_then_reads_what_changed() {
+        let root = std::env::temp_dir().join(format!("sluice-loader-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&root);
+        let dir = root.join("live/cam");
+        std::fs::create_dir_all(&dir).unwrap();
+        let a = FileId::new(T0, 0, Format::Fmp4);
+        let b = FileId::new(T0 + 10_000, 0, Format::Fmp4);
+        std::fs::write(dir.join(a.file_name("cam")), recording(T0, 3)).unwrap();
+        std::fs::write(dir.join(b.file_name("cam")), recording(T0 + 10_000, 2)).unwrap();
+        // Not recordings: ignored.
+        std::fs::write(dir.join("notes.txt"), b"x").unwrap();
+
+        // No index: both files read; times from their prft boxes.
+        let first = Arc::new(Catalogue::new(root.clone()));
+        let r = load(&first);
+        assert_eq!((r.streams, r.files, r.scanned, r.removed), (1, 2, 2, 0));
+        assert!(first.loaded());
+        let found = spans(&first);
+        let times: Vec<(i64, i64)> = found.iter().map(|s| (s.start_ms, s.end_ms)).collect();
+        assert_eq!(times, [(T0, T0 + 3000), (T0 + 10_000, T0 + 12_000)]);
+        assert!(found.iter().all(|s| s.closed && s.fragments > 0));
+        assert!(dir.join(LOG_NAME).exists());
+
+        // Index present and right: nothing read, the same spans.
+        let second = Catalogue::new(root.clone());
+        let r = load(&second);
+        assert_eq!((r.files, r.scanned), (2, 0));
+        assert_eq!(spans(&second), found);
+
+        // A cut fragment appended to b (kill -9 mid-write) and a gone: b read again,
+        // same span (its complete fragments), a forgotten.
+        let mut cut = std::fs::OpenOptions::new()
+            .append(true)
+            .open(dir.join(b.file_name("cam")))
+            .unwrap();
+        std::io::Write::write_all(&mut cut, &[0, 0, 1, 0, b'm', b'o', b'o', b'f', 1, 2]).unwrap();
+        std::fs::remove_file(dir.join(a.file_name("cam"))).unwrap();
+        let third = Catalogue::new(root.clone());
+        let r = load(&third);
+        assert_eq!((r.files, r.scanned, r.removed), (1, 1, 1));
+        let now = spans(&third);
+        assert_eq!(now.len(), 1);
+        assert_eq!((now[0].start_ms, now[0].end_ms), (T0 + 10_000, T0 + 12_000));
+        assert_eq!(now[0].bytes, found[1].bytes + 10);
+
+        // A torn index tail: repaired, nothing lost but the torn record.
+        let mut log = std::fs::OpenOptions::new()
+            .append(true)
+            .open(dir.join(LOG_NAME))
+            .unwrap();
+        std::io::Write::write_all(&mut log, &[7; 20]).unwrap();
+        let fourth = Catalogue::new(root.clone());
+        let r = load(&fourth);
+        assert_eq!((r.repaired, r.scanned), (1, 0));
+        assert_eq!(spans(&fourth), now);
+        std::fs::remove_dir_all(root).unwrap();
+    }
 }
