@@ -4,8 +4,9 @@
 //!
 //! Why at start and on its own threads: the files of weeks of recordings take seconds
 //! to `stat` and minutes to read when no index is left; the workers serve meanwhile
-//! (the API says `indexing` until it is done), and the writer thread waits only for the
-//! stream it touches (the entry's lock, held while that one stream is checked).
+//! (the API says `indexing` until it is done). The files are listed and read without
+//! the stream's lock: the writer thread waits only while a stream's log is opened or
+//! its results merged, and what the writer recorded meanwhile wins.
 //!
 //! # Invariants
 //! - A file is read again only when its record is missing or its size or mtime differs:
@@ -19,7 +20,7 @@
 use super::catalogue::{Catalogue, StreamEntry};
 use super::index::{mtime_ns, LOG_NAME};
 use sluice_archive::{ts, FileId, FileSpan, Fmp4Scan, Format};
-use std::collections::HashSet;
+use std::collections::{HashMap, HashSet};
 use std::fs::File;
 use std::io;
 use std::os::unix::fs::FileExt;
@@ -133,16 +134,20 @@ fn stream_dirs(root: &Path) -> Vec<String> {
     out
 }
 
-/// Checks one stream's log against its files.
+/// Checks one stream's log against its files. The files are listed and read without
+/// the entry's lock (a rebuild reads thousands of files; the writer thread must not
+/// wait for it): what the writer changed meanwhile wins over what was read.
 fn check(entry: &StreamEntry) -> io::Result<Report> {
     let dir = entry.dir();
     let mut report = Report {
         streams: 1,
         ..Report::default()
     };
-    let mut state = entry.lock();
-    let repaired = state.open_log(dir)?;
-    report.repaired += usize::from(repaired);
+    let known: HashMap<FileId, FileSpan> = {
+        let mut state = entry.lock();
+        report.repaired += usize::from(state.open_log(dir)?);
+        state.spans.files().iter().map(|f| (f.id, *f)).collect()
+    };
     let mut on_disk = HashSet::new();
     let mut updates = Vec::new();
     for e in std::fs::read_dir(dir)?.flatten() {
@@ -160,30 +165,38 @@ fn check(entry: &StreamEntry) -> io::Result<Report> {
         on_disk.insert(id);
         report.files += 1;
         let (size, mtime) = (meta.len(), mtime_ns(&meta));
-        let writing = state.writing == Some(id);
-        match state.spans.get(id).copied() {
-            // The writer keeps its own file's record current.
-            _ if writing => {}
-            Some(known) if known.bytes == size && known.mtime_ns == mtime => {
-                if !known.closed {
-                    updates.push(FileSpan {
-                        closed: true,
-                        ..known
-                    });
+        match known.get(&id) {
+            Some(k) if k.bytes == size && k.mtime_ns == mtime => {
+                // Left open by a server that died, unless the writer has it (below).
+                if !k.closed {
+                    updates.push(FileSpan { closed: true, ..*k });
                 }
             }
-            _ => {
-                report.scanned += 1;
-                updates.push(scan(&e.path(), id, size, mtime)?);
-            }
+            _ => match scan(&e.path(), id, size, mtime) {
+                Ok(span) => {
+                    report.scanned += 1;
+                    updates.push(span);
+                }
+                Err(err) => {
+                    tracing::warn!(path = %e.path().display(), "recording not read: {err}");
+                }
+            },
         }
     }
+    let mut state = entry.lock();
+    // The writer keeps its own file's record current, and a record it wrote since is
+    // newer than what was read.
+    updates.retain(|u| {
+        state.writing != Some(u.id) && state.spans.get(u.id).copied() == known.get(&u.id).copied()
+    });
     state.record_all(dir, &updates, false)?;
     let gone: Vec<FileSpan> = state
         .spans
         .files()
         .iter()
-        .filter(|f| !on_disk.contains(&f.id) && state.writing != Some(f.id))
+        .filter(|f| {
+            known.contains_key(&f.id) && !on_disk.contains(&f.id) && state.writing != Some(f.id)
+        })
         .copied()
         .collect();
     for span in gone {
