@@ -54,7 +54,12 @@ impl FileId {
             n if n > 16 => {
                 let (stamp, n) = stem.split_at_checked(15)?;
                 let n = n.strip_prefix('-')?;
-                if n.is_empty() || n.len() > 5 || !n.bytes().all(|b| b.is_ascii_digit()) {
+                // As the writer names them: 1.., no leading zero.
+                if n.is_empty()
+                    || n.len() > 5
+                    || n.starts_with('0')
+                    || !n.bytes().all(|b| b.is_ascii_digit())
+                {
                     return None;
                 }
                 (stamp, n.parse().ok()?)
@@ -113,6 +118,9 @@ mod tests {
             "cam1-20240230-123456.mp4",
             "cam1-20240229-123456-.mp4",
             "cam1-20240229-123456-x.mp4",
+            "cam1-20240229-123456-0.mp4",
+            "cam1-20240229-123456-02.mp4",
+            "cam1-20240229-123456-99999.mp4",
             "cam1-2024022-1234567.mp4",
             ".sluice-index",
             "cam1-",
