@@ -253,3 +253,48 @@ impl State {
         Ok(())
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use sluice_archive::Format;
+
+    #[test]
+    fn a_growing_file_keeps_the_log_small_and_listings_current() {
+        let root = std::env::temp_dir().join(format!("sluice-catalogue-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&root);
+        let catalogue = Catalogue::new(root.clone());
+        let entry = catalogue.entry("live/cam");
+        let id = FileId::new(1_000_000, 0, Format::Fmp4);
+        // An hour of updates, once a second, as the writer makes them.
+        for s in 0..3600 {
+            let span = FileSpan {
+                id,
+                start_ms: 1_000_000,
+                end_ms: 1_000_000 + s * 1000,
+                bytes: s as u64 * 100,
+                mtime_ns: s,
+                fragments: s as u32,
+                closed: s == 3599,
+            };
+            entry.lock().record(entry.dir(), span, s == 3599).unwrap();
+        }
+        let log = std::fs::metadata(root.join("live/cam").join(super::super::index::LOG_NAME))
+            .unwrap()
+            .len();
+        assert!(log < 16 + 64 * 2100, "compacted: {log} bytes");
+        let (files, more) = catalogue.covering("live/cam", 4_000_000, 4_000_001, 10);
+        assert!(!more);
+        assert_eq!(files.len(), 1);
+        assert_eq!(files[0].path, "live/cam/cam-19700101-001640.mp4");
+        assert!(files[0].span.closed);
+        let summaries = catalogue.summaries();
+        assert_eq!(summaries[0].1.last_ms, 1_000_000 + 3_599_000);
+        // A new catalogue reads the same back.
+        let again = Catalogue::new(root.clone());
+        let entry = again.entry("live/cam");
+        entry.lock().open_log(entry.dir()).unwrap();
+        assert_eq!(entry.files(0, i64::MAX, 10).0[0].span, files[0].span);
+        std::fs::remove_dir_all(root).unwrap();
+    }
+}
