@@ -18,7 +18,11 @@ by this client (Python's http.client), request sent to body read. The page cache
 warm (the tree was just made): a cold disk adds its seeks to the rebuild.
 
   python3 bench/recordings-index.py [--streams 1000] [--days 30] [--requests 5000]
-      [--sluice target/release/sluice] [--keep DIR]
+      [--fragments 1] [--sluice target/release/sluice] [--keep DIR]
+
+--fragments 3600 --mdat 125000 makes each hour 1 s fragments of 1 Mbit/s (what the
+recorder writes; the media bytes are holes of a sparse file): a rebuild then reads 3600
+`moof` boxes per file, each in its own read.
 
 Prints a Markdown table. Deletes the tree unless --keep.
 """
@@ -47,27 +51,38 @@ def full(kind, version, flags, body):
     return box(kind, struct.pack(">I", (version << 24) | flags) + body)
 
 
-def hour_fmp4():
-    """ftyp, moov (one 90 kHz video track), one fragment of one 1-hour sample."""
+def hour_fmp4(fragments, mdat):
+    """ftyp, moov (one 90 kHz video track), then an hour in `fragments` fragments (moof,
+    then an mdat of `mdat` bytes): one sample each. Returned as (offset, bytes) pieces:
+    the mdat contents are left out, so the file is written sparse."""
     tkhd = full(b"tkhd", 0, 3, struct.pack(">III", 0, 0, 1) + bytes(68))
     mdhd = full(b"mdhd", 0, 0, struct.pack(">IIII", 0, 0, 90_000, 0) + bytes(4))
     trak = box(b"trak", tkhd + box(b"mdia", mdhd))
     trex = full(b"trex", 0, 0, struct.pack(">IIIII", 1, 1, 0, 0, 0))
     moov = box(b"moov", trak + box(b"mvex", trex))
     ftyp = box(b"ftyp", b"isom\0\0\0\0isomiso6")
-    tfhd = full(b"tfhd", 0, 0x020000, struct.pack(">I", 1))
-    tfdt = full(b"tfdt", 1, 0, struct.pack(">Q", 0))
-    trun = full(b"trun", 0, 0x301, struct.pack(">IiII", 1, 0, 3600 * 90_000, 16))
-    moof = box(b"moof", full(b"mfhd", 0, 0, struct.pack(">I", 1)) + box(b"traf", tfhd + tfdt + trun))
-    return ftyp + moov + moof + box(b"mdat", bytes(16))
+    pieces = [(0, ftyp + moov)]
+    at = len(ftyp + moov)
+    ticks = 3600 * 90_000 // fragments
+    for n in range(fragments):
+        tfhd = full(b"tfhd", 0, 0x020000, struct.pack(">I", 1))
+        tfdt = full(b"tfdt", 1, 0, struct.pack(">Q", n * ticks))
+        trun = full(b"trun", 0, 0x301, struct.pack(">IiII", 1, 0, ticks, mdat))
+        traf = box(b"traf", tfhd + tfdt + trun)
+        moof = box(b"moof", full(b"mfhd", 0, 0, struct.pack(">I", n + 1)) + traf)
+        head = moof + struct.pack(">I4s", 8 + mdat, b"mdat")
+        pieces.append((at, head))
+        at += len(head) + mdat
+    pieces.append((at, b""))
+    return pieces
 
 
 def name_time(ms):
     return time.strftime("%Y%m%d-%H%M%S", time.gmtime(ms // 1000))
 
 
-def make_tree(root, streams, days):
-    data = hour_fmp4()
+def make_tree(root, streams, days, fragments, mdat):
+    pieces = hour_fmp4(fragments, mdat)
     started = time.monotonic()
     for s in range(streams):
         name = f"cam{s:04d}"
@@ -75,7 +90,10 @@ def make_tree(root, streams, days):
         os.makedirs(d)
         template = os.path.join(d, ".template.mp4")
         with open(template, "wb") as f:
-            f.write(data)
+            for at, data in pieces:
+                f.seek(at)
+                f.write(data)
+            f.truncate(pieces[-1][0])
         for h in range(days * 24):
             os.link(template, os.path.join(d, f"{name}-{name_time(T0_MS + h * HOUR_MS)}.mp4"))
     return time.monotonic() - started
@@ -155,16 +173,19 @@ def main():
     ap.add_argument("--streams", type=int, default=1000)
     ap.add_argument("--days", type=int, default=30)
     ap.add_argument("--requests", type=int, default=5000)
+    ap.add_argument("--fragments", type=int, default=1, help="fragments per hourly file")
+    ap.add_argument("--mdat", type=int, default=16, help="bytes of media per fragment (sparse)")
     ap.add_argument("--sluice", default="target/release/sluice")
     ap.add_argument("--keep")
     args = ap.parse_args()
     root = args.keep or tempfile.mkdtemp(prefix="sluice-nvr-bench-")
     rows = []
     try:
-        made = make_tree(root, args.streams, args.days)
+        made = make_tree(root, args.streams, args.days, args.fragments, args.mdat)
         files = args.streams * args.days * 24
         du = subprocess.run(["du", "-sh", root], capture_output=True, text=True).stdout.split()[0]
-        print(f"tree: {files} files in {args.streams} streams, {du} on disk, made in {made:.1f} s")
+        print(f"tree: {files} files of {args.fragments} fragments of {args.mdat} B in {args.streams} streams, "
+              f"{du} on disk, made in {made:.1f} s")
         log = os.path.join(root, "server.log")
         for label in ("rebuild (no index)", "load (indexes present)"):
             if label.startswith("rebuild"):
