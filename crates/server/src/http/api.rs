@@ -51,6 +51,9 @@ pub(crate) enum ApiPath<'a> {
     RelayPull(&'a str),
     RelayPushes,
     RelayPush(u64),
+    /// Recorded streams and their spans (`super::recordings`).
+    Recordings,
+    Recording(&'a str),
     Unknown,
 }
 
@@ -83,6 +86,7 @@ pub(crate) fn route(path: &str) -> Option<ApiPath<'_>> {
         "/drain" => ApiPath::Drain,
         "/relays/pulls" => ApiPath::RelayPulls,
         "/relays/pushes" => ApiPath::RelayPushes,
+        "/recordings" => ApiPath::Recordings,
         _ => {
             if let Some(key) = rest.strip_prefix("/relays/pulls/") {
                 if super::router::stream_key(key).is_some() {
@@ -99,6 +103,10 @@ pub(crate) fn route(path: &str) -> Option<ApiPath<'_>> {
             } else if let Some(key) = rest.strip_prefix("/streams/") {
                 if super::router::stream_key(key).is_some() {
                     return Some(ApiPath::Stream(key));
+                }
+            } else if let Some(key) = rest.strip_prefix("/recordings/") {
+                if super::router::stream_key(key).is_some() {
+                    return Some(ApiPath::Recording(key));
                 }
             } else if let Some(id) = rest.strip_prefix("/clients/") {
                 if let Some(id) = id
@@ -326,6 +334,14 @@ pub(crate) async fn reply(ctx: &Ctx, req: &Request, peer: SocketAddr, what: ApiP
                 Some(true) => json_reply(200, &json!({ "removed": id })),
                 _ => error(404, "no such push"),
             }
+        }
+        (ApiPath::Recordings, true, _) => {
+            let (status, body) = super::recordings::list(ctx.hub());
+            json_reply(status, &body)
+        }
+        (ApiPath::Recording(key), true, _) => {
+            let (status, body) = super::recordings::stream(ctx.hub(), key, &req.query);
+            json_reply(status, &body)
         }
         (ApiPath::Unknown, _, _) => error(404, "no such API route"),
         _ => error(405, "method not allowed"),
@@ -588,6 +604,12 @@ mod tests {
             Some(ApiPath::Stream("live/cam"))
         );
         assert_eq!(route("/api/v1/clients/42"), Some(ApiPath::Client(42)));
+        assert_eq!(route("/api/v1/recordings"), Some(ApiPath::Recordings));
+        assert_eq!(
+            route("/api/v1/recordings/live/cam"),
+            Some(ApiPath::Recording("live/cam"))
+        );
+        assert_eq!(route("/api/v1/recordings/cam"), Some(ApiPath::Unknown));
         assert_eq!(route("/api/v1/clients/+4"), Some(ApiPath::Unknown));
         assert_eq!(route("/api/v1/streams/../x"), Some(ApiPath::Unknown));
         assert_eq!(route("/api/v1/nope"), Some(ApiPath::Unknown));
@@ -721,6 +743,8 @@ mod tests {
             ApiPath::RelayPull("a/b"),
             ApiPath::RelayPushes,
             ApiPath::RelayPush(1),
+            ApiPath::Recordings,
+            ApiPath::Recording("a/b"),
         ] {
             assert!(
                 seen.contains(&format!("{what:?}").split('(').next().unwrap().to_owned()),

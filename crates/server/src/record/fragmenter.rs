@@ -26,8 +26,14 @@
 //!   [`FORCED_CUT_FACTOR`] bound whatever the publisher sends.
 //! - Per track, decode times never go backwards in a file: a small step back is clamped,
 //!   a jump of more than [`CLAMP_TICKS`] back or [`MAX_GAP_TICKS`] forward ends the file.
+//! - Each fMP4 fragment starts with a `prft` box (see `sluice_archive::prft`) giving the
+//!   wall-clock time of its first `traf`'s decode time: the file's first frame's arrival
+//!   time (`unix_ms` of [`Fragmenter::push`]) plus the media time since. One anchor per
+//!   file keeps the mapping monotonic and equal to what the index says; the publisher's
+//!   clock drifting from the server's over a file (rotated hourly) is not corrected.
 
-use bytes::Bytes;
+use bytes::{Bytes, BytesMut};
+use sluice_archive::prft::{Prft, PRFT_LEN};
 use sluice_media::fragment::{
     self, Container, CutRules, FragmentError, FragmenterConfig as CoreConfig, Origin,
 };
@@ -94,8 +100,15 @@ pub enum Output {
         /// Wall-clock time (Unix ms) when the file's first frame was pushed, for its name.
         unix_ms: i64,
     },
-    /// Append these bytes (one whole fragment) to the current file.
-    Append(Bytes),
+    /// Append these bytes (one whole fragment; in fMP4 a `prft` box, then `moof` and
+    /// `mdat`) to the current file.
+    Append {
+        /// The fragment.
+        bytes: Bytes,
+        /// Wall-clock time (Unix ms) of the end of the file's media so far: the file's
+        /// first frame's `unix_ms` plus the media time since (for the index).
+        end_ms: i64,
+    },
     /// Overwrite the bytes at `offset` of the current file (the duration in the header).
     Patch {
         /// From the start of the file.
@@ -127,6 +140,13 @@ pub struct Fragmenter {
     begun: bool,
     /// Where the movie duration (`mvhd`, milliseconds) is in the header.
     duration_field: Option<u64>,
+    /// Track ids and timescales of the file's init segment (fMP4), for `prft`.
+    timescales: Vec<(u32, u32)>,
+    /// Decode time of the fragment in progress's first frame.
+    fragment_dts: Timestamp,
+    /// The file's time 0 (the core forgets it when the file ends, before its last
+    /// fragment is drained).
+    origin: Timestamp,
     out: VecDeque<Output>,
 }
 
@@ -150,6 +170,9 @@ impl Fragmenter {
             header: None,
             begun: false,
             duration_field: None,
+            timescales: Vec::new(),
+            fragment_dts: 0,
+            origin: 0,
             out: VecDeque::new(),
         }
     }
@@ -239,8 +262,17 @@ impl Fragmenter {
             match output {
                 // Before the first fragment, a later header (a track joined) replaces it.
                 fragment::Output::Init(header) => self.header = Some(header),
-                fragment::Output::Begin { .. } | fragment::Output::End { .. } => {}
-                fragment::Output::Piece { bytes, .. } => self.append(bytes),
+                fragment::Output::Begin { dts, .. } => {
+                    self.fragment_dts = dts;
+                    self.origin = self.core.origin().unwrap_or(dts);
+                }
+                fragment::Output::End { .. } => {}
+                fragment::Output::Piece {
+                    bytes, duration, ..
+                } => {
+                    let end = self.fragment_dts.saturating_add(duration);
+                    self.append(bytes, end);
+                }
                 fragment::Output::Finished { duration } => {
                     if self.begun {
                         self.patch_duration(duration);
@@ -257,8 +289,9 @@ impl Fragmenter {
         }
     }
 
-    /// One fragment, after the file's header if it is the first.
-    fn append(&mut self, fragment: Bytes) {
+    /// One fragment ending at decode time `end`, after the file's header if it is the
+    /// first.
+    fn append(&mut self, fragment: Bytes, end: Timestamp) {
         if !self.begun {
             // The core emits a header before any fragment of its output.
             let Some(header) = self.header.take() else {
@@ -266,6 +299,7 @@ impl Fragmenter {
             };
             if self.format == Format::Fmp4 {
                 self.duration_field = mvhd_duration_offset(&header);
+                self.timescales = sluice_archive::fmp4::init_timescales(&header);
             }
             self.out.push_back(Output::Begin {
                 header,
@@ -273,7 +307,33 @@ impl Fragmenter {
             });
             self.begun = true;
         }
-        self.out.push_back(Output::Append(fragment));
+        let origin = self.origin;
+        let since = |dts: Timestamp| Frame::ms_from_ticks(dts.saturating_sub(origin).max(0));
+        let end_ms = self.unix_ms.saturating_add(since(end));
+        let bytes = match self.format {
+            Format::Fmp4 => self.with_prft(fragment),
+            Format::Ts => fragment,
+        };
+        self.out.push_back(Output::Append { bytes, end_ms });
+    }
+
+    /// `fragment` (`moof` + `mdat`) after a `prft` box for its first `traf`; as it is
+    /// when that cannot be read (it is our own muxer's output).
+    fn with_prft(&self, fragment: Bytes) -> Bytes {
+        let Some(first) = sluice_archive::fmp4::first_traf(&fragment) else {
+            return fragment;
+        };
+        let Some(&(_, timescale)) = self.timescales.iter().find(|t| t.0 == first.track_id) else {
+            return fragment;
+        };
+        let media_ms = u128::from(first.tfdt) * 1000 / u128::from(timescale.max(1));
+        let wall = self
+            .unix_ms
+            .saturating_add(i64::try_from(media_ms).unwrap_or(i64::MAX));
+        let mut out = BytesMut::with_capacity(PRFT_LEN + fragment.len());
+        Prft::new(first.track_id, wall, first.tfdt).encode(&mut out);
+        out.extend_from_slice(&fragment);
+        out.freeze()
     }
 
     /// Sets the movie duration of an fMP4 file to `duration` (ticks).
@@ -315,13 +375,13 @@ fn mvhd_duration_offset(init: &[u8]) -> Option<u64> {
 }
 
 #[cfg(test)]
-mod tests {
+pub(super) mod tests {
     use super::*;
     use bytes::BytesMut;
     use sluice_media::codec::{AacConfig, AvcConfig};
     use sluice_media::{MediaKind, TrackConfig};
 
-    fn video() -> Track {
+    pub(in crate::record) fn video() -> Track {
         let sps = Bytes::from_static(&[0x67, 0x42, 0xc0, 0x1e, 0xd9, 0x00, 0xa0, 0x47, 0xfe, 0xc8]);
         let pps = Bytes::from_static(&[0x68, 0xce, 0x3c, 0x80]);
         Track::new(TrackConfig::H264(
@@ -337,7 +397,7 @@ mod tests {
         ))
     }
 
-    fn audio() -> Track {
+    pub(in crate::record) fn audio() -> Track {
         Track::new(TrackConfig::Aac(
             AacConfig::parse(Bytes::from_static(&[0x11, 0x90])).unwrap(),
         ))
@@ -368,7 +428,12 @@ mod tests {
 
     /// 25 fps video (keyframe every `gop` frames) from frame `from`, with 48 kHz AAC
     /// (1920 ticks a frame) interleaved when `with_audio`.
-    fn frames(from: i64, count: i64, gop: i64, with_audio: bool) -> Vec<Frame> {
+    pub(in crate::record) fn frames(
+        from: i64,
+        count: i64,
+        gop: i64,
+        with_audio: bool,
+    ) -> Vec<Frame> {
         let mut out = Vec::new();
         let mut audio_dts = from * 3600;
         for n in from..from + count {
@@ -382,7 +447,7 @@ mod tests {
         out
     }
 
-    fn config(format: Format) -> FragmenterConfig {
+    pub(in crate::record) fn config(format: Format) -> FragmenterConfig {
         FragmenterConfig {
             format,
             fragment_ticks: 90_000,
@@ -390,7 +455,7 @@ mod tests {
         }
     }
 
-    fn drain(f: &mut Fragmenter) -> Vec<Output> {
+    pub(in crate::record) fn drain(f: &mut Fragmenter) -> Vec<Output> {
         std::iter::from_fn(|| f.poll_output()).collect()
     }
 
@@ -433,7 +498,7 @@ mod tests {
                     );
                     files.push((h.clone(), Vec::new(), None));
                 }
-                Output::Append(b) => files.last_mut().unwrap().1.push(b.clone()),
+                Output::Append { bytes: b, .. } => files.last_mut().unwrap().1.push(b.clone()),
                 Output::End { duration_ms } => files.last_mut().unwrap().2 = Some(*duration_ms),
                 Output::Patch { .. } | Output::Sync => {}
             }
@@ -464,17 +529,69 @@ mod tests {
         assert_eq!(fragments.len(), 2);
         for fr in fragments {
             let kinds: Vec<_> = boxes(fr).iter().map(|b| b.0).collect();
-            assert_eq!(kinds, [*b"moof", *b"mdat"]);
+            assert_eq!(kinds, [*b"prft", *b"moof", *b"mdat"]);
             assert!(first_sample_is_sync(fr));
         }
         f.finish().unwrap();
         let out = drain(&mut f);
-        assert!(matches!(out.first(), Some(Output::Append(_))));
+        assert!(matches!(out.first(), Some(Output::Append { .. })));
         assert!(
             matches!(out.last(), Some(Output::End { duration_ms }) if *duration_ms == 3000),
             "{out:?}"
         );
         assert!(out.iter().any(|o| matches!(o, Output::Patch { .. })));
+    }
+
+    /// The bytes of each file as the writer leaves them (appends, then patches).
+    pub(in crate::record) fn file_bytes(outputs: &[Output]) -> Vec<Vec<u8>> {
+        let mut files: Vec<Vec<u8>> = Vec::new();
+        for o in outputs {
+            match o {
+                Output::Begin { header, .. } => files.push(header.to_vec()),
+                Output::Append { bytes, .. } => files.last_mut().unwrap().extend_from_slice(bytes),
+                Output::Patch { offset, bytes } => {
+                    let at = *offset as usize;
+                    files.last_mut().unwrap()[at..at + 4].copy_from_slice(bytes);
+                }
+                Output::Sync | Output::End { .. } => {}
+            }
+        }
+        files
+    }
+
+    #[test]
+    fn prft_and_append_times_say_the_wall_clock() {
+        const T0: i64 = 1_795_773_600_250;
+        let mut f = Fragmenter::new(config(Format::Fmp4));
+        f.set_tracks(Some(&video()), Some(&audio())).unwrap();
+        // 3 s from a keyframe (the first frame, audio, waits for it); later frames
+        // arrive "late" (their unix_ms is not used: one anchor per file).
+        for (i, frame) in frames(0, 75, 25, true).iter().enumerate() {
+            f.push(frame, T0 + i.saturating_sub(1) as i64 * 50).unwrap();
+        }
+        f.finish().unwrap();
+        let out = drain(&mut f);
+        let ends: Vec<i64> = out
+            .iter()
+            .filter_map(|o| match o {
+                Output::Append { end_ms, .. } => Some(*end_ms),
+                _ => None,
+            })
+            .collect();
+        assert_eq!(ends, [T0 + 1000, T0 + 2000, T0 + 3000]);
+        let file = &file_bytes(&out)[0];
+        let mut scan = sluice_archive::Fmp4Scan::new(file.len() as u64);
+        while let Some(r) = scan.next_read() {
+            let at = r.offset as usize;
+            scan.feed(&file[at..(at + r.len).min(file.len())]).unwrap();
+        }
+        // The name's second is not used: prft says.
+        let span = scan.scanned(0).unwrap();
+        assert!(span.from_prft);
+        assert_eq!((span.start_ms, span.fragments), (T0, 3));
+        // Audio may end a frame past the video.
+        assert!((T0 + 3000..T0 + 3040).contains(&span.end_ms), "{span:?}");
+        assert_eq!(span.complete_bytes, file.len() as u64);
     }
 
     #[test]
@@ -654,7 +771,7 @@ mod tests {
         let frags: Vec<_> = out
             .iter()
             .filter_map(|o| match o {
-                Output::Append(b) => Some(b),
+                Output::Append { bytes: b, .. } => Some(b),
                 _ => None,
             })
             .collect();
@@ -809,11 +926,11 @@ mod tests {
                             }
                             open = Some(header.len());
                         }
-                        Output::Append(bytes) => {
+                        Output::Append { bytes, .. } => {
                             proptest::prop_assert!(open.is_some(), "Append without Begin");
                             if format == Format::Fmp4 {
                                 let kinds: Vec<_> = boxes(&bytes).iter().map(|b| b.0).collect();
-                                proptest::prop_assert_eq!(kinds, [*b"moof", *b"mdat"]);
+                                proptest::prop_assert_eq!(kinds, [*b"prft", *b"moof", *b"mdat"]);
                             } else {
                                 proptest::prop_assert!(bytes.len().is_multiple_of(188));
                             }

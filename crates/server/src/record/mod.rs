@@ -8,10 +8,13 @@
 //! (open, tracks, frame, flush, close) to one `sluice-record` thread, which owns the
 //! [`Fragmenter`] of each recording and its file.
 //!
-//! - `pattern`: which streams are recorded.
 //! - `fragmenter`: frames in, file bytes out (sans-IO): the files, over
-//!   `sluice_media::fragment`, which cuts the fragments.
+//!   `sluice_media::fragment`, which cuts the fragments, with a `prft` box per fMP4
+//!   fragment.
 //! - `writer`: the thread, file names and the file I/O.
+//! - `catalogue`: every stream's files and spans in memory, for the API; `index`: each
+//!   stream's index log on disk; `loader`: the start-up check of the logs against the
+//!   files (on a `sluice-record-index` thread). The formats are `sluice_archive`'s.
 //!
 //! # Invariants
 //! - A worker never blocks on the recorder: commands go over an unbounded channel,
@@ -23,11 +26,15 @@
 //!   time, handed over through the hub's lock) and by the hub when the stream ends.
 //! - [`Writer::stop`] (after the workers are joined) completes every open file.
 
+mod catalogue;
 mod fragmenter;
+mod index;
+mod loader;
 mod writer;
 
 use crate::core::tap::{Attach, Tap};
 use crate::keys::{Pattern, PerStream};
+pub use catalogue::Catalogue;
 pub use fragmenter::{Format, FragmenterConfig};
 
 use sluice_media::{Frame, Track};
@@ -133,6 +140,8 @@ pub struct Recorder {
     /// Whether a new stream is recorded; a reload replaces it ([`Recorder::records`]).
     records: PerStream<bool>,
     stats: Arc<RecordStats>,
+    /// The recordings on disk, for the API.
+    catalogue: Arc<Catalogue>,
 }
 
 /// Which new streams are recorded: as `force` says (an app entry's `record`), or else
@@ -156,6 +165,16 @@ impl Recorder {
     /// What the writer did so far.
     pub fn stats(&self) -> &RecordStats {
         &self.stats
+    }
+
+    /// The recordings on disk and their spans.
+    pub fn catalogue(&self) -> &Arc<Catalogue> {
+        &self.catalogue
+    }
+
+    /// The stream directory key (`app/name`, as on disk) of a stream key.
+    pub fn dir_key(key: &str) -> String {
+        writer::key_dir(key).0.to_string_lossy().into_owned()
     }
 
     /// Which new streams are recorded (see [`records`]): a reload sets it anew.
@@ -280,16 +299,22 @@ impl Drop for Recording {
     }
 }
 
-/// The writer thread.
+/// The writer thread, and the loader's while it runs.
 #[derive(Debug)]
 pub struct Writer {
     queue: Arc<Queue>,
     thread: JoinHandle<()>,
+    loader: Option<JoinHandle<()>>,
+    catalogue: Arc<Catalogue>,
 }
 
 impl Writer {
-    /// Completes every open file and joins the thread. Call after the workers stopped.
+    /// Completes every open file and joins the threads. Call after the workers stopped.
     pub fn stop(self) {
+        self.catalogue.stopping.store(true, Ordering::Relaxed);
+        if self.loader.is_some_and(|l| l.join().is_err()) {
+            tracing::error!("the recordings index thread panicked");
+        }
         self.queue.send(Command::Shutdown);
         if self.thread.join().is_err() {
             tracing::error!("the recording thread panicked");
@@ -307,19 +332,46 @@ pub fn start(config: RecordConfig) -> std::io::Result<(Recorder, Writer)> {
     });
     let records = records(config.patterns.clone(), config.force.clone());
     let stats = config.stats.clone();
+    let catalogue = Arc::new(Catalogue::new(config.dir.clone()));
+    let loader = std::thread::Builder::new()
+        .name("sluice-record-index".into())
+        .spawn({
+            let catalogue = catalogue.clone();
+            move || {
+                let started = std::time::Instant::now();
+                let r = loader::load(&catalogue);
+                tracing::info!(
+                    streams = r.streams,
+                    files = r.files,
+                    read_again = r.scanned,
+                    removed = r.removed,
+                    repaired = r.repaired,
+                    failed = r.failed,
+                    ms = started.elapsed().as_millis() as u64,
+                    "recordings index loaded"
+                );
+            }
+        })?;
     let thread = std::thread::Builder::new()
         .name("sluice-record".into())
         .spawn({
             let queue = queue.clone();
-            move || writer::run(rx, &queue, &config)
+            let catalogue = catalogue.clone();
+            move || writer::run(rx, &queue, &config, &catalogue)
         })?;
     Ok((
         Recorder {
             queue: queue.clone(),
             records,
             stats,
+            catalogue: catalogue.clone(),
         },
-        Writer { queue, thread },
+        Writer {
+            queue,
+            thread,
+            loader: Some(loader),
+            catalogue,
+        },
     ))
 }
 
@@ -353,6 +405,7 @@ mod tests {
                 PerStream::new(|key: &str| (key == "live/off").then_some(false)),
             ),
             stats: Default::default(),
+            catalogue: Arc::new(Catalogue::new(std::env::temp_dir())),
         };
         (recorder, rx)
     }

@@ -13,9 +13,16 @@
 //!   resumes with its next file, so a half-written fragment is never followed by more.
 //! - Path components come from stream keys (peer input): each is reduced to
 //!   `[A-Za-z0-9._-]`, and never `.`, `..` or empty, so files stay under the record dir.
+//! - Each file has a record in its stream's index (see `catalogue`): written when the
+//!   file is created, when it grows (at most every [`INDEX_INTERVAL_MS`]), when it is
+//!   synced and when it ends (then synced too). A failing index is logged, never a
+//!   reason to stop recording.
 
+use super::catalogue::{Catalogue, StreamEntry};
 use super::fragmenter::{Format, Fragmenter, Output};
+use super::index::mtime_ns;
 use super::{Command, Queue, RecordConfig};
+use sluice_archive::{FileId, FileSpan};
 use std::collections::HashMap;
 use std::fs::{File, OpenOptions};
 use std::io::{self, Write};
@@ -29,15 +36,24 @@ use std::time::{SystemTime, UNIX_EPOCH};
 /// Longest path component taken from a stream key, in bytes.
 const MAX_COMPONENT_LEN: usize = 100;
 /// Suffixes tried when a file name is taken (several files in one second).
-const MAX_NAME_ATTEMPTS: u32 = 1000;
+const MAX_NAME_ATTEMPTS: u16 = 1000;
+/// A growing file's index record is rewritten at most this often (ms): its span is at
+/// most this stale after `kill -9`, until the loader reads the file again at start.
+pub(super) const INDEX_INTERVAL_MS: i64 = 1000;
 
 /// Serves commands until [`Command::Shutdown`] or until every sender is gone, then
 /// completes every open file.
-pub(super) fn run(rx: Receiver<Command>, queue: &Queue, config: &RecordConfig) {
+pub(super) fn run(
+    rx: Receiver<Command>,
+    queue: &Queue,
+    config: &RecordConfig,
+    catalogue: &Catalogue,
+) {
     let mut recordings: HashMap<u64, Recording> = HashMap::new();
     while let Ok(command) = rx.recv() {
         match command {
             Command::Open { id, key, dropped } => {
+                let index = catalogue.entry(&key_dir(&key).0.to_string_lossy());
                 recordings.insert(
                     id,
                     Recording {
@@ -45,6 +61,8 @@ pub(super) fn run(rx: Receiver<Command>, queue: &Queue, config: &RecordConfig) {
                         key,
                         file: None,
                         dropped,
+                        index,
+                        index_failed: false,
                     },
                 );
             }
@@ -89,12 +107,20 @@ struct Recording {
     file: Option<OpenFile>,
     /// Frames its tap dropped because the queue was full.
     dropped: Arc<AtomicU64>,
+    /// The stream's entry in the catalogue and its index.
+    index: Arc<StreamEntry>,
+    /// Its index failed (logged once until it works again).
+    index_failed: bool,
 }
 
 struct OpenFile {
     file: File,
     path: PathBuf,
     bytes: u64,
+    /// What the index says of it.
+    span: FileSpan,
+    /// When its record was last written (Unix ms).
+    indexed_ms: i64,
 }
 
 impl Recording {
@@ -112,7 +138,39 @@ impl Recording {
                 tracing::warn!(stream = %self.key, path = %path.display(), "recording abandoned: {e}");
                 config.stats.failures.fetch_add(1, Ordering::Relaxed);
                 self.file = None;
+                self.index.lock().writing = None;
             }
+        }
+    }
+
+    /// Writes the open file's record to the index: always when `now`, else if the last
+    /// one is [`INDEX_INTERVAL_MS`] old. `closed` when the file is complete (the record
+    /// is then synced).
+    fn index(&mut self, closed: bool, now: bool) {
+        let Some(open) = &mut self.file else {
+            return;
+        };
+        let time = unix_ms();
+        if !now && time.saturating_sub(open.indexed_ms) < INDEX_INTERVAL_MS {
+            return;
+        }
+        open.indexed_ms = time;
+        open.span.bytes = open.bytes;
+        open.span.closed = closed;
+        open.span.mtime_ns = open.file.metadata().map_or(0, |m| mtime_ns(&m));
+        let span = open.span;
+        let result = {
+            let mut state = self.index.lock();
+            state.writing = (!closed).then_some(span.id);
+            state.record(self.index.dir(), span, closed)
+        };
+        match result {
+            Ok(()) => self.index_failed = false,
+            Err(e) if !self.index_failed => {
+                self.index_failed = true;
+                tracing::warn!(stream = %self.key, "recordings index not updated: {e}");
+            }
+            Err(_) => {}
         }
     }
 
@@ -120,12 +178,22 @@ impl Recording {
         if let Output::Begin { header, unix_ms } = output {
             self.file = None;
             let format = config.fragmenter.format;
-            let (file, path) = create(&config.dir, &self.key, format, unix_ms)
+            let (file, path, id) = create(&config.dir, &self.key, format, unix_ms)
                 .map_err(|e| (config.dir.clone(), e))?;
             let mut open = OpenFile {
                 file,
                 path,
                 bytes: 0,
+                span: FileSpan {
+                    id,
+                    start_ms: unix_ms,
+                    end_ms: unix_ms,
+                    bytes: 0,
+                    mtime_ns: 0,
+                    fragments: 0,
+                    closed: false,
+                },
+                indexed_ms: 0,
             };
             tracing::debug!(stream = %self.key, path = %open.path.display(), "recording");
             let written = open.file.write_all(&header);
@@ -133,7 +201,9 @@ impl Recording {
             config.stats.bytes.fetch_add(open.bytes, Ordering::Relaxed);
             let path = open.path.clone();
             self.file = Some(open);
-            return written.map_err(|e| (path, e));
+            written.map_err(|e| (path, e))?;
+            self.index(false, true);
+            return Ok(());
         }
         // Without a file (none yet, or abandoned), the rest of this one is dropped.
         let Some(open) = &mut self.file else {
@@ -141,19 +211,35 @@ impl Recording {
         };
         let result = match output {
             Output::Begin { .. } => Ok(()),
-            Output::Append(bytes) => {
+            Output::Append { bytes, end_ms } => {
                 open.bytes = open.bytes.saturating_add(bytes.len() as u64);
                 config
                     .stats
                     .bytes
                     .fetch_add(bytes.len() as u64, Ordering::Relaxed);
-                open.file.write_all(&bytes)
+                let written = open.file.write_all(&bytes);
+                if written.is_ok() {
+                    open.span.end_ms = end_ms.max(open.span.start_ms);
+                    open.span.fragments = open.span.fragments.saturating_add(1);
+                    self.index(false, false);
+                }
+                written
             }
             Output::Patch { offset, bytes } => open.file.write_all_at(&bytes, offset),
-            Output::Sync => open.file.sync_data(),
+            Output::Sync => {
+                let synced = open.file.sync_data();
+                if synced.is_ok() {
+                    self.index(false, true);
+                }
+                synced
+            }
             Output::End { duration_ms } => {
                 let synced = open.file.sync_data();
                 if synced.is_ok() {
+                    self.index(true, true);
+                    let Some(open) = &mut self.file else {
+                        return Ok(());
+                    };
                     config.stats.files.fetch_add(1, Ordering::Relaxed);
                     tracing::info!(
                         stream = %self.key,
@@ -195,14 +281,24 @@ fn unix_ms() -> i64 {
 
 /// Creates `<dir>/<app>/<stream>/<stream>-<UTC time>[-N].<ext>`, with its directories,
 /// never replacing a file.
-fn create(dir: &Path, key: &str, format: Format, unix_ms: i64) -> io::Result<(File, PathBuf)> {
+fn create(
+    dir: &Path,
+    key: &str,
+    format: Format,
+    unix_ms: i64,
+) -> io::Result<(File, PathBuf, FileId)> {
     let (relative, stream) = key_dir(key);
     let dir = dir.join(relative);
     std::fs::create_dir_all(&dir)?;
+    let format = match format {
+        Format::Fmp4 => sluice_archive::Format::Fmp4,
+        Format::Ts => sluice_archive::Format::Ts,
+    };
     for attempt in 0..MAX_NAME_ATTEMPTS {
-        let path = dir.join(file_name(&stream, unix_ms, attempt, format.extension()));
+        let id = FileId::new(unix_ms, attempt, format);
+        let path = dir.join(id.file_name(&stream));
         match OpenOptions::new().write(true).create_new(true).open(&path) {
-            Ok(file) => return Ok((file, path)),
+            Ok(file) => return Ok((file, path, id)),
             Err(e) if e.kind() == io::ErrorKind::AlreadyExists => continue,
             Err(e) => return Err(e),
         }
@@ -215,7 +311,7 @@ fn create(dir: &Path, key: &str, format: Format, unix_ms: i64) -> io::Result<(Fi
 
 /// The directory of a stream's recordings under the record dir (`app/…/stream`) and
 /// the stream's name, each component made safe.
-fn key_dir(key: &str) -> (PathBuf, String) {
+pub(super) fn key_dir(key: &str) -> (PathBuf, String) {
     let (app, stream) = key.rsplit_once('/').unwrap_or(("", key));
     let mut dir = PathBuf::new();
     let mut apps = app.split('/').filter(|c| !c.is_empty()).peekable();
@@ -253,23 +349,6 @@ fn safe_component(text: &str) -> String {
     out
 }
 
-/// `<stream>-<YYYYmmdd-HHMMSS>.<ext>` in UTC, with `-<attempt>` before the extension
-/// from the second attempt on.
-fn file_name(stream: &str, unix_ms: i64, attempt: u32, extension: &str) -> String {
-    let mut iso = String::new();
-    sluice_hls::write_iso8601_ms(&mut iso, unix_ms);
-    // YYYY-MM-DDTHH:MM:SS.mmmZ -> YYYYmmdd-HHMMSS
-    let digits: String = iso.chars().filter(char::is_ascii_digit).collect();
-    let (date, time) = digits.split_at(8.min(digits.len()));
-    let time = time.get(..6).unwrap_or(time);
-    let suffix = if attempt == 0 {
-        String::new()
-    } else {
-        format!("-{attempt}")
-    };
-    format!("{stream}-{date}-{time}{suffix}.{extension}")
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -277,8 +356,15 @@ mod tests {
     #[test]
     fn names_say_the_stream_and_the_utc_time() {
         let ms = 1_709_210_096_789; // 2024-02-29T12:34:56.789Z
-        assert_eq!(file_name("cam1", ms, 0, "mp4"), "cam1-20240229-123456.mp4");
-        assert_eq!(file_name("cam1", ms, 2, "ts"), "cam1-20240229-123456-2.ts");
+        let name = |attempt, format| FileId::new(ms, attempt, format).file_name("cam1");
+        assert_eq!(
+            name(0, sluice_archive::Format::Fmp4),
+            "cam1-20240229-123456.mp4"
+        );
+        assert_eq!(
+            name(2, sluice_archive::Format::Ts),
+            "cam1-20240229-123456-2.ts"
+        );
     }
 
     #[test]
@@ -299,8 +385,9 @@ mod tests {
     fn a_taken_name_gets_a_suffix() {
         let dir = std::env::temp_dir().join(format!("sluice-record-names-{}", std::process::id()));
         let ms = 1_709_210_096_789;
-        let (_, first) = create(&dir, "live/cam", Format::Fmp4, ms).unwrap();
-        let (_, second) = create(&dir, "live/cam", Format::Fmp4, ms).unwrap();
+        let (_, first, _) = create(&dir, "live/cam", Format::Fmp4, ms).unwrap();
+        let (_, second, id) = create(&dir, "live/cam", Format::Fmp4, ms).unwrap();
+        assert_eq!(id.attempt, 1);
         assert!(
             first.ends_with("live/cam/cam-20240229-123456.mp4"),
             "{first:?}"

@@ -1,7 +1,9 @@
 //! Recording end to end: publishers over RTMP (ffmpeg, or synthetic clips), files in
 //! the media root read back by ffprobe/ffmpeg and by a small box walker: complete after
 //! the publisher leaves or a graceful stop, playable up to the last fragment after
-//! `kill -9`, rotated at keyframes, and only for the streams the patterns name.
+//! `kill -9`, rotated at keyframes, and only for the streams the patterns name; the
+//! recordings index (`/api/v1/recordings`) lists their spans and gaps, and after
+//! `kill -9` still lists the cut file up to its last complete fragment.
 
 use crate::common::{
     avc_track, have_ffmpeg, publish_test_pattern, scratch, synthetic_clip, TestServer,
@@ -32,7 +34,7 @@ fn server(root: &Path, extra: &[&str]) -> TestServer {
     TestServer::start(&args)
 }
 
-/// Every recording under `root`, sorted by path.
+/// Every recording under `root` (not the streams' `.sluice-index`), sorted by path.
 fn recordings(root: &Path) -> Vec<PathBuf> {
     fn walk(dir: &Path, out: &mut Vec<PathBuf>) {
         let Ok(entries) = std::fs::read_dir(dir) else {
@@ -42,7 +44,7 @@ fn recordings(root: &Path) -> Vec<PathBuf> {
             let path = entry.path();
             if path.is_dir() {
                 walk(&path, out);
-            } else {
+            } else if !entry.file_name().to_string_lossy().starts_with('.') {
                 out.push(path);
             }
         }
@@ -152,14 +154,20 @@ fn top_level_boxes(bytes: &[u8]) -> Vec<(String, usize)> {
     out
 }
 
-/// An ordinary fragmented MP4: `ftyp`, `moov` (with `mvex`), then `moof`/`mdat` pairs.
+/// An ordinary fragmented MP4: `ftyp`, `moov` (with `mvex`), then `prft`/`moof`/`mdat`
+/// for each fragment (the `prft` gives its wall-clock time).
 fn assert_fragmented_mp4(path: &Path) {
     let bytes = std::fs::read(path).expect("read recording");
     let boxes: Vec<String> = top_level_boxes(&bytes).into_iter().map(|b| b.0).collect();
-    assert!(boxes.len() >= 4, "{}: {boxes:?}", path.display());
+    assert!(boxes.len() >= 5, "{}: {boxes:?}", path.display());
     assert_eq!(&boxes[..2], ["ftyp", "moov"], "{}", path.display());
-    for pair in boxes[2..].chunks(2) {
-        assert_eq!(pair, ["moof", "mdat"], "{}: {boxes:?}", path.display());
+    for fragment in boxes[2..].chunks(3) {
+        assert_eq!(
+            fragment,
+            ["prft", "moof", "mdat"],
+            "{}: {boxes:?}",
+            path.display()
+        );
     }
     assert!(bytes.windows(4).any(|w| w == b"mvex"));
 }
@@ -529,4 +537,140 @@ async fn a_full_disk_stops_the_recording_and_spares_live_delivery() {
         assert!(!p.video.is_empty() && p.video[0].1, "{p:?}");
         assert!(p.video.len() < 100, "{p:?}");
     }
+}
+
+/// `GET path` of the server's API (loopback: no token needed) as JSON.
+fn api(server: &TestServer, path: &str) -> (u16, serde_json::Value) {
+    let (status, _, body) = crate::common::http_request(server.http, "GET", path, "");
+    let value = serde_json::from_slice(&body)
+        .unwrap_or_else(|e| panic!("{path}: {e}: {}", String::from_utf8_lossy(&body)));
+    (status, value)
+}
+
+/// Unix ms now.
+fn now_ms() -> i64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .expect("clock")
+        .as_millis() as i64
+}
+
+/// The spans and files the API lists for `live/cam`, once the index is loaded.
+fn listed(server: &TestServer, query: &str) -> serde_json::Value {
+    let mut last = serde_json::Value::Null;
+    assert!(
+        wait_for(Duration::from_secs(10), || {
+            let (status, v) = api(server, &format!("/api/v1/recordings/live/cam{query}"));
+            last = v;
+            status == 200 && last["indexing"] == false
+        }),
+        "{last}"
+    );
+    last
+}
+
+#[test]
+#[cfg_attr(not(have_ffmpeg), ignore = "needs ffmpeg and ffprobe")]
+fn the_index_lists_spans_and_gaps_and_survives_kill_9() {
+    if !have_ffmpeg() {
+        return;
+    }
+    let root = media_root("index");
+    let mut server = server(&root, &[]);
+    let url = format!("rtmp://{}/live/cam", server.rtmp);
+    // Two publishes of 3 s with a gap of about 2 s between them.
+    let before = now_ms();
+    for publish in 0..2 {
+        if publish == 1 {
+            std::thread::sleep(Duration::from_millis(2000));
+        }
+        let mut p = publish_test_pattern(&url, "flv", "libx264", 3);
+        assert!(p.0.wait().expect("ffmpeg").success());
+        assert!(wait_for(Duration::from_secs(5), || recordings(&root).len()
+            == publish + 1));
+    }
+    // Closed once the grace window is over.
+    std::thread::sleep(Duration::from_millis(800));
+    let after = now_ms();
+    let (status, all) = api(&server, "/api/v1/recordings");
+    assert_eq!(status, 200);
+    let list = all["recordings"].as_array().expect("recordings");
+    assert_eq!(list.len(), 1, "{all}");
+    assert_eq!(list[0]["stream"], "live/cam");
+    assert_eq!(list[0]["files"], 2);
+    let on_disk: u64 = recordings(&root)
+        .iter()
+        .map(|p| std::fs::metadata(p).unwrap().len())
+        .sum();
+    assert_eq!(list[0]["bytes"], on_disk);
+
+    let cam = listed(&server, "");
+    let spans = cam["spans"].as_array().expect("spans");
+    assert_eq!(spans.len(), 2, "two spans with a gap: {cam}");
+    let ms = |v: &serde_json::Value, f: &str| v[f].as_i64().unwrap_or_else(|| panic!("{f}: {v}"));
+    for s in spans {
+        let length = ms(s, "end_ms") - ms(s, "start_ms");
+        assert!((2500..=3500).contains(&length), "{length} ms: {s}");
+        assert!(
+            ms(s, "start_ms") >= before && ms(s, "end_ms") <= after,
+            "{before}..{after}: {s}"
+        );
+    }
+    let gap = ms(&spans[1], "start_ms") - ms(&spans[0], "end_ms");
+    assert!((1500..=4000).contains(&gap), "a gap of {gap} ms");
+    let files = cam["files"].as_array().expect("files");
+    assert_eq!(files.len(), 2);
+    assert!(files.iter().all(|f| f["complete"] == true), "{cam}");
+    // Ranges: inside the gap nothing; the second file by RFC 3339 times; bad times.
+    let in_gap = format!(
+        "?from={}&to={}",
+        ms(&spans[0], "end_ms") + 100,
+        ms(&spans[1], "start_ms") - 100
+    );
+    let none = listed(&server, &in_gap);
+    assert_eq!(none["files"].as_array().map(Vec::len), Some(0), "{none}");
+    let second = format!(
+        "?from={}&to={}",
+        files[1]["start"].as_str().unwrap(),
+        files[1]["end"].as_str().unwrap()
+    );
+    let one = listed(&server, &second);
+    assert_eq!(one["files"].as_array().map(Vec::len), Some(1), "{one}");
+    assert_eq!(one["files"][0]["path"], files[1]["path"]);
+    assert_eq!(api(&server, "/api/v1/recordings/live/cam?from=noon").0, 400);
+    assert_eq!(api(&server, "/api/v1/recordings/live/nope").0, 404);
+
+    // kill -9 during a third publish, 3.5 s in: its last record is up to 1 s old, and
+    // its last fragment may be cut.
+    let _publisher = publish_test_pattern(&url, "flv", "libx264", 20);
+    assert!(wait_for(Duration::from_secs(10), || recordings(&root)
+        .len()
+        == 3));
+    std::thread::sleep(Duration::from_millis(3500));
+    server.kill();
+    let killed = recordings(&root).pop().expect("the third file");
+    let probed = probe(&killed);
+    let last_video = probed.video.last().expect("video").0;
+
+    // A new server reads the index back, and reads the cut file again.
+    let server = self::server(&root, &[]);
+    let cam = listed(&server, "");
+    let files = cam["files"].as_array().expect("files");
+    assert_eq!(files.len(), 3, "{cam}");
+    let cut = &files[2];
+    assert!(cut["path"]
+        .as_str()
+        .unwrap()
+        .ends_with(&*killed.file_name().unwrap().to_string_lossy()));
+    assert_eq!(cut["bytes"], std::fs::metadata(&killed).unwrap().len());
+    let length = ms(cut, "end_ms") - ms(cut, "start_ms");
+    // Up to the end of the last complete fragment: what ffprobe reads of it (its last
+    // video frame's time plus one frame), audio ending up to a frame later.
+    let expected = (last_video * 1000.0) as i64 + 40;
+    assert!(
+        (expected - 10..=expected + 60).contains(&length),
+        "{length} ms listed, {expected} ms in the file: {cut}"
+    );
+    assert!(length >= 2000, "{length} ms");
+    assert_eq!(cut["complete"], true, "no server writes it any more");
 }

@@ -846,10 +846,15 @@ async fn a_whip_publisher_plays_over_http_flv_and_whep() {
     let dir = root.join("recordings/live/whip");
     let deadline = Instant::now() + Duration::from_secs(5);
     let file = loop {
+        // The recording, not the stream's index (`.sluice-index`).
         let done = std::fs::read_dir(&dir)
             .ok()
-            .and_then(|mut d| d.next())
-            .and_then(Result::ok)
+            .and_then(|mut d| {
+                d.find_map(|e| {
+                    e.ok()
+                        .filter(|e| !e.file_name().to_string_lossy().starts_with('.'))
+                })
+            })
             .map(|e| e.path())
             .filter(|p| stream_codecs(p.to_str().unwrap()) == "h264 opus");
         if let Some(f) = done {
