@@ -45,6 +45,19 @@ pub(crate) enum HlsPath<'a> {
 }
 
 impl<'a> HlsPath<'a> {
+    /// Whether `name` has a TS segment's shape (`TAG-DIGITS.ts`), whatever its number:
+    /// such a name is never a live stream's HTTP-TS form.
+    pub(crate) fn is_ts_shaped(name: &str) -> bool {
+        let Some((tag, rest)) = name.split_once('-') else {
+            return false;
+        };
+        let digits = rest.strip_suffix(".ts").unwrap_or("");
+        !tag.is_empty()
+            && tag.bytes().all(|b| b.is_ascii_hexdigit())
+            && !digits.is_empty()
+            && digits.bytes().all(|b| b.is_ascii_digit())
+    }
+
     /// Parses a segment file name.
     pub(crate) fn file(name: &'a str) -> Option<HlsPath<'a>> {
         let (tag, rest) = name.split_once('-')?;

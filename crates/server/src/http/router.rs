@@ -314,6 +314,10 @@ pub(crate) fn route(path: &str) -> Route<'_> {
         if let (Some(key), Some(file)) = (stream_key(dir), HlsPath::file(file)) {
             return Route::Hls(key, file);
         }
+        if stream_key(dir).is_some() && HlsPath::is_ts_shaped(file) {
+            // A segment's name with a number out of range: not a stream's HTTP-TS.
+            return Route::NotFound;
+        }
     }
     // After HLS's segments: `/app/name/TAG-N.ts` is a segment, not a stream.
     if let Some(key) = rest.strip_suffix(".ts").and_then(stream_key) {
@@ -330,6 +334,9 @@ mod tests {
         assert_eq!(route("/live/cam.flv"), Route::Live("live/cam", Live::Flv));
         assert_eq!(route("/live/cam.ts"), Route::Live("live/cam", Live::Ts));
         assert_eq!(route("/a/b/c.ts"), Route::Live("a/b/c", Live::Ts));
+        assert_eq!(route("/a/b/ab-18446744073709551615.ts"), Route::NotFound);
+        assert_eq!(route("/a/b/cam-1.ts"), Route::Live("a/b/cam-1", Live::Ts));
+        assert_eq!(route("/a/ab-1.ts"), Route::Live("a/ab-1", Live::Ts));
         assert_eq!(
             route("/live/cam.m3u8"),
             Route::Hls("live/cam", HlsPath::TsPlaylist)

@@ -646,9 +646,12 @@ fn an_overloaded_node_sends_new_players_and_publishers_to_another() {
     assert!(streams.contains("h264,320,240"), "{rtsp}: {streams}");
     assert!(times.len() >= 20, "{rtsp}: {} video packets", times.len());
     assert!(metric(a.http, "sluice_cluster_redirects_total") >= 4.0);
-    // A segment asked for here is still served here (players already on a).
+    // A segment asked for here is still served here (players already on a), while
+    // a new HTTP-TS player is sent on like an HTTP-FLV one.
+    let (status, _, _) = http_request(a.http, "GET", "/live/cam/0-0.ts", "");
+    assert_eq!(status, 404);
     let (status, _, _) = http_request(a.http, "GET", "/live/cam.ts", "");
-    assert_ne!(status, 307);
+    assert_eq!(status, 307);
 }
 
 /// Chromium publishes over WHIP to an overloaded node and follows its 307 to another
