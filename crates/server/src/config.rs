@@ -36,7 +36,10 @@
 //! stream (on uses the `[hls]` segment settings even when `hls.enabled` is false);
 //! `record` forces recording on or off whatever the `record.streams` patterns say;
 //! `merge_ms` is the merge window of the stream's players (`players.merge_ms`
-//! otherwise). [`Config::for_stream`] gives the result as a [`StreamSettings`], which
+//! otherwise); `keep_days` replaces `record.keep_days` for the stream's recordings,
+//! and `keep_bytes` bounds the bytes of the recordings of every stream the entry
+//! matches (a limit of the entry's own: `record.keep_bytes` still bounds all
+//! recordings together). [`Config::for_stream`] gives the result as a [`StreamSettings`], which
 //! the hub fixes when it creates the stream.
 
 pub use crate::auth::UserConfig;
@@ -717,6 +720,21 @@ settings! {
         /// Bytes of frames waiting for the recording thread; past this (a stalled disk) a
         /// recording drops frames until its next keyframe.
         queue_bytes: usize = 64 << 20;
+        /// Recordings older than this many days (by their end) are removed, oldest first;
+        /// 0 keeps them forever. [[apps]] entries may set their own.
+        #[flag("record-keep-days", "DAYS")]
+        keep_days: u64 = 0;
+        /// Every recording together holds at most this many bytes: past it, the oldest
+        /// files of any stream are removed; 0: no limit. [[apps]] entries may set a limit
+        /// of their own streams' bytes besides.
+        #[flag("record-keep-bytes", "BYTES")]
+        keep_bytes: u64 = 0;
+        /// The file system of the record dir keeps at least this many bytes free: below
+        /// it, the oldest recordings of any stream are removed; 0: no limit. A file being
+        /// recorded or read (played on demand, downloaded) is never removed: it goes on a
+        /// later pass (every minute, and when a file is complete).
+        #[flag("record-min-free-bytes", "BYTES")]
+        min_free_bytes: u64 = 0;
     }
 
     /// How players (viewers) are written to and when they are given up on.
@@ -904,6 +922,10 @@ pub struct AppConfig {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub record: Option<bool>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub keep_days: Option<u64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub keep_bytes: Option<u64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub merge_ms: Option<u64>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub second_publisher: Option<SecondPublisher>,
@@ -950,6 +972,16 @@ const APP_KEYS: &[(&str, &str)] = &[
         "record",
         "true or false: record these streams, or not, whatever the record.streams \
          patterns say.",
+    ),
+    (
+        "keep_days",
+        "Remove these streams' recordings older than this many days, instead of \
+         record.keep_days (0: keep them forever).",
+    ),
+    (
+        "keep_bytes",
+        "These streams' recordings together hold at most this many bytes: past it, their \
+         oldest files are removed (record.keep_bytes still bounds all recordings).",
     ),
     (
         "merge_ms",
@@ -1401,7 +1433,37 @@ impl Config {
             },
             queue_bytes: record.queue_bytes,
             notifier: None,
+            retention: self.retention(),
+            readers: Default::default(),
         })
+    }
+
+    /// What recordings retention keeps, from `[record]` and the `[[apps]]` entries.
+    pub fn retention(&self) -> record::RetentionConfig {
+        let days = |d: u64| {
+            (d > 0).then(|| i64::try_from(d.saturating_mul(86_400_000)).unwrap_or(i64::MAX))
+        };
+        let some = |n: u64| (n > 0).then_some(n);
+        let global = days(self.record.keep_days);
+        record::RetentionConfig {
+            max_bytes: some(self.record.keep_bytes),
+            min_free_bytes: some(self.record.min_free_bytes),
+            default: record::Keep {
+                max_age_ms: global,
+                max_bytes: None,
+            },
+            apps: self
+                .apps
+                .iter()
+                .filter_map(|a| {
+                    let keep = record::Keep {
+                        max_age_ms: a.keep_days.map_or(global, days),
+                        max_bytes: a.keep_bytes.and_then(some),
+                    };
+                    Some((Pattern::app(&a.name).ok()?, keep))
+                })
+                .collect(),
+        }
     }
 
     /// The `[[apps]]` entries compiled, for the hub.
@@ -1892,12 +1954,38 @@ mod tests {
     }
 
     #[test]
+    fn retention_comes_from_record_and_the_apps() {
+        let c = Config::from_toml(
+            "[record]\nstreams = [\"*\"]\nkeep_days = 7\nkeep_bytes = 1000\n\
+             [[apps]]\nname = \"cctv\"\nkeep_bytes = 100\n\
+             [[apps]]\nname = \"legal\"\nkeep_days = 0\n",
+        )
+        .unwrap();
+        let r = c.retention();
+        assert_eq!((r.max_bytes, r.min_free_bytes), (Some(1000), None));
+        let week = Some(7 * 86_400_000);
+        let keep = |key: &str| r.groups()[r.group(key)];
+        assert_eq!(
+            keep("cctv/cam"),
+            record::Keep {
+                max_age_ms: week,
+                max_bytes: Some(100)
+            }
+        );
+        assert_eq!(keep("legal/cam"), record::Keep::default(), "forever");
+        assert_eq!(keep("live/cam").max_age_ms, week);
+        assert!(Config::default().retention().is_off());
+    }
+
+    #[test]
     fn app_keys_are_documented() {
         let full = AppConfig {
             name: "x".into(),
             hls: Some(true),
             hls_always: Some(true),
             record: Some(true),
+            keep_days: Some(1),
+            keep_bytes: Some(1),
             merge_ms: Some(1),
             second_publisher: Some(SecondPublisher::Takeover),
             no_viewers_s: Some(1),

@@ -179,8 +179,11 @@ impl Server {
         descriptors(config.limits.max_connections);
         let config = Arc::new(config);
         let notifier = crate::hooks::Notifier::start(&config.hooks).map_err(io::Error::other)?;
+        // Who reads which media-root file: recordings retention leaves those alone.
+        let readers = Arc::new(crate::io::readers::Readers::default());
         let recording = config.record_config().map(|mut c| {
             c.notifier = notifier.clone();
+            c.readers = readers.clone();
             crate::record::start(c)
         });
         let (recorder, record_writer) = recording.transpose()?.unzip();
@@ -307,7 +310,7 @@ impl Server {
             crate::ctx::admit::pulled,
             cluster.clone(),
         ));
-        let files = Arc::new(crate::io::filemap::FileMaps::default());
+        let files = Arc::new(crate::io::filemap::FileMaps::new(readers));
         let vods = Arc::new(crate::vod::Vods::default());
         let (shutdown, _) = watch::channel(false);
         let auth = crate::auth::Auth::new(&config.auth_config()).map_err(io::Error::other)?;

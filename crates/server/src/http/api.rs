@@ -343,6 +343,13 @@ pub(crate) async fn reply(ctx: &Ctx, req: &Request, peer: SocketAddr, what: ApiP
             let (status, body) = super::recordings::stream(ctx.hub(), key, &req.query);
             json_reply(status, &body)
         }
+        (ApiPath::Recording(key), false, Method::Delete) => {
+            let (status, body) = super::recordings::delete(ctx.hub(), key, &req.query).await;
+            if status == 200 {
+                tracing::info!(stream = %key, query = %req.query, "recordings removed by the API");
+            }
+            json_reply(status, &body)
+        }
         (ApiPath::Unknown, _, _) => error(404, "no such API route"),
         _ => error(405, "method not allowed"),
     }

@@ -20,6 +20,7 @@ use super::{write_bounded, Error};
 use crate::ctx::Ctx;
 use crate::driver::{Conn, DriveError};
 use crate::io::filemap::open_beneath;
+use crate::io::readers::ReadHold;
 use bytes::Bytes;
 use sluice_http::files::{relative_path, FileEntity, FileResponse};
 use sluice_http::ServerSession;
@@ -61,6 +62,8 @@ pub(crate) struct Opened {
     file: File,
     meta: Metadata,
     response: FileResponse,
+    /// Recordings retention leaves the file alone while the answer is sent.
+    hold: ReadHold,
 }
 
 /// No file: a status and a short text body.
@@ -97,6 +100,10 @@ pub(crate) async fn answer(ctx: &Ctx, req: &Request, rest: &str) -> Result<Opene
             return Err((status, text));
         }
     };
+    // A file being removed (recordings retention) is as good as gone.
+    let Some(hold) = ctx.files().readers.hold(&meta) else {
+        return Err((404, "not found\n"));
+    };
     let entity = FileEntity::new(
         &rel,
         meta.len(),
@@ -110,6 +117,7 @@ pub(crate) async fn answer(ctx: &Ctx, req: &Request, rest: &str) -> Result<Opene
         file,
         meta,
         response,
+        hold,
     })
 }
 
@@ -145,6 +153,7 @@ pub(crate) async fn serve(
         file,
         meta,
         response,
+        hold: _hold,
     } = opened;
     let range = response.range.clone();
     let send_body = response.body && req.method == Method::Get && !range.is_empty();
@@ -334,6 +343,7 @@ pub(crate) fn h2_answer(
         file,
         meta,
         response,
+        hold,
     } = opened;
     let mut headers: Vec<(&'static str, String)> = FILE_HEADERS
         .iter()
@@ -347,7 +357,8 @@ pub(crate) fn h2_answer(
             .map(&file, &meta)
             .and_then(|map| slice(&map, range.start, range.end))
         {
-            Ok(body) => body,
+            // The body outlives this call: it carries the hold along.
+            Ok(body) => Bytes::from_owner(Held { body, _hold: hold }),
             Err(e) => {
                 tracing::warn!(path = %req.path, "cannot map file: {e}");
                 return (
@@ -361,6 +372,18 @@ pub(crate) fn h2_answer(
         Bytes::new()
     };
     (response.status.code(), headers, body)
+}
+
+/// An HTTP/2 body and the hold on its file, released when the last of it is sent.
+struct Held {
+    body: Bytes,
+    _hold: ReadHold,
+}
+
+impl AsRef<[u8]> for Held {
+    fn as_ref(&self) -> &[u8] {
+        &self.body
+    }
 }
 
 /// The headers that say `/files/` is a read-only WebDAV tree (class 1).

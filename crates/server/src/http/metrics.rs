@@ -428,6 +428,39 @@ pub fn render(
             "Bytes written to recordings",
             count(&stats.bytes),
         );
+        let removed = Family::<Labels, Counter>::default();
+        let removed_bytes = Family::<Labels, Counter>::default();
+        for reason in crate::record::Reason::ALL {
+            let labels = vec![("reason", reason.name().to_string())];
+            let i = reason.index();
+            removed
+                .get_or_create(&labels)
+                .inc_by(stats.removed[i].load(Ordering::Relaxed));
+            removed_bytes
+                .get_or_create(&labels)
+                .inc_by(stats.removed_bytes[i].load(Ordering::Relaxed));
+        }
+        reg.register(
+            "record_removed",
+            "Recordings removed, by reason: age (keep_days), bytes (keep_bytes), disk \
+             (min_free_bytes), api (DELETE)",
+            removed,
+        );
+        reg.register(
+            "record_removed_bytes",
+            "Bytes of the recordings removed, by reason",
+            removed_bytes,
+        );
+    }
+    if let Some(recorder) = hub.attached::<crate::record::Recorder>() {
+        let read: Gauge = Gauge::default();
+        read.set(i64::try_from(recorder.files_read()).unwrap_or(i64::MAX));
+        reg.register(
+            "files_read",
+            "Files of the media root being read now (players on demand, downloads): \
+             recordings retention leaves them for a later pass",
+            read,
+        );
     }
 
     if per_connection {

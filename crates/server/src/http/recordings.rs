@@ -1,16 +1,18 @@
 //! `GET /api/v1/recordings` (every recorded stream: first and last times, bytes,
-//! files) and `GET /api/v1/recordings/APP/NAME?from=&to=` (its gapless spans and its
-//! files within `[from, to)`), read from the recorder's catalogue.
+//! files), `GET /api/v1/recordings/APP/NAME?from=&to=` (its gapless spans and its
+//! files within `[from, to)`), read from the recorder's catalogue, and
+//! `DELETE /api/v1/recordings/APP/NAME?from=&to=` (its files wholly within the range
+//! removed, all or none: 409 when one of them is being recorded or read).
 //!
 //! Why its own file: the API module routes and authorizes; this one turns the
 //! catalogue's spans into JSON and parses the times. `from` and `to` are RFC 3339
 //! (`2026-11-27T10:00:00Z`, an offset, fractions of a second) or Unix milliseconds;
 //! either may be left out (open-ended). Times come back as both RFC 3339 UTC text and
 //! Unix ms. The catalogue answers from memory, by binary search: no disk access on a
-//! worker.
+//! worker; a `DELETE` unlinks on the blocking pool.
 
 use crate::core::hub::Hub;
-use crate::record::Recorder;
+use crate::record::{Recorder, RemoveError};
 use serde_json::{json, Value};
 use sluice_archive::time;
 
@@ -127,6 +129,69 @@ pub(super) fn stream(hub: &Hub, key: &str, query: &str) -> (u16, Value) {
             "spans": spans,
             "files": files,
             "truncated": truncated,
+        }),
+    )
+}
+
+/// `DELETE /api/v1/recordings/APP/NAME?from=&to=`: both bounds are required, so that
+/// a forgotten query never removes a stream's every file.
+pub(super) async fn delete(hub: &Hub, key: &str, query: &str) -> (u16, Value) {
+    let (from, to) = match (bound(query, "from", i64::MIN), bound(query, "to", i64::MAX)) {
+        (Ok(from), Ok(to)) => (from, to),
+        (Err(e), _) | (_, Err(e)) => return (400, json!({ "error": e })),
+    };
+    if from == i64::MIN || to == i64::MAX {
+        return (400, json!({ "error": "from and to are both required" }));
+    }
+    if from > to {
+        return (400, json!({ "error": "from is after to" }));
+    }
+    let Some(recorder) = hub.attached::<Recorder>().cloned() else {
+        return (404, json!({ "error": "recording is off" }));
+    };
+    if !recorder.catalogue().loaded() {
+        return (503, json!({ "error": "the recordings index is loading" }));
+    }
+    let dir_key = Recorder::dir_key(key);
+    let removed = tokio::task::spawn_blocking({
+        let dir_key = dir_key.clone();
+        move || recorder.remove_range(&dir_key, from, to)
+    })
+    .await;
+    let removed = match removed {
+        Ok(Ok(removed)) => removed,
+        Ok(Err(e)) => {
+            let status = match &e {
+                RemoveError::Writing { .. } | RemoveError::Reading { .. } => 409,
+                RemoveError::NoStream => 404,
+                RemoveError::Io { .. } => 500,
+            };
+            return (status, json!({ "error": e.to_string() }));
+        }
+        Err(e) => return (500, json!({ "error": e.to_string() })),
+    };
+    let bytes: u64 = removed.iter().map(|r| r.span.bytes).sum();
+    let files: Vec<Value> = removed
+        .iter()
+        .map(|r| {
+            json!({
+                "path": r.path,
+                "start": when(r.span.start_ms),
+                "end": when(r.span.end_ms),
+                "start_ms": r.span.start_ms,
+                "end_ms": r.span.end_ms,
+                "bytes": r.span.bytes,
+            })
+        })
+        .collect();
+    (
+        200,
+        json!({
+            "stream": dir_key,
+            "from": when(from),
+            "to": when(to),
+            "removed": files,
+            "bytes": bytes,
         }),
     )
 }

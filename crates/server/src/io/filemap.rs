@@ -193,6 +193,8 @@ impl FileKey {
 #[derive(Debug, Default)]
 pub struct FileMaps {
     maps: Mutex<HashMap<FileKey, Weak<Mmap>>>,
+    /// Who reads which file (mapped or not), for recordings retention.
+    pub readers: Arc<crate::io::readers::Readers>,
 }
 
 /// Owns one reference to a mapping for the `Bytes` made from it.
@@ -205,6 +207,14 @@ impl AsRef<[u8]> for MapOwner {
 }
 
 impl FileMaps {
+    /// No mappings yet; readers registered with `readers`.
+    pub fn new(readers: Arc<crate::io::readers::Readers>) -> FileMaps {
+        FileMaps {
+            maps: Mutex::default(),
+            readers,
+        }
+    }
+
     /// The whole of `file` as `Bytes` over its one shared mapping, mapping it if no
     /// reader has it mapped now. Slices of the result share the mapping and keep it
     /// alive; it is unmapped when the last of them is dropped.

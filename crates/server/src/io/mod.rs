@@ -1,7 +1,7 @@
 //! I/O at the edges: the UDP endpoint every datagram protocol shares (`endpoint`), the
 //! transport a player is written through (`sock`), TLS set-up, RTP/RTCP port pairs,
-//! batched UDP sends, sealed in-memory files, shared mappings of media-root files, and
-//! the descriptor limit.
+//! batched UDP sends, sealed in-memory files, shared mappings of media-root files and
+//! who reads them, and the descriptor limit.
 
 pub mod endpoint;
 pub mod fd_limit;
@@ -9,6 +9,7 @@ pub mod filemap;
 pub mod http_client;
 pub mod listen;
 pub mod memfile;
+pub mod readers;
 pub mod sock;
 pub mod tls;
 pub mod udp_pair;

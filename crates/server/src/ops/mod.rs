@@ -383,7 +383,12 @@ const RELOADED: &[&str] = &[
 ];
 
 /// Reloaded while the recorder runs (see [`needs_restart`]).
-const RELOADED_WHILE_RECORDING: &[&str] = &["record.streams"];
+const RELOADED_WHILE_RECORDING: &[&str] = &[
+    "record.streams",
+    "record.keep_days",
+    "record.keep_bytes",
+    "record.min_free_bytes",
+];
 
 /// What a reload did.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -412,7 +417,7 @@ fn needs_restart(
             (app.hls, app.hls_always, app.merge_ms) = (None, None, None);
             (app.second_publisher, app.no_viewers_s) = (None, None);
             if recording {
-                app.record = None;
+                (app.record, app.keep_days, app.keep_bytes) = (None, None, None);
             }
         }
         let name_only = |a: &crate::config::AppConfig| crate::config::AppConfig {
@@ -584,6 +589,7 @@ impl Ops {
             }
             if let Some(recorder) = recording {
                 recorder.records().set(&fresh.recorded());
+                recorder.retention().store(Arc::new(fresh.retention()));
             }
             done.push("new_streams");
         }

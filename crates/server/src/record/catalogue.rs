@@ -113,13 +113,15 @@ impl Catalogue {
         streams.get(key).cloned()
     }
 
+    /// Every stream's entry, by key.
+    pub(super) fn entries(&self) -> Vec<Arc<StreamEntry>> {
+        let streams = self.streams.read().unwrap_or_else(|e| e.into_inner());
+        streams.values().cloned().collect()
+    }
+
     /// Every stream with at least one file, with its summary, by key.
     pub fn summaries(&self) -> Vec<(String, Summary)> {
-        let entries: Vec<Arc<StreamEntry>> = {
-            let streams = self.streams.read().unwrap_or_else(|e| e.into_inner());
-            streams.values().cloned().collect()
-        };
-        entries
+        self.entries()
             .iter()
             .map(|e| (e.key.clone(), e.lock().spans.summary()))
             .filter(|(_, s)| s.files > 0)

@@ -15,6 +15,9 @@
 //! - `catalogue`: every stream's files and spans in memory, for the API; `index`: each
 //!   stream's index log on disk; `loader`: the start-up check of the logs against the
 //!   files (on a `sluice-record-index` thread). The formats are `sluice_archive`'s.
+//! - `retention`: which files the limits (`keep_days`, `keep_bytes`, `min_free_bytes`)
+//!   remove (pure); `pruner`: the `sluice-record-retain` thread that applies them, and
+//!   the removal of files, for it and for the API.
 //!
 //! # Invariants
 //! - A worker never blocks on the recorder: commands go over an unbounded channel,
@@ -30,12 +33,19 @@ mod catalogue;
 mod fragmenter;
 mod index;
 mod loader;
+mod pruner;
+mod retention;
 mod writer;
 
 use crate::core::tap::{Attach, Tap};
 use crate::keys::{Pattern, PerStream};
 pub use catalogue::Catalogue;
 pub use fragmenter::{Format, FragmenterConfig};
+pub use pruner::{RemoveError, Removed};
+pub use retention::{Keep, Reason, RetentionConfig};
+
+use crate::io::readers::Readers;
+use arc_swap::ArcSwap;
 
 use sluice_media::{Frame, Track};
 use std::path::PathBuf;
@@ -66,6 +76,10 @@ pub struct RecordConfig {
     pub notifier: Option<Arc<crate::hooks::Notifier>>,
     /// What the writer did, for `/metrics`.
     pub stats: Arc<RecordStats>,
+    /// What retention keeps.
+    pub retention: RetentionConfig,
+    /// Files being read (players, downloads): retention leaves them alone.
+    pub readers: Arc<Readers>,
 }
 
 /// The writer's counts since start.
@@ -78,6 +92,10 @@ pub struct RecordStats {
     pub failures: AtomicU64,
     /// Bytes written.
     pub bytes: AtomicU64,
+    /// Files removed, by [`Reason::index`].
+    pub removed: [AtomicU64; 4],
+    /// Bytes of the files removed, by [`Reason::index`].
+    pub removed_bytes: [AtomicU64; 4],
 }
 
 /// What workers send to the writer thread.
@@ -142,6 +160,10 @@ pub struct Recorder {
     stats: Arc<RecordStats>,
     /// The recordings on disk, for the API.
     catalogue: Arc<Catalogue>,
+    /// Removes recordings (the API's `DELETE`).
+    removal: pruner::Removal,
+    /// What retention keeps; a reload replaces it.
+    retention: Arc<ArcSwap<RetentionConfig>>,
 }
 
 /// Which new streams are recorded: as `force` says (an app entry's `record`), or else
@@ -170,6 +192,23 @@ impl Recorder {
     /// The recordings on disk and their spans.
     pub fn catalogue(&self) -> &Arc<Catalogue> {
         &self.catalogue
+    }
+
+    /// Removes the recordings of the stream whose directory key is `key` held wholly
+    /// within `[from, to)`, all or none (see [`pruner::Removal::remove_range`]). Does
+    /// file I/O: call it off the workers.
+    pub fn remove_range(&self, key: &str, from: i64, to: i64) -> Result<Vec<Removed>, RemoveError> {
+        self.removal.remove_range(key, from, to, Reason::Api)
+    }
+
+    /// Files of the media root being read now.
+    pub fn files_read(&self) -> usize {
+        self.removal.readers.reading()
+    }
+
+    /// What retention keeps: a reload stores new settings.
+    pub fn retention(&self) -> &ArcSwap<RetentionConfig> {
+        &self.retention
     }
 
     /// The stream directory key (`app/name`, as on disk) of a stream key.
@@ -299,12 +338,13 @@ impl Drop for Recording {
     }
 }
 
-/// The writer thread, and the loader's while it runs.
+/// The writer thread, the loader's while it runs, and retention's.
 #[derive(Debug)]
 pub struct Writer {
     queue: Arc<Queue>,
     thread: JoinHandle<()>,
     loader: Option<JoinHandle<()>>,
+    retain: (mpsc::SyncSender<pruner::Wake>, JoinHandle<()>),
     catalogue: Arc<Catalogue>,
 }
 
@@ -314,6 +354,11 @@ impl Writer {
         self.catalogue.stopping.store(true, Ordering::Relaxed);
         if self.loader.is_some_and(|l| l.join().is_err()) {
             tracing::error!("the recordings index thread panicked");
+        }
+        let (retain, retain_thread) = self.retain;
+        let _ = retain.send(pruner::Wake::Stop);
+        if retain_thread.join().is_err() {
+            tracing::error!("the recordings retention thread panicked");
         }
         self.queue.send(Command::Shutdown);
         if self.thread.join().is_err() {
@@ -352,12 +397,27 @@ pub fn start(config: RecordConfig) -> std::io::Result<(Recorder, Writer)> {
                 );
             }
         })?;
+    let removal = pruner::Removal {
+        catalogue: catalogue.clone(),
+        readers: config.readers.clone(),
+        stats: stats.clone(),
+    };
+    let retention = Arc::new(ArcSwap::from_pointee(config.retention.clone()));
+    // One wake pending is enough: a pass sees every file completed before it.
+    let (retain_tx, retain_rx) = mpsc::sync_channel(1);
+    let retain_thread = std::thread::Builder::new()
+        .name("sluice-record-retain".into())
+        .spawn({
+            let (removal, retention) = (removal.clone(), retention.clone());
+            move || pruner::run(retain_rx, &removal, &retention)
+        })?;
+    let nudge = pruner::Nudge::new(retain_tx.clone());
     let thread = std::thread::Builder::new()
         .name("sluice-record".into())
         .spawn({
             let queue = queue.clone();
             let catalogue = catalogue.clone();
-            move || writer::run(rx, &queue, &config, &catalogue)
+            move || writer::run(rx, &queue, &config, &catalogue, Some(&nudge))
         })?;
     Ok((
         Recorder {
@@ -365,11 +425,14 @@ pub fn start(config: RecordConfig) -> std::io::Result<(Recorder, Writer)> {
             records,
             stats,
             catalogue: catalogue.clone(),
+            removal,
+            retention,
         },
         Writer {
             queue,
             thread,
             loader: Some(loader),
+            retain: (retain_tx, retain_thread),
             catalogue,
         },
     ))
@@ -406,6 +469,12 @@ mod tests {
             ),
             stats: Default::default(),
             catalogue: Arc::new(Catalogue::new(std::env::temp_dir())),
+            removal: pruner::Removal {
+                catalogue: Arc::new(Catalogue::new(std::env::temp_dir())),
+                readers: Default::default(),
+                stats: Default::default(),
+            },
+            retention: Default::default(),
         };
         (recorder, rx)
     }

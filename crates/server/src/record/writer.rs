@@ -21,6 +21,7 @@
 use super::catalogue::{Catalogue, StreamEntry};
 use super::fragmenter::{Format, Fragmenter, Output};
 use super::index::mtime_ns;
+use super::pruner::Nudge;
 use super::{Command, Queue, RecordConfig};
 use sluice_archive::{FileId, FileSpan};
 use std::collections::HashMap;
@@ -48,6 +49,7 @@ pub(super) fn run(
     queue: &Queue,
     config: &RecordConfig,
     catalogue: &Catalogue,
+    nudge: Option<&Nudge>,
 ) {
     let mut recordings: HashMap<u64, Recording> = HashMap::new();
     while let Ok(command) = rx.recv() {
@@ -63,6 +65,7 @@ pub(super) fn run(
                         dropped,
                         index,
                         index_failed: false,
+                        nudge: nudge.cloned(),
                     },
                 );
             }
@@ -111,6 +114,8 @@ struct Recording {
     index: Arc<StreamEntry>,
     /// Its index failed (logged once until it works again).
     index_failed: bool,
+    /// Wakes retention when a file is complete.
+    nudge: Option<Nudge>,
 }
 
 struct OpenFile {
@@ -261,6 +266,9 @@ impl Recording {
                         );
                     }
                     self.file = None;
+                    if let Some(nudge) = &self.nudge {
+                        nudge.pass();
+                    }
                 }
                 synced
             }
@@ -273,7 +281,7 @@ fn open_path(file: &Option<OpenFile>) -> PathBuf {
     file.as_ref().map(|f| f.path.clone()).unwrap_or_default()
 }
 
-fn unix_ms() -> i64 {
+pub(super) fn unix_ms() -> i64 {
     SystemTime::now()
         .duration_since(UNIX_EPOCH)
         .map_or(0, |d| i64::try_from(d.as_millis()).unwrap_or(0))

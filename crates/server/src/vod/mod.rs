@@ -78,6 +78,8 @@ pub struct VodFile {
     /// Names this version of the file in HLS URLs, so caches never mix versions.
     pub tag: u64,
     ident: FileKey,
+    /// Recordings retention leaves the file alone while this lives.
+    _hold: crate::io::readers::ReadHold,
     /// HLS segments of this file, planned on first use, made on demand and cached.
     pub hls: OnceLock<hls::VodHls>,
 }
@@ -129,6 +131,13 @@ impl Vods {
                 return Ok(open);
             }
         }
+        // A file being removed (recordings retention) is as good as gone.
+        let hold = files.readers.hold(&meta).ok_or_else(|| {
+            VodError::Io(std::io::Error::new(
+                std::io::ErrorKind::NotFound,
+                "being removed",
+            ))
+        })?;
         let bytes = files.map(&file, &meta)?;
         let movie = parse_movie(&bytes)?;
         let vod = Arc::new(VodFile {
@@ -137,6 +146,7 @@ impl Vods {
             movie,
             tag: ident.tag(),
             ident,
+            _hold: hold,
             hls: OnceLock::new(),
         });
         let mut open = self.lock_open();
