@@ -332,3 +332,138 @@ fn free_bytes(dir: &Path) -> Option<u64> {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use sluice_archive::{FileId, Format};
+
+    const T0: i64 = 1_795_773_600_000;
+
+    /// A stream with three files of 100 bytes, 10 s each, on disk and in the catalogue.
+    fn three_files(name: &str) -> (Removal, Arc<StreamEntry>, Vec<FileSpan>) {
+        let root =
+            std::env::temp_dir().join(format!("sluice-pruner-{name}-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&root);
+        let catalogue = Arc::new(Catalogue::new(root));
+        let entry = catalogue.entry("live/cam");
+        std::fs::create_dir_all(entry.dir()).unwrap();
+        let spans: Vec<FileSpan> = (0..3)
+            .map(|i| FileSpan {
+                id: FileId::new(T0 + i * 10_000, 0, Format::Fmp4),
+                start_ms: T0 + i * 10_000,
+                end_ms: T0 + i * 10_000 + 10_000,
+                bytes: 100,
+                mtime_ns: 0,
+                fragments: 10,
+                closed: true,
+            })
+            .collect();
+        for span in &spans {
+            let path = entry.dir().join(span.id.file_name("cam"));
+            std::fs::write(path, [0; 100]).unwrap();
+            entry.lock().record(entry.dir(), *span, false).unwrap();
+        }
+        catalogue.set_loaded();
+        let removal = Removal {
+            catalogue,
+            readers: Default::default(),
+            stats: Default::default(),
+        };
+        (removal, entry, spans)
+    }
+
+    fn on_disk(entry: &StreamEntry, span: &FileSpan) -> bool {
+        entry.dir().join(span.id.file_name("cam")).exists()
+    }
+
+    fn listed(entry: &StreamEntry) -> usize {
+        entry.lock().spans.files().len()
+    }
+
+    #[test]
+    fn a_pass_skips_the_files_being_written_or_read_until_they_are_free() {
+        let (removal, entry, spans) = three_files("pass");
+        entry.lock().writing = Some(spans[2].id);
+        let meta = std::fs::metadata(entry.dir().join(spans[0].id.file_name("cam"))).unwrap();
+        let played = removal.readers.hold(&meta).unwrap();
+        let config = RetentionConfig {
+            max_bytes: Some(1),
+            ..RetentionConfig::default()
+        };
+        pass(&removal, &config);
+        // The oldest is being read, the newest written: the middle one goes.
+        assert!(on_disk(&entry, &spans[0]) && on_disk(&entry, &spans[2]));
+        assert!(!on_disk(&entry, &spans[1]));
+        assert_eq!(listed(&entry), 2);
+        let bytes = Reason::Bytes.index();
+        assert_eq!(removal.stats.removed[bytes].load(Ordering::Relaxed), 1);
+        assert_eq!(
+            removal.stats.removed_bytes[bytes].load(Ordering::Relaxed),
+            100
+        );
+        // The player ends: the next pass removes it.
+        drop(played);
+        pass(&removal, &config);
+        assert!(!on_disk(&entry, &spans[0]));
+        assert_eq!(listed(&entry), 1);
+        assert_eq!(removal.stats.removed[bytes].load(Ordering::Relaxed), 2);
+        // The index log says so too.
+        let again = Catalogue::new(removal.catalogue.root().to_path_buf());
+        let e = again.entry("live/cam");
+        e.lock().open_log(e.dir()).unwrap();
+        assert_eq!(e.lock().spans.files(), &spans[2..]);
+        std::fs::remove_dir_all(removal.catalogue.root()).unwrap();
+    }
+
+    #[test]
+    fn a_range_is_removed_all_or_none() {
+        let (removal, entry, spans) = three_files("range");
+        let all = (T0, T0 + 30_000);
+        // Being written: nothing removed.
+        entry.lock().writing = Some(spans[2].id);
+        let r = removal.remove_range("live/cam", all.0, all.1, Reason::Api);
+        assert!(matches!(r, Err(RemoveError::Writing { .. })), "{r:?}");
+        entry.lock().writing = None;
+        // Being read: nothing removed, and the claims taken are let go.
+        let meta = std::fs::metadata(entry.dir().join(spans[1].id.file_name("cam"))).unwrap();
+        let played = removal.readers.hold(&meta).unwrap();
+        let r = removal.remove_range("live/cam", all.0, all.1, Reason::Api);
+        assert!(matches!(r, Err(RemoveError::Reading { .. })), "{r:?}");
+        assert!(spans.iter().all(|s| on_disk(&entry, s)));
+        assert_eq!(listed(&entry), 3);
+        drop(played);
+        assert!(
+            removal.readers.hold(&meta).is_some(),
+            "no claim left behind"
+        );
+        // Only the files wholly within: the first two.
+        let removed = removal
+            .remove_range("live/cam", all.0, all.1 - 1, Reason::Api)
+            .unwrap();
+        let paths: Vec<&str> = removed.iter().map(|r| r.path.as_str()).collect();
+        assert_eq!(
+            paths,
+            [
+                "live/cam/cam-20261127-100000.mp4",
+                "live/cam/cam-20261127-100010.mp4"
+            ]
+        );
+        assert!(!on_disk(&entry, &spans[0]) && !on_disk(&entry, &spans[1]));
+        assert_eq!(listed(&entry), 1);
+        let api = Reason::Api.index();
+        assert_eq!(removal.stats.removed[api].load(Ordering::Relaxed), 2);
+        // A file gone from the disk behind our back is forgotten, not an error.
+        std::fs::remove_file(entry.dir().join(spans[2].id.file_name("cam"))).unwrap();
+        let removed = removal
+            .remove_range("live/cam", all.0, all.1, Reason::Api)
+            .unwrap();
+        assert!(removed.is_empty());
+        assert_eq!(listed(&entry), 0);
+        assert!(matches!(
+            removal.remove_range("live/nope", 0, 1, Reason::Api),
+            Err(RemoveError::NoStream)
+        ));
+        std::fs::remove_dir_all(removal.catalogue.root()).unwrap();
+    }
+}
