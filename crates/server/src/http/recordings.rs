@@ -2,7 +2,8 @@
 //! files), `GET /api/v1/recordings/APP/NAME?from=&to=` (its gapless spans and its
 //! files within `[from, to)`), read from the recorder's catalogue, and
 //! `DELETE /api/v1/recordings/APP/NAME?from=&to=` (its files wholly within the range
-//! removed, all or none: 409 when one of them is being recorded or read).
+//! removed, all or none: 409 when one of them is being read; the file being recorded
+//! is never wholly within, its end being still to come).
 //!
 //! Why its own file: the API module routes and authorizes; this one turns the
 //! catalogue's spans into JSON and parses the times. `from` and `to` are RFC 3339

@@ -102,8 +102,9 @@ struct Doomed<'a> {
 
 impl Removal {
     /// Removes the files of `entry` wholly within `[from, to)`, all or none: none when
-    /// one of them is being written or read (a 409 for the API). Files gone from the
-    /// disk meanwhile are forgotten, as removed.
+    /// one of them is being read (a 409 for the API). The file being written is never
+    /// wholly within a range (its end is still to come): it is kept, as are files
+    /// partly within. Files gone from the disk meanwhile are forgotten, as removed.
     pub fn remove_range(
         &self,
         key: &str,
@@ -119,6 +120,7 @@ impl Removal {
                 .files()
                 .iter()
                 .filter(|s| s.start_ms >= from && s.end_ms <= to)
+                .filter(|s| state.writing != Some(s.id))
                 .copied()
                 .collect();
             // Every file claimed before any is forgotten: all or none.
@@ -420,11 +422,6 @@ mod tests {
     fn a_range_is_removed_all_or_none() {
         let (removal, entry, spans) = three_files("range");
         let all = (T0, T0 + 30_000);
-        // Being written: nothing removed.
-        entry.lock().writing = Some(spans[2].id);
-        let r = removal.remove_range("live/cam", all.0, all.1, Reason::Api);
-        assert!(matches!(r, Err(RemoveError::Writing { .. })), "{r:?}");
-        entry.lock().writing = None;
         // Being read: nothing removed, and the claims taken are let go.
         let meta = std::fs::metadata(entry.dir().join(spans[1].id.file_name("cam"))).unwrap();
         let played = removal.readers.hold(&meta).unwrap();
@@ -453,6 +450,13 @@ mod tests {
         assert_eq!(listed(&entry), 1);
         let api = Reason::Api.index();
         assert_eq!(removal.stats.removed[api].load(Ordering::Relaxed), 2);
+        // The file being written is kept, whatever the range.
+        entry.lock().writing = Some(spans[2].id);
+        let removed = removal
+            .remove_range("live/cam", all.0, i64::MAX - 1, Reason::Api)
+            .unwrap();
+        assert!(removed.is_empty() && on_disk(&entry, &spans[2]));
+        entry.lock().writing = None;
         // A file gone from the disk behind our back is forgotten, not an error.
         std::fs::remove_file(entry.dir().join(spans[2].id.file_name("cam"))).unwrap();
         let removed = removal

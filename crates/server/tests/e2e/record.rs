@@ -674,3 +674,233 @@ fn the_index_lists_spans_and_gaps_and_survives_kill_9() {
     assert!(length >= 2000, "{length} ms");
     assert_eq!(cut["complete"], true, "no server writes it any more");
 }
+
+/// `method path` of the server's API as JSON.
+fn api_call(server: &TestServer, method: &str, path: &str) -> (u16, serde_json::Value) {
+    let (status, _, body) = crate::common::http_request(server.http, method, path, "");
+    let value = serde_json::from_slice(&body)
+        .unwrap_or_else(|e| panic!("{path}: {e}: {}", String::from_utf8_lossy(&body)));
+    (status, value)
+}
+
+/// The files the API lists for `live/cam` now.
+fn listed_files(server: &TestServer) -> Vec<serde_json::Value> {
+    listed(server, "")["files"]
+        .as_array()
+        .cloned()
+        .unwrap_or_default()
+}
+
+/// Retention under a byte limit while a recording is played on demand: ffmpeg
+/// publishes with 2 s files; once three are complete, ffmpeg plays the oldest over
+/// HLS on demand, and a reload sets `record.keep_bytes` to about one file. Every
+/// other complete file goes, oldest first, the played one stays (a `DELETE` of it is
+/// refused with 409) until its player is done; then a later pass removes it. The API
+/// listing and `sluice_record_removed_total` show each removal; a `DELETE` of a range
+/// removes the complete files in it.
+#[test]
+#[cfg_attr(not(have_ffmpeg), ignore = "needs ffmpeg and ffprobe")]
+fn retention_removes_the_oldest_files_under_a_byte_limit_while_one_is_played() {
+    if !have_ffmpeg() {
+        return;
+    }
+    let root = media_root("retain");
+    let config = scratch("record-retain-config").join("sluice.toml");
+    std::fs::write(&config, "[record]\nkeep_bytes = 0\n").expect("config");
+    let server = server(
+        &root,
+        &[
+            "--config",
+            config.to_str().expect("utf-8"),
+            "--record-rotate-s",
+            "2",
+            "--record-fragment-ms",
+            "500",
+        ],
+    );
+    let url = format!("rtmp://{}/live/cam", server.rtmp);
+    let _publisher = publish_test_pattern(&url, "flv", "libx264", 600);
+    let complete = |files: &[serde_json::Value]| -> Vec<serde_json::Value> {
+        files
+            .iter()
+            .filter(|f| f["complete"] == true)
+            .cloned()
+            .collect()
+    };
+    let mut files = Vec::new();
+    assert!(
+        wait_for(Duration::from_secs(60), || {
+            files = complete(&listed_files(&server));
+            files.len() >= 3
+        }),
+        "three complete files: {files:?}"
+    );
+    let oldest = files[0]["path"].as_str().expect("path").to_string();
+    let oldest_path = root.join("recordings").join(&oldest);
+    assert!(oldest_path.exists(), "{oldest_path:?}");
+
+    // An on-demand player of the oldest file, in real time.
+    let hls = format!("http://{}/vod/recordings/{oldest}/index.m3u8", server.http);
+    let mut player = crate::common::Kill(
+        Command::new("ffmpeg")
+            .args(["-hide_banner", "-loglevel", "error", "-re", "-i", &hls])
+            .args(["-f", "null", "-"])
+            .spawn()
+            .expect("start ffmpeg"),
+    );
+    let reading = || crate::common::metric(server.http, "sluice_files_read");
+    assert!(
+        wait_for(Duration::from_secs(30), || reading() >= 1.0),
+        "the player opens the file"
+    );
+
+    // About one file's bytes: everything complete and free must go.
+    let limit = files[0]["bytes"].as_u64().expect("bytes");
+    std::fs::write(&config, format!("[record]\nkeep_bytes = {limit}\n")).expect("config");
+    let (status, reload) = api_call(&server, "POST", "/api/v1/reload");
+    assert_eq!(status, 200, "{reload}");
+    assert_eq!(reload["restart_needed"], serde_json::json!([]), "{reload}");
+    let removed =
+        || crate::common::metric(server.http, "sluice_record_removed_total{reason=\"bytes\"}");
+    assert!(
+        wait_for(Duration::from_secs(60), || removed() >= 2.0),
+        "{} removed",
+        removed()
+    );
+    // Newer files went; the one being played is still there, still read after the
+    // check (so it was read throughout), and a DELETE of it is refused.
+    let kept = oldest_path.exists();
+    let (status, refused) = api_call(
+        &server,
+        "DELETE",
+        &format!(
+            "/api/v1/recordings/live/cam?from={}&to={}",
+            files[0]["start_ms"], files[0]["end_ms"]
+        ),
+    );
+    assert!(
+        reading() >= 1.0,
+        "the player's hold ended before the checks"
+    );
+    assert!(kept, "{oldest_path:?} removed while it was played");
+    assert_eq!(status, 409, "{refused}");
+    assert!(
+        refused["error"]
+            .as_str()
+            .unwrap_or("")
+            .contains("being read"),
+        "{refused}"
+    );
+    let now = listed_files(&server);
+    assert_eq!(now[0]["path"], oldest.as_str(), "{now:?}");
+    for gone in &files[1..] {
+        assert!(
+            !now.iter().any(|f| f["path"] == gone["path"]),
+            "{} still listed",
+            gone["path"]
+        );
+        let path = root
+            .join("recordings")
+            .join(gone["path"].as_str().expect("path"));
+        assert!(!path.exists(), "{path:?}");
+    }
+
+    // The player ends (it played the whole file); once it lets go, a later pass
+    // removes the file.
+    let played = player.0.wait().expect("ffmpeg");
+    assert!(played.success(), "{played:?}");
+    assert!(
+        wait_for(Duration::from_secs(120), || !oldest_path.exists()),
+        "{oldest_path:?} kept after its player ended"
+    );
+    assert!(wait_for(Duration::from_secs(10), || {
+        !listed_files(&server)
+            .iter()
+            .any(|f| f["path"] == oldest.as_str())
+    }));
+    assert!(removed() >= 3.0, "{} removed", removed());
+    let bytes = crate::common::metric(
+        server.http,
+        "sluice_record_removed_bytes_total{reason=\"bytes\"}",
+    );
+    assert!(bytes >= 3.0 * 1000.0, "{bytes} bytes removed");
+
+    // No limit again: complete files stay, and a DELETE of a range removes those
+    // wholly within it, never the file being written.
+    std::fs::write(&config, "[record]\nkeep_bytes = 0\n").expect("config");
+    assert_eq!(api_call(&server, "POST", "/api/v1/reload").0, 200);
+    assert!(
+        wait_for(Duration::from_secs(60), || {
+            files = complete(&listed_files(&server));
+            files.len() >= 2
+        }),
+        "{files:?}"
+    );
+    let to = files.last().expect("a file")["end_ms"]
+        .as_i64()
+        .expect("end");
+    let (status, missing) = api_call(&server, "DELETE", "/api/v1/recordings/live/cam?to=1");
+    assert_eq!(status, 400, "{missing}");
+    let (status, deleted) = api_call(
+        &server,
+        "DELETE",
+        &format!("/api/v1/recordings/live/cam?from=0&to={to}"),
+    );
+    assert_eq!(status, 200, "{deleted}");
+    let removed_paths: Vec<&str> = deleted["removed"]
+        .as_array()
+        .expect("removed")
+        .iter()
+        .filter_map(|f| f["path"].as_str())
+        .collect();
+    for f in &files {
+        let path = f["path"].as_str().expect("path");
+        assert!(removed_paths.contains(&path), "{path} not in {deleted}");
+        assert!(!root.join("recordings").join(path).exists(), "{path}");
+    }
+    let left = listed_files(&server);
+    assert!(
+        left.iter()
+            .all(|f| f["complete"] == false || f["end_ms"].as_i64() > Some(to)),
+        "{left:?} after {deleted}"
+    );
+    // A range reaching into the future removes every complete file, never the one
+    // being written (listed once its first fragment is written).
+    let far = format!(
+        "/api/v1/recordings/live/cam?from=0&to={}",
+        now_ms() + 3_600_000
+    );
+    let mut left = Vec::new();
+    assert!(
+        wait_for(Duration::from_secs(10), || {
+            left = listed_files(&server);
+            left.iter().any(|f| f["complete"] == false)
+        }),
+        "the file being written: {left:?}"
+    );
+    let before = now_ms();
+    let (status, deleted) = api_call(&server, "DELETE", &far);
+    assert_eq!(status, 200, "{deleted}");
+    // Left: the file written during the DELETE (complete since, perhaps) and newer.
+    let mut left = Vec::new();
+    assert!(
+        wait_for(Duration::from_secs(10), || {
+            left = listed_files(&server);
+            left.iter().any(|f| f["complete"] == false)
+        }),
+        "{left:?} after {deleted}"
+    );
+    for f in &left {
+        let path = f["path"].as_str().expect("path");
+        assert!(root.join("recordings").join(path).exists(), "{path}");
+        // A complete file ended after the DELETE began (its record of the file being
+        // written may be up to a second stale).
+        assert!(
+            f["complete"] == false || f["end_ms"].as_i64().expect("end") > before - 1000,
+            "{f} older than the DELETE: {deleted}"
+        );
+    }
+    let api = crate::common::metric(server.http, "sluice_record_removed_total{reason=\"api\"}");
+    let removed_later = deleted["removed"].as_array().map_or(0, Vec::len);
+    assert_eq!(api, (files.len() + removed_later) as f64);
+}
