@@ -1,5 +1,6 @@
 //! The recordings catalogue: every recorded stream's files and their spans, in memory,
-//! read by the API (and later by playback), kept by the writer thread and the loader.
+//! read by the API (and later by playback) and by retention, kept by the writer thread,
+//! the loader and removals.
 //!
 //! Why in memory: listing a stream's recordings for a range must answer in
 //! milliseconds with weeks of files; a stream's spans are sorted once and queried by
@@ -9,8 +10,9 @@
 //! - A stream's entry is keyed by its directory under the record dir (`app/name`, each
 //!   component made safe as the writer makes it).
 //! - A stream's spans and its index log change together, under the entry's lock: the
-//!   writer thread (a file opened, grown, closed) and the loader (files checked at
-//!   start) take it in turn, so the log's records never interleave. The lock is never
+//!   writer thread (a file opened, grown, closed), the loader (files checked at start)
+//!   and removals (retention, the API's `DELETE`) take it in turn, so the log's records
+//!   never interleave. The lock is never
 //!   held across a request's await; the API holds it for one query.
 //! - The first user of an entry opens its log and takes in the spans it holds.
 

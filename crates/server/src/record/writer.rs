@@ -17,6 +17,7 @@
 //!   file is created, when it grows (at most every [`INDEX_INTERVAL_MS`]), when it is
 //!   synced and when it ends (then synced too). A failing index is logged, never a
 //!   reason to stop recording.
+//! - A completed file wakes retention (`pruner`): limits are applied as files come.
 
 use super::catalogue::{Catalogue, StreamEntry};
 use super::fragmenter::{Format, Fragmenter, Output};
