@@ -807,12 +807,17 @@ mod tests {
             name: "tv".into(),
             merge_ms: Some(0),
             record: Some(true),
+            keep_days: Some(3),
             ..AppConfig::default()
         });
+        fresh.record.keep_bytes = 1 << 30;
         // Limits, auth, what new streams get and an app entry's keys of those are
-        // reloaded; recording too, while the recorder runs.
+        // reloaded; recording and retention too, while the recorder runs.
         assert_eq!(needs_restart(&running, &fresh, true), Vec::<String>::new());
-        assert_eq!(needs_restart(&running, &fresh, false), ["apps"]);
+        assert_eq!(
+            needs_restart(&running, &fresh, false),
+            ["apps", "record.keep_bytes"]
+        );
         fresh.rtmp.chunk_size = 8192;
         fresh.apps[0].origins = Some(vec!["rtmp://origin/".into()]);
         fresh.record.streams = vec!["live/*".into()];
@@ -822,7 +827,12 @@ mod tests {
         );
         assert_eq!(
             needs_restart(&running, &fresh, false),
-            ["apps", "record.streams", "rtmp.chunk_size"]
+            [
+                "apps",
+                "record.keep_bytes",
+                "record.streams",
+                "rtmp.chunk_size"
+            ]
         );
     }
 
