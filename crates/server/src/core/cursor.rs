@@ -80,6 +80,15 @@ impl Cursor {
         self.pos = Some(to);
     }
 
+    /// Whether a [`Cursor::jump`] would hand out `config` (it was not sent yet).
+    pub fn would_send(&self, config: &Arc<Packet>) -> bool {
+        config_slot(config).is_some_and(|slot| {
+            !self.sent[slot]
+                .as_ref()
+                .is_some_and(|sent| Arc::ptr_eq(sent, config))
+        })
+    }
+
     /// `packet`, the one at the cursor, went out: the cursor moves past it, noting it
     /// when it is a configuration.
     pub fn advance(&mut self, packet: &Arc<Packet>) {

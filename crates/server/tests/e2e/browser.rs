@@ -1,5 +1,6 @@
 //! A real browser player: mpegts.js in headless Chromium plays HTTP-FLV and
-//! WebSocket-FLV from Sluice while ffmpeg publishes over RTMP.
+//! WebSocket-FLV from Sluice while ffmpeg publishes over RTMP; the console's fMP4
+//! player plays HTTP-fMP4 and WebSocket-fMP4 through Media Source.
 
 use crate::common::nginx;
 
@@ -40,6 +41,29 @@ const MPEGTS_SETUP: &str = "
   player.on(mpegts.Events.ERROR, (type, detail) => errors.push(type + ':' + detail));
   player.attachMediaElement(video);
   player.load();";
+
+/// Sluice's own small Media Source player (`web/console/fmp4.js`) playing an fMP4
+/// URL (HTTP or WebSocket). The report says how far the picture advanced once it
+/// played (`played`, s: the stream's times are the server's, so `t` starts high), its
+/// width and how bright it is (a black picture fails).
+const FMP4_SETUP: &str = "
+  if (!window.MediaSource) throw new Error('no Media Source');
+  SluiceFmp4.play('STREAM_URL', video, (m) => errors.push(m));
+  let startAt = null;
+  setInterval(() => {
+    if (startAt === null && !video.seeking && !video.paused && video.readyState >= 3) startAt = video.currentTime;
+  }, 100);
+  extra = () => {
+    const c = document.createElement('canvas');
+    c.width = 64; c.height = 48;
+    const g = c.getContext('2d');
+    g.drawImage(video, 0, 0, 64, 48);
+    const px = g.getImageData(0, 0, 64, 48).data;
+    let sum = 0;
+    for (let i = 0; i < px.length; i += 4) sum += px[i] + px[i + 1] + px[i + 2];
+    return '&played=' + (startAt === null ? 0 : video.currentTime - startAt).toFixed(2) +
+      '&w=' + video.videoWidth + '&bright=' + (sum / (px.length / 4) / 3).toFixed(1);
+  };";
 
 /// hls.js playing a playlist, with Low-Latency HLS on.
 const HLS_SETUP: &str = "
@@ -145,15 +169,17 @@ pub(crate) const WHIP_SETUP: &str = "
     };
   })().catch(e => errors.push('whip:' + e));";
 
-/// Serves the page and the player script, and passes the page's report to `tx`.
+/// Serves the page and the player script (`script`: a vendored player's file name,
+/// or a path below `web/`), and passes the page's report to `tx`.
 fn page_server(page: String, script: &str, tx: mpsc::Sender<String>) -> SocketAddr {
     let listener = TcpListener::bind("127.0.0.1:0").expect("bind");
     let addr = listener.local_addr().expect("addr");
+    let folder = if script.contains('/') { "" } else { "vendor/" };
     let script = std::fs::read(format!(
-        "{}/../../web/vendor/{script}",
+        "{}/../../web/{folder}{script}",
         env!("CARGO_MANIFEST_DIR")
     ))
-    .expect("vendored player script");
+    .expect("player script");
     std::thread::spawn(move || {
         for conn in listener.incoming() {
             let Ok(mut conn) = conn else { return };
@@ -264,6 +290,39 @@ fn mpegts_js_plays_http_flv_and_websocket_flv() {
         assert!(errors.is_empty(), "{url}: player errors {errors}");
         let t: f64 = field(&report, "t").parse().unwrap_or(0.0);
         assert!(t > 3.0, "{url}: video played only to {t} s ({report})");
+    }
+}
+
+/// Chromium plays HTTP-fMP4 and WebSocket-fMP4 through Media Source with the
+/// console's own player: the init segment, then fragments from a keyframe on.
+#[test]
+#[cfg_attr(
+    not(all(have_ffmpeg, have_chromium)),
+    ignore = "needs ffmpeg and chromium"
+)]
+fn chromium_plays_fmp4_over_http_and_websocket_through_mse() {
+    if !have_ffmpeg() || !have("chromium") {
+        return;
+    }
+    let server = TestServer::start(&[]);
+    let _publisher = publish(&server, "fmp4");
+    std::thread::sleep(Duration::from_millis(1500));
+    for url in [
+        format!("http://{}/live/fmp4.mp4", server.http),
+        format!("ws://{}/live/fmp4.mp4", server.http),
+    ] {
+        let report = play_in_chromium("console/fmp4.js", FMP4_SETUP, &url, 6000);
+        eprintln!("{url}: {report}");
+        let errors = field(&report, "err");
+        assert!(
+            errors.is_empty(),
+            "{url}: player errors {errors} ({report})"
+        );
+        let played: f64 = field(&report, "played").parse().unwrap_or(0.0);
+        assert!(played > 3.0, "{url}: played only {played} s ({report})");
+        assert_eq!(field(&report, "w"), "320", "{url}: {report}");
+        let bright: f64 = field(&report, "bright").parse().unwrap_or(0.0);
+        assert!(bright > 30.0, "{url}: a black picture ({report})");
     }
 }
 
@@ -702,7 +761,7 @@ fn chromium_plays_a_stream_with_b_frames_over_whep() {
 
 /// Frames of a clip ffmpeg encodes with `encoder` into IVF (VP8, VP9, AV1): each with
 /// its time in ms and whether it is a keyframe.
-fn ivf_frames(encoder: &[&str], seconds: u32) -> Vec<(i64, bool, Vec<u8>)> {
+pub(crate) fn ivf_frames(encoder: &[&str], seconds: u32) -> Vec<(i64, bool, Vec<u8>)> {
     let file = crate::common::scratch("browser-codecs").join(format!("{}.ivf", encoder[0]));
     std::fs::create_dir_all(file.parent().unwrap()).unwrap();
     let ok = std::process::Command::new("ffmpeg")
@@ -765,7 +824,7 @@ fn av1_obus(mut tu: &[u8]) -> Vec<&[u8]> {
 
 /// Publishes `frames` over Enhanced RTMP (FourCC `fourcc`) to `live/{name}` from a
 /// thread of its own, looping until `seconds` passed.
-fn publish_enhanced(
+pub(crate) fn publish_enhanced(
     server: &TestServer,
     name: &str,
     fourcc: &[u8; 4],
