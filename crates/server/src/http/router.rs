@@ -336,8 +336,11 @@ pub(crate) fn route(path: &str) -> Route<'_> {
         if let (Some(key), Some(file)) = (stream_key(dir), HlsPath::file(file)) {
             return Route::Hls(key, file);
         }
-        if stream_key(dir).is_some() && HlsPath::is_ts_shaped(file) {
-            // A segment's name with a number out of range: not a stream's HTTP-TS.
+        if stream_key(dir).is_some()
+            && (HlsPath::is_ts_shaped(file) || HlsPath::is_init_shaped(file))
+        {
+            // A segment's name with a number out of range (or an init segment's with
+            // a bad variant): not a stream's HTTP-TS or HTTP-fMP4.
             return Route::NotFound;
         }
     }
@@ -374,6 +377,10 @@ mod tests {
             Route::Hls("live/cam", _)
         ));
         assert_eq!(route("/cam.mp4"), Route::NotFound);
+        assert_eq!(
+            route("/live/cam/init.mp4"),
+            Route::Live("live/cam/init", Live::Fmp4)
+        );
         assert_eq!(
             route("/live/cam.m3u8"),
             Route::Hls("live/cam", HlsPath::TsPlaylist)

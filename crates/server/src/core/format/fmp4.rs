@@ -32,6 +32,11 @@ use sluice_media::fragment::{default_duration, timescale, track_id, Container};
 use sluice_media::{Frame, MediaKind, Timestamp, Track, TrackConfig, CLOCK_HZ};
 use std::sync::Arc;
 
+/// A longer interval between two frames of a track is a gap in what the maker saw (its
+/// players all left, then one came back), not the track's rhythm: the previous duration
+/// stays. Slide shows at one frame a second stay well under it.
+const MAX_INTERVAL: Timestamp = 5 * CLOCK_HZ as Timestamp;
+
 /// Longest WebSocket frame header (a 64-bit length), reserved before a fragment so the
 /// header goes in front without copying the fragment.
 const WS_HEADER_MAX: usize = 10;
@@ -219,7 +224,7 @@ impl Fmp4Form {
             if dts < last {
                 pts = pts.saturating_add(last.saturating_sub(dts));
                 dts = last;
-            } else if dts > last {
+            } else if dts > last && dts - last <= MAX_INTERVAL {
                 let d = clock.scaled(dts) - clock.scaled(last);
                 clock.duration = u32::try_from(d.max(1)).unwrap_or(u32::MAX);
             }
@@ -369,7 +374,7 @@ mod tests {
         let mut form = Fmp4Form::new(FormatId::FMP4, false);
         form.track(&avc(), false);
         form.track(&aac(), false);
-        // 25 fps with a B-frame's composition offset, then 44.1 kHz AAC.
+        // 25 fps with a B-frame's composition offset, then 48 kHz AAC.
         let a = form.fragment(&frame(MediaKind::Video, 1000, 80, true));
         let b = form.fragment(&frame(MediaKind::Video, 1040, 0, false));
         let c = form.fragment(&frame(MediaKind::Audio, 1000, 0, false));
@@ -388,11 +393,21 @@ mod tests {
         let duration = |f: &Bytes| u32_at(find(f, b"trun"), 12);
         assert_eq!(duration(&a), 3600);
         assert_eq!(duration(&b), 3600);
-        // AAC: 1024 samples at 44.1 kHz, its timescale.
+        // AAC: 1024 samples at 48 kHz, its timescale.
         assert_eq!(duration(&c), 1024);
         let tfdt = find(&c, b"tfdt");
-        assert_eq!(u64::from_be_bytes(tfdt[4..12].try_into().unwrap()), 44_100);
+        assert_eq!(u64::from_be_bytes(tfdt[4..12].try_into().unwrap()), 48_000);
         assert!(a.ends_with(&[0xab; 50]));
+    }
+
+    #[test]
+    fn a_gap_keeps_the_previous_duration() {
+        let mut form = Fmp4Form::new(FormatId::FMP4, false);
+        form.track(&avc(), false);
+        form.fragment(&frame(MediaKind::Video, 0, 0, true));
+        form.fragment(&frame(MediaKind::Video, 100, 0, false));
+        let after_gap = form.fragment(&frame(MediaKind::Video, 60_000, 0, true));
+        assert_eq!(u32_at(find(&after_gap, b"trun"), 12), 9000);
     }
 
     #[test]
