@@ -475,6 +475,44 @@ mod tests {
         assert!(put_descriptor_header(&mut out, 5, 1 << 28).is_err());
     }
 
+    fn entry_of(track: &Track) -> BytesMut {
+        let mut out = BytesMut::new();
+        write_sample_entry(&mut out, track, 0, 0).expect("sample entry");
+        out
+    }
+
+    #[test]
+    fn av1_and_vp9_sample_entries_carry_their_records() {
+        let av1c = bytes::Bytes::from_static(&[0x81, 0x08, 0x0c, 0x00, 0x0a, 0x0b]);
+        let out = entry_of(&Track::new(TrackConfig::Av1 {
+            record: av1c.clone(),
+        }));
+        assert_eq!(&out[4..8], b"av01");
+        // The visual entry's 78 bytes, then av1C with the record as it is.
+        assert_eq!(&out[8 + 78 + 4..8 + 78 + 8], b"av1C");
+        assert_eq!(&out[8 + 78 + 8..], &av1c[..]);
+        let bare = Track::new(TrackConfig::Av1 {
+            record: bytes::Bytes::new(),
+        });
+        assert!(write_sample_entry(&mut BytesMut::new(), &bare, 0, 0).is_err());
+
+        // vpcC with or without its version and flags, or none: a full box either way.
+        let body = [0u8, 31, 0x82, 1, 1, 1, 0, 0];
+        for record in [
+            body.to_vec(),
+            [&[1u8, 0, 0, 0][..], &body[..]].concat(),
+            Vec::new(),
+        ] {
+            let out = entry_of(&Track::new(TrackConfig::Vp9 {
+                record: record.into(),
+            }));
+            assert_eq!(&out[4..8], b"vp09");
+            assert_eq!(&out[8 + 78 + 4..8 + 78 + 8], b"vpcC");
+            assert_eq!(&out[8 + 78 + 8..8 + 78 + 12], &[1, 0, 0, 0]);
+            assert_eq!(&out[8 + 78 + 12..], &body[..]);
+        }
+    }
+
     #[test]
     fn language_is_und() {
         assert_eq!(LANGUAGE_UND, 0x55c4);
