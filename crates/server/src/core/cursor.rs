@@ -80,13 +80,17 @@ impl Cursor {
         self.pos = Some(to);
     }
 
-    /// Whether a [`Cursor::jump`] would hand out `config` (it was not sent yet).
-    pub fn would_send(&self, config: &Arc<Packet>) -> bool {
-        config_slot(config).is_some_and(|slot| {
-            !self.sent[slot]
-                .as_ref()
-                .is_some_and(|sent| Arc::ptr_eq(sent, config))
-        })
+    /// Whether `config`, a decoder configuration, differs from the one of its kind the
+    /// reader was sent last (by value: a publisher that comes back sends the same one
+    /// again in a new packet); false for anything else.
+    pub fn changes(&self, config: &Packet) -> bool {
+        let (Some(slot), Payload::Config(track)) = (config_slot(config), &config.payload) else {
+            return false;
+        };
+        match self.sent[slot].as_deref().map(|p| &p.payload) {
+            Some(Payload::Config(sent)) => sent != track,
+            _ => true,
+        }
     }
 
     /// `packet`, the one at the cursor, went out: the cursor moves past it, noting it

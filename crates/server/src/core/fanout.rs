@@ -77,10 +77,11 @@ pub enum CloseReason {
     WriteError,
 }
 
-/// Whether `packet` is a new decoder configuration of the stream's own: what ends a
-/// player of a format with fixed tracks (`OutputFormat::fixed_tracks`).
-fn ends_tracks(packet: &Packet) -> bool {
-    packet.is_config() && !packet.derived
+/// Whether `packet` is a decoder configuration of the stream's own that differs from
+/// what `cursor`'s reader was sent: what ends a player of a format with fixed tracks
+/// (`OutputFormat::fixed_tracks`).
+fn ends_tracks(packet: &Packet, cursor: &Cursor) -> bool {
+    packet.is_config() && !packet.derived && cursor.changes(packet)
 }
 
 /// The fan-out of one worker.
@@ -454,7 +455,7 @@ impl LocalStream {
                         cut = true;
                         break;
                     }
-                    if fixed_tracks && ends_tracks(p) {
+                    if fixed_tracks && ends_tracks(p, &io.cursor) {
                         if offered == 0 {
                             // All before the new configuration went out: the player
                             // ends, as at the stream's end, and starts again with it.
@@ -608,11 +609,7 @@ impl LocalStream {
                 if behind && pos < start {
                     // A skip that would pass a new configuration ends a player whose
                     // format describes its tracks once (fMP4), as reading up to it would.
-                    if format.id.fixed_tracks()
-                        && m.init
-                            .iter()
-                            .any(|c| ends_tracks(c) && cursor.would_send(c))
-                    {
+                    if format.id.fixed_tracks() && m.init.iter().any(|c| ends_tracks(c, cursor)) {
                         return Err(CloseReason::StreamEnded);
                     }
                     // `start` follows the current video configuration (the ring resets
@@ -864,7 +861,8 @@ mod tests {
     }
 
     /// fMP4 describes its tracks once, in the init segment: a player gets what came
-    /// before a new configuration, then is ended (its viewer reconnects for the new one).
+    /// before a new configuration, then is ended (its viewer reconnects for the new one);
+    /// the same configuration again (a publisher that came back) changes nothing.
     #[test]
     fn a_new_configuration_ends_an_fmp4_player_after_what_came_before_it() {
         on_worker(async {
@@ -891,11 +889,18 @@ mod tests {
                 "init first"
             );
             assert_eq!(moofs(&wire), 25, "a fragment per frame");
-            f.ingest.set_track(Frame::ticks_from_ms(1000), avc(0x1f));
+            // A publisher that comes back with the same configuration: it plays on.
+            f.ingest = Ingest::new(f.stream.clone());
+            f.ingest.set_track(Frame::ticks_from_ms(1000), avc(0x1e));
             f.frames(1000, 1040);
             f.local.flush(&player);
+            assert_eq!(player.wait(), PlayerWait::Idle);
+            assert_eq!(moofs(&wire), 27);
+            f.ingest.set_track(Frame::ticks_from_ms(1080), avc(0x1f));
+            f.frames(1080, 1120);
+            f.local.flush(&player);
             assert_eq!(player.wait(), PlayerWait::Close(CloseReason::StreamEnded));
-            assert_eq!(moofs(&wire), 25, "nothing after the new configuration");
+            assert_eq!(moofs(&wire), 27, "nothing after the new configuration");
             // The FLV player goes on with the new configuration.
             assert_eq!(f.player.wait(), PlayerWait::Idle);
         });

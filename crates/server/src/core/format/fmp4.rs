@@ -15,10 +15,12 @@
 //! - A player gets the init segment first ([`OutputFormat::preamble`], from the stream's
 //!   current decoder configurations), then fragments from a start keyframe on; the
 //!   configurations themselves have no fMP4 form.
-//! - The init segment describes what the player then gets: a new decoder configuration
-//!   in line ends the player (see [`OutputFormat::fixed_tracks`] and `fanout`), since MSE
-//!   refuses an init segment whose tracks differ and needs `changeType()` for another
-//!   codec; the viewer reconnects and gets the new init segment.
+//! - The init segment describes what the player then gets: a decoder configuration in
+//!   line that differs from the one the player was sent ends the player (see
+//!   [`OutputFormat::fixed_tracks`] and `fanout`), since MSE refuses an init segment whose
+//!   tracks differ and needs `changeType()` for another codec; the viewer reconnects and
+//!   gets the new init segment. The same configuration again (a publisher that came
+//!   back) changes nothing.
 //! - Only the stream's own tracks fMP4 carries (H.264, H.265, AV1, VP9, AAC, Opus) are
 //!   in it; a frame of another track has no fMP4 form. The maker and the init segment
 //!   decide alike ([`carries`]).
