@@ -148,3 +148,77 @@ fn ffprobe_reads_av1_and_vp9_over_http_fmp4() {
         publisher.join().unwrap();
     }
 }
+
+/// ffmpeg publishing a `size` test pattern (H.264, AAC) to `url` for `seconds`.
+fn publish_size(url: &str, size: &str, seconds: u32) -> crate::common::Kill {
+    crate::common::Kill(
+        std::process::Command::new("ffmpeg")
+            .args(["-hide_banner", "-loglevel", "error", "-re"])
+            .args([
+                "-f",
+                "lavfi",
+                "-i",
+                &format!("testsrc2=size={size}:rate=25"),
+            ])
+            .args(["-f", "lavfi", "-i", "sine=frequency=440:sample_rate=48000"])
+            .args(["-t", &seconds.to_string(), "-c:v", "libx264"])
+            .args([
+                "-preset",
+                "ultrafast",
+                "-g",
+                "25",
+                "-bf",
+                "0",
+                "-c:a",
+                "aac",
+            ])
+            .args(["-f", "flv", url])
+            .stdin(std::process::Stdio::null())
+            .spawn()
+            .expect("start ffmpeg"),
+    )
+}
+
+/// A publisher that comes back with another picture size: the fMP4 response of a
+/// player that watched the first one ends (its init segment no longer describes the
+/// stream), and a new request gets the new size.
+#[test]
+#[cfg_attr(not(have_ffmpeg), ignore = "needs ffmpeg")]
+fn a_new_picture_size_ends_the_response_and_the_next_one_has_it() {
+    use std::io::{Read, Write};
+    if !have_ffmpeg() {
+        return;
+    }
+    let server = TestServer::start(&["--publish-grace-ms", "10000"]);
+    let url = format!("rtmp://{}/live/switch", server.rtmp);
+    let mut first = publish_size(&url, "320x240", 3);
+    wait_live(server.http, "live/switch");
+    let http = server.http;
+    let reader = std::thread::spawn(move || {
+        let mut conn = std::net::TcpStream::connect(http).expect("connect");
+        conn.set_read_timeout(Some(Duration::from_secs(20)))
+            .unwrap();
+        write!(conn, "GET /live/switch.mp4 HTTP/1.1\r\nHost: x\r\n\r\n").unwrap();
+        let mut got = Vec::new();
+        let mut buf = [0u8; 65536];
+        // Until the server ends the response: the connection closes.
+        let ended = loop {
+            match conn.read(&mut buf) {
+                Ok(0) => break true,
+                Ok(n) => got.extend_from_slice(&buf[..n]),
+                Err(_) => break false,
+            }
+        };
+        (ended, got)
+    });
+    first.0.wait().expect("the first publisher");
+    let _second = publish_size(&url, "160x120", 8);
+    let (ended, got) = reader.join().expect("the reader");
+    assert!(ended, "the response went on ({} bytes)", got.len());
+    let count = |kind: &[u8]| got.windows(4).filter(|w| *w == kind).count();
+    assert_eq!(count(b"ftyp"), 1, "one init segment");
+    assert!(count(b"moof") >= 25, "{} fragments", count(b"moof"));
+    let (streams, times) = probe_video(&format!("http://{http}/live/switch.mp4"), "%+1");
+    assert!(streams.contains("h264,160,120"), "{streams}");
+    assert!(!times.is_empty(), "{streams}");
+}
