@@ -326,6 +326,53 @@ fn chromium_plays_fmp4_over_http_and_websocket_through_mse() {
     }
 }
 
+/// VP9 and AV1 from Enhanced RTMP play in Chromium over HTTP-fMP4 (`vp09`, `av01`
+/// sample entries; the page reads their codecs from the init segment).
+///
+/// Known to fail (VP9 checked; AV1 not reached): the sample entries say 0x0 for the
+/// picture size (the init segment is made from the decoder configurations, which for
+/// VP9 do not carry it), and Chromium's Media Source refuses the init segment ("source
+/// buffer error"). ffprobe reads both (`http_fmp4::ffprobe_reads_av1_and_vp9_over_http_fmp4`).
+/// The fix: the size from the AV1 sequence header, and for VP9 from the start keyframe
+/// handed to the preamble.
+#[test]
+#[ignore = "known gap: VP9/AV1 sample entries without a picture size (see the doc)"]
+fn chromium_plays_vp9_and_av1_over_fmp4_through_mse() {
+    if !have_ffmpeg() || !have("chromium") {
+        return;
+    }
+    let server = TestServer::start(&[]);
+    let codecs: [(&str, &[u8; 4], &[&str]); 2] = [
+        (
+            "vp9",
+            b"vp09",
+            &["libvpx-vp9", "-deadline", "realtime", "-cpu-used", "8"],
+        ),
+        (
+            "av1",
+            b"av01",
+            &["libaom-av1", "-usage", "realtime", "-cpu-used", "8"],
+        ),
+    ];
+    for (name, fourcc, encoder) in codecs {
+        let frames = ivf_frames(encoder, 4);
+        let publisher = publish_enhanced(&server, name, fourcc, frames, 12);
+        std::thread::sleep(Duration::from_millis(1500));
+        let url = format!("http://{}/live/{name}.mp4", server.http);
+        let report = play_in_chromium("console/fmp4.js", FMP4_SETUP, &url, 5000);
+        eprintln!("{name} over HTTP-fMP4 in Chromium: {report}");
+        let errors = field(&report, "err");
+        assert!(
+            errors.is_empty(),
+            "{name}: player errors {errors} ({report})"
+        );
+        let played: f64 = field(&report, "played").parse().unwrap_or(0.0);
+        assert!(played > 2.5, "{name}: played only {played} s ({report})");
+        assert_eq!(field(&report, "w"), "320", "{name}: {report}");
+        publisher.join().unwrap();
+    }
+}
+
 #[test]
 #[cfg_attr(
     not(all(have_ffmpeg, have_chromium)),
