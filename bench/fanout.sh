@@ -11,6 +11,8 @@
 # peer row of hls-tls serves the same HLS files over HTTPS (an ECDSA P-256 certificate
 # from openssl, as Sluice's).
 #
+# fmp4 / ws-fmp4: HTTP-fMP4 and WebSocket-fMP4 players (an init segment, then a
+# fragment per frame, made once per stream).
 # rtsp-pp / rtsp-udp-pp run the RTSP players against Sluice with --rtsp-batch false
 # (one send call per RTP packet), to measure what frame batching saves.
 # whep: WebRTC players (sluice-bench's str0m peers), video and the clip's AAC as Opus
@@ -22,7 +24,7 @@
 # several such peers run as rows of their own.
 # -c small publishes the 600 kbit/s 360p clip instead (small_clip in lib.sh).
 # Usage: bench/fanout.sh [-n PLAYERS] [-d SECONDS] [-m MERGE_MS] [-c small]
-#                        [-p "flv rtmp hls ll-hls rtsp rtsp-udp ws-flv whep srt
+#                        [-p "flv rtmp hls ll-hls rtsp rtsp-udp ws-flv whep srt fmp4 ws-fmp4
 #                            flv-tls hls-tls ll-hls-tls ws-flv-tls"]
 #                        [-x "floor srtfloor[-FLAGS] nginx"] [-o OUTDIR] [-r REPETITIONS]
 # Writes OUTDIR/fanout.md and one JSON per run (sluice-bench's report; repetitions

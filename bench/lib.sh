@@ -223,6 +223,8 @@ url_of() {
     sluice:rtmp) echo "rtmp://127.0.0.1:$S_RTMP/live/x" ;;
     sluice:ws-flv) echo "ws://127.0.0.1:$S_HTTP/live/x.flv" ;;
     sluice:flv) echo "http://127.0.0.1:$S_HTTP/live/x.flv" ;;
+    sluice:fmp4) echo "http://127.0.0.1:$S_HTTP/live/x.mp4" ;;           # a fragment per frame
+    sluice:ws-fmp4) echo "ws://127.0.0.1:$S_HTTP/live/x.mp4" ;;
     floor:flv) echo "http://127.0.0.1:$F_HTTP/live/x.flv" ;;
     srtfloor*:srt) echo "srt://127.0.0.1:$F_SRT?streamid=read:live/x" ;;  # any stream id
     nginx:rtmp) echo "rtmp://127.0.0.1:$N_RTMP/live/x" ;;

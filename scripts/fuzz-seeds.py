@@ -120,6 +120,11 @@ def files(tmp):
     frag = os.path.join(tmp, "f.mp4")
     ffmpeg(*TEST, "-t", "1", *ENC, "-movflags", "frag_keyframe+empty_moov", frag)
     seed("media", "mp4_demux", "ffmpeg-fragmented.mp4", open(frag, "rb").read())
+    # bench/fmp4_scan: two bytes of piece-length seed, then a fragment per frame (as
+    # HTTP-fMP4 sends it).
+    each = os.path.join(tmp, "e.mp4")
+    ffmpeg(*TEST, "-t", "1", *ENC, "-movflags", "frag_every_frame+empty_moov", each)
+    seed("bench", "fmp4_scan", "ffmpeg-every-frame.mp4", b"\x00\x07" + open(each, "rb").read())
     avcc = next((b for b in videos if b[1] == 0), None)
     if avcc:
         # codec_configs: the first byte picks the parser (0: an AVC record).

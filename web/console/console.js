@@ -378,6 +378,8 @@
       'HTTP-FLV': http + path + '.flv' + q,
       'WS-FLV': ws + path + '.flv' + q,
       'HTTP-TS': http + path + '.ts' + q,
+      'HTTP-fMP4': http + path + '.mp4' + q,
+      'WS-fMP4': ws + path + '.mp4' + q,
       'HLS (TS)': http + path + '.m3u8' + q,
       'LL-HLS (fMP4)': http + path + '/index.m3u8' + q,
       'WebRTC (WHEP)': http + path + '/whep' + q,
@@ -466,6 +468,15 @@
         p.load();
         player = { destroy: () => { p.pause(); p.unload(); p.detachMediaElement(); p.destroy(); } };
         note('mpegts.js · ' + urls['HTTP-FLV']);
+      } else if (want === 'fmp4') {
+        await loadScript('/console/fmp4.js');
+        if (gen !== playerGen || want !== kind || parseRoute().key !== key) return;
+        if (!window.MediaSource) {
+          note('This browser cannot play fMP4 (no Media Source Extensions); try HLS.', true);
+          return;
+        }
+        player = window.SluiceFmp4.play(urls['HTTP-fMP4'], v, (m) => note('player error: ' + m, true));
+        note('fMP4 (Media Source) · ' + urls['HTTP-fMP4']);
       } else {
         const url = urls['LL-HLS (fMP4)'];
         await loadScript('/console/vendor/hls.light.min.js');

@@ -157,6 +157,22 @@ impl PlayerRow {
         }
     }
 
+    /// Counts one sample of an fMP4 fragment received at `now` (no publisher's stamp:
+    /// the scanner does not read sample data).
+    pub(crate) fn on_fmp4_sample(
+        &mut self,
+        s: &sluice_bench::fmp4_scan::Fmp4Sample,
+        now: Instant,
+        start: Instant,
+    ) {
+        if s.video {
+            // The lag clock runs on u32 ms, wrapping as FLV timestamps do.
+            self.on_video_frame(s.dts_ms as u32, s.keyframe, None, now, start);
+        } else {
+            self.audio_frames += 1;
+        }
+    }
+
     /// Takes the publisher's stamp `t` of a frame that arrived at `arrived_us` (both
     /// Unix µs) as a latency sample.
     pub(crate) fn on_stamp(&mut self, t: u64, arrived_us: u64) {

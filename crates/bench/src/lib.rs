@@ -7,6 +7,7 @@
 
 pub mod clip;
 pub mod flv;
+pub mod fmp4_scan;
 pub mod player;
 pub mod publish;
 pub mod rtmp;

@@ -488,7 +488,13 @@ async fn run_play(a: PlayArgs) -> Result<Report, String> {
             Target::Http {
                 websocket: true, ..
             },
-            Protocol::WsFlv,
+            Protocol::WsFlv | Protocol::WsFmp4,
+        ) => {}
+        (
+            Target::Http {
+                websocket: false, ..
+            },
+            Protocol::Fmp4,
         ) => {}
         (
             Target::Http {

@@ -26,6 +26,10 @@ pub enum Protocol {
     Whep,
     /// SRT (`m=request`): the stream's MPEG-TS in 1316-byte payloads.
     Srt,
+    /// HTTP-fMP4: one GET of `/app/stream.mp4`, an init segment then a fragment per frame.
+    Fmp4,
+    /// WebSocket-fMP4: the same, each fragment one binary message.
+    WsFmp4,
 }
 
 /// A connected player.
@@ -59,7 +63,12 @@ impl Player {
                     "HLS has no tag-level player (sluice-bench play only)".into(),
                 ))
             }
-            Protocol::Rtsp | Protocol::RtspUdp | Protocol::Whep | Protocol::Srt => {
+            Protocol::Rtsp
+            | Protocol::RtspUdp
+            | Protocol::Whep
+            | Protocol::Srt
+            | Protocol::Fmp4
+            | Protocol::WsFmp4 => {
                 return Err(ClientError::Refused(
                     "no tag-level player for this protocol (sluice-bench play only)".into(),
                 ))

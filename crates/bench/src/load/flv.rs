@@ -1,11 +1,15 @@
 //! HTTP-FLV and WebSocket-FLV players: one GET (upgraded for WebSocket), then FLV tags;
-//! over TLS for `https://` and `wss://`.
+//! over TLS for `https://` and `wss://`. HTTP-fMP4 and WebSocket-fMP4 players are the
+//! same but for what they scan: an init segment, then fragments
+//! ([`sluice_bench::fmp4_scan`]).
 
 use super::{Conn, Ctx, Failure};
 use crate::figures::{ms, ErrorKind, PlayerRow};
 use crate::scan::{FlvScanner, ScanError, WsDeframer};
 use crate::target::Target;
 use base64::Engine;
+use sluice_bench::fmp4_scan::{Fmp4Sample, Fmp4Scanner, ScanError as Fmp4ScanError};
+use sluice_bench::player::Protocol;
 use std::sync::atomic::Ordering;
 use tokio::time::Instant;
 
@@ -53,6 +57,7 @@ pub(crate) async fn play(ctx: &Ctx, row: &mut PlayerRow) -> Result<(), Failure> 
     let mut head: Option<Vec<u8>> = Some(Vec::with_capacity(512));
     let mut ws = WsDeframer::new();
     let mut flv = FlvScanner::new();
+    let mut fmp4 = matches!(ctx.protocol, Protocol::Fmp4 | Protocol::WsFmp4).then(Fmp4Scanner::new);
     loop {
         let step = conn
             .read(&ctx.live, |data, now| -> Result<(), Failure> {
@@ -74,6 +79,20 @@ pub(crate) async fn play(ctx: &Ctx, row: &mut PlayerRow) -> Result<(), Failure> 
                     row.connect_ms = Some(ms(now - start));
                     ctx.live.connected.fetch_add(1, Ordering::Relaxed);
                 }
+                if let Some(scanner) = fmp4.as_mut() {
+                    let mut on = |s: Fmp4Sample| row.on_fmp4_sample(&s, now, start);
+                    let mut scan = |p: &[u8]| {
+                        scanner
+                            .feed(p, &mut on)
+                            .map_err(|e| ScanError::Malformed(fmp4_what(&e)))
+                    };
+                    return if *websocket {
+                        ws.feed(body, &mut scan)
+                    } else {
+                        scan(body)
+                    }
+                    .map_err(scan_failure);
+                }
                 let mut on = |m: crate::scan::Media| row.on_media(&m, now, start);
                 if *websocket {
                     ws.feed(body, &mut |p| flv.feed(p, &mut on))
@@ -91,6 +110,12 @@ pub(crate) async fn play(ctx: &Ctx, row: &mut PlayerRow) -> Result<(), Failure> 
             return Ok(());
         }
     }
+}
+
+/// What an fMP4 scan error says, for the player's failure.
+fn fmp4_what(e: &Fmp4ScanError) -> &'static str {
+    let Fmp4ScanError::Malformed(what) = e;
+    what
 }
 
 /// Accepts a status line with the wanted code.

@@ -91,7 +91,10 @@ pub(crate) struct Ctx {
 pub(crate) async fn play(ctx: Arc<Ctx>, id: usize, slow: bool) -> PlayerRow {
     let mut row = PlayerRow::new(id, slow);
     let result = match (&ctx.target, ctx.protocol) {
-        (Target::Http { .. }, Protocol::Flv | Protocol::WsFlv) => flv::play(&ctx, &mut row).await,
+        (
+            Target::Http { .. },
+            Protocol::Flv | Protocol::WsFlv | Protocol::Fmp4 | Protocol::WsFmp4,
+        ) => flv::play(&ctx, &mut row).await,
         (Target::Rtmp { .. }, Protocol::Rtmp) => rtmp::play(&ctx, &mut row).await,
         (Target::Http { .. }, Protocol::Hls) => hls::play(&ctx, &mut row).await,
         (Target::Http { .. }, Protocol::LlHls) => hls::play_low_latency(&ctx, &mut row).await,

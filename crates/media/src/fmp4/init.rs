@@ -44,7 +44,9 @@ pub struct InitTrack<'a> {
 ///
 /// Sample entries: `avc1` + `avcC` and `hvc1` + `hvcC` from the track's record, width and
 /// height from its SPS; `mp4a` + `esds` from the AudioSpecificConfig; `Opus` + `dOps`
-/// from the `OpusHead`. Other codecs are [`Fmp4Error::Unsupported`]. No tracks, more
+/// from the `OpusHead`; `av01` + `av1C` and `vp09` + `vpcC` from the track's record, with
+/// a picture size of 0x0 (the decoder reads it from the bitstream; we do not parse
+/// sequence headers here). Other codecs are [`Fmp4Error::Unsupported`]. No tracks, more
 /// than eight, a track id of 0 or repeated, or a timescale of 0 are
 /// [`Fmp4Error::InvalidInput`]. Writes nothing on error.
 pub fn write_init(out: &mut BytesMut, tracks: &[InitTrack<'_>]) -> Result<(), Fmp4Error> {
@@ -250,14 +252,46 @@ fn write_sample_entry(
         TrackConfig::H265(c) => write_visual_entry(out, b"hvc1", b"hvcC", &c.record, width, height),
         TrackConfig::Aac(c) => write_mp4a(out, c),
         TrackConfig::Opus(c) => write_opus(out, c),
-        TrackConfig::Av1 { .. } => Err(Fmp4Error::Unsupported { what: "AV1" }),
-        TrackConfig::Vp9 { .. } => Err(Fmp4Error::Unsupported { what: "VP9" }),
+        TrackConfig::Av1 { record } => {
+            // av1C starts with its marker and version (0x81) and three bytes of fields.
+            if record.len() < 4 || record.first() != Some(&0x81) {
+                return Err(Fmp4Error::Unsupported {
+                    what: "AV1 without an av1C record",
+                });
+            }
+            write_visual_entry(out, b"av01", b"av1C", record, width, height)
+        }
+        TrackConfig::Vp9 { record } => {
+            let vpcc = vpcc_box_payload(record);
+            write_visual_entry(out, b"vp09", b"vpcC", &vpcc, width, height)
+        }
         TrackConfig::Vp8 { .. } => Err(Fmp4Error::Unsupported { what: "VP8" }),
         TrackConfig::Mp3 { .. } => Err(Fmp4Error::Unsupported { what: "MP3" }),
         TrackConfig::Pcma { .. } | TrackConfig::Pcmu { .. } => {
             Err(Fmp4Error::Unsupported { what: "G.711" })
         }
     }
+}
+
+/// Length of a `VPCodecConfigurationRecord` body (VP Codec ISO Media File Format
+/// Binding §2.2): profile, level, bit depth/chroma/range, three colour bytes and an
+/// empty `codecInitializationData` size.
+const VPCC_BODY_LEN: usize = 8;
+
+/// The `vpcC` payload (version 1, flags 0, then the record) of a VP9 track's record,
+/// which publishers send with or without the full box's version and flags; an empty
+/// or unreadable one becomes profile 0, level 3.1, 8-bit 4:2:0, BT.709 (what a
+/// browser's encoder sends), which decoders only use as a hint.
+fn vpcc_box_payload(record: &[u8]) -> Vec<u8> {
+    const DEFAULT: [u8; VPCC_BODY_LEN] = [0, 31, 0x82, 1, 1, 1, 0, 0];
+    let body = match record {
+        [1, 0, 0, 0, body @ ..] if body.len() >= VPCC_BODY_LEN => body,
+        body if body.len() >= VPCC_BODY_LEN && body.first().is_some_and(|&p| p <= 3) => body,
+        _ => &DEFAULT,
+    };
+    let mut out = vec![1, 0, 0, 0];
+    out.extend_from_slice(body.get(..VPCC_BODY_LEN).unwrap_or(&DEFAULT));
+    out
 }
 
 /// The 8 bytes every sample entry starts with: reserved, `data_reference_index` 1.
@@ -439,6 +473,44 @@ mod tests {
         }
         let mut out = BytesMut::new();
         assert!(put_descriptor_header(&mut out, 5, 1 << 28).is_err());
+    }
+
+    fn entry_of(track: &Track) -> BytesMut {
+        let mut out = BytesMut::new();
+        write_sample_entry(&mut out, track, 0, 0).expect("sample entry");
+        out
+    }
+
+    #[test]
+    fn av1_and_vp9_sample_entries_carry_their_records() {
+        let av1c = bytes::Bytes::from_static(&[0x81, 0x08, 0x0c, 0x00, 0x0a, 0x0b]);
+        let out = entry_of(&Track::new(TrackConfig::Av1 {
+            record: av1c.clone(),
+        }));
+        assert_eq!(&out[4..8], b"av01");
+        // The visual entry's 78 bytes, then av1C with the record as it is.
+        assert_eq!(&out[8 + 78 + 4..8 + 78 + 8], b"av1C");
+        assert_eq!(&out[8 + 78 + 8..], &av1c[..]);
+        let bare = Track::new(TrackConfig::Av1 {
+            record: bytes::Bytes::new(),
+        });
+        assert!(write_sample_entry(&mut BytesMut::new(), &bare, 0, 0).is_err());
+
+        // vpcC with or without its version and flags, or none: a full box either way.
+        let body = [0u8, 31, 0x82, 1, 1, 1, 0, 0];
+        for record in [
+            body.to_vec(),
+            [&[1u8, 0, 0, 0][..], &body[..]].concat(),
+            Vec::new(),
+        ] {
+            let out = entry_of(&Track::new(TrackConfig::Vp9 {
+                record: record.into(),
+            }));
+            assert_eq!(&out[4..8], b"vp09");
+            assert_eq!(&out[8 + 78 + 4..8 + 78 + 8], b"vpcC");
+            assert_eq!(&out[8 + 78 + 8..8 + 78 + 12], &[1, 0, 0, 0]);
+            assert_eq!(&out[8 + 78 + 12..], &body[..]);
+        }
     }
 
     #[test]

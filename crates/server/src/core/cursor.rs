@@ -80,6 +80,19 @@ impl Cursor {
         self.pos = Some(to);
     }
 
+    /// Whether `config`, a decoder configuration, differs from the one of its kind the
+    /// reader was sent last (by value: a publisher that comes back sends the same one
+    /// again in a new packet); false for anything else.
+    pub fn changes(&self, config: &Packet) -> bool {
+        let (Some(slot), Payload::Config(track)) = (config_slot(config), &config.payload) else {
+            return false;
+        };
+        match self.sent[slot].as_deref().map(|p| &p.payload) {
+            Some(Payload::Config(sent)) => sent != track,
+            _ => true,
+        }
+    }
+
     /// `packet`, the one at the cursor, went out: the cursor moves past it, noting it
     /// when it is a configuration.
     pub fn advance(&mut self, packet: &Arc<Packet>) {

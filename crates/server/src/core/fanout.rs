@@ -77,6 +77,13 @@ pub enum CloseReason {
     WriteError,
 }
 
+/// Whether `packet` is a decoder configuration of the stream's own that differs from
+/// what `cursor`'s reader was sent: what ends a player of a format with fixed tracks
+/// (`OutputFormat::fixed_tracks`).
+fn ends_tracks(packet: &Packet, cursor: &Cursor) -> bool {
+    packet.is_config() && !packet.derived && cursor.changes(packet)
+}
+
 /// The fan-out of one worker.
 #[derive(Debug)]
 pub struct Fanout {
@@ -408,11 +415,14 @@ impl LocalStream {
             Some(CloseReason::WriteError) => return,
             Some(_) => false,
         };
-        if media && !self.place(&m, player, &mut io) {
-            drop(io);
-            player.close(CloseReason::TooSlow);
-            return;
+        if media {
+            if let Err(reason) = self.place(&m, player, &mut io) {
+                drop(io);
+                player.close(reason);
+                return;
+            }
         }
+        let fixed_tracks = player.format.id.fixed_tracks();
         let shared = player.sock.takes_shared();
         while !io.blocked {
             // On the stack: no allocation per player per write.
@@ -443,6 +453,17 @@ impl LocalStream {
                 while let Some(p) = m.get(pos) {
                     if n == MAX_IOV || offered >= MAX_WRITE {
                         cut = true;
+                        break;
+                    }
+                    if fixed_tracks && ends_tracks(p, &io.cursor) {
+                        if offered == 0 {
+                            // All before the new configuration went out: the player
+                            // ends, as at the stream's end, and starts again with it.
+                            drop(refs);
+                            drop(io);
+                            player.close(CloseReason::StreamEnded);
+                            return;
+                        }
                         break;
                     }
                     let bytes = Self::bytes_for(p, player.format, shape, io.start_ms);
@@ -538,11 +559,11 @@ impl LocalStream {
     }
 
     /// Starts a new player at the newest keyframe, and moves a lagging one there, each
-    /// with the configurations it lacks. Returns `false` when the player has skipped
-    /// too often.
-    fn place(&self, m: &Mirror, player: &Player, io: &mut PlayerIo) -> bool {
+    /// with the configurations it lacks. Fails when the player has skipped too often,
+    /// or a skip would pass a new configuration its format cannot take in line.
+    fn place(&self, m: &Mirror, player: &Player, io: &mut PlayerIo) -> Result<(), CloseReason> {
         let Some(start) = m.start else {
-            return true;
+            return Ok(());
         };
         let shape = &self.policy.shape;
         let format = player.format;
@@ -554,11 +575,7 @@ impl LocalStream {
             ..
         } = io;
         if cursor.pos().is_none() {
-            // Players (ffmpeg's FLV demuxer among them) wait for a kind of track the
-            // header announces: only what the stream has is announced.
-            let has_video = m.init.iter().any(|p| p.is_video());
-            let has_audio = m.init.iter().any(|p| p.is_config() && !p.is_video());
-            pending.extend(format.id.preamble(has_video, has_audio));
+            pending.extend(format.id.preamble(&m.init));
         }
         // A configuration goes out in the player's format (and not at all where the
         // format does not carry it).
@@ -590,6 +607,11 @@ impl LocalStream {
                 };
                 player.lag_ms.set(Some(lag));
                 if behind && pos < start {
+                    // A skip that would pass a new configuration ends a player whose
+                    // format describes its tracks once (fMP4), as reading up to it would.
+                    if format.id.fixed_tracks() && m.init.iter().any(|c| ends_tracks(c, cursor)) {
+                        return Err(CloseReason::StreamEnded);
+                    }
                     // `start` follows the current video configuration (the ring resets
                     // it on a new one), which the skipped span may have held.
                     cursor.jump(start, &m.init, queue);
@@ -602,12 +624,12 @@ impl LocalStream {
                         "slow player skipped to the newest keyframe"
                     );
                     if *skips > self.policy.max_skips {
-                        return false;
+                        return Err(CloseReason::TooSlow);
                     }
                 }
             }
         }
-        true
+        Ok(())
     }
 
     /// The bytes of `p` for a player of `format` that started at `start_ms` (see
@@ -836,6 +858,52 @@ mod tests {
             .build()
             .unwrap();
         tokio::task::LocalSet::new().block_on(&rt, f);
+    }
+
+    /// fMP4 describes its tracks once, in the init segment: a player gets what came
+    /// before a new configuration, then is ended (its viewer reconnects for the new one);
+    /// the same configuration again (a publisher that came back) changes nothing.
+    #[test]
+    fn a_new_configuration_ends_an_fmp4_player_after_what_came_before_it() {
+        on_worker(async {
+            let mut f = Fixture::new(0x1e);
+            let _form = f.stream.want_form(FormatId::FMP4);
+            let wire = Rc::new(Wire::default());
+            wire.room.set(usize::MAX);
+            let sock = Rc::new(Sock::new(wire.clone()));
+            let player = Player::new(2, sock, Format::all(FormatId::FMP4));
+            f.fanout.attach(&f.stream, player.clone());
+            f.frames(40, 960);
+            f.local.flush(&player);
+            assert_eq!(player.wait(), PlayerWait::Idle);
+            let moofs = |wire: &Wire| {
+                wire.out
+                    .borrow()
+                    .windows(4)
+                    .filter(|w| w == b"moof")
+                    .count()
+            };
+            assert_eq!(
+                wire.out.borrow().get(4..8),
+                Some(&b"ftyp"[..]),
+                "init first"
+            );
+            assert_eq!(moofs(&wire), 25, "a fragment per frame");
+            // A publisher that comes back with the same configuration: it plays on.
+            f.ingest = Ingest::new(f.stream.clone());
+            f.ingest.set_track(Frame::ticks_from_ms(1000), avc(0x1e));
+            f.frames(1000, 1040);
+            f.local.flush(&player);
+            assert_eq!(player.wait(), PlayerWait::Idle);
+            assert_eq!(moofs(&wire), 27);
+            f.ingest.set_track(Frame::ticks_from_ms(1080), avc(0x1f));
+            f.frames(1080, 1120);
+            f.local.flush(&player);
+            assert_eq!(player.wait(), PlayerWait::Close(CloseReason::StreamEnded));
+            assert_eq!(moofs(&wire), 27, "nothing after the new configuration");
+            // The FLV player goes on with the new configuration.
+            assert_eq!(f.player.wait(), PlayerWait::Idle);
+        });
     }
 
     #[test]

@@ -720,11 +720,12 @@ impl Stream {
     }
 
     /// What a player of format `id` takes: every track, except that formats which
-    /// carry no Opus (all but RTP) take the AAC made from an Opus stream's audio
-    /// instead of it, when this build transcodes. See [`Stream::want_transcoded`].
+    /// carry no Opus (all but RTP and fMP4) take the AAC made from an Opus stream's
+    /// audio instead of it, when this build transcodes. See [`Stream::want_transcoded`].
     pub fn format_for(&self, id: FormatId) -> Format {
         let opus = self.forms().opus_audio;
-        if opus && id != FormatId::RTP && self.derive.is_some() {
+        let carries_opus = [FormatId::RTP, FormatId::FMP4, FormatId::WS_FMP4].contains(&id);
+        if opus && !carries_opus && self.derive.is_some() {
             Format {
                 audio: false,
                 transcoded: true,

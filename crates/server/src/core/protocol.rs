@@ -20,6 +20,10 @@ pub enum Protocol {
     WsFlv,
     /// MPEG-TS over HTTP (HTTP-TS).
     HttpTs,
+    /// Fragmented MP4 over HTTP (HTTP-fMP4), for MSE players.
+    HttpFmp4,
+    /// Fragmented MP4 over WebSocket.
+    WsFmp4,
     /// RTSP, over TCP or UDP.
     Rtsp,
     /// SRT.
@@ -33,11 +37,13 @@ pub enum Protocol {
 
 impl Protocol {
     /// Every protocol, in the order the API and `/metrics` list them.
-    pub const ALL: [Protocol; 8] = [
+    pub const ALL: [Protocol; 10] = [
         Protocol::Rtmp,
         Protocol::Flv,
         Protocol::WsFlv,
         Protocol::HttpTs,
+        Protocol::HttpFmp4,
+        Protocol::WsFmp4,
         Protocol::Rtsp,
         Protocol::Srt,
         Protocol::Webrtc,
@@ -54,6 +60,8 @@ impl Protocol {
             Protocol::Flv => "flv",
             Protocol::WsFlv => "ws-flv",
             Protocol::HttpTs => "http-ts",
+            Protocol::HttpFmp4 => "http-fmp4",
+            Protocol::WsFmp4 => "ws-fmp4",
             Protocol::Rtsp => "rtsp",
             Protocol::Srt => "srt",
             Protocol::Webrtc => "webrtc",

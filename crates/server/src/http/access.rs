@@ -12,8 +12,8 @@ use sluice_http::Request;
 use std::net::IpAddr;
 
 /// `None` when `req` may do what `route` asks, else the answer that refuses it:
-/// playing a stream over HTTP-FLV, WS-FLV or HTTP-TS needs the read permission on its key,
-/// downloading or listing files on their path. HLS checks its own way (its viewers'
+/// playing a stream over HTTP-FLV, WS-FLV, HTTP-TS or HTTP-fMP4 (and WS-fMP4) needs the
+/// read permission on its key, downloading or listing files on their path. HLS checks its own way (its viewers'
 /// tokens, see `hls::reply`); other routes need nothing.
 pub(super) async fn route_denied(
     ctx: &Ctx,

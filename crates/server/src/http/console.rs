@@ -39,6 +39,10 @@ static STYLE: Asset = Asset {
     content_type: CSS,
     body: web!("console/console.css"),
 };
+static FMP4_JS: Asset = Asset {
+    content_type: JS,
+    body: web!("console/fmp4.js"),
+};
 static HLS_JS: Asset = Asset {
     content_type: JS,
     body: web!("vendor/hls.light.min.js"),
@@ -64,6 +68,7 @@ pub(crate) fn route(path: &str) -> Option<Option<&'static Asset>> {
         "" | "index.html" => Some(&INDEX),
         "console.js" => Some(&SCRIPT),
         "console.css" => Some(&STYLE),
+        "fmp4.js" => Some(&FMP4_JS),
         "vendor/hls.light.min.js" => Some(&HLS_JS),
         "vendor/mpegts.js" => Some(&MPEGTS_JS),
         _ => None,
@@ -110,6 +115,7 @@ mod tests {
         }
         assert_eq!(route("/console/console.js"), Some(Some(&SCRIPT)));
         assert_eq!(route("/console/console.css"), Some(Some(&STYLE)));
+        assert_eq!(route("/console/fmp4.js"), Some(Some(&FMP4_JS)));
         assert_eq!(
             route("/console/vendor/hls.light.min.js"),
             Some(Some(&HLS_JS))

@@ -58,6 +58,18 @@ impl<'a> HlsPath<'a> {
             && digits.bytes().all(|b| b.is_ascii_digit())
     }
 
+    /// Whether `name` has an init segment's shape (`TAG-init….mp4`), whatever follows
+    /// `init`: such a name is never a live stream's HTTP-fMP4 form.
+    pub(crate) fn is_init_shaped(name: &str) -> bool {
+        let Some((tag, rest)) = name.split_once('-') else {
+            return false;
+        };
+        !tag.is_empty()
+            && tag.bytes().all(|b| b.is_ascii_hexdigit())
+            && rest.starts_with("init")
+            && rest.ends_with(".mp4")
+    }
+
     /// Parses a segment file name.
     pub(crate) fn file(name: &'a str) -> Option<HlsPath<'a>> {
         let (tag, rest) = name.split_once('-')?;

@@ -24,7 +24,6 @@ mod whep;
 mod whip;
 
 use crate::core::fanout::Player;
-use crate::core::format::FormatId;
 use crate::core::limits::Admission;
 use crate::ctx::{Accept, Ctx};
 use crate::driver::{self, Adapter, Conn, DriveError, Next};
@@ -320,7 +319,7 @@ impl Http {
     }
 
     /// Plays `key` (a live stream, or a file on demand under `vod/`) as the byte
-    /// stream `live` asks for; FLV over WebSocket when the request upgrades.
+    /// stream `live` asks for; FLV and fMP4 over WebSocket when the request upgrades.
     async fn play(
         &mut self,
         conn: &mut Conn<ServerSession>,
@@ -342,14 +341,14 @@ impl Http {
                 return Ok(());
             }
         };
-        use crate::core::protocol::Protocol;
-        let (format, protocol) = if live == router::Live::Flv && req.is_websocket_upgrade() {
+        let websocket = live.websocket().filter(|_| req.is_websocket_upgrade());
+        let (format, protocol) = if let Some((id, protocol)) = websocket {
             conn.session.accept_websocket(req, &[]);
             if conn.session.is_closed() {
                 // No Sec-WebSocket-Key: answered 400.
                 return Ok(());
             }
-            (stream.format_for(FormatId::WS_FLV), Protocol::WsFlv)
+            (stream.format_for(id), protocol)
         } else {
             conn.session.stream(200, live.headers());
             let (id, protocol) = live.output();

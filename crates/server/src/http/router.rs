@@ -33,9 +33,9 @@ const MAX_KEY_LEN: usize = 256;
 pub(crate) enum Action<'r> {
     /// A complete answer.
     Reply(Reply),
-    /// `GET /app/name.flv` or `.ts`: play the live stream (or the file on demand under
-    /// `vod/`) as that byte stream; FLV over WebSocket when the request upgrades and
-    /// the wire can.
+    /// `GET /app/name.flv`, `.ts` or `.mp4`: play the live stream (or the file on demand
+    /// under `vod/`) as that byte stream; FLV and fMP4 over WebSocket when the request
+    /// upgrades and the wire can.
     Live(&'r str, Live),
     /// `HEAD` of a live stream's URL: its headers, without a length.
     StreamHead(Vec<(&'static str, String)>),
@@ -68,6 +68,9 @@ pub(crate) enum Live {
     Flv,
     /// `/app/name.ts`: HTTP-TS, the stream's MPEG-TS (set-top boxes, IPTV middleware).
     Ts,
+    /// `/app/name.mp4`: HTTP-fMP4, an init segment then a fragment per frame (MSE
+    /// players); WebSocket-fMP4 when the request upgrades.
+    Fmp4,
 }
 
 impl Live {
@@ -76,6 +79,16 @@ impl Live {
         match self {
             Live::Flv => (FormatId::FLV, Protocol::Flv),
             Live::Ts => (FormatId::TS, Protocol::HttpTs),
+            Live::Fmp4 => (FormatId::FMP4, Protocol::HttpFmp4),
+        }
+    }
+
+    /// What its players take and count as over WebSocket, when it goes over one.
+    pub(crate) fn websocket(self) -> Option<(FormatId, Protocol)> {
+        match self {
+            Live::Flv => Some((FormatId::WS_FLV, Protocol::WsFlv)),
+            Live::Fmp4 => Some((FormatId::WS_FMP4, Protocol::WsFmp4)),
+            Live::Ts => None,
         }
     }
 
@@ -84,6 +97,7 @@ impl Live {
         match self {
             Live::Flv => &FLV_HEADERS,
             Live::Ts => &TS_HEADERS,
+            Live::Fmp4 => &FMP4_HEADERS,
         }
     }
 }
@@ -98,6 +112,13 @@ pub(crate) const FLV_HEADERS: [(&str, &str); 3] = [
 /// The headers of an HTTP-TS stream's answer.
 const TS_HEADERS: [(&str, &str); 3] = [
     ("Content-Type", "video/mp2t"),
+    ("Cache-Control", "no-cache, no-store"),
+    ("Pragma", "no-cache"),
+];
+
+/// The headers of an HTTP-fMP4 stream's answer.
+const FMP4_HEADERS: [(&str, &str); 3] = [
+    ("Content-Type", "video/mp4"),
     ("Cache-Control", "no-cache, no-store"),
     ("Pragma", "no-cache"),
 ];
@@ -246,7 +267,8 @@ fn webrtc_off() -> Reply {
 /// What a path names.
 #[derive(Debug, PartialEq, Eq)]
 pub(crate) enum Route<'a> {
-    /// `/app/stream.flv` or `.ts`: the live stream `app/stream` as that byte stream.
+    /// `/app/stream.flv`, `.ts` or `.mp4`: the live stream `app/stream` as that byte
+    /// stream.
     Live(&'a str, Live),
     /// `/app/stream.m3u8`, `/app/stream/index.m3u8` and their segments.
     Hls(&'a str, HlsPath<'a>),
@@ -314,14 +336,22 @@ pub(crate) fn route(path: &str) -> Route<'_> {
         if let (Some(key), Some(file)) = (stream_key(dir), HlsPath::file(file)) {
             return Route::Hls(key, file);
         }
-        if stream_key(dir).is_some() && HlsPath::is_ts_shaped(file) {
-            // A segment's name with a number out of range: not a stream's HTTP-TS.
+        if stream_key(dir).is_some()
+            && (HlsPath::is_ts_shaped(file) || HlsPath::is_init_shaped(file))
+        {
+            // A segment's name with a number out of range (or an init segment's with
+            // a bad variant): not a stream's HTTP-TS or HTTP-fMP4.
             return Route::NotFound;
         }
     }
     // After HLS's segments: `/app/name/TAG-N.ts` is a segment, not a stream.
     if let Some(key) = rest.strip_suffix(".ts").and_then(stream_key) {
         return Route::Live(key, Live::Ts);
+    }
+    // After HLS's init segments (`/app/name/TAG-init.mp4`). A file on demand plays as
+    // `/vod/<path>.mp4.mp4`, as `.mp4.flv` and `.mp4.ts` do.
+    if let Some(key) = rest.strip_suffix(".mp4").and_then(stream_key) {
+        return Route::Live(key, Live::Fmp4);
     }
     Route::NotFound
 }
@@ -337,6 +367,20 @@ mod tests {
         assert_eq!(route("/a/b/ab-18446744073709551615.ts"), Route::NotFound);
         assert_eq!(route("/a/b/cam-1.ts"), Route::Live("a/b/cam-1", Live::Ts));
         assert_eq!(route("/a/ab-1.ts"), Route::Live("a/ab-1", Live::Ts));
+        assert_eq!(route("/live/cam.mp4"), Route::Live("live/cam", Live::Fmp4));
+        assert_eq!(
+            route("/vod/dir/clip.mp4.mp4"),
+            Route::Live("vod/dir/clip.mp4", Live::Fmp4)
+        );
+        assert!(matches!(
+            route("/live/cam/ab-init.mp4"),
+            Route::Hls("live/cam", _)
+        ));
+        assert_eq!(route("/cam.mp4"), Route::NotFound);
+        assert_eq!(
+            route("/live/cam/init.mp4"),
+            Route::Live("live/cam/init", Live::Fmp4)
+        );
         assert_eq!(
             route("/live/cam.m3u8"),
             Route::Hls("live/cam", HlsPath::TsPlaylist)

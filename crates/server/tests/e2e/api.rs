@@ -669,7 +669,8 @@ fn ffmpeg_player(options: &[&str], url: &str) -> crate::common::Kill {
 /// Viewers are counted by the protocol they play with, whatever output format it
 /// shares with another: an RTSP player (ffmpeg, over TCP) as `rtsp`, an SRT player
 /// (ffmpeg's libsrt) and an HTTP-TS player (both of the stream's TS form) as `srt` and
-/// `http-ts`, and nobody as `webrtc`, in the API and in `/metrics`.
+/// `http-ts`, an HTTP-fMP4 player as `http-fmp4`, and nobody as `webrtc`, in the API and
+/// in `/metrics`.
 #[test]
 #[cfg_attr(not(have_ffmpeg), ignore = "needs ffmpeg")]
 fn viewers_are_counted_by_the_protocol_they_play_with() {
@@ -695,8 +696,12 @@ fn viewers_are_counted_by_the_protocol_they_play_with() {
         &format!("srt://127.0.0.1:{}?streamid=read:live/cam", srt.port()),
     );
     let _ts_player = ffmpeg_player(&[], &format!("http://{}/live/cam.ts", server.http));
+    let _mp4_player = ffmpeg_player(&[], &format!("http://{}/live/cam.mp4", server.http));
     let stream = wait_json(server.http, "/api/v1/streams/live/cam", |s| {
-        s["viewers"]["rtsp"] == 1 && s["viewers"]["srt"] == 1 && s["viewers"]["http-ts"] == 1
+        s["viewers"]["rtsp"] == 1
+            && s["viewers"]["srt"] == 1
+            && s["viewers"]["http-ts"] == 1
+            && s["viewers"]["http-fmp4"] == 1
     });
     let viewers = &stream["viewers"];
     for (protocol, n) in [
@@ -704,6 +709,8 @@ fn viewers_are_counted_by_the_protocol_they_play_with() {
         ("flv", 0),
         ("ws-flv", 0),
         ("http-ts", 1),
+        ("http-fmp4", 1),
+        ("ws-fmp4", 0),
         ("rtsp", 1),
         ("srt", 1),
         ("webrtc", 0),
@@ -711,11 +718,12 @@ fn viewers_are_counted_by_the_protocol_they_play_with() {
     ] {
         assert_eq!(viewers[protocol], n, "{protocol}: {viewers}");
     }
-    assert_eq!(stream["players"], 3);
+    assert_eq!(stream["players"], 4);
     for (protocol, n) in [
         ("rtsp", 1.0),
         ("srt", 1.0),
         ("http-ts", 1.0),
+        ("http-fmp4", 1.0),
         ("webrtc", 0.0),
     ] {
         let series =

@@ -1,5 +1,6 @@
 //! A real browser player: mpegts.js in headless Chromium plays HTTP-FLV and
-//! WebSocket-FLV from Sluice while ffmpeg publishes over RTMP.
+//! WebSocket-FLV from Sluice while ffmpeg publishes over RTMP; the console's fMP4
+//! player plays HTTP-fMP4 and WebSocket-fMP4 through Media Source.
 
 use crate::common::nginx;
 
@@ -40,6 +41,29 @@ const MPEGTS_SETUP: &str = "
   player.on(mpegts.Events.ERROR, (type, detail) => errors.push(type + ':' + detail));
   player.attachMediaElement(video);
   player.load();";
+
+/// Sluice's own small Media Source player (`web/console/fmp4.js`) playing an fMP4
+/// URL (HTTP or WebSocket). The report says how far the picture advanced once it
+/// played (`played`, s: the stream's times are the server's, so `t` starts high), its
+/// width and how bright it is (a black picture fails).
+const FMP4_SETUP: &str = "
+  if (!window.MediaSource) throw new Error('no Media Source');
+  SluiceFmp4.play('STREAM_URL', video, (m) => errors.push(m));
+  let startAt = null;
+  setInterval(() => {
+    if (startAt === null && !video.seeking && !video.paused && video.readyState >= 3) startAt = video.currentTime;
+  }, 100);
+  extra = () => {
+    const c = document.createElement('canvas');
+    c.width = 64; c.height = 48;
+    const g = c.getContext('2d');
+    g.drawImage(video, 0, 0, 64, 48);
+    const px = g.getImageData(0, 0, 64, 48).data;
+    let sum = 0;
+    for (let i = 0; i < px.length; i += 4) sum += px[i] + px[i + 1] + px[i + 2];
+    return '&played=' + (startAt === null ? 0 : video.currentTime - startAt).toFixed(2) +
+      '&w=' + video.videoWidth + '&bright=' + (sum / (px.length / 4) / 3).toFixed(1);
+  };";
 
 /// hls.js playing a playlist, with Low-Latency HLS on.
 const HLS_SETUP: &str = "
@@ -145,15 +169,17 @@ pub(crate) const WHIP_SETUP: &str = "
     };
   })().catch(e => errors.push('whip:' + e));";
 
-/// Serves the page and the player script, and passes the page's report to `tx`.
+/// Serves the page and the player script (`script`: a vendored player's file name,
+/// or a path below `web/`), and passes the page's report to `tx`.
 fn page_server(page: String, script: &str, tx: mpsc::Sender<String>) -> SocketAddr {
     let listener = TcpListener::bind("127.0.0.1:0").expect("bind");
     let addr = listener.local_addr().expect("addr");
+    let folder = if script.contains('/') { "" } else { "vendor/" };
     let script = std::fs::read(format!(
-        "{}/../../web/vendor/{script}",
+        "{}/../../web/{folder}{script}",
         env!("CARGO_MANIFEST_DIR")
     ))
-    .expect("vendored player script");
+    .expect("player script");
     std::thread::spawn(move || {
         for conn in listener.incoming() {
             let Ok(mut conn) = conn else { return };
@@ -264,6 +290,86 @@ fn mpegts_js_plays_http_flv_and_websocket_flv() {
         assert!(errors.is_empty(), "{url}: player errors {errors}");
         let t: f64 = field(&report, "t").parse().unwrap_or(0.0);
         assert!(t > 3.0, "{url}: video played only to {t} s ({report})");
+    }
+}
+
+/// Chromium plays HTTP-fMP4 and WebSocket-fMP4 through Media Source with the
+/// console's own player: the init segment, then fragments from a keyframe on.
+#[test]
+#[cfg_attr(
+    not(all(have_ffmpeg, have_chromium)),
+    ignore = "needs ffmpeg and chromium"
+)]
+fn chromium_plays_fmp4_over_http_and_websocket_through_mse() {
+    if !have_ffmpeg() || !have("chromium") {
+        return;
+    }
+    let server = TestServer::start(&[]);
+    let _publisher = publish(&server, "fmp4");
+    std::thread::sleep(Duration::from_millis(1500));
+    for url in [
+        format!("http://{}/live/fmp4.mp4", server.http),
+        format!("ws://{}/live/fmp4.mp4", server.http),
+    ] {
+        let report = play_in_chromium("console/fmp4.js", FMP4_SETUP, &url, 6000);
+        eprintln!("{url}: {report}");
+        let errors = field(&report, "err");
+        assert!(
+            errors.is_empty(),
+            "{url}: player errors {errors} ({report})"
+        );
+        let played: f64 = field(&report, "played").parse().unwrap_or(0.0);
+        assert!(played > 3.0, "{url}: played only {played} s ({report})");
+        assert_eq!(field(&report, "w"), "320", "{url}: {report}");
+        let bright: f64 = field(&report, "bright").parse().unwrap_or(0.0);
+        assert!(bright > 30.0, "{url}: a black picture ({report})");
+    }
+}
+
+/// VP9 and AV1 from Enhanced RTMP play in Chromium over HTTP-fMP4 (`vp09`, `av01`
+/// sample entries; the page reads their codecs from the init segment).
+///
+/// Known to fail (VP9 checked; AV1 not reached): the sample entries say 0x0 for the
+/// picture size (the init segment is made from the decoder configurations, which for
+/// VP9 do not carry it), and Chromium's Media Source refuses the init segment ("source
+/// buffer error"). ffprobe reads both (`http_fmp4::ffprobe_reads_av1_and_vp9_over_http_fmp4`).
+/// The fix: the size from the AV1 sequence header, and for VP9 from the start keyframe
+/// handed to the preamble.
+#[test]
+#[ignore = "known gap: VP9/AV1 sample entries without a picture size (see the doc)"]
+fn chromium_plays_vp9_and_av1_over_fmp4_through_mse() {
+    if !have_ffmpeg() || !have("chromium") {
+        return;
+    }
+    let server = TestServer::start(&[]);
+    let codecs: [(&str, &[u8; 4], &[&str]); 2] = [
+        (
+            "vp9",
+            b"vp09",
+            &["libvpx-vp9", "-deadline", "realtime", "-cpu-used", "8"],
+        ),
+        (
+            "av1",
+            b"av01",
+            &["libaom-av1", "-usage", "realtime", "-cpu-used", "8"],
+        ),
+    ];
+    for (name, fourcc, encoder) in codecs {
+        let frames = ivf_frames(encoder, 4);
+        let publisher = publish_enhanced(&server, name, fourcc, frames, 12);
+        std::thread::sleep(Duration::from_millis(1500));
+        let url = format!("http://{}/live/{name}.mp4", server.http);
+        let report = play_in_chromium("console/fmp4.js", FMP4_SETUP, &url, 5000);
+        eprintln!("{name} over HTTP-fMP4 in Chromium: {report}");
+        let errors = field(&report, "err");
+        assert!(
+            errors.is_empty(),
+            "{name}: player errors {errors} ({report})"
+        );
+        let played: f64 = field(&report, "played").parse().unwrap_or(0.0);
+        assert!(played > 2.5, "{name}: played only {played} s ({report})");
+        assert_eq!(field(&report, "w"), "320", "{name}: {report}");
+        publisher.join().unwrap();
     }
 }
 
@@ -563,7 +669,8 @@ fn start_of<'a>(streams: &'a str, kind: &str) -> Option<(&'a str, f64)> {
 /// players that know no Opus (RTMP, HTTP-FLV, HLS's MPEG-TS) get AAC made from it,
 /// which ffmpeg decodes without an error, is not silent (the fake microphone beeps),
 /// and starts with the video: within one AAC frame (1024 samples at 48 kHz) over RTMP
-/// and FLV, within 100 ms in HLS segments (see below).
+/// and FLV, within 100 ms in HLS segments (see below). HTTP-fMP4 players get the Opus
+/// itself.
 #[test]
 #[cfg_attr(
     not(all(have_ffmpeg, have_chromium)),
@@ -618,6 +725,8 @@ fn chromium_publishes_opus_over_whip_and_rtmp_flv_hls_ts_and_srt_players_get_aac
             "srt://127.0.0.1:{}?streamid=read:live/opus",
             server.srt.expect("SRT").port()
         ),
+        // fMP4 carries Opus: its players get the published audio itself.
+        format!("http://{}/live/opus.mp4", server.http),
     ];
     let readers: Vec<_> = urls
         .into_iter()
@@ -632,14 +741,16 @@ fn chromium_publishes_opus_over_whip_and_rtmp_flv_hls_ts_and_srt_players_get_aac
     for reader in readers {
         let ((streams, errors, loudest), url) = reader.join().expect("a reader");
         let audio = start_of(&streams, "audio");
-        assert_eq!(audio.map(|a| a.0), Some("aac"), "{url}: {streams}");
+        let codec = if url.ends_with(".mp4") { "opus" } else { "aac" };
+        assert_eq!(audio.map(|a| a.0), Some(codec), "{url}: {streams}");
         assert!(errors.is_empty(), "{url}: {errors:?}");
         assert!(loudest > -30.0, "{url}: silence (max {loudest} dB)");
         let (_, a) = audio.expect("audio");
         let (_, v) = start_of(&streams, "video").expect("video");
         // FLV's times are whole milliseconds.
-        // TS (HLS, SRT) carries what the muxer had when the player came.
-        let within = if url.ends_with(".m3u8") || url.starts_with("srt:") {
+        // TS (HLS, SRT) carries what the muxer had when the player came; fMP4 the
+        // Opus frames that came after the keyframe (the encoders' clocks differ).
+        let within = if url.ends_with(".m3u8") || url.ends_with(".mp4") || url.starts_with("srt:") {
             0.1
         } else {
             one_frame + 0.001
@@ -702,7 +813,7 @@ fn chromium_plays_a_stream_with_b_frames_over_whep() {
 
 /// Frames of a clip ffmpeg encodes with `encoder` into IVF (VP8, VP9, AV1): each with
 /// its time in ms and whether it is a keyframe.
-fn ivf_frames(encoder: &[&str], seconds: u32) -> Vec<(i64, bool, Vec<u8>)> {
+pub(crate) fn ivf_frames(encoder: &[&str], seconds: u32) -> Vec<(i64, bool, Vec<u8>)> {
     let file = crate::common::scratch("browser-codecs").join(format!("{}.ivf", encoder[0]));
     std::fs::create_dir_all(file.parent().unwrap()).unwrap();
     let ok = std::process::Command::new("ffmpeg")
@@ -765,7 +876,7 @@ fn av1_obus(mut tu: &[u8]) -> Vec<&[u8]> {
 
 /// Publishes `frames` over Enhanced RTMP (FourCC `fourcc`) to `live/{name}` from a
 /// thread of its own, looping until `seconds` passed.
-fn publish_enhanced(
+pub(crate) fn publish_enhanced(
     server: &TestServer,
     name: &str,
     fourcc: &[u8; 4],

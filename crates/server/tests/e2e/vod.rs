@@ -7,7 +7,7 @@ use std::process::{Command, Stdio};
 
 /// A media root with `clip.mp4` (4 s, 320x240 25 fps H.264 with B-frames, 1 s GOP,
 /// AAC) and `hevc.mp4` (the same in H.265), made once per test binary.
-fn media_root() -> PathBuf {
+pub(crate) fn media_root() -> PathBuf {
     let root = scratch("vod-root");
     let lock = std::fs::File::create(root.join(".lock")).expect("lock");
     lock.lock().expect("lock");
@@ -46,12 +46,12 @@ fn media_root() -> PathBuf {
     root
 }
 
-fn start(root: &Path) -> TestServer {
+pub(crate) fn start(root: &Path) -> TestServer {
     TestServer::start(&["--media-root", root.to_str().expect("utf-8 path")])
 }
 
 /// ffprobe's stream lines and the number of video packets it read from `url`.
-fn probe_all(url: &str) -> (String, usize) {
+pub(crate) fn probe_all(url: &str) -> (String, usize) {
     let mut cmd = Command::new("ffprobe");
     cmd.args(["-v", "error", "-rw_timeout", "10000000"]);
     if url.starts_with("rtsp:") {

@@ -94,7 +94,10 @@ impl OutputFormat for Flv {
         tag(packet).unwrap_or_default()
     }
 
-    fn preamble(&self, has_video: bool, has_audio: bool) -> Vec<Bytes> {
+    fn preamble(&self, configs: &[std::sync::Arc<Packet>]) -> Vec<Bytes> {
+        // Players (ffmpeg's FLV demuxer among them) wait for a kind of track the
+        // header announces: only what the stream has is announced.
+        let (has_video, has_audio) = super::kinds(configs);
         let mut header = BytesMut::with_capacity(13);
         flv::write_file_header(&mut header, has_audio, has_video);
         vec![header.freeze()]
@@ -125,10 +128,7 @@ impl OutputFormat for WsFlv {
         ws_frame(tag)
     }
 
-    fn preamble(&self, has_video: bool, has_audio: bool) -> Vec<Bytes> {
-        Flv.preamble(has_video, has_audio)
-            .iter()
-            .map(|h| ws_frame(h))
-            .collect()
+    fn preamble(&self, configs: &[std::sync::Arc<Packet>]) -> Vec<Bytes> {
+        Flv.preamble(configs).iter().map(|h| ws_frame(h)).collect()
     }
 }

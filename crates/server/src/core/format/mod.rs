@@ -9,11 +9,14 @@
 //! [`OutputFormat::ordered`] gives the maker, and the hub needs no edit.
 
 pub mod flv;
+mod fmp4;
 mod rtmp;
 mod rtp;
 mod ts;
 
 pub(crate) use ts::aac_from_opus;
+
+use crate::core::packet::Payload;
 
 use crate::core::packet::{Packet, Shape};
 use bytes::Bytes;
@@ -62,11 +65,28 @@ pub trait OutputFormat: Sync {
     }
 
     /// What a new player gets before the stream's decoder configurations (a file
-    /// header, say), given which kinds of track the stream has.
-    fn preamble(&self, has_video: bool, has_audio: bool) -> Vec<Bytes> {
-        let _ = (has_video, has_audio);
+    /// header, an init segment), given the stream's metadata and configurations now.
+    fn preamble(&self, configs: &[Arc<Packet>]) -> Vec<Bytes> {
+        let _ = configs;
         Vec::new()
     }
+
+    /// Whether a player's stream describes its tracks once, at its start (fMP4's init
+    /// segment): a new decoder configuration of the stream's own in line then ends the
+    /// player, which starts again with the new one (see `fanout`).
+    fn fixed_tracks(&self) -> bool {
+        false
+    }
+}
+
+/// Whether the stream's configurations `configs` have a video track, and an audio one.
+pub(super) fn kinds(configs: &[Arc<Packet>]) -> (bool, bool) {
+    let has = |video: bool| {
+        configs
+            .iter()
+            .any(|p| matches!(p.payload, Payload::Config(_)) && p.is_video() == video)
+    };
+    (has(true), has(false))
 }
 
 macro_rules! register {
@@ -98,6 +118,10 @@ register! {
     RTP => rtp::Rtp,
     /// MPEG-TS packets of a frame (SRT), made by the stream's muxer in stream order.
     TS => ts::Ts,
+    /// A `moof` + `mdat` per frame (HTTP-fMP4), made in stream order.
+    FMP4 => fmp4::Fmp4,
+    /// The same, each in one binary WebSocket message (made apart: only while claimed).
+    WS_FMP4 => fmp4::WsFmp4,
 }
 
 /// A registered output format.
@@ -127,8 +151,12 @@ impl FormatId {
         (0..COUNT as u8).map(FormatId)
     }
 
-    pub fn preamble(self, has_video: bool, has_audio: bool) -> Vec<Bytes> {
-        self.format().preamble(has_video, has_audio)
+    pub fn preamble(self, configs: &[Arc<Packet>]) -> Vec<Bytes> {
+        self.format().preamble(configs)
+    }
+
+    pub fn fixed_tracks(self) -> bool {
+        self.format().fixed_tracks()
     }
 }
 
@@ -197,6 +225,8 @@ mod tests {
             FormatId::WS_FLV,
             FormatId::RTP,
             FormatId::TS,
+            FormatId::FMP4,
+            FormatId::WS_FMP4,
         ];
         assert_eq!(COUNT, ids.len());
         for (i, id) in ids.iter().enumerate() {
