@@ -17,7 +17,8 @@
 //!   group on, by its address or its name (`eth0`); only with a multicast group.
 //!
 //! # Invariants
-//! - A parsed URL is one the bind can use: a port above 0, sources only for a group
+//! - A parsed URL is one the bind can use: a group's port above 0 (a unicast port 0 is
+//!   the kernel's choice, which the API shows), sources only for a group
 //!   and of its family, at most [`MAX_SOURCES`] of them.
 //! - Nothing panics on any input; inputs longer than [`MAX_URL_LEN`] are refused.
 
@@ -76,8 +77,8 @@ pub enum UdpUrlError {
     /// The host and port do not parse (a name, no port, IPv6 without brackets).
     #[error("{0:?} is not an IP address and port (IPv6 in brackets)")]
     Address(String),
-    /// Port 0.
-    #[error("port 0: an ingest needs a port its senders know")]
+    /// Port 0 for a group: its senders choose the port, not the kernel.
+    #[error("port 0 for a multicast group: a group's port is its senders'")]
     PortZero,
     /// An option this grammar does not have.
     #[error("unknown option {0:?} (sources, interface)")]
@@ -121,7 +122,7 @@ impl UdpUrl {
         let addr: SocketAddr = authority
             .parse()
             .map_err(|_| UdpUrlError::Address(authority.to_string()))?;
-        if addr.port() == 0 {
+        if addr.port() == 0 && addr.ip().is_multicast() {
             return Err(UdpUrlError::PortZero);
         }
         let mut parsed = UdpUrl {
@@ -158,7 +159,11 @@ impl UdpUrl {
                 return Err(UdpUrlError::NotMulticast { what: "interface" });
             }
         }
-        if let Some(&s) = parsed.sources.iter().find(|s| s.is_ipv4() != addr.is_ipv4()) {
+        if let Some(&s) = parsed
+            .sources
+            .iter()
+            .find(|s| s.is_ipv4() != addr.is_ipv4())
+        {
             return Err(UdpUrlError::SourceFamily(s));
         }
         Ok(parsed)
@@ -250,7 +255,8 @@ mod tests {
         assert_eq!(err("srt://1.2.3.4:5"), E::Scheme);
         assert_eq!(err("udp://host:5"), E::Address("host:5".into()));
         assert_eq!(err("udp://1.2.3.4"), E::Address("1.2.3.4".into()));
-        assert_eq!(err("udp://1.2.3.4:0"), E::PortZero);
+        assert_eq!(err("udp://239.1.1.1:0"), E::PortZero);
+        assert!(UdpUrl::parse("udp://127.0.0.1:0").is_ok());
         assert_eq!(err("udp://1.2.3.4:5?ttl=3"), E::UnknownOption("ttl".into()));
         assert_eq!(
             err("udp://1.2.3.4:5?sources=10.0.0.1"),
@@ -264,10 +270,7 @@ mod tests {
             err("udp://239.0.0.1:5?sources=::1"),
             E::SourceFamily("::1".parse().unwrap())
         );
-        assert_eq!(
-            err("udp://239.0.0.1:5?sources=x"),
-            E::Source("x".into())
-        );
+        assert_eq!(err("udp://239.0.0.1:5?sources=x"), E::Source("x".into()));
         assert_eq!(
             err("udp://239.0.0.1:5?interface=a/b"),
             E::Interface("a/b".into())

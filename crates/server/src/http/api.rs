@@ -39,6 +39,8 @@ pub(crate) enum ApiPath<'a> {
     Metrics,
     /// Running pulls and pushes, and the rules the API added.
     Relays,
+    /// The UDP ingests (`[[ingest]]`) and their counts.
+    Ingests,
     /// The cluster's nodes, their load and streams, from the directory.
     Cluster,
     /// `POST`: drain, then stop.
@@ -82,6 +84,7 @@ pub(crate) fn route(path: &str) -> Option<ApiPath<'_>> {
         "/openapi.json" => ApiPath::OpenApi,
         "/reload" => ApiPath::Reload,
         "/relays" => ApiPath::Relays,
+        "/ingests" => ApiPath::Ingests,
         "/cluster" => ApiPath::Cluster,
         "/drain" => ApiPath::Drain,
         "/relays/pulls" => ApiPath::RelayPulls,
@@ -308,6 +311,16 @@ pub(crate) async fn reply(ctx: &Ctx, req: &Request, peer: SocketAddr, what: ApiP
             Err(e) => error(500, &format!("reload failed, nothing changed: {e}")),
         },
         (ApiPath::Relays, true, _) => json_reply(200, &relays(ctx)),
+        (ApiPath::Ingests, true, _) => {
+            let list: Vec<_> = ctx
+                .ops()
+                .ingests
+                .all()
+                .iter()
+                .map(|i| i.snapshot())
+                .collect();
+            json_reply(200, &json!({ "ingests": list }))
+        }
         (ApiPath::Cluster, true, _) => cluster(ctx).await,
         (ApiPath::Drain, false, Method::Post) => {
             ctx.ops().request_drain();
@@ -735,6 +748,7 @@ mod tests {
             ApiPath::Reload,
             ApiPath::Metrics,
             ApiPath::Relays,
+            ApiPath::Ingests,
             ApiPath::Cluster,
             ApiPath::Drain,
             ApiPath::Health,

@@ -1,0 +1,276 @@
+//! UDP ingest (`[[ingest]]`) with ffmpeg as the sender: MPEG-TS over `udp://` and
+//! `rtp://` (RTP/MP2T) published as streams that RTMP and HLS play; an input that goes
+//! silent ends its stream after the grace window and publishes again by itself; 2 %
+//! loss on the way (a userspace relay that drops every 50th datagram) is counted and
+//! the stream goes on; garbage and huge datagrams affect only their input.
+//!
+//! Every socket is on 127.0.0.1; ingests bind port 0 and the API says where.
+
+use crate::common::{have_ffmpeg, http_request, probe_video, scratch, Kill, TestServer};
+use serde_json::Value;
+use std::net::{SocketAddr, UdpSocket};
+use std::process::{Command, Stdio};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+/// A server with these `[[ingest]]` entries (stream, URL), idle after 500 ms of silence,
+/// streams ending 500 ms after that.
+fn server_with(name: &str, entries: &[(&str, &str)]) -> TestServer {
+    let mut toml = String::from("[limits]\npublish_grace_ms = 500\n");
+    for (stream, url) in entries {
+        toml.push_str(&format!(
+            "\n[[ingest]]\nstream = \"{stream}\"\nurl = \"{url}\"\nidle_ms = 500\n"
+        ));
+    }
+    let path = scratch("udp_ingest").join(format!("{name}.toml"));
+    std::fs::write(&path, toml).expect("write config");
+    TestServer::start(&["--config", path.to_str().expect("utf-8 path")])
+}
+
+/// `GET /api/v1/ingests`, the entry of `stream`.
+fn ingest(server: &TestServer, stream: &str) -> Value {
+    let (status, _, body) = http_request(server.http, "GET", "/api/v1/ingests", "");
+    assert_eq!(status, 200);
+    let all: Value = serde_json::from_slice(&body).expect("JSON");
+    all["ingests"]
+        .as_array()
+        .expect("ingests")
+        .iter()
+        .find(|i| i["stream"] == stream)
+        .unwrap_or_else(|| panic!("no ingest of {stream} in {all}"))
+        .clone()
+}
+
+/// Where the ingest of `stream` listens.
+fn bound(server: &TestServer, stream: &str) -> SocketAddr {
+    ingest(server, stream)["bound"]
+        .as_str()
+        .and_then(|a| a.parse().ok())
+        .expect("bound address")
+}
+
+/// ffmpeg sends `seconds` of a 25 fps test pattern (1 s GOP) and a tone as MPEG-TS to
+/// `url` in real time, as `format` (`mpegts` or `rtp_mpegts`).
+fn send(format: &str, url: &str, seconds: u32) -> Kill {
+    Kill(
+        Command::new("ffmpeg")
+            .args(["-hide_banner", "-loglevel", "error", "-re"])
+            .args(["-f", "lavfi", "-i", "testsrc2=size=320x240:rate=25"])
+            .args(["-f", "lavfi", "-i", "sine=frequency=440:sample_rate=48000"])
+            .args(["-t", &seconds.to_string(), "-c:v", "libx264"])
+            .args(["-preset", "ultrafast", "-g", "25", "-bf", "0"])
+            .args(["-pix_fmt", "yuv420p", "-c:a", "aac", "-f", format, url])
+            .stdin(Stdio::null())
+            .spawn()
+            .expect("start ffmpeg"),
+    )
+}
+
+/// Waits up to 15 s for `f` to hold.
+fn wait_for(what: &str, mut f: impl FnMut() -> bool) {
+    let deadline = Instant::now() + Duration::from_secs(15);
+    while !f() {
+        assert!(Instant::now() < deadline, "{what}: never happened");
+        std::thread::sleep(Duration::from_millis(50));
+    }
+}
+
+fn live(server: &TestServer, key: &str) -> bool {
+    http_request(server.http, "GET", &format!("/api/v1/streams/{key}"), "").0 == 200
+}
+
+#[test]
+#[cfg_attr(not(have_ffmpeg), ignore = "needs ffmpeg and ffprobe")]
+fn ffmpeg_sends_udp_and_rtp_and_rtmp_and_hls_play_them() {
+    if !have_ffmpeg() {
+        return;
+    }
+    let server = server_with(
+        "play",
+        &[
+            ("live/udp", "udp://127.0.0.1:0"),
+            ("live/rtp", "rtp://127.0.0.1:0"),
+        ],
+    );
+    let udp = bound(&server, "live/udp");
+    let rtp = bound(&server, "live/rtp");
+    let _a = send("mpegts", &format!("udp://{udp}?pkt_size=1316"), 30);
+    let _b = send("rtp_mpegts", &format!("rtp://{rtp}"), 30);
+    for key in ["live/udp", "live/rtp"] {
+        wait_for(key, || live(&server, key));
+        for url in [
+            format!("rtmp://{}/{key}", server.rtmp),
+            format!("http://{}/{key}.m3u8", server.http),
+        ] {
+            let (streams, times) = probe_video(&url, "%+#120");
+            assert!(streams.contains("h264,320,240"), "{url}: {streams}");
+            assert!(streams.contains("aac"), "{url}: {streams}");
+            assert!(times.len() >= 25, "{url}: {} video packets", times.len());
+        }
+    }
+    let u = ingest(&server, "live/udp");
+    assert_eq!(u["live"], true, "{u}");
+    assert_eq!(u["starts"], 1, "{u}");
+    assert!(u["ts_packets"].as_u64() > Some(1000), "{u}");
+    let r = ingest(&server, "live/rtp");
+    assert_eq!(r["live"], true, "{r}");
+    assert_eq!(r["bad_datagrams"], 0, "{r}");
+    let (_, _, metrics) = http_request(server.http, "GET", "/metrics", "");
+    let metrics = String::from_utf8_lossy(&metrics);
+    assert!(
+        metrics.contains("sluice_ingest_live{app=\"live\",stream=\"rtp\"} 1"),
+        "{metrics}"
+    );
+}
+
+#[test]
+#[cfg_attr(not(have_ffmpeg), ignore = "needs ffmpeg and ffprobe")]
+fn a_silent_input_ends_its_stream_and_comes_back_by_itself() {
+    if !have_ffmpeg() {
+        return;
+    }
+    let server = server_with("silence", &[("live/back", "udp://127.0.0.1:0")]);
+    let addr = bound(&server, "live/back");
+    let mut first = send("mpegts", &format!("udp://{addr}?pkt_size=1316"), 3);
+    wait_for("first spell", || live(&server, "live/back"));
+    let _ = first.0.wait();
+    // Silence: the publisher leaves after idle_ms, the stream after the grace window.
+    wait_for("the stream's end", || !live(&server, "live/back"));
+    assert_eq!(ingest(&server, "live/back")["live"], false);
+    let _second = send("mpegts", &format!("udp://{addr}?pkt_size=1316"), 30);
+    wait_for("second spell", || live(&server, "live/back"));
+    let (streams, times) = probe_video(&format!("rtmp://{}/live/back", server.rtmp), "%+#120");
+    assert!(streams.contains("h264,320,240"), "{streams}");
+    assert!(times.len() >= 25, "{} video packets", times.len());
+    assert_eq!(ingest(&server, "live/back")["starts"], 2);
+}
+
+/// Forwards datagrams from its own port to `to`, dropping every `nth` (deterministic
+/// loss), until dropped.
+struct LossyRelay {
+    addr: SocketAddr,
+    stop: Arc<AtomicBool>,
+    thread: Option<std::thread::JoinHandle<()>>,
+}
+
+impl LossyRelay {
+    fn start(to: SocketAddr, nth: u64) -> LossyRelay {
+        let sock = UdpSocket::bind("127.0.0.1:0").expect("relay socket");
+        sock.set_read_timeout(Some(Duration::from_millis(100)))
+            .expect("timeout");
+        let addr = sock.local_addr().expect("relay address");
+        let stop = Arc::new(AtomicBool::new(false));
+        let stopped = stop.clone();
+        let thread = std::thread::spawn(move || {
+            let mut buf = vec![0; 65_536];
+            let mut n = 0u64;
+            while !stopped.load(Ordering::Relaxed) {
+                let Ok(len) = sock.recv(&mut buf) else {
+                    continue;
+                };
+                n += 1;
+                if n % nth != 0 {
+                    let _ = sock.send_to(&buf[..len], to);
+                }
+            }
+        });
+        LossyRelay {
+            addr,
+            stop,
+            thread: Some(thread),
+        }
+    }
+}
+
+impl Drop for LossyRelay {
+    fn drop(&mut self) {
+        self.stop.store(true, Ordering::Relaxed);
+        if let Some(t) = self.thread.take() {
+            let _ = t.join();
+        }
+    }
+}
+
+#[test]
+#[cfg_attr(not(have_ffmpeg), ignore = "needs ffmpeg and ffprobe")]
+fn two_percent_loss_is_counted_and_the_stream_goes_on() {
+    if !have_ffmpeg() {
+        return;
+    }
+    let server = server_with(
+        "loss",
+        &[
+            ("live/lossy", "udp://127.0.0.1:0"),
+            ("live/lossyrtp", "rtp://127.0.0.1:0"),
+        ],
+    );
+    let udp = LossyRelay::start(bound(&server, "live/lossy"), 50);
+    let rtp = LossyRelay::start(bound(&server, "live/lossyrtp"), 50);
+    let _a = send("mpegts", &format!("udp://{}?pkt_size=1316", udp.addr), 30);
+    let _b = send("rtp_mpegts", &format!("rtp://{}", rtp.addr), 30);
+    for key in ["live/lossy", "live/lossyrtp"] {
+        wait_for(key, || live(&server, key));
+        let (streams, times) = probe_video(&format!("rtmp://{}/{key}", server.rtmp), "%+#120");
+        assert!(streams.contains("h264,320,240"), "{key}: {streams}");
+        assert!(times.len() >= 25, "{key}: {} video packets", times.len());
+    }
+    let u = ingest(&server, "live/lossy");
+    assert!(u["cc_errors"].as_u64() > Some(0), "{u}");
+    assert_eq!(u["starts"], 1, "one spell throughout: {u}");
+    let r = ingest(&server, "live/lossyrtp");
+    assert!(r["rtp_lost"].as_u64() > Some(0), "{r}");
+    assert_eq!(r["starts"], 1, "one spell throughout: {r}");
+}
+
+#[test]
+#[cfg_attr(not(have_ffmpeg), ignore = "needs ffmpeg and ffprobe")]
+fn garbage_and_huge_datagrams_affect_only_their_input() {
+    if !have_ffmpeg() {
+        return;
+    }
+    let server = server_with(
+        "garbage",
+        &[
+            ("live/clean", "udp://127.0.0.1:0"),
+            ("live/junk", "udp://127.0.0.1:0"),
+            ("live/junkrtp", "rtp://127.0.0.1:0"),
+        ],
+    );
+    let clean = bound(&server, "live/clean");
+    let _sender = send("mpegts", &format!("udp://{clean}?pkt_size=1316"), 30);
+    let junk = UdpSocket::bind("127.0.0.1:0").expect("socket");
+    let mut x = 0x1234_5678u32;
+    let mut noise = |len: usize| -> Vec<u8> {
+        (0..len)
+            .map(|_| {
+                x ^= x << 13;
+                x ^= x >> 17;
+                x ^= x << 5;
+                // Sync bytes now and then, so the demuxer tries to lock on.
+                if x % 97 == 0 {
+                    0x47
+                } else {
+                    x as u8
+                }
+            })
+            .collect()
+    };
+    for key in ["live/junk", "live/junkrtp"] {
+        let to = bound(&server, key);
+        for len in [0, 1, 188, 1316, 9000, 65_000] {
+            for _ in 0..20 {
+                junk.send_to(&noise(len), to).expect("send junk");
+            }
+        }
+    }
+    wait_for("clean stream", || live(&server, "live/clean"));
+    let (streams, times) = probe_video(&format!("rtmp://{}/live/clean", server.rtmp), "%+#120");
+    assert!(streams.contains("h264,320,240"), "{streams}");
+    assert!(times.len() >= 25, "{} video packets", times.len());
+    wait_for("junk counted", || {
+        ingest(&server, "live/junkrtp")["bad_datagrams"].as_u64() > Some(0)
+    });
+    assert!(ingest(&server, "live/junk")["skipped_bytes"].as_u64() > Some(0));
+    assert_eq!(ingest(&server, "live/clean")["skipped_bytes"], 0);
+}
