@@ -4,9 +4,13 @@
 //! loss on the way (a userspace relay that drops every 50th datagram) is counted and
 //! the stream goes on; garbage and huge datagrams affect only their input.
 //!
-//! Every socket is on 127.0.0.1; ingests bind port 0 and the API says where.
+//! Every socket is on 127.0.0.1; ingests bind port 0 and the API says where. Multicast
+//! (any-source and source-specific joins) runs in a user and network namespace the test
+//! makes for itself, with multicast routed on its loopback only.
 
-use crate::common::{have_ffmpeg, http_request, probe_video, scratch, Kill, TestServer};
+use crate::common::{
+    have_ffmpeg, http_request, probe_video, scratch, tools_present, Kill, TestServer,
+};
 use serde_json::Value;
 use std::net::{SocketAddr, UdpSocket};
 use std::process::{Command, Stdio};
@@ -53,8 +57,13 @@ fn bound(server: &TestServer, stream: &str) -> SocketAddr {
 /// ffmpeg sends `seconds` of a 25 fps test pattern (1 s GOP) and a tone as MPEG-TS to
 /// `url` in real time, as `format` (`mpegts` or `rtp_mpegts`).
 fn send(format: &str, url: &str, seconds: u32) -> Kill {
+    send_with(Command::new("ffmpeg"), format, url, seconds)
+}
+
+/// [`send`] with `ffmpeg`, a command that runs ffmpeg.
+fn send_with(mut ffmpeg: Command, format: &str, url: &str, seconds: u32) -> Kill {
     Kill(
-        Command::new("ffmpeg")
+        ffmpeg
             .args(["-hide_banner", "-loglevel", "error", "-re"])
             .args(["-f", "lavfi", "-i", "testsrc2=size=320x240:rate=25"])
             .args(["-f", "lavfi", "-i", "sine=frequency=440:sample_rate=48000"])
@@ -273,4 +282,191 @@ fn garbage_and_huge_datagrams_affect_only_their_input() {
     });
     assert!(ingest(&server, "live/junk")["skipped_bytes"].as_u64() > Some(0));
     assert_eq!(ingest(&server, "live/clean")["skipped_bytes"], 0);
+}
+
+/// A user and network namespace of the test's own, held by `unshare -rn sleep`: only a
+/// loopback, with an address of its own (so multicast has a source address that a
+/// source-specific join can name) and multicast routed on it. Nothing in it reaches
+/// outside.
+struct Netns {
+    holder: Kill,
+}
+
+/// The loopback's own address in the namespace: multicast goes out from it.
+const NS_SOURCE: &str = "10.99.0.1";
+
+impl Netns {
+    /// The namespace, set up; `None` (the test skips) where namespaces are impossible
+    /// and `SLUICE_REQUIRE_TOOLS` is not set.
+    fn new() -> Option<Netns> {
+        let checks: &[&[&str]] = &[
+            &["unshare", "-rn", "true"],
+            &["nsenter", "--version"],
+            &["ip", "-V"],
+        ];
+        if !tools_present(
+            "user and network namespaces (unshare -rn, nsenter, ip)",
+            false,
+            checks,
+        ) {
+            return None;
+        }
+        let holder = Kill(
+            Command::new("unshare")
+                .args(["-rn", "sleep", "600"])
+                .stdin(Stdio::null())
+                .spawn()
+                .expect("unshare"),
+        );
+        let ns = Netns { holder };
+        let ours = std::fs::read_link("/proc/self/ns/net").expect("own netns");
+        let theirs = format!("/proc/{}/ns/net", ns.holder.0.id());
+        wait_for("the namespace", || {
+            std::fs::read_link(&theirs).is_ok_and(|l| l != ours)
+        });
+        for args in [
+            &["link", "set", "lo", "up"][..],
+            &["link", "set", "lo", "multicast", "on"],
+            &["addr", "add", &format!("{NS_SOURCE}/32"), "dev", "lo"],
+            &["route", "add", "224.0.0.0/4", "dev", "lo", "src", NS_SOURCE],
+        ] {
+            let status = ns.command("ip").args(args).status().expect("ip");
+            assert!(status.success(), "ip {args:?} in the namespace");
+        }
+        Some(ns)
+    }
+
+    /// What runs a program inside the namespace.
+    fn prefix(&self) -> Vec<String> {
+        ["nsenter", "-t", &self.holder.0.id().to_string()]
+            .into_iter()
+            .map(String::from)
+            .chain(["-U", "-n", "--preserve-credentials"].map(String::from))
+            .collect()
+    }
+
+    /// `program` inside the namespace.
+    fn command(&self, program: &str) -> Command {
+        let prefix = self.prefix();
+        let mut c = Command::new(&prefix[0]);
+        c.args(&prefix[1..]).arg(program);
+        c
+    }
+
+    /// An HTTP GET from inside the namespace: status and body.
+    fn get(&self, url: &str) -> (u16, Vec<u8>) {
+        let out = self
+            .command("curl")
+            .args(["-s", "-m", "10", "-w", "\n%{http_code}", url])
+            .output()
+            .expect("curl");
+        let text = out.stdout;
+        let cut = text.iter().rposition(|&b| b == b'\n').unwrap_or(0);
+        let status = String::from_utf8_lossy(&text[cut..])
+            .trim()
+            .parse()
+            .unwrap_or(0);
+        (status, text[..cut].to_vec())
+    }
+
+    /// ffprobe inside the namespace: its stream lines and how many video packets it
+    /// read of the first 120 packets.
+    fn probe(&self, url: &str) -> (String, usize) {
+        let out = self
+            .command("ffprobe")
+            .args(["-v", "error", "-rw_timeout", "10000000"])
+            .args(["-read_intervals", "%+#120"])
+            .args([
+                "-show_entries",
+                "stream=codec_name,width,height:packet=codec_type",
+            ])
+            .args(["-of", "csv=p=0", url])
+            .output()
+            .expect("ffprobe");
+        let text = String::from_utf8_lossy(&out.stdout).into_owned();
+        // A packet line is `video` and, where it has one, its time.
+        let video = text
+            .lines()
+            .filter(|l| *l == "video" || l.starts_with("video,"))
+            .count();
+        (text, video)
+    }
+}
+
+#[test]
+#[cfg_attr(not(have_ffmpeg), ignore = "needs ffmpeg and ffprobe")]
+fn multicast_groups_are_joined_any_source_and_source_specific() {
+    if !have_ffmpeg() || !tools_present("curl", cfg!(have_curl), &[&["curl", "--version"]]) {
+        return;
+    }
+    let Some(ns) = Netns::new() else {
+        return;
+    };
+    // The namespace is the test's: its ports are all free.
+    let toml = format!(
+        "[limits]\npublish_grace_ms = 500\n\n\
+         [[ingest]]\nstream = \"live/asm\"\nurl = \"udp://239.255.0.1:5000?interface=lo\"\n\n\
+         [[ingest]]\nstream = \"live/ssm\"\n\
+         url = \"rtp://232.1.1.1:5002?sources={NS_SOURCE}&interface={NS_SOURCE}\"\n\n\
+         [[ingest]]\nstream = \"live/elsewhere\"\n\
+         url = \"udp://232.1.1.2:5004?sources=10.99.0.2\"\n"
+    );
+    let path = scratch("udp_ingest").join("multicast.toml");
+    std::fs::write(&path, toml).expect("write config");
+    let prefix = ns.prefix();
+    let prefix: Vec<&str> = prefix.iter().map(String::as_str).collect();
+    let server = TestServer::start_in(&prefix, &["--config", path.to_str().expect("utf-8")]);
+    let _asm = send_with(
+        ns.command("ffmpeg"),
+        "mpegts",
+        "udp://239.255.0.1:5000?pkt_size=1316",
+        30,
+    );
+    let _ssm = send_with(
+        ns.command("ffmpeg"),
+        "rtp_mpegts",
+        "rtp://232.1.1.1:5002",
+        30,
+    );
+    // From the namespace's source, which the join of live/elsewhere does not name.
+    let _other = send_with(
+        ns.command("ffmpeg"),
+        "mpegts",
+        "udp://232.1.1.2:5004?pkt_size=1316",
+        30,
+    );
+    let api = |path: &str| ns.get(&format!("http://{}{path}", server.http));
+    for key in ["live/asm", "live/ssm"] {
+        wait_for(key, || api(&format!("/api/v1/streams/{key}")).0 == 200);
+        for url in [
+            format!("rtmp://{}/{key}", server.rtmp),
+            format!("http://{}/{key}.m3u8", server.http),
+        ] {
+            let (streams, video) = ns.probe(&url);
+            assert!(streams.contains("h264,320,240"), "{url}: {streams}");
+            assert!(video >= 25, "{url}: {video} video packets in\n{streams}");
+        }
+    }
+    let (_, body) = api("/api/v1/ingests");
+    let all: Value = serde_json::from_slice(&body).expect("JSON");
+    let of = |key: &str| {
+        all["ingests"]
+            .as_array()
+            .and_then(|a| a.iter().find(|i| i["stream"] == key))
+            .cloned()
+            .unwrap_or_else(|| panic!("{key} in {all}"))
+    };
+    let ssm = of("live/ssm");
+    assert_eq!(
+        ssm["sender"].as_str().and_then(|s| s.split(':').next()),
+        Some(NS_SOURCE),
+        "{ssm}"
+    );
+    assert_eq!(
+        of("live/elsewhere")["datagrams"],
+        0,
+        "another source's group: {all}"
+    );
+    assert_eq!(api("/api/v1/streams/live/elsewhere").0, 404);
+    drop(server);
 }
