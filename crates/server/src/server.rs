@@ -366,7 +366,10 @@ impl Server {
                     srt::SrtDemux::new(ctx, shared, e)
                 }));
             }
-            let mine = std::mem::take(&mut ingests[worker]);
+            let mine = ingests
+                .get_mut(worker)
+                .map(std::mem::take)
+                .unwrap_or_default();
             if !mine.is_empty() {
                 starts.push(Box::new(move |ctx| {
                     for bound in mine {

@@ -179,7 +179,7 @@ impl LossyRelay {
                     continue;
                 };
                 n += 1;
-                if n % nth != 0 {
+                if !n.is_multiple_of(nth) {
                     let _ = sock.send_to(&buf[..len], to);
                 }
             }
@@ -257,7 +257,7 @@ fn garbage_and_huge_datagrams_affect_only_their_input() {
                 x ^= x >> 17;
                 x ^= x << 5;
                 // Sync bytes now and then, so the demuxer tries to lock on.
-                if x % 97 == 0 {
+                if x.is_multiple_of(97) {
                     0x47
                 } else {
                     x as u8

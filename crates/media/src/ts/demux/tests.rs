@@ -499,7 +499,7 @@ fn hostile_bytes_never_panic() {
 
 /// `ts` as a mux of two programs: program 1 is now an empty one (its PMT on a PID
 /// nothing is sent on), and the stream's own becomes program 2.
-fn as_program_two(ts: &mut Vec<u8>) {
+fn as_program_two(ts: &mut [u8]) {
     let mut pat = vec![0x00, 0xb0, 17, 0, 1, 0xc1, 0, 0, 0, 1, 0xf2, 0x00, 0, 2];
     pat.extend_from_slice(&(0xe000 | PMT_PID).to_be_bytes());
     let crc = crc32_mpeg2(&pat);
