@@ -1030,6 +1030,27 @@ pub struct IngestConfig {
 pub const INGEST_IDLE_MS: u64 = 3_000;
 
 impl IngestConfig {
+    /// The entry's URL, parsed, once its stream is one stream (app/name).
+    pub fn check(&self) -> Result<sluice_media::ts::UdpUrl, ConfigError> {
+        let key = &self.stream;
+        let parts: Vec<&str> = key.split('/').collect();
+        let named = parts.len() == 2
+            && parts
+                .iter()
+                .all(|p| !p.is_empty() && *p != "." && *p != "..")
+            && !key.contains('*');
+        if !named {
+            return Err(ConfigError::Invalid {
+                key: "ingest.stream",
+                why: format!("{key:?} is not app/name"),
+            });
+        }
+        sluice_media::ts::UdpUrl::parse(&self.url).map_err(|e| ConfigError::Invalid {
+            key: "ingest.url",
+            why: format!("{}: {e}", self.url),
+        })
+    }
+
     /// Silence after which the ingest stops publishing.
     pub fn idle(&self) -> Duration {
         Duration::from_millis(self.idle_ms.unwrap_or(INGEST_IDLE_MS).max(1))
@@ -1315,29 +1336,11 @@ impl Config {
         }
         let mut ingest_streams = BTreeSet::new();
         for ingest in &self.ingest {
-            let key = &ingest.stream;
-            let parts: Vec<&str> = key.split('/').collect();
-            let named = parts.len() == 2
-                && parts
-                    .iter()
-                    .all(|p| !p.is_empty() && *p != "." && *p != "..")
-                && !key.contains('*');
-            if !named {
+            ingest.check()?;
+            if !ingest_streams.insert(ingest.stream.as_str()) {
                 return Err(ConfigError::Invalid {
                     key: "ingest.stream",
-                    why: format!("{key:?} is not app/name"),
-                });
-            }
-            if !ingest_streams.insert(key.as_str()) {
-                return Err(ConfigError::Invalid {
-                    key: "ingest.stream",
-                    why: format!("{key:?} has two ingests"),
-                });
-            }
-            if let Err(e) = sluice_media::ts::UdpUrl::parse(&ingest.url) {
-                return Err(ConfigError::Invalid {
-                    key: "ingest.url",
-                    why: format!("{}: {e}", ingest.url),
+                    why: format!("{:?} has two ingests", ingest.stream),
                 });
             }
         }
@@ -1717,7 +1720,8 @@ impl Config {
              (a port in use is an error) and publishes its stream from the first datagram;\n\
              silence ends the publishing, and datagrams after it start it again by themselves.\n\
              `GET /api/v1/ingests` and `/metrics` (`sluice_ingest_*`) show what each counted:\n\
-             datagrams, continuity errors, RTP packets lost and reordered.\n\n\
+             datagrams, continuity errors, RTP packets lost and reordered; `POST /api/v1/ingests`\n\
+             adds one with the same keys (as JSON) until the server stops.\n\n\
              | key | meaning |\n|---|---|\n",
         );
         for (key, help) in INGEST_KEYS {

@@ -26,6 +26,9 @@ pub struct IngestInfo {
     /// Who sent the last datagram.
     sender: Mutex<Option<SocketAddr>>,
     pub counters: IngestCounters,
+    /// Set when the API removed it: its task ends, its publisher leaves.
+    removed: AtomicBool,
+    remove: tokio::sync::Notify,
 }
 
 /// What one ingest counted since the server started (over all its publishing spells).
@@ -95,6 +98,22 @@ impl IngestInfo {
             live: AtomicBool::new(false),
             sender: Mutex::new(None),
             counters: IngestCounters::default(),
+            removed: AtomicBool::new(false),
+            remove: tokio::sync::Notify::new(),
+        }
+    }
+
+    /// Ends its task (on whichever worker it runs).
+    pub fn stop(&self) {
+        self.removed.store(true, Ordering::Relaxed);
+        self.remove.notify_one();
+    }
+
+    /// Until [`IngestInfo::stop`].
+    pub async fn stopped(&self) {
+        let removed = self.remove.notified();
+        if !self.removed.load(Ordering::Relaxed) {
+            removed.await;
         }
     }
 
@@ -141,5 +160,20 @@ impl Ingests {
 
     pub fn all(&self) -> Vec<Arc<IngestInfo>> {
         self.0.lock().unwrap_or_else(|e| e.into_inner()).clone()
+    }
+
+    /// Whether stream `key` has an ingest.
+    pub fn has(&self, key: &str) -> bool {
+        self.all().iter().any(|i| i.stream == key)
+    }
+
+    /// Removes the ingest of `key` and stops it; whether there was one.
+    pub fn remove(&self, key: &str) -> bool {
+        let mut all = self.0.lock().unwrap_or_else(|e| e.into_inner());
+        let Some(at) = all.iter().position(|i| i.stream == key) else {
+            return false;
+        };
+        all.remove(at).stop();
+        true
     }
 }

@@ -82,34 +82,44 @@ pub fn bind(entries: &[IngestConfig], workers: usize) -> Result<Vec<Bound>, Inge
     entries
         .iter()
         .enumerate()
-        .map(|(i, e)| {
-            let url = UdpUrl::parse(&e.url).map_err(|source| IngestError::Url {
-                stream: e.stream.clone(),
-                source,
-            })?;
-            let socket = ingest_socket::bind(&url).map_err(|source| IngestError::Socket {
-                stream: e.stream.clone(),
-                source,
-            })?;
-            let bound = socket.local_addr().unwrap_or(url.addr);
-            let worker = i % workers.max(1);
-            let info = IngestInfo::new(&e.stream, &e.url, e.program, bound, worker);
-            let entry = Entry {
-                key: e.stream.clone(),
-                url,
-                program: e.program,
-                idle: e.idle(),
-                info: Arc::new(info),
-            };
-            Ok(Bound { entry, socket })
-        })
+        .map(|(i, e)| bind_one(e, i % workers.max(1)))
         .collect()
 }
 
-/// Runs `bound` on this worker until the worker stops.
+/// Binds one entry's socket, for `worker`.
+pub fn bind_one(e: &IngestConfig, worker: usize) -> Result<Bound, IngestError> {
+    let url = UdpUrl::parse(&e.url).map_err(|source| IngestError::Url {
+        stream: e.stream.clone(),
+        source,
+    })?;
+    let socket = ingest_socket::bind(&url).map_err(|source| IngestError::Socket {
+        stream: e.stream.clone(),
+        source,
+    })?;
+    let bound = socket.local_addr().unwrap_or(url.addr);
+    let info = IngestInfo::new(&e.stream, &e.url, e.program, bound, worker);
+    let entry = Entry {
+        key: e.stream.clone(),
+        url,
+        program: e.program,
+        idle: e.idle(),
+        info: Arc::new(info),
+    };
+    Ok(Bound { entry, socket })
+}
+
+/// Runs `bound` on this worker until the worker stops or the API removes it (its
+/// publisher then leaves, and its socket closes).
 pub fn start(ctx: &Rc<Ctx>, bound: Bound) {
-    ctx.ops().ingests.add(bound.entry.info.clone());
+    let info = bound.entry.info.clone();
+    ctx.ops().ingests.add(info.clone());
     let span = tracing::info_span!("ingest", stream = %bound.entry.key, url = %bound.entry.url);
-    let task = input::run(ctx.clone(), bound);
+    let run = input::run(ctx.clone(), bound);
+    let task = async move {
+        tokio::select! {
+            () = run => {}
+            () = info.stopped() => tracing::info!("ingest removed"),
+        }
+    };
     tokio::task::spawn_local(tracing::Instrument::instrument(task, span));
 }

@@ -470,3 +470,57 @@ fn multicast_groups_are_joined_any_source_and_source_specific() {
     assert_eq!(api("/api/v1/streams/live/elsewhere").0, 404);
     drop(server);
 }
+
+/// An API request with a JSON body: the status and the JSON answer (`Null` if none).
+fn api(addr: SocketAddr, method: &str, path: &str, body: &str) -> (u16, Value) {
+    use std::io::{Read, Write};
+    let mut s = std::net::TcpStream::connect(addr).expect("connect");
+    write!(
+        s,
+        "{method} {path} HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n\
+         Content-Length: {}\r\nConnection: close\r\n\r\n{body}",
+        body.len()
+    )
+    .expect("send");
+    let mut raw = Vec::new();
+    s.read_to_end(&mut raw).expect("read");
+    let text = String::from_utf8_lossy(&raw).into_owned();
+    let status = text
+        .split_whitespace()
+        .nth(1)
+        .and_then(|c| c.parse().ok())
+        .unwrap_or(0);
+    let body = text.split_once("\r\n\r\n").map_or("", |(_, b)| b);
+    (status, serde_json::from_str(body).unwrap_or(Value::Null))
+}
+
+#[test]
+#[cfg_attr(not(have_ffmpeg), ignore = "needs ffmpeg and ffprobe")]
+fn the_api_adds_and_removes_an_ingest() {
+    if !have_ffmpeg() {
+        return;
+    }
+    let server = server_with("api", &[]);
+    let body = r#"{"stream": "live/added", "url": "rtp://127.0.0.1:0", "idle_ms": 500}"#;
+    let (status, added) = api(server.http, "POST", "/api/v1/ingests", body);
+    assert_eq!(status, 201, "{added}");
+    let addr: SocketAddr = added["bound"]
+        .as_str()
+        .and_then(|a| a.parse().ok())
+        .expect("bound address");
+    assert_eq!(api(server.http, "POST", "/api/v1/ingests", body).0, 409);
+    let bad = r#"{"stream": "added", "url": "udp://127.0.0.1:0"}"#;
+    assert_eq!(api(server.http, "POST", "/api/v1/ingests", bad).0, 400);
+    let _sender = send("rtp_mpegts", &format!("rtp://{addr}"), 30);
+    wait_for("the added stream", || live(&server, "live/added"));
+    let (streams, times) = probe_video(&format!("rtmp://{}/live/added", server.rtmp), "%+#120");
+    assert!(streams.contains("h264,320,240"), "{streams}");
+    assert!(times.len() >= 25, "{} video packets", times.len());
+    let path = "/api/v1/ingests/live/added";
+    assert_eq!(api(server.http, "DELETE", path, "").0, 200);
+    // Its publisher left: the stream ends after the grace window, though ffmpeg sends on.
+    wait_for("the removed stream's end", || !live(&server, "live/added"));
+    assert_eq!(api(server.http, "DELETE", path, "").0, 404);
+    let (_, list) = api(server.http, "GET", "/api/v1/ingests", "");
+    assert_eq!(list["ingests"], Value::Array(vec![]), "{list}");
+}
