@@ -70,13 +70,16 @@ pub(super) async fn run(ctx: Rc<Ctx>, bound: Bound) {
                 continue;
             }
             // One datagram: those after it wait in the socket for the session.
-            let _ = read_batch(&socket, 1, |d, from| {
+            let read = read_batch(&socket, 1, |d, from| {
                 counters.datagrams.fetch_add(1, Ordering::Relaxed);
                 counters.bytes.fetch_add(d.len() as u64, Ordering::Relaxed);
-                if first.is_none() {
-                    first = Some((d.to_vec(), from));
-                }
+                first = Some((d.to_vec(), from));
             });
+            if let Err(e) = read {
+                // Readiness stays set after an error: wait rather than spin.
+                tracing::warn!("ingest receive: {e}");
+                tokio::time::sleep(RETRY_AFTER).await;
+            }
         }
         let Some((datagram, from)) = first else {
             continue;

@@ -140,7 +140,11 @@ impl Session {
                     match read {
                         Ok(0) => {}
                         Ok(_) => last = Instant::now(),
-                        Err(e) => tracing::debug!("ingest receive: {e}"),
+                        // Readiness stays set after an error: end rather than spin.
+                        Err(e) => {
+                            tracing::warn!("ingest receive: {e}");
+                            return EndReason::IoError;
+                        }
                     }
                 }
                 () = &mut silence => {
