@@ -4,10 +4,10 @@ each sent R Mbit/s of a constant-rate TS (ffmpeg's, muxrate R) in 1316-byte data
 paced, for D seconds. Reports the server's CPU (utime + stime over the measured window,
 as a share of one core), the datagrams sent, those the ingests counted, the kernel's UDP
 receive-buffer drops on the host (/proc/net/snmp) and the continuity errors the inputs
-saw (the TS loops once per file length: one error per loop per input is the loop, not
-loss).
+saw (the TS loops once per file length: each loop is one error on each of the four PIDs
+read, PAT, PMT, video and audio, per input, not loss). --rtp sends RTP/MP2T instead.
 
-    python3 bench/udp-ingest.py [-n 200] [-r 4] [-d 20] [--sluice target/release/sluice]
+    python3 bench/udp-ingest.py [-n 200] [-r 4] [-d 20] [--rtp] [--sluice target/release/sluice]
 
 Only 127.0.0.1 is used. The sender is this one Python process (it reports the rate it
 reached: on a loaded machine it may fall short of N x R).
@@ -16,6 +16,7 @@ import argparse
 import json
 import os
 import socket
+import struct
 import subprocess
 import sys
 import tempfile
@@ -47,6 +48,7 @@ def main():
     ap.add_argument("-n", type=int, default=200, help="inputs")
     ap.add_argument("-r", type=float, default=4.0, help="Mbit/s per input")
     ap.add_argument("-d", type=float, default=20.0, help="seconds measured")
+    ap.add_argument("--rtp", action="store_true", help="RTP/MP2T instead of plain TS")
     ap.add_argument("--sluice", default=os.path.join(ROOT, "target/release/sluice"))
     a = ap.parse_args()
     tmp = tempfile.mkdtemp(prefix="udp-ingest-")
@@ -66,7 +68,8 @@ def main():
     with open(config, "w") as f:
         f.write("[limits]\nmax_publishers_per_ip = 0\nmax_streams = 0\n")
         for i in range(a.n):
-            f.write(f'\n[[ingest]]\nstream = "bench/in{i}"\nurl = "udp://127.0.0.1:0"\n')
+            scheme = "rtp" if a.rtp else "udp"
+            f.write(f'\n[[ingest]]\nstream = "bench/in{i}"\nurl = "{scheme}://127.0.0.1:0"\n')
     server = subprocess.Popen(
         [a.sluice, "--config", config, "--workers", "1", "--log", "warn",
          "--rtmp", "127.0.0.1:0", "--http", "127.0.0.1:0", "--rtsp", "off",
@@ -96,6 +99,9 @@ def main():
             due = int(elapsed * per_input)
             while next_chunk < due:
                 c = chunks[next_chunk % len(chunks)]
+                if a.rtp:
+                    seq = next_chunk & 0xFFFF
+                    c = struct.pack(">BBHII", 0x80, 33, seq, next_chunk * 3000 & 0xFFFFFFFF, 7) + c
                 for p in ports:
                     try:
                         sock.sendto(c, p)
@@ -123,7 +129,8 @@ def main():
             "datagrams_missing": sent - received,
             "kernel_rcvbuf_errors_in_window": end[2] - measured[2],
             "cc_errors": cc,
-            "cc_errors_from_file_loops": loops * a.n,
+            "cc_errors_from_file_loops": loops * a.n * 4,
+            "rtp_lost": sum(i["rtp_lost"] for i in after),
             "inputs_live": live,
         }
         print(json.dumps(report, indent=2))
