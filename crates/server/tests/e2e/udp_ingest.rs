@@ -2,7 +2,8 @@
 //! `rtp://` (RTP/MP2T) published as streams that RTMP and HLS play; an input that goes
 //! silent ends its stream after the grace window and publishes again by itself; 2 %
 //! loss on the way (a userspace relay that drops every 50th datagram) is counted and
-//! the stream goes on; garbage and huge datagrams affect only their input.
+//! the stream goes on; garbage and huge datagrams affect only their input; the program
+//! named is the one taken from a multi-program TS; the API adds and removes ingests.
 //!
 //! Every socket is on 127.0.0.1; ingests bind port 0 and the API says where. Multicast
 //! (any-source and source-specific joins) runs in a user and network namespace the test
@@ -523,4 +524,65 @@ fn the_api_adds_and_removes_an_ingest() {
     assert_eq!(api(server.http, "DELETE", path, "").0, 404);
     let (_, list) = api(server.http, "GET", "/api/v1/ingests", "");
     assert_eq!(list["ingests"], Value::Array(vec![]), "{list}");
+}
+
+/// ffmpeg sends a TS of two programs to `addr` in real time for 30 s: program 1 is a
+/// 320x240 test pattern, program 2 a 160x120 one, each with a tone.
+fn send_two_programs(addr: SocketAddr) -> Kill {
+    Kill(
+        Command::new("ffmpeg")
+            .args(["-hide_banner", "-loglevel", "error", "-re"])
+            .args(["-f", "lavfi", "-i", "testsrc2=size=320x240:rate=25"])
+            .args(["-f", "lavfi", "-i", "testsrc2=size=160x120:rate=25"])
+            .args(["-f", "lavfi", "-i", "sine=frequency=440:sample_rate=48000"])
+            .args([
+                "-t", "30", "-map", "0:v", "-map", "2:a", "-map", "1:v", "-map", "2:a",
+            ])
+            .args([
+                "-c:v",
+                "libx264",
+                "-preset",
+                "ultrafast",
+                "-g",
+                "25",
+                "-bf",
+                "0",
+            ])
+            .args(["-pix_fmt", "yuv420p", "-c:a", "aac"])
+            .args(["-program", "program_num=1:st=0:st=1"])
+            .args(["-program", "program_num=2:st=2:st=3", "-f", "mpegts"])
+            .arg(format!("udp://{addr}?pkt_size=1316"))
+            .stdin(Stdio::null())
+            .spawn()
+            .expect("start ffmpeg"),
+    )
+}
+
+#[test]
+#[cfg_attr(not(have_ffmpeg), ignore = "needs ffmpeg and ffprobe")]
+fn the_program_named_is_the_one_published() {
+    if !have_ffmpeg() {
+        return;
+    }
+    let path = scratch("udp_ingest").join("programs.toml");
+    std::fs::write(
+        &path,
+        "[[ingest]]\nstream = \"live/second\"\nurl = \"udp://127.0.0.1:0\"\nprogram = 2\n\n\
+         [[ingest]]\nstream = \"live/first\"\nurl = \"udp://127.0.0.1:0\"\n",
+    )
+    .expect("write config");
+    let server = TestServer::start(&["--config", path.to_str().expect("utf-8 path")]);
+    // Without a program named, program 1 is taken.
+    for (key, size) in [
+        ("live/second", "h264,160,120"),
+        ("live/first", "h264,320,240"),
+    ] {
+        let _sender = send_two_programs(bound(&server, key));
+        wait_for(key, || live(&server, key));
+        let (streams, times) = probe_video(&format!("rtmp://{}/{key}", server.rtmp), "%+#120");
+        assert!(streams.contains(size), "{key}: {streams}");
+        assert!(times.len() >= 25, "{key}: {} video packets", times.len());
+        let program = ingest(&server, key)["program"].as_u64();
+        assert_eq!(program, (key == "live/second").then_some(2));
+    }
 }
