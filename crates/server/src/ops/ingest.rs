@@ -177,3 +177,41 @@ impl Ingests {
         true
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_removed_ingest_is_stopped_whenever_its_task_looks() {
+        let ingests = Ingests::default();
+        let info = Arc::new(IngestInfo::new(
+            "live/a",
+            "udp://127.0.0.1:0",
+            None,
+            "127.0.0.1:5000".parse().unwrap(),
+            0,
+        ));
+        ingests.add(info.clone());
+        assert!(ingests.has("live/a"));
+        assert!(!ingests.remove("live/b"));
+        assert!(ingests.remove("live/a"));
+        assert!(!ingests.has("live/a"));
+        // Stopped before the task waits: the wait ends at once.
+        let rt = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .unwrap();
+        rt.block_on(async {
+            tokio::time::timeout(std::time::Duration::from_secs(5), info.stopped())
+                .await
+                .expect("stopped");
+        });
+        info.counters.cc_errors.fetch_add(3, Ordering::Relaxed);
+        let s = info.snapshot();
+        assert_eq!(
+            (s.cc_errors, s.live, s.bound.as_str()),
+            (3, false, "127.0.0.1:5000")
+        );
+    }
+}
