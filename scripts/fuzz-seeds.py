@@ -272,10 +272,41 @@ def rtcp():
     seed("webrtc", "rtcp", "nack", nack)
 
 
+def udp_ingest():
+    """UDP ingest: ffmpeg's RTP/MP2T datagrams as captured on 127.0.0.1, each behind its
+    2-byte length (rtp_mp2t reads a first byte that spaces its reorder timeouts), the
+    last two swapped; and ingest URLs of every form (ts_udp_url)."""
+    sock = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+    sock.bind(("127.0.0.1", 0))
+    sock.settimeout(2)
+    port = sock.getsockname()[1]
+    sender = subprocess.Popen(
+        ["ffmpeg", "-hide_banner", "-loglevel", "error", *TEST, "-t", "1", *ENC,
+         "-f", "rtp_mpegts", f"rtp://127.0.0.1:{port}"], stdin=subprocess.DEVNULL)
+    datagrams = []
+    try:
+        while len(datagrams) < 24:
+            datagrams.append(sock.recv(65536))
+    except socket.timeout:
+        pass
+    sender.wait()
+    sock.close()
+    if len(datagrams) > 2:
+        datagrams[-1], datagrams[-2] = datagrams[-2], datagrams[-1]
+    framed = b"".join(struct.pack(">H", len(d)) + d for d in datagrams)
+    seed("media", "rtp_mp2t", "ffmpeg-rtp-mpegts", b"\x05" + framed)
+    for name, url in [("unicast", "udp://0.0.0.0:5000"), ("rtp", "rtp://127.0.0.1:5004"),
+                      ("asm", "udp://@239.1.1.1:1234?interface=eth0"),
+                      ("ssm", "rtp://232.1.1.1:5004?sources=10.0.0.1,10.0.0.2&interface=10.0.0.9"),
+                      ("v6", "udp://[ff3e::1]:5000?sources=2001:db8::1&localaddr=lo")]:
+        seed("media", "ts_udp_url", name, url.encode())
+
+
 def main():
     with tempfile.TemporaryDirectory() as tmp:
         files(tmp)
         ts(tmp)
+        udp_ingest()
         sdp(tmp)
         hls()
         rtcp()

@@ -394,6 +394,9 @@ macro_rules! settings {
             /// Static users of the authorization (see `[auth]`).
             #[serde(skip_serializing_if = "Vec::is_empty")]
             pub users: Vec<UserConfig>,
+            /// MPEG-TS received over UDP (plain or RTP) and published as a stream.
+            #[serde(skip_serializing_if = "Vec::is_empty")]
+            pub ingest: Vec<IngestConfig>,
         }
 
         impl Default for Config {
@@ -403,6 +406,7 @@ macro_rules! settings {
                     $( $section: $Section::default(), )*
                     apps: Vec::new(),
                     users: Vec::new(),
+                    ingest: Vec::new(),
                 }
             }
         }
@@ -1040,6 +1044,84 @@ const APP_KEYS: &[(&str, &str)] = &[
     ),
 ];
 
+/// One `[[ingest]]` entry: MPEG-TS sent to a UDP address (unicast or a multicast
+/// group), plain or in RTP, published as stream `stream` (see `udp_ingest`).
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct IngestConfig {
+    pub stream: String,
+    pub url: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub program: Option<u16>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub idle_ms: Option<u64>,
+}
+
+/// How long an ingest waits for a datagram before its publisher leaves (the stream
+/// then ends after `limits.publish_grace_ms` unless datagrams come back).
+pub const INGEST_IDLE_MS: u64 = 3_000;
+
+impl IngestConfig {
+    /// The entry's URL, parsed, once its stream is one stream (app/name).
+    pub fn check(&self) -> Result<sluice_media::ts::UdpUrl, ConfigError> {
+        let key = &self.stream;
+        let parts: Vec<&str> = key.split('/').collect();
+        let named = parts.len() == 2
+            && parts
+                .iter()
+                .all(|p| !p.is_empty() && *p != "." && *p != "..")
+            && !key.contains('*');
+        if !named {
+            return Err(ConfigError::Invalid {
+                key: "ingest.stream",
+                why: format!("{key:?} is not app/name"),
+            });
+        }
+        sluice_media::ts::UdpUrl::parse(&self.url).map_err(|e| ConfigError::Invalid {
+            key: "ingest.url",
+            why: format!("{}: {e}", self.url),
+        })
+    }
+
+    /// Silence after which the ingest stops publishing.
+    pub fn idle(&self) -> Duration {
+        Duration::from_millis(self.idle_ms.unwrap_or(INGEST_IDLE_MS).max(1))
+    }
+}
+
+/// The keys of an `[[ingest]]` entry and what they do, for the doc (a test checks them
+/// against [`IngestConfig`]).
+const INGEST_KEYS: &[(&str, &str)] = &[
+    (
+        "stream",
+        "Required. The stream it publishes, app/name; played by every protocol as a \
+         published stream is.",
+    ),
+    (
+        "url",
+        "Required. Where the TS arrives: udp://ADDR:PORT (TS packets in datagrams, any \
+         number per datagram, normally 7) or rtp://ADDR:PORT (TS in RTP, RFC 2250: \
+         reordered, losses counted). ADDR is a local address (0.0.0.0 for any; port 0 \
+         lets the kernel choose, shown by the API) or a multicast group to join; for a group, ?sources=IP[,IP] joins those sources only \
+         (SSM) and &interface=IP|NAME picks the interface to join on (IPv6: by name).",
+    ),
+    (
+        "program",
+        "The program number to demux from a multi-program TS; the default is program \
+         1 if the TS has it, else its first.",
+    ),
+    (
+        "idle_ms",
+        "Silence (ms without a datagram) after which the stream's publisher leaves, and \
+         the stream ends after limits.publish_grace_ms unless datagrams come back first; \
+         the next datagram publishes it again.",
+    ),
+];
+
+/// An example `[[ingest]]` entry, for the doc and the README.
+const INGEST_EXAMPLE: &str =
+    "[[ingest]]\nstream = \"live/feed\"\nurl = \"rtp://239.1.1.1:5004?sources=10.0.0.5\"\n";
+
 /// An example `[[apps]]` entry, for `--print-config`, the doc and the README.
 const APP_EXAMPLE: &str = "[[apps]]\nname = \"studio\"\nhls = false\nrecord = true\nmerge_ms = 0\n";
 
@@ -1281,6 +1363,16 @@ impl Config {
                         "{:?}: an always-on pull names one stream (app/stream) and its pull URL",
                         app.name
                     ),
+                });
+            }
+        }
+        let mut ingest_streams = BTreeSet::new();
+        for ingest in &self.ingest {
+            ingest.check()?;
+            if !ingest_streams.insert(ingest.stream.as_str()) {
+                return Err(ConfigError::Invalid {
+                    key: "ingest.stream",
+                    why: format!("{:?} has two ingests", ingest.stream),
                 });
             }
         }
@@ -1582,6 +1674,10 @@ impl Config {
             let entry = toml::to_string(user).expect("a user entry serializes");
             out.push_str(&format!("\n[[users]]\n{entry}"));
         }
+        for ingest in &self.ingest {
+            let entry = toml::to_string(ingest).expect("an ingest entry serializes");
+            out.push_str(&format!("\n[[ingest]]\n{entry}"));
+        }
         out
     }
 
@@ -1679,6 +1775,24 @@ impl Config {
              password = \"sha256:9f86d081884c7d659a2feaa0c55ad015a3bf4f1b2b0b822cd15d6c15b0f00a08\"\n\
              publish = [\"live/*\"]\nread = [\"*\"]\nips = [\"10.0.0.0/8\", \"127.0.0.1\"]\n```\n",
         );
+        out.push_str(
+            "\n## `[[ingest]]`\n\n\
+             MPEG-TS over UDP, plain or in RTP, from a unicast address or a multicast group,\n\
+             published as a stream; none by default. Each entry binds its own socket at start\n\
+             (a port in use is an error) and publishes its stream from the first datagram;\n\
+             silence ends the publishing, and datagrams after it start it again by themselves.\n\
+             `GET /api/v1/ingests` and `/metrics` (`sluice_ingest_*`) show what each counted:\n\
+             datagrams, continuity errors, RTP packets lost and reordered; `POST /api/v1/ingests`\n\
+             adds one with the same keys (as JSON) until the server stops.\n\n\
+             | key | meaning |\n|---|---|\n",
+        );
+        for (key, help) in INGEST_KEYS {
+            out.push_str(&format!("| `{key}` | {} |\n", markdown(help)));
+        }
+        out.push_str(&format!(
+            "\n```toml\n{INGEST_EXAMPLE}\n[[ingest]]\nstream = \"live/cam\"\n\
+             url = \"udp://0.0.0.0:5000\"\nidle_ms = 5000\n```\n"
+        ));
         out
     }
 }
@@ -2003,6 +2117,48 @@ mod tests {
         let mut documented: Vec<&str> = APP_KEYS.iter().map(|(k, _)| *k).collect();
         documented.sort_unstable();
         assert_eq!(keys, documented);
+    }
+
+    #[test]
+    fn ingest_keys_are_documented_and_checked() {
+        let full = IngestConfig {
+            stream: "live/feed".into(),
+            url: "udp://127.0.0.1:5000".into(),
+            program: Some(2),
+            idle_ms: Some(1),
+        };
+        let table = toml::Table::try_from(full.clone()).unwrap();
+        let keys: Vec<&str> = table.keys().map(String::as_str).collect();
+        let mut documented: Vec<&str> = INGEST_KEYS.iter().map(|(k, _)| *k).collect();
+        documented.sort_unstable();
+        assert_eq!(keys, documented);
+        let text = format!("[[ingest]]\n{}", toml::to_string(&full).unwrap());
+        let parsed = Config::from_toml(&text).unwrap();
+        assert_eq!(parsed.ingest, [full]);
+        parsed.validate().unwrap();
+        for (bad, key) in [
+            (
+                "stream = \"feed\"\nurl = \"udp://127.0.0.1:5000\"",
+                "ingest.stream",
+            ),
+            (
+                "stream = \"live/a\"\nurl = \"udp://239.0.0.1:0\"",
+                "ingest.url",
+            ),
+            (
+                "stream = \"live/a\"\nurl = \"rtp://1.2.3.4:5?sources=1.1.1.1\"",
+                "ingest.url",
+            ),
+        ] {
+            let c = Config::from_toml(&format!("[[ingest]]\n{bad}\n")).unwrap();
+            match c.validate() {
+                Err(ConfigError::Invalid { key: k, .. }) => assert_eq!(k, key, "{bad}"),
+                other => panic!("{bad}: {other:?}"),
+            }
+        }
+        let twice = "[[ingest]]\nstream = \"live/a\"\nurl = \"udp://127.0.0.1:5000\"\n\
+                     [[ingest]]\nstream = \"live/a\"\nurl = \"udp://127.0.0.1:5001\"\n";
+        assert!(Config::from_toml(twice).unwrap().validate().is_err());
     }
 
     /// The long flags of a help text: the first `--word` of each line that starts with `-`.

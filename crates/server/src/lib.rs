@@ -9,7 +9,8 @@
 //!   (shared output bytes) → `fanout` (per-worker players); `ingest` (publishers).
 //! - `io`: sockets and files — the player transport seam (`sock`), TLS, `sendmmsg`,
 //!   memfds, shared file mappings.
-//! - protocols: `rtmp`, `rtsp`, `http` (HTTP/1.1, WebSocket, HTTP/2, HLS routes).
+//! - protocols: `rtmp`, `rtsp`, `srt`, `udp_ingest` (MPEG-TS over UDP and RTP), `webrtc`,
+//!   `http` (HTTP/1.1, WebSocket, HTTP/2, HLS routes).
 //! - features: `hls` (live segmenting), `vod` (files on demand), `record`, `auth`,
 //!   `relay` (edge pulls and pushes), `hooks` (notifications); below `config`, which
 //!   assembles their settings.
@@ -43,6 +44,7 @@ mod test_alloc;
 #[cfg(test)]
 mod testing;
 mod transcode;
+mod udp_ingest;
 mod vod;
 mod webrtc;
 
@@ -65,7 +67,7 @@ pub const FLOORS: &[&[&str]] = &[
     &["config"],
     &["ops"],
     &["ctx", "driver"],
-    &["rtmp", "rtsp", "srt", "webrtc", "http"],
+    &["rtmp", "rtsp", "srt", "udp_ingest", "webrtc", "http"],
     &["server"],
 ];
 

@@ -252,6 +252,13 @@ impl Server {
             None => (None, Vec::new()),
         };
         let srt_shared = srt.map(|_| crate::srt::Shared::new(&config.srt));
+        let mut ingests: Vec<Vec<crate::udp_ingest::Bound>> =
+            (0..workers).map(|_| Vec::new()).collect();
+        for bound in crate::udp_ingest::bind(&config.ingest, workers).map_err(io::Error::other)? {
+            if let Some(mine) = ingests.get_mut(bound.entry.info.worker) {
+                mine.push(bound);
+            }
+        }
         let apps = Arc::new(config.apps());
         let hub = Hub::new(hub_config(&config, &apps));
         let limits = crate::core::limits::Limits::new(config.limit_settings());
@@ -360,6 +367,18 @@ impl Server {
                 let counters = ops.udp.srt.clone();
                 starts.push(datagram(sock, srt::MAX_DATAGRAM, counters, |ctx, e| {
                     srt::SrtDemux::new(ctx, shared, e)
+                }));
+            }
+            let mine = ingests
+                .get_mut(worker)
+                .map(std::mem::take)
+                .unwrap_or_default();
+            if !mine.is_empty() {
+                starts.push(Box::new(move |ctx| {
+                    for bound in mine {
+                        crate::udp_ingest::start(ctx, bound);
+                    }
+                    Vec::new()
                 }));
             }
             if let Some(registry) = registry.clone().filter(|_| worker == 0) {

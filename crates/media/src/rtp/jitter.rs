@@ -44,6 +44,8 @@ pub struct JitterStats {
     pub late: u64,
     /// Packets dropped as duplicates of one held.
     pub duplicates: u64,
+    /// Packets that arrived after a later one and were put back in their place.
+    pub reordered: u64,
     /// Restarts after a jump in sequence numbers.
     pub resets: u64,
     /// Released packets dropped because the caller did not drain `pop`.
@@ -132,6 +134,7 @@ impl JitterBuffer {
                 if let Some(slot) = self.slots.get_mut(self.head) {
                     *slot = Some(packet);
                     self.held += 1;
+                    self.stats.reordered += 1;
                 }
             } else if behind <= cap {
                 self.stats.late += 1;
@@ -155,6 +158,9 @@ impl JitterBuffer {
             Some(slot @ None) => {
                 *slot = Some(packet);
                 self.held += 1;
+                if ahead < self.extent {
+                    self.stats.reordered += 1;
+                }
                 self.extent = self.extent.max(ahead + 1);
             }
             _ => self.stats.duplicates += 1,

@@ -16,6 +16,8 @@
 //! - `depacketizer`: [`RtpDepacketizer`]: the reverse, per publisher track (H.264,
 //!   H.265 and audio: publishers send those).
 //! - `jitter`: [`JitterBuffer`], which puts UDP packets back in sequence order.
+//! - `mp2t`: [`Mp2tReceiver`], MPEG-TS over RTP (RFC 2250) for UDP ingest: the jitter
+//!   buffer, and TS payloads out.
 //! - `rtcp`: sender reports, and parsing what players and publishers send us.
 //! - `source`: [`RtpSource`], the packetizers of one stream for all its players:
 //!   numbering that survives publishers and codec changes, sender reports.
@@ -39,6 +41,7 @@ mod av1;
 mod depacketizer;
 mod header;
 mod jitter;
+mod mp2t;
 mod packetizer;
 mod receiver;
 pub mod rtcp;
@@ -53,6 +56,7 @@ pub use header::{RtpExtension, RtpHeader, RtpPacket, RTP_HEADER_LEN};
 pub use jitter::{
     JitterBuffer, JitterStats, JITTER_CAPACITY, JITTER_MAX_WAIT, MAX_JITTER_CAPACITY,
 };
+pub use mp2t::{Mp2tReceiver, Mp2tStats, MP2T_REORDER_CAPACITY, MP2T_REORDER_PACKETS};
 pub use packetizer::{
     next_interleaved, PacketSpan, PacketizedFrame, RtpFrame, RtpPacketizer, INTERLEAVE_HEADER_LEN,
 };

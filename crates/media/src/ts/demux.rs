@@ -268,7 +268,8 @@ impl Table {
 /// they are split across pushes.
 ///
 /// # What is read
-/// One program: number 1 if the PAT lists it, else the first listed. From its PMT, the
+/// One program: the one [`for_program`](Self::for_program) names, else number 1 if the
+/// PAT lists it, else the first listed. From its PMT, the
 /// first video stream (H.264, H.265) and the first audio stream (AAC in ADTS, or Opus
 /// registered as such); other streams (MP3, AC-3, subtitles, data) are ignored. A new
 /// PMT version is read again, and a stream whose PID or codec changes starts over.
@@ -290,6 +291,8 @@ pub struct TsDemuxer {
     pmt: Table,
     /// `(program_number, PMT PID)` of the program we demux.
     program: Option<(u16, u16)>,
+    /// The program number asked for ([`TsDemuxer::for_program`]); `None` picks one.
+    wanted: Option<u16>,
     /// `version_number` of the PMT in force.
     pmt_version: Option<u8>,
     video: Option<Stream>,
@@ -315,12 +318,22 @@ impl TsDemuxer {
             pat: Table::default(),
             pmt: Table::default(),
             program: None,
+            wanted: None,
             pmt_version: None,
             video: None,
             audio: None,
             clock: Clock::default(),
             sections: Vec::new(),
             out: Outputs::default(),
+        }
+    }
+
+    /// A demuxer of program `number` only, for a multi-program TS (a broadcast mux):
+    /// until the PAT lists it, nothing comes out.
+    pub fn for_program(number: u16) -> Self {
+        TsDemuxer {
+            wanted: Some(number),
+            ..Self::new()
         }
     }
 
@@ -465,12 +478,20 @@ impl TsDemuxer {
         self.sections = sections;
     }
 
-    /// Picks the program: number 1, else the one we have, else the first.
+    /// Picks the program: the one asked for, else number 1, else the one we have, else
+    /// the first.
     fn apply_pat(&mut self, s: &Section<'_>) {
         let current = self.program.map(|(number, _)| number);
         let (mut one, mut same, mut first) = (None, None, None);
         for (number, pid) in pat_programs(s) {
             if pid == PAT_PID || pid == NULL_PID {
+                continue;
+            }
+            if let Some(wanted) = self.wanted {
+                if number == wanted {
+                    one = Some((number, pid));
+                    break;
+                }
                 continue;
             }
             if number == PROGRAM_NUMBER {

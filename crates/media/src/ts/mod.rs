@@ -14,6 +14,8 @@
 //!   Annex-B access units for H.264/H.265, ADTS frames for AAC, MP3 frames as they are.
 //! - `demux`: [`TsDemuxer`], the reverse for H.264/H.265, AAC and Opus, from packets
 //!   in any split; see its module for what it reads and its limits.
+//! - `udp_url`: [`UdpUrl`], where TS arrives over UDP for an ingest (`udp://`, `rtp://`,
+//!   a multicast group with its sources and interface).
 //!
 //! # Layout of what we write
 //! One program (number 1). PAT on PID 0, PMT on [`PMT_PID`], video on [`VIDEO_PID`],
@@ -39,12 +41,14 @@ mod demux;
 mod muxer;
 mod packet;
 mod psi;
+mod udp_url;
 
 pub use demux::{
     DemuxStats, Demuxed, TsDemuxer, MAX_AUDIO_PES_LEN, MAX_QUEUED_OUTPUTS, MAX_VIDEO_PES_LEN,
 };
 pub use muxer::TsMuxer;
 pub use packet::PACKET_LEN;
+pub use udp_url::{Carriage, Interface, UdpUrl, UdpUrlError, MAX_SOURCES, MAX_URL_LEN};
 
 use crate::codec::CodecError;
 use crate::MediaKind;

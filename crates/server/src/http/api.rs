@@ -22,6 +22,7 @@ use serde_json::{json, Value};
 use sluice_http::{Method, Request};
 use sluice_media::{MediaKind, TrackConfig};
 use std::net::SocketAddr;
+use std::rc::Rc;
 use std::sync::atomic::Ordering;
 
 /// What an API path names.
@@ -39,6 +40,10 @@ pub(crate) enum ApiPath<'a> {
     Metrics,
     /// Running pulls and pushes, and the rules the API added.
     Relays,
+    /// The UDP ingests (`[[ingest]]`) and their counts; `POST` adds one.
+    Ingests,
+    /// `DELETE`: removes the ingest of a stream.
+    Ingest(&'a str),
     /// The cluster's nodes, their load and streams, from the directory.
     Cluster,
     /// `POST`: drain, then stop.
@@ -82,13 +87,18 @@ pub(crate) fn route(path: &str) -> Option<ApiPath<'_>> {
         "/openapi.json" => ApiPath::OpenApi,
         "/reload" => ApiPath::Reload,
         "/relays" => ApiPath::Relays,
+        "/ingests" => ApiPath::Ingests,
         "/cluster" => ApiPath::Cluster,
         "/drain" => ApiPath::Drain,
         "/relays/pulls" => ApiPath::RelayPulls,
         "/relays/pushes" => ApiPath::RelayPushes,
         "/recordings" => ApiPath::Recordings,
         _ => {
-            if let Some(key) = rest.strip_prefix("/relays/pulls/") {
+            if let Some(key) = rest.strip_prefix("/ingests/") {
+                if super::router::stream_key(key).is_some() {
+                    return Some(ApiPath::Ingest(key));
+                }
+            } else if let Some(key) = rest.strip_prefix("/relays/pulls/") {
                 if super::router::stream_key(key).is_some() {
                     return Some(ApiPath::RelayPull(key));
                 }
@@ -183,7 +193,12 @@ fn error(status: u16, message: &str) -> Reply {
 }
 
 /// Answers an API or metrics request.
-pub(crate) async fn reply(ctx: &Ctx, req: &Request, peer: SocketAddr, what: ApiPath<'_>) -> Reply {
+pub(crate) async fn reply(
+    ctx: &Rc<Ctx>,
+    req: &Request,
+    peer: SocketAddr,
+    what: ApiPath<'_>,
+) -> Reply {
     // Probes (a load balancer's, the kubelet's) come from anywhere without credentials,
     // and learn nothing but these two answers.
     match what {
@@ -308,6 +323,25 @@ pub(crate) async fn reply(ctx: &Ctx, req: &Request, peer: SocketAddr, what: ApiP
             Err(e) => error(500, &format!("reload failed, nothing changed: {e}")),
         },
         (ApiPath::Relays, true, _) => json_reply(200, &relays(ctx)),
+        (ApiPath::Ingests, true, _) => {
+            let list: Vec<_> = ctx
+                .ops()
+                .ingests
+                .all()
+                .iter()
+                .map(|i| i.snapshot())
+                .collect();
+            json_reply(200, &json!({ "ingests": list }))
+        }
+        (ApiPath::Ingests, false, Method::Post) => add_ingest(ctx, &req.body),
+        (ApiPath::Ingest(key), false, Method::Delete) => {
+            if ctx.ops().ingests.remove(key) {
+                tracing::info!(stream = %key, "ingest removed by the API");
+                json_reply(200, &json!({ "removed": key }))
+            } else {
+                error(404, "no such ingest")
+            }
+        }
         (ApiPath::Cluster, true, _) => cluster(ctx).await,
         (ApiPath::Drain, false, Method::Post) => {
             ctx.ops().request_drain();
@@ -432,6 +466,34 @@ fn add_pull(ctx: &Ctx, body: &[u8]) -> Reply {
         Ok(()) => {
             tracing::info!(stream = %add.stream, always = add.always, "pull added by the API");
             json_reply(201, &json!({ "stream": add.stream }))
+        }
+        Err(e) => error(400, &e.to_string()),
+    }
+}
+
+/// `POST /api/v1/ingests` `{"stream": "app/name", "url": "udp://...", "program": 1,
+/// "idle_ms": 3000}`: bound now, run on this worker, until removed or the server stops
+/// (it is not written to the configuration file).
+fn add_ingest(ctx: &Rc<Ctx>, body: &[u8]) -> Reply {
+    let entry: crate::config::IngestConfig = match serde_json::from_slice(body) {
+        Ok(e) => e,
+        Err(e) => return error(400, &format!("bad ingest: {e}")),
+    };
+    if let Err(e) = entry.check() {
+        return error(400, &e.to_string());
+    }
+    if ctx.ops().ingests.has(&entry.stream) {
+        return error(409, "the stream has an ingest");
+    }
+    match crate::udp_ingest::bind_one(&entry, ctx.worker()) {
+        Ok(bound) => {
+            let addr = bound.entry.info.bound;
+            crate::udp_ingest::start(ctx, bound);
+            tracing::info!(stream = %entry.stream, url = %entry.url, "ingest added by the API");
+            json_reply(
+                201,
+                &json!({ "stream": entry.stream, "bound": addr.to_string() }),
+            )
         }
         Err(e) => error(400, &e.to_string()),
     }
@@ -742,6 +804,8 @@ mod tests {
             ApiPath::Reload,
             ApiPath::Metrics,
             ApiPath::Relays,
+            ApiPath::Ingests,
+            ApiPath::Ingest("a/b"),
             ApiPath::Cluster,
             ApiPath::Drain,
             ApiPath::Health,

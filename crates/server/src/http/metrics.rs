@@ -7,6 +7,7 @@
 
 use crate::core::hub::Hub;
 use crate::core::protocol::Protocol;
+use crate::ops::ingest::{IngestCounters, IngestInfo};
 use crate::ops::{Ops, Role, Snapshot, PANICS};
 use prometheus_client::encoding::text::encode;
 use prometheus_client::metrics::counter::Counter;
@@ -14,6 +15,7 @@ use prometheus_client::metrics::family::Family;
 use prometheus_client::metrics::gauge::Gauge;
 use prometheus_client::registry::Registry;
 use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
 
 type Labels = Vec<(&'static str, String)>;
 
@@ -175,6 +177,78 @@ fn udp_metrics(reg: &mut Registry, udp: &crate::ops::UdpEndpoints) {
     }
 }
 
+/// The UDP ingests, by stream: what each received and lost.
+fn ingest_metrics(reg: &mut Registry, ingests: &[Arc<IngestInfo>]) {
+    type Field = fn(&IngestCounters) -> &AtomicU64;
+    let families: [(&str, &str, Field); 10] = [
+        (
+            "ingest_datagrams",
+            "Datagrams received by a UDP ingest",
+            |c| &c.datagrams,
+        ),
+        ("ingest_bytes", "Bytes received by a UDP ingest", |c| {
+            &c.bytes
+        }),
+        ("ingest_ts_packets", "TS packets a UDP ingest read", |c| {
+            &c.ts_packets
+        }),
+        (
+            "ingest_cc_errors",
+            "Continuity counter gaps (TS packets lost) on a UDP ingest",
+            |c| &c.cc_errors,
+        ),
+        (
+            "ingest_rtp_lost",
+            "RTP packets never received by an RTP ingest",
+            |c| &c.rtp_lost,
+        ),
+        (
+            "ingest_rtp_reordered",
+            "RTP packets an RTP ingest put back in order",
+            |c| &c.rtp_reordered,
+        ),
+        (
+            "ingest_rtp_dropped",
+            "RTP packets an RTP ingest dropped as late or duplicate",
+            |c| &c.rtp_dropped,
+        ),
+        (
+            "ingest_bad_datagrams",
+            "Datagrams an RTP ingest dropped for not being RTP or TS",
+            |c| &c.bad_datagrams,
+        ),
+        (
+            "ingest_skipped_bytes",
+            "Bytes a UDP ingest skipped to find TS packets again",
+            |c| &c.skipped_bytes,
+        ),
+        (
+            "ingest_starts",
+            "Times a UDP ingest started publishing (its first datagram after silence)",
+            |c| &c.starts,
+        ),
+    ];
+    for (name, help, field) in families {
+        let family = Family::<Labels, Counter>::default();
+        for i in ingests {
+            family
+                .get_or_create(&stream_labels(&i.stream))
+                .inc_by(field(&i.counters).load(Ordering::Relaxed));
+        }
+        reg.register(name, help, family);
+    }
+    let live = Family::<Labels, Gauge>::default();
+    for i in ingests {
+        live.get_or_create(&stream_labels(&i.stream))
+            .set(i64::from(i.live.load(Ordering::Relaxed)));
+    }
+    reg.register(
+        "ingest_live",
+        "1 while a UDP ingest publishes its stream",
+        live,
+    );
+}
+
 /// Renders every metric.
 pub fn render(
     hub: &Hub,
@@ -186,6 +260,7 @@ pub fn render(
     relays: Option<&crate::relay::Relays>,
 ) -> String {
     let mut reg = Registry::with_prefix("sluice");
+    ingest_metrics(&mut reg, &ops.ingests.all());
     if let Some(r) = relays {
         relay_metrics(&mut reg, r);
         if let Some(c) = r.cluster() {

@@ -1,12 +1,14 @@
 //! I/O at the edges: the UDP endpoint every datagram protocol shares (`endpoint`), the
 //! transport a player is written through (`sock`), TLS set-up, RTP/RTCP port pairs,
-//! batched UDP sends, sealed in-memory files, shared mappings of media-root files and
-//! who reads them, and the descriptor limit.
+//! batched UDP sends, the sockets of UDP ingests (bound, joined to their multicast
+//! group), sealed in-memory files, shared mappings of media-root files and who reads
+//! them, and the descriptor limit.
 
 pub mod endpoint;
 pub mod fd_limit;
 pub mod filemap;
 pub mod http_client;
+pub mod ingest_socket;
 pub mod listen;
 pub mod memfile;
 pub mod readers;

@@ -12,6 +12,7 @@
 //! - A kicked connection ends at its driver's next turn (`Conn::kicked`).
 
 mod end;
+pub mod ingest;
 
 pub use end::EndReason;
 
@@ -477,6 +478,8 @@ pub struct Ops {
     pub started_at: Instant,
     /// What the datagram protocols' UDP endpoints count, all workers together.
     pub udp: UdpEndpoints,
+    /// The UDP ingests (`[[ingest]]`) and what each counted.
+    pub ingests: ingest::Ingests,
     /// Set by [`Ops::request_drain`], for the process's main thread.
     drain: tokio::sync::Notify,
 }
@@ -528,6 +531,7 @@ impl Ops {
             started: SystemTime::now(),
             started_at: Instant::now(),
             udp: UdpEndpoints::default(),
+            ingests: ingest::Ingests::default(),
             drain: tokio::sync::Notify::new(),
         };
         (Arc::new(ops), rx)

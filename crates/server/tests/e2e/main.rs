@@ -32,6 +32,7 @@ mod rtsp;
 mod shutdown;
 mod soak;
 mod srt;
+mod udp_ingest;
 mod vod;
 mod webdav;
 mod webrtc;

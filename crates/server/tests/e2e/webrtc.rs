@@ -1268,3 +1268,37 @@ async fn ice_tcp_connections_that_are_not_ice_are_closed() {
     assert!(closed(slow).await, "a never-finished frame kept open");
     assert!(started.elapsed() >= Duration::from_millis(500));
 }
+
+/// A stream published by a UDP ingest (`[[ingest]]`, ffmpeg sending MPEG-TS to it)
+/// plays over WHEP like any other.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[cfg_attr(not(have_ffmpeg), ignore = "needs ffmpeg and ffprobe")]
+async fn a_udp_ingest_plays_over_whep() {
+    if !have_ffmpeg() {
+        return;
+    }
+    let config = scratch("webrtc-udp-ingest").join("sluice.toml");
+    std::fs::write(
+        &config,
+        "[[ingest]]\nstream = \"live/udp\"\nurl = \"udp://127.0.0.1:0\"\n",
+    )
+    .unwrap();
+    let server = TestServer::start(&[
+        "--webrtc-udp",
+        "127.0.0.1:0",
+        "--config",
+        config.to_str().unwrap(),
+    ]);
+    let (_, _, body) = crate::common::http_request(server.http, "GET", "/api/v1/ingests", "");
+    let list: serde_json::Value = serde_json::from_slice(&body).unwrap();
+    let bound = list["ingests"][0]["bound"].as_str().unwrap().to_string();
+    let url = format!("udp://{bound}?pkt_size=1316");
+    let _sender = publish_test_pattern(&url, "mpegts", "libx264", 30);
+    crate::common::wait_live_async(server.http, "live/udp").await;
+    let watched = watch(server.http, "/live/udp/whep", 50, Duration::from_secs(15)).await;
+    assert!(
+        watched.frames.len() >= 50,
+        "{} frames in 15 s",
+        watched.frames.len()
+    );
+}

@@ -496,3 +496,45 @@ fn hostile_bytes_never_panic() {
     let (_, stats) = demux(&pure, 1316);
     assert!(stats.packets > 0);
 }
+
+/// `ts` as a mux of two programs: program 1 is now an empty one (its PMT on a PID
+/// nothing is sent on), and the stream's own becomes program 2.
+fn as_program_two(ts: &mut [u8]) {
+    let mut pat = vec![0x00, 0xb0, 17, 0, 1, 0xc1, 0, 0, 0, 1, 0xf2, 0x00, 0, 2];
+    pat.extend_from_slice(&(0xe000 | PMT_PID).to_be_bytes());
+    let crc = crc32_mpeg2(&pat);
+    pat.extend_from_slice(&crc.to_be_bytes());
+    let mut pat_packet = BytesMut::new();
+    write_section_packet(&mut pat_packet, 0, &mut 0, &pat);
+    for p in ts.chunks_mut(PACKET_LEN) {
+        if pid(p) == 0 {
+            p.copy_from_slice(&pat_packet);
+        } else if pid(p) == PMT_PID {
+            let len = 3 + (usize::from(p[6] & 0x0f) << 8 | usize::from(p[7]));
+            let s = &mut p[5..5 + len];
+            s[3..5].copy_from_slice(&2u16.to_be_bytes());
+            let crc = crc32_mpeg2(&s[..len - 4]);
+            s[len - 4..].copy_from_slice(&crc.to_be_bytes());
+        }
+    }
+}
+
+#[test]
+fn the_program_asked_for_is_the_one_demuxed() {
+    let (mut ts, frames) = h264_aac(0);
+    as_program_two(&mut ts);
+    let run = |mut d: TsDemuxer| {
+        d.push(&ts);
+        d.finish();
+        std::iter::from_fn(|| d.poll()).collect::<Vec<_>>()
+    };
+    let two = run(TsDemuxer::for_program(2));
+    assert_eq!(
+        frames_of(&two, MediaKind::Video).len(),
+        frames.iter().filter(|f| f.kind == MediaKind::Video).count()
+    );
+    assert_eq!(tracks_of(&two).len(), 2);
+    // Without a choice, program 1 is taken: it has nothing.
+    assert!(run(TsDemuxer::new()).is_empty());
+    assert!(run(TsDemuxer::for_program(3)).is_empty());
+}

@@ -39,6 +39,12 @@ pub struct TestServer {
 impl TestServer {
     /// Starts the binary on 127.0.0.1 with kernel-chosen ports and the given flags.
     pub fn start(args: &[&str]) -> TestServer {
+        TestServer::start_in(&[], args)
+    }
+
+    /// [`TestServer::start`] through `prefix` (a program and its arguments that run the
+    /// binary, such as `nsenter` into a test's own network namespace).
+    pub fn start_in(prefix: &[&str], args: &[&str]) -> TestServer {
         let rtsp: &[&str] = if args.contains(&"--rtsp") {
             &[]
         } else {
@@ -56,7 +62,15 @@ impl TestServer {
         } else {
             &["--srt", "127.0.0.1:0"]
         };
-        let mut child = Command::new(env!("CARGO_BIN_EXE_sluice"))
+        let mut command = match prefix.split_first() {
+            Some((program, rest)) => {
+                let mut c = Command::new(program);
+                c.args(rest).arg(env!("CARGO_BIN_EXE_sluice"));
+                c
+            }
+            None => Command::new(env!("CARGO_BIN_EXE_sluice")),
+        };
+        let mut child = command
             .args([
                 "--rtmp",
                 "127.0.0.1:0",

@@ -1,0 +1,588 @@
+//! UDP ingest (`[[ingest]]`) with ffmpeg as the sender: MPEG-TS over `udp://` and
+//! `rtp://` (RTP/MP2T) published as streams that RTMP and HLS play; an input that goes
+//! silent ends its stream after the grace window and publishes again by itself; 2 %
+//! loss on the way (a userspace relay that drops every 50th datagram) is counted and
+//! the stream goes on; garbage and huge datagrams affect only their input; the program
+//! named is the one taken from a multi-program TS; the API adds and removes ingests.
+//!
+//! Every socket is on 127.0.0.1; ingests bind port 0 and the API says where. Multicast
+//! (any-source and source-specific joins) runs in a user and network namespace the test
+//! makes for itself, with multicast routed on its loopback only.
+
+use crate::common::{
+    have_ffmpeg, http_request, probe_video, scratch, tools_present, Kill, TestServer,
+};
+use serde_json::Value;
+use std::net::{SocketAddr, UdpSocket};
+use std::process::{Command, Stdio};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+/// A server with these `[[ingest]]` entries (stream, URL), idle after 500 ms of silence,
+/// streams ending 500 ms after that.
+fn server_with(name: &str, entries: &[(&str, &str)]) -> TestServer {
+    let mut toml = String::from("[limits]\npublish_grace_ms = 500\n");
+    for (stream, url) in entries {
+        toml.push_str(&format!(
+            "\n[[ingest]]\nstream = \"{stream}\"\nurl = \"{url}\"\nidle_ms = 500\n"
+        ));
+    }
+    let path = scratch("udp_ingest").join(format!("{name}.toml"));
+    std::fs::write(&path, toml).expect("write config");
+    TestServer::start(&["--config", path.to_str().expect("utf-8 path")])
+}
+
+/// `GET /api/v1/ingests`, the entry of `stream`.
+fn ingest(server: &TestServer, stream: &str) -> Value {
+    let (status, _, body) = http_request(server.http, "GET", "/api/v1/ingests", "");
+    assert_eq!(status, 200);
+    let all: Value = serde_json::from_slice(&body).expect("JSON");
+    all["ingests"]
+        .as_array()
+        .expect("ingests")
+        .iter()
+        .find(|i| i["stream"] == stream)
+        .unwrap_or_else(|| panic!("no ingest of {stream} in {all}"))
+        .clone()
+}
+
+/// Where the ingest of `stream` listens.
+fn bound(server: &TestServer, stream: &str) -> SocketAddr {
+    ingest(server, stream)["bound"]
+        .as_str()
+        .and_then(|a| a.parse().ok())
+        .expect("bound address")
+}
+
+/// ffmpeg sends `seconds` of a 25 fps test pattern (1 s GOP) and a tone as MPEG-TS to
+/// `url` in real time, as `format` (`mpegts` or `rtp_mpegts`).
+fn send(format: &str, url: &str, seconds: u32) -> Kill {
+    send_with(Command::new("ffmpeg"), format, url, seconds)
+}
+
+/// [`send`] with `ffmpeg`, a command that runs ffmpeg.
+fn send_with(mut ffmpeg: Command, format: &str, url: &str, seconds: u32) -> Kill {
+    Kill(
+        ffmpeg
+            .args(["-hide_banner", "-loglevel", "error", "-re"])
+            .args(["-f", "lavfi", "-i", "testsrc2=size=320x240:rate=25"])
+            .args(["-f", "lavfi", "-i", "sine=frequency=440:sample_rate=48000"])
+            .args(["-t", &seconds.to_string(), "-c:v", "libx264"])
+            .args(["-preset", "ultrafast", "-g", "25", "-bf", "0"])
+            .args(["-pix_fmt", "yuv420p", "-c:a", "aac", "-f", format, url])
+            .stdin(Stdio::null())
+            .spawn()
+            .expect("start ffmpeg"),
+    )
+}
+
+/// Waits up to 15 s for `f` to hold.
+fn wait_for(what: &str, mut f: impl FnMut() -> bool) {
+    let deadline = Instant::now() + Duration::from_secs(15);
+    while !f() {
+        assert!(Instant::now() < deadline, "{what}: never happened");
+        std::thread::sleep(Duration::from_millis(50));
+    }
+}
+
+fn live(server: &TestServer, key: &str) -> bool {
+    http_request(server.http, "GET", &format!("/api/v1/streams/{key}"), "").0 == 200
+}
+
+#[test]
+#[cfg_attr(not(have_ffmpeg), ignore = "needs ffmpeg and ffprobe")]
+fn ffmpeg_sends_udp_and_rtp_and_rtmp_and_hls_play_them() {
+    if !have_ffmpeg() {
+        return;
+    }
+    let server = server_with(
+        "play",
+        &[
+            ("live/udp", "udp://127.0.0.1:0"),
+            ("live/rtp", "rtp://127.0.0.1:0"),
+        ],
+    );
+    let udp = bound(&server, "live/udp");
+    let rtp = bound(&server, "live/rtp");
+    let _a = send("mpegts", &format!("udp://{udp}?pkt_size=1316"), 30);
+    let _b = send("rtp_mpegts", &format!("rtp://{rtp}"), 30);
+    for key in ["live/udp", "live/rtp"] {
+        wait_for(key, || live(&server, key));
+        for url in [
+            format!("rtmp://{}/{key}", server.rtmp),
+            format!("http://{}/{key}.m3u8", server.http),
+        ] {
+            let (streams, times) = probe_video(&url, "%+#120");
+            assert!(streams.contains("h264,320,240"), "{url}: {streams}");
+            assert!(streams.contains("aac"), "{url}: {streams}");
+            assert!(times.len() >= 25, "{url}: {} video packets", times.len());
+        }
+    }
+    let u = ingest(&server, "live/udp");
+    assert_eq!(u["live"], true, "{u}");
+    assert_eq!(u["starts"], 1, "{u}");
+    assert!(u["ts_packets"].as_u64() > Some(1000), "{u}");
+    let r = ingest(&server, "live/rtp");
+    assert_eq!(r["live"], true, "{r}");
+    assert_eq!(r["bad_datagrams"], 0, "{r}");
+    let (_, _, metrics) = http_request(server.http, "GET", "/metrics", "");
+    let metrics = String::from_utf8_lossy(&metrics);
+    assert!(
+        metrics.contains("sluice_ingest_live{app=\"live\",stream=\"rtp\"} 1"),
+        "{metrics}"
+    );
+}
+
+#[test]
+#[cfg_attr(not(have_ffmpeg), ignore = "needs ffmpeg and ffprobe")]
+fn a_silent_input_ends_its_stream_and_comes_back_by_itself() {
+    if !have_ffmpeg() {
+        return;
+    }
+    let server = server_with("silence", &[("live/back", "udp://127.0.0.1:0")]);
+    let addr = bound(&server, "live/back");
+    let mut first = send("mpegts", &format!("udp://{addr}?pkt_size=1316"), 3);
+    wait_for("first spell", || live(&server, "live/back"));
+    let _ = first.0.wait();
+    // Silence: the publisher leaves after idle_ms, the stream after the grace window.
+    wait_for("the stream's end", || !live(&server, "live/back"));
+    assert_eq!(ingest(&server, "live/back")["live"], false);
+    let _second = send("mpegts", &format!("udp://{addr}?pkt_size=1316"), 30);
+    wait_for("second spell", || live(&server, "live/back"));
+    let (streams, times) = probe_video(&format!("rtmp://{}/live/back", server.rtmp), "%+#120");
+    assert!(streams.contains("h264,320,240"), "{streams}");
+    assert!(times.len() >= 25, "{} video packets", times.len());
+    assert_eq!(ingest(&server, "live/back")["starts"], 2);
+}
+
+/// Forwards datagrams from its own port to `to`, dropping every `nth` (deterministic
+/// loss), until dropped.
+struct LossyRelay {
+    addr: SocketAddr,
+    stop: Arc<AtomicBool>,
+    thread: Option<std::thread::JoinHandle<()>>,
+}
+
+impl LossyRelay {
+    fn start(to: SocketAddr, nth: u64) -> LossyRelay {
+        let sock = UdpSocket::bind("127.0.0.1:0").expect("relay socket");
+        sock.set_read_timeout(Some(Duration::from_millis(100)))
+            .expect("timeout");
+        let addr = sock.local_addr().expect("relay address");
+        let stop = Arc::new(AtomicBool::new(false));
+        let stopped = stop.clone();
+        let thread = std::thread::spawn(move || {
+            let mut buf = vec![0; 65_536];
+            let mut n = 0u64;
+            while !stopped.load(Ordering::Relaxed) {
+                let Ok(len) = sock.recv(&mut buf) else {
+                    continue;
+                };
+                n += 1;
+                if !n.is_multiple_of(nth) {
+                    let _ = sock.send_to(&buf[..len], to);
+                }
+            }
+        });
+        LossyRelay {
+            addr,
+            stop,
+            thread: Some(thread),
+        }
+    }
+}
+
+impl Drop for LossyRelay {
+    fn drop(&mut self) {
+        self.stop.store(true, Ordering::Relaxed);
+        if let Some(t) = self.thread.take() {
+            let _ = t.join();
+        }
+    }
+}
+
+#[test]
+#[cfg_attr(not(have_ffmpeg), ignore = "needs ffmpeg and ffprobe")]
+fn two_percent_loss_is_counted_and_the_stream_goes_on() {
+    if !have_ffmpeg() {
+        return;
+    }
+    let server = server_with(
+        "loss",
+        &[
+            ("live/lossy", "udp://127.0.0.1:0"),
+            ("live/lossyrtp", "rtp://127.0.0.1:0"),
+        ],
+    );
+    let udp = LossyRelay::start(bound(&server, "live/lossy"), 50);
+    let rtp = LossyRelay::start(bound(&server, "live/lossyrtp"), 50);
+    let _a = send("mpegts", &format!("udp://{}?pkt_size=1316", udp.addr), 30);
+    let _b = send("rtp_mpegts", &format!("rtp://{}", rtp.addr), 30);
+    for key in ["live/lossy", "live/lossyrtp"] {
+        wait_for(key, || live(&server, key));
+        let (streams, times) = probe_video(&format!("rtmp://{}/{key}", server.rtmp), "%+#120");
+        assert!(streams.contains("h264,320,240"), "{key}: {streams}");
+        assert!(times.len() >= 25, "{key}: {} video packets", times.len());
+    }
+    let u = ingest(&server, "live/lossy");
+    assert!(u["cc_errors"].as_u64() > Some(0), "{u}");
+    assert_eq!(u["starts"], 1, "one spell throughout: {u}");
+    let r = ingest(&server, "live/lossyrtp");
+    assert!(r["rtp_lost"].as_u64() > Some(0), "{r}");
+    assert_eq!(r["starts"], 1, "one spell throughout: {r}");
+}
+
+#[test]
+#[cfg_attr(not(have_ffmpeg), ignore = "needs ffmpeg and ffprobe")]
+fn garbage_and_huge_datagrams_affect_only_their_input() {
+    if !have_ffmpeg() {
+        return;
+    }
+    let server = server_with(
+        "garbage",
+        &[
+            ("live/clean", "udp://127.0.0.1:0"),
+            ("live/junk", "udp://127.0.0.1:0"),
+            ("live/junkrtp", "rtp://127.0.0.1:0"),
+        ],
+    );
+    let clean = bound(&server, "live/clean");
+    let _sender = send("mpegts", &format!("udp://{clean}?pkt_size=1316"), 30);
+    let junk = UdpSocket::bind("127.0.0.1:0").expect("socket");
+    let mut x = 0x1234_5678u32;
+    let mut noise = |len: usize| -> Vec<u8> {
+        (0..len)
+            .map(|_| {
+                x ^= x << 13;
+                x ^= x >> 17;
+                x ^= x << 5;
+                // Sync bytes now and then, so the demuxer tries to lock on.
+                if x.is_multiple_of(97) {
+                    0x47
+                } else {
+                    x as u8
+                }
+            })
+            .collect()
+    };
+    for key in ["live/junk", "live/junkrtp"] {
+        let to = bound(&server, key);
+        for len in [0, 1, 188, 1316, 9000, 65_000] {
+            for _ in 0..20 {
+                junk.send_to(&noise(len), to).expect("send junk");
+            }
+        }
+    }
+    wait_for("clean stream", || live(&server, "live/clean"));
+    let (streams, times) = probe_video(&format!("rtmp://{}/live/clean", server.rtmp), "%+#120");
+    assert!(streams.contains("h264,320,240"), "{streams}");
+    assert!(times.len() >= 25, "{} video packets", times.len());
+    wait_for("junk counted", || {
+        ingest(&server, "live/junkrtp")["bad_datagrams"].as_u64() > Some(0)
+    });
+    assert!(ingest(&server, "live/junk")["skipped_bytes"].as_u64() > Some(0));
+    assert_eq!(ingest(&server, "live/clean")["skipped_bytes"], 0);
+}
+
+/// A user and network namespace of the test's own, held by `unshare -rn sleep`: only a
+/// loopback, with an address of its own (so multicast has a source address that a
+/// source-specific join can name) and multicast routed on it. Nothing in it reaches
+/// outside.
+struct Netns {
+    holder: Kill,
+}
+
+/// The loopback's own address in the namespace: multicast goes out from it.
+const NS_SOURCE: &str = "10.99.0.1";
+
+impl Netns {
+    /// The namespace, set up; `None` (the test skips) where namespaces are impossible
+    /// and `SLUICE_REQUIRE_TOOLS` is not set.
+    fn new() -> Option<Netns> {
+        let checks: &[&[&str]] = &[
+            &["unshare", "-rn", "true"],
+            &["nsenter", "--version"],
+            &["ip", "-V"],
+        ];
+        if !tools_present(
+            "user and network namespaces (unshare -rn, nsenter, ip)",
+            false,
+            checks,
+        ) {
+            return None;
+        }
+        let holder = Kill(
+            Command::new("unshare")
+                .args(["-rn", "sleep", "600"])
+                .stdin(Stdio::null())
+                .spawn()
+                .expect("unshare"),
+        );
+        let ns = Netns { holder };
+        let ours = std::fs::read_link("/proc/self/ns/net").expect("own netns");
+        let theirs = format!("/proc/{}/ns/net", ns.holder.0.id());
+        wait_for("the namespace", || {
+            std::fs::read_link(&theirs).is_ok_and(|l| l != ours)
+        });
+        for args in [
+            &["link", "set", "lo", "up"][..],
+            &["link", "set", "lo", "multicast", "on"],
+            &["addr", "add", &format!("{NS_SOURCE}/32"), "dev", "lo"],
+            &["route", "add", "224.0.0.0/4", "dev", "lo", "src", NS_SOURCE],
+        ] {
+            let status = ns.command("ip").args(args).status().expect("ip");
+            assert!(status.success(), "ip {args:?} in the namespace");
+        }
+        Some(ns)
+    }
+
+    /// What runs a program inside the namespace.
+    fn prefix(&self) -> Vec<String> {
+        ["nsenter", "-t", &self.holder.0.id().to_string()]
+            .into_iter()
+            .map(String::from)
+            .chain(["-U", "-n", "--preserve-credentials"].map(String::from))
+            .collect()
+    }
+
+    /// `program` inside the namespace.
+    fn command(&self, program: &str) -> Command {
+        let prefix = self.prefix();
+        let mut c = Command::new(&prefix[0]);
+        c.args(&prefix[1..]).arg(program);
+        c
+    }
+
+    /// An HTTP GET from inside the namespace: status and body.
+    fn get(&self, url: &str) -> (u16, Vec<u8>) {
+        let out = self
+            .command("curl")
+            .args(["-s", "-m", "10", "-w", "\n%{http_code}", url])
+            .output()
+            .expect("curl");
+        let text = out.stdout;
+        let cut = text.iter().rposition(|&b| b == b'\n').unwrap_or(0);
+        let status = String::from_utf8_lossy(&text[cut..])
+            .trim()
+            .parse()
+            .unwrap_or(0);
+        (status, text[..cut].to_vec())
+    }
+
+    /// ffprobe inside the namespace: its stream lines and how many video packets it
+    /// read of the first 120 packets.
+    fn probe(&self, url: &str) -> (String, usize) {
+        let out = self
+            .command("ffprobe")
+            .args(["-v", "error", "-rw_timeout", "10000000"])
+            .args(["-read_intervals", "%+#120"])
+            .args([
+                "-show_entries",
+                "stream=codec_name,width,height:packet=codec_type",
+            ])
+            .args(["-of", "csv=p=0", url])
+            .output()
+            .expect("ffprobe");
+        let text = String::from_utf8_lossy(&out.stdout).into_owned();
+        // A packet line is `video` and, where it has one, its time.
+        let video = text
+            .lines()
+            .filter(|l| *l == "video" || l.starts_with("video,"))
+            .count();
+        (text, video)
+    }
+}
+
+#[test]
+#[cfg_attr(not(have_ffmpeg), ignore = "needs ffmpeg and ffprobe")]
+fn multicast_groups_are_joined_any_source_and_source_specific() {
+    if !have_ffmpeg() || !tools_present("curl", cfg!(have_curl), &[&["curl", "--version"]]) {
+        return;
+    }
+    let Some(ns) = Netns::new() else {
+        return;
+    };
+    // The namespace is the test's: its ports are all free.
+    let toml = format!(
+        "[limits]\npublish_grace_ms = 500\n\n\
+         [[ingest]]\nstream = \"live/asm\"\nurl = \"udp://239.255.0.1:5000?interface=lo\"\n\n\
+         [[ingest]]\nstream = \"live/ssm\"\n\
+         url = \"rtp://232.1.1.1:5002?sources={NS_SOURCE}&interface={NS_SOURCE}\"\n\n\
+         [[ingest]]\nstream = \"live/elsewhere\"\n\
+         url = \"udp://232.1.1.2:5004?sources=10.99.0.2\"\n"
+    );
+    let path = scratch("udp_ingest").join("multicast.toml");
+    std::fs::write(&path, toml).expect("write config");
+    let prefix = ns.prefix();
+    let prefix: Vec<&str> = prefix.iter().map(String::as_str).collect();
+    let server = TestServer::start_in(&prefix, &["--config", path.to_str().expect("utf-8")]);
+    let _asm = send_with(
+        ns.command("ffmpeg"),
+        "mpegts",
+        "udp://239.255.0.1:5000?pkt_size=1316",
+        30,
+    );
+    let _ssm = send_with(
+        ns.command("ffmpeg"),
+        "rtp_mpegts",
+        "rtp://232.1.1.1:5002",
+        30,
+    );
+    // From the namespace's source, which the join of live/elsewhere does not name.
+    let _other = send_with(
+        ns.command("ffmpeg"),
+        "mpegts",
+        "udp://232.1.1.2:5004?pkt_size=1316",
+        30,
+    );
+    let api = |path: &str| ns.get(&format!("http://{}{path}", server.http));
+    for key in ["live/asm", "live/ssm"] {
+        wait_for(key, || api(&format!("/api/v1/streams/{key}")).0 == 200);
+        for url in [
+            format!("rtmp://{}/{key}", server.rtmp),
+            format!("http://{}/{key}.m3u8", server.http),
+        ] {
+            let (streams, video) = ns.probe(&url);
+            assert!(streams.contains("h264,320,240"), "{url}: {streams}");
+            assert!(video >= 25, "{url}: {video} video packets in\n{streams}");
+        }
+    }
+    let (_, body) = api("/api/v1/ingests");
+    let all: Value = serde_json::from_slice(&body).expect("JSON");
+    let of = |key: &str| {
+        all["ingests"]
+            .as_array()
+            .and_then(|a| a.iter().find(|i| i["stream"] == key))
+            .cloned()
+            .unwrap_or_else(|| panic!("{key} in {all}"))
+    };
+    let ssm = of("live/ssm");
+    assert_eq!(
+        ssm["sender"].as_str().and_then(|s| s.split(':').next()),
+        Some(NS_SOURCE),
+        "{ssm}"
+    );
+    assert_eq!(
+        of("live/elsewhere")["datagrams"],
+        0,
+        "another source's group: {all}"
+    );
+    assert_eq!(api("/api/v1/streams/live/elsewhere").0, 404);
+    drop(server);
+}
+
+/// An API request with a JSON body: the status and the JSON answer (`Null` if none).
+fn api(addr: SocketAddr, method: &str, path: &str, body: &str) -> (u16, Value) {
+    use std::io::{Read, Write};
+    let mut s = std::net::TcpStream::connect(addr).expect("connect");
+    write!(
+        s,
+        "{method} {path} HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n\
+         Content-Length: {}\r\nConnection: close\r\n\r\n{body}",
+        body.len()
+    )
+    .expect("send");
+    let mut raw = Vec::new();
+    s.read_to_end(&mut raw).expect("read");
+    let text = String::from_utf8_lossy(&raw).into_owned();
+    let status = text
+        .split_whitespace()
+        .nth(1)
+        .and_then(|c| c.parse().ok())
+        .unwrap_or(0);
+    let body = text.split_once("\r\n\r\n").map_or("", |(_, b)| b);
+    (status, serde_json::from_str(body).unwrap_or(Value::Null))
+}
+
+#[test]
+#[cfg_attr(not(have_ffmpeg), ignore = "needs ffmpeg and ffprobe")]
+fn the_api_adds_and_removes_an_ingest() {
+    if !have_ffmpeg() {
+        return;
+    }
+    let server = server_with("api", &[]);
+    let body = r#"{"stream": "live/added", "url": "rtp://127.0.0.1:0", "idle_ms": 500}"#;
+    let (status, added) = api(server.http, "POST", "/api/v1/ingests", body);
+    assert_eq!(status, 201, "{added}");
+    let addr: SocketAddr = added["bound"]
+        .as_str()
+        .and_then(|a| a.parse().ok())
+        .expect("bound address");
+    assert_eq!(api(server.http, "POST", "/api/v1/ingests", body).0, 409);
+    let bad = r#"{"stream": "added", "url": "udp://127.0.0.1:0"}"#;
+    assert_eq!(api(server.http, "POST", "/api/v1/ingests", bad).0, 400);
+    let _sender = send("rtp_mpegts", &format!("rtp://{addr}"), 30);
+    wait_for("the added stream", || live(&server, "live/added"));
+    let (streams, times) = probe_video(&format!("rtmp://{}/live/added", server.rtmp), "%+#120");
+    assert!(streams.contains("h264,320,240"), "{streams}");
+    assert!(times.len() >= 25, "{} video packets", times.len());
+    let path = "/api/v1/ingests/live/added";
+    assert_eq!(api(server.http, "DELETE", path, "").0, 200);
+    // Its publisher left: the stream ends after the grace window, though ffmpeg sends on.
+    wait_for("the removed stream's end", || !live(&server, "live/added"));
+    assert_eq!(api(server.http, "DELETE", path, "").0, 404);
+    let (_, list) = api(server.http, "GET", "/api/v1/ingests", "");
+    assert_eq!(list["ingests"], Value::Array(vec![]), "{list}");
+}
+
+/// ffmpeg sends a TS of two programs to `addr` in real time for 30 s: program 1 is a
+/// 320x240 test pattern, program 2 a 160x120 one, each with a tone.
+fn send_two_programs(addr: SocketAddr) -> Kill {
+    Kill(
+        Command::new("ffmpeg")
+            .args(["-hide_banner", "-loglevel", "error", "-re"])
+            .args(["-f", "lavfi", "-i", "testsrc2=size=320x240:rate=25"])
+            .args(["-f", "lavfi", "-i", "testsrc2=size=160x120:rate=25"])
+            .args(["-f", "lavfi", "-i", "sine=frequency=440:sample_rate=48000"])
+            .args([
+                "-t", "30", "-map", "0:v", "-map", "2:a", "-map", "1:v", "-map", "2:a",
+            ])
+            .args([
+                "-c:v",
+                "libx264",
+                "-preset",
+                "ultrafast",
+                "-g",
+                "25",
+                "-bf",
+                "0",
+            ])
+            .args(["-pix_fmt", "yuv420p", "-c:a", "aac"])
+            .args(["-program", "program_num=1:st=0:st=1"])
+            .args(["-program", "program_num=2:st=2:st=3", "-f", "mpegts"])
+            .arg(format!("udp://{addr}?pkt_size=1316"))
+            .stdin(Stdio::null())
+            .spawn()
+            .expect("start ffmpeg"),
+    )
+}
+
+#[test]
+#[cfg_attr(not(have_ffmpeg), ignore = "needs ffmpeg and ffprobe")]
+fn the_program_named_is_the_one_published() {
+    if !have_ffmpeg() {
+        return;
+    }
+    let path = scratch("udp_ingest").join("programs.toml");
+    std::fs::write(
+        &path,
+        "[[ingest]]\nstream = \"live/second\"\nurl = \"udp://127.0.0.1:0\"\nprogram = 2\n\n\
+         [[ingest]]\nstream = \"live/first\"\nurl = \"udp://127.0.0.1:0\"\n",
+    )
+    .expect("write config");
+    let server = TestServer::start(&["--config", path.to_str().expect("utf-8 path")]);
+    // Without a program named, program 1 is taken.
+    for (key, size) in [
+        ("live/second", "h264,160,120"),
+        ("live/first", "h264,320,240"),
+    ] {
+        let _sender = send_two_programs(bound(&server, key));
+        wait_for(key, || live(&server, key));
+        let (streams, times) = probe_video(&format!("rtmp://{}/{key}", server.rtmp), "%+#120");
+        assert!(streams.contains(size), "{key}: {streams}");
+        assert!(times.len() >= 25, "{key}: {} video packets", times.len());
+        let program = ingest(&server, key)["program"].as_u64();
+        assert_eq!(program, (key == "live/second").then_some(2));
+    }
+}
