@@ -226,8 +226,8 @@ fn init_errors_write_nothing() {
         sample_rate: 44_100,
         channels: 2,
     });
-    let av1 = Track::new(TrackConfig::Av1 {
-        record: Bytes::from_static(&[0x81, 0, 0, 0]),
+    let vp8 = Track::new(TrackConfig::Vp8 {
+        record: Bytes::from_static(&[1, 0, 0, 0]),
     });
     let t = |track_id, track, timescale| InitTrack {
         track_id,
@@ -262,8 +262,8 @@ fn init_errors_write_nothing() {
             Fmp4Error::Unsupported { what: "MP3" },
         ),
         (
-            vec![t(1, &av1, 90_000)],
-            Fmp4Error::Unsupported { what: "AV1" },
+            vec![t(1, &vp8, 90_000)],
+            Fmp4Error::Unsupported { what: "VP8" },
         ),
     ];
     for (tracks, expected) in cases {
