@@ -9,6 +9,7 @@
 //! - `feed` accepts any split of the stream and yields the same events.
 //! - Only `moov` and `moof` are reassembled, each up to [`MAX_META_BOX`]; a bigger one
 //!   is malformed. Other boxes are skipped by count. Memory is bounded by that.
+//! - A fragment yields at most [`MAX_FRAGMENT_SAMPLES`]; one claiming more is malformed.
 //! - Peer bytes never panic: every read is bounds-checked.
 
 /// Why the scanner gave up: the bytes are not a fragmented MP4 stream we can follow.
@@ -24,6 +25,10 @@ pub enum ScanError {
 pub const MAX_META_BOX: usize = 1 << 20;
 /// Tracks of an init segment we follow (Sluice sends one video and one audio).
 const MAX_TRACKS: usize = 8;
+/// Samples of one fragment we report: a `trun` without per-sample fields takes no
+/// bytes per sample, so its count alone cannot bound the work; a real fragment holds
+/// a few hundred (10 s of 60 fps video).
+pub const MAX_FRAGMENT_SAMPLES: u32 = 4096;
 /// `sample_is_non_sync_sample` in sample flags.
 const NON_SYNC: u32 = 0x0001_0000;
 
@@ -218,6 +223,7 @@ impl Fmp4Scanner {
     /// The samples of a fragment's runs.
     fn read_moof(&self, moof: &[u8], on: &mut dyn FnMut(Fmp4Sample)) -> Result<(), ScanError> {
         let bad = ScanError::Malformed("MP4 traf");
+        let mut samples = 0u32;
         for (_, traf) in children(moof).filter(|(k, _)| k == b"traf") {
             let tfhd = child(traf, b"tfhd").ok_or(bad.clone())?;
             let flags = u32_at(tfhd, 0).ok_or(bad.clone())? & 0x00ff_ffff;
@@ -279,7 +285,8 @@ impl Fmp4Scanner {
                     .and_then(|c| c.checked_mul(per_sample))
                     .and_then(|n| n.checked_add(at))
                     .is_some_and(|end| end <= trun.len());
-                if !fits {
+                samples = samples.saturating_add(count);
+                if !fits || samples > MAX_FRAGMENT_SAMPLES {
                     return Err(bad);
                 }
                 for i in 0..count {
@@ -470,5 +477,14 @@ mod tests {
         moof.extend_from_slice(b"traf");
         moof.extend_from_slice(&traf);
         assert!(s.feed(&moof, &mut |_| {}).is_err());
+        // A trun without per-sample fields takes no bytes a sample: its count is bounded
+        // by the fragment's limit, not by the box (4 billion samples once ran the fuzzer
+        // out of memory).
+        let mut s = Fmp4Scanner::new();
+        let mut seen = 0u32;
+        let at = moof.len() - 4;
+        moof[at - 4..at].copy_from_slice(&[0, 0, 0, 0]);
+        assert!(s.feed(&moof, &mut |_| seen += 1).is_err());
+        assert_eq!(seen, 0);
     }
 }
