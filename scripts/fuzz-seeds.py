@@ -302,11 +302,27 @@ def udp_ingest():
         seed("media", "ts_udp_url", name, url.encode())
 
 
+def scte35():
+    """SCTE-35 sections: the standard's own examples (ffmpeg passes cues through but
+    makes none): a splice_insert, and time_signals with segmentation descriptors."""
+    import base64
+    examples = {
+        "splice-insert": "/DAvAAAAAAAA///wFAVIAACPf+/+c2nALv4AUsz1AAAAAAAKAAhDVUVJAAABNWLbowo=",
+        "time-signal-placement-start":
+            "/DA0AAAAAAAA///wBQb+cr0AUAAeAhxDVUVJSAAAjn/PAAGlmbAICAAAAAAsoKGKNAIAmsnRfg==",
+        "time-signal-program-end":
+            "/DAvAAAAAAAA///wBQb+dGKQoAAZAhdDVUVJSAAAjn+fCAgAAAAALKChijUCAKnMZ1g=",
+    }
+    for name, text in examples.items():
+        seed("media", "ts_scte35", name, base64.b64decode(text))
+
+
 def main():
     with tempfile.TemporaryDirectory() as tmp:
         files(tmp)
         ts(tmp)
         udp_ingest()
+        scte35()
         sdp(tmp)
         hls()
         rtcp()

@@ -14,6 +14,7 @@
 //!   Annex-B access units for H.264/H.265, ADTS frames for AAC, MP3 frames as they are.
 //! - `demux`: [`TsDemuxer`], the reverse for H.264/H.265, AAC and Opus, from packets
 //!   in any split; see its module for what it reads and its limits.
+//! - `scte35`: [`SpliceInfo`], an SCTE-35 cue section (ad breaks) from a TS input.
 //! - `udp_url`: [`UdpUrl`], where TS arrives over UDP for an ingest (`udp://`, `rtp://`,
 //!   a multicast group with its sources and interface).
 //!
@@ -41,6 +42,7 @@ mod demux;
 mod muxer;
 mod packet;
 mod psi;
+mod scte35;
 mod udp_url;
 
 pub use demux::{
@@ -48,6 +50,10 @@ pub use demux::{
 };
 pub use muxer::TsMuxer;
 pub use packet::PACKET_LEN;
+pub use scte35::{
+    BreakDuration, CueDirection, Scte35Error, Segmentation, SpliceCommand, SpliceInfo,
+    SpliceInsert, MAX_SECTION_LEN, SPLICE_INFO_TABLE_ID,
+};
 pub use udp_url::{Carriage, Interface, UdpUrl, UdpUrlError, MAX_SOURCES, MAX_URL_LEN};
 
 use crate::codec::CodecError;
