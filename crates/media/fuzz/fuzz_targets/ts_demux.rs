@@ -7,7 +7,10 @@
 
 use libfuzzer_sys::fuzz_target;
 use sluice_media::codec::nal_units;
-use sluice_media::ts::{Demuxed, TsDemuxer, MAX_AUDIO_PES_LEN, MAX_VIDEO_PES_LEN};
+use sluice_media::ts::{
+    Demuxed, TsDemuxer, MAX_AUDIO_PES_LEN, MAX_SECTION_LEN as SCTE35_MAX_SECTION_LEN,
+    MAX_VIDEO_PES_LEN,
+};
 use sluice_media::MediaKind;
 
 /// Pushes `ts` in pieces whose lengths come from `seed` (whole when `seed` is 0),
@@ -46,6 +49,7 @@ fuzz_target!(|data: &[u8]| {
     for o in &out {
         match o {
             Demuxed::Track(_, t) => announced.push(t.kind()),
+            Demuxed::Cue(c) => assert!(c.info.raw.len() <= SCTE35_MAX_SECTION_LEN),
             Demuxed::Frame(f) => {
                 assert!(announced.contains(&f.kind), "frame before its track");
                 assert!(!f.payload.is_empty());

@@ -44,6 +44,7 @@ use self::pes::{Pes, PesAssembler, PesHeader};
 use self::section::{pat_programs, pmt_streams, Es, Section, SectionReader, StreamCodec};
 use self::video::{VideoCodec, VideoStream};
 use super::packet::{PACKET_LEN, SYNC_BYTE};
+use super::scte35::{SpliceInfo, MAX_SECTION_LEN as SCTE35_MAX_SECTION_LEN};
 use super::PROGRAM_NUMBER;
 use crate::codec::OpusConfig;
 use crate::{Frame, Timestamp, Track};
@@ -71,6 +72,19 @@ pub enum Demuxed {
     Track(Timestamp, Track),
     /// One access unit. Its kind says which track it belongs to.
     Frame(Frame),
+    /// An SCTE-35 cue of the program, in the order it arrived (usually seconds before
+    /// the splice it announces).
+    Cue(Cue),
+}
+
+/// An SCTE-35 cue placed on the program's timeline.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Cue {
+    /// When it splices, on the frames' clock: the splice time the cue names, or, for
+    /// an immediate splice or a cue without a time, the last DTS seen when it arrived.
+    pub at: Timestamp,
+    /// The section, decoded and whole.
+    pub info: SpliceInfo,
 }
 
 /// Counters for logs and metrics.
@@ -103,6 +117,11 @@ pub struct DemuxStats {
     /// Frames (with the track before them, if any) dropped because the output queue
     /// was full.
     pub outputs_dropped: u64,
+    /// SCTE-35 cues emitted.
+    pub cues: u64,
+    /// SCTE-35 sections dropped: malformed, encrypted, arrived before any media time
+    /// to place them on, or no room in the output queue.
+    pub cues_dropped: u64,
 }
 
 /// The output queue and the counters, which the stream parsers write into.
@@ -128,6 +147,15 @@ impl Outputs {
         self.queue.push_back(Demuxed::Frame(frame));
         self.stats.frames += 1;
         true
+    }
+
+    fn cue(&mut self, cue: Cue) {
+        if self.queue.len() >= MAX_QUEUED_OUTPUTS {
+            self.stats.cues_dropped += 1;
+            return;
+        }
+        self.queue.push_back(Demuxed::Cue(cue));
+        self.stats.cues += 1;
     }
 }
 
@@ -271,7 +299,8 @@ impl Table {
 /// One program: the one [`for_program`](Self::for_program) names, else number 1 if the
 /// PAT lists it, else the first listed. From its PMT, the
 /// first video stream (H.264, H.265) and the first audio stream (AAC in ADTS, or Opus
-/// registered as such); other streams (MP3, AC-3, subtitles, data) are ignored. A new
+/// registered as such), and the first SCTE-35 cue stream (type 0x86); other streams
+/// (MP3, AC-3, subtitles, data) are ignored. A new
 /// PMT version is read again, and a stream whose PID or codec changes starts over.
 /// Video frames are one PES each; audio PES are split into their frames.
 ///
@@ -280,7 +309,8 @@ impl Table {
 /// first frame that needs a changed configuration (new parameter sets, another AAC
 /// configuration). Video before its first parameter sets is dropped (counted in
 /// [`DemuxStats::frames_without_config`]). Times of all streams share one base: the
-/// program's first DTS is 0, and 33-bit wrap-arounds are unwrapped.
+/// program's first DTS is 0, and 33-bit wrap-arounds are unwrapped. A [`Demuxed::Cue`]
+/// comes when its section is whole, placed on that timeline.
 #[derive(Debug)]
 pub struct TsDemuxer {
     /// Bytes not yet decided on between pushes: the start of a packet, at most 188 bytes.
@@ -298,6 +328,8 @@ pub struct TsDemuxer {
     video: Option<Stream>,
     audio: Option<Stream>,
     clock: Clock,
+    /// The program's SCTE-35 PID, if its PMT names one, and its sections.
+    cues: Option<(u16, Table)>,
     /// Reused list of the sections one packet completes.
     sections: Vec<Vec<u8>>,
     out: Outputs,
@@ -323,6 +355,7 @@ impl TsDemuxer {
             video: None,
             audio: None,
             clock: Clock::default(),
+            cues: None,
             sections: Vec::new(),
             out: Outputs::default(),
         }
@@ -446,7 +479,49 @@ impl TsDemuxer {
             v.packet(&p, &mut self.clock, &mut self.out);
         } else if let Some(a) = self.audio.as_mut().filter(|s| s.es.pid == p.pid) {
             a.packet(&p, &mut self.clock, &mut self.out);
+        } else if self.cues.as_ref().is_some_and(|(pid, _)| *pid == p.pid) {
+            self.cue_packet(&p);
         }
+    }
+
+    /// A packet of the program's SCTE-35 PID: each section it completes becomes a cue.
+    fn cue_packet(&mut self, p: &TsPacket<'_>) {
+        let Some((_, table)) = self.cues.as_mut() else {
+            return;
+        };
+        match table.counter.check(p) {
+            Continuity::InOrder => {}
+            Continuity::Duplicate => return,
+            Continuity::Gap => {
+                self.out.stats.continuity_errors += 1;
+                table.reader.reset();
+            }
+        }
+        let Some(payload) = p.payload else {
+            return;
+        };
+        let mut sections = std::mem::take(&mut self.sections);
+        if !table.reader.push(p.unit_start, payload, &mut sections) {
+            self.out.stats.cues_dropped += 1;
+        }
+        for section in sections.drain(..) {
+            let info = match SpliceInfo::parse(Bytes::from(section)) {
+                Ok(info) => info,
+                Err(_) => {
+                    self.out.stats.cues_dropped += 1;
+                    continue;
+                }
+            };
+            let at = match info.splice_pts() {
+                Some(pts) => self.clock.place(pts),
+                None => self.clock.now(),
+            };
+            match at {
+                Some(at) => self.out.cue(Cue { at, info }),
+                None => self.out.stats.cues_dropped += 1,
+            }
+        }
+        self.sections = sections;
     }
 
     /// A packet of the PAT (`pmt` false) or of our program's PMT.
@@ -528,6 +603,15 @@ impl TsDemuxer {
             if slot.as_ref().map(|s| s.es) != es {
                 *slot = es.and_then(Stream::new);
             }
+        }
+        if self.cues.as_ref().map(|(pid, _)| *pid) != pmt.cues {
+            self.cues = pmt.cues.map(|pid| {
+                let table = Table {
+                    counter: Counter::default(),
+                    reader: SectionReader::with_max(SCTE35_MAX_SECTION_LEN),
+                };
+                (pid, table)
+            });
         }
     }
 }

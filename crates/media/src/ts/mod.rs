@@ -46,7 +46,7 @@ mod scte35;
 mod udp_url;
 
 pub use demux::{
-    DemuxStats, Demuxed, TsDemuxer, MAX_AUDIO_PES_LEN, MAX_QUEUED_OUTPUTS, MAX_VIDEO_PES_LEN,
+    Cue, DemuxStats, Demuxed, TsDemuxer, MAX_AUDIO_PES_LEN, MAX_QUEUED_OUTPUTS, MAX_VIDEO_PES_LEN,
 };
 pub use muxer::TsMuxer;
 pub use packet::PACKET_LEN;

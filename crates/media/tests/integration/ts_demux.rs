@@ -142,7 +142,7 @@ fn tracks(out: &[Demuxed]) -> Vec<(i64, &Track)> {
     out.iter()
         .filter_map(|d| match d {
             Demuxed::Track(at, t) => Some((*at, t)),
-            Demuxed::Frame(_) => None,
+            _ => None,
         })
         .collect()
 }
@@ -158,6 +158,7 @@ fn assert_tracks_lead(out: &[Demuxed]) {
                 "{:?} frame before its track",
                 f.kind
             ),
+            Demuxed::Cue(_) => {}
         }
     }
 }

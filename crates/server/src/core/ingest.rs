@@ -14,6 +14,7 @@ use crate::core::hub::{Hub, PublishError, Stream};
 use crate::core::packet::{Packet, Payload};
 use bytes::Bytes;
 use sluice_media::flv::{self, AudioTag, FlvError, VideoTag};
+use sluice_media::ts::{Cue, CueDirection};
 use sluice_media::{Frame, MediaKind, Timestamp, Track};
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
@@ -202,6 +203,28 @@ impl Ingest {
         let ts = Frame::ms_from_ticks(dts);
         self.stream
             .publish_media(Packet::new(Payload::Media { frame, track }, ts, key));
+    }
+
+    /// An SCTE-35 cue of a TS input, at `cue.at` on the publisher's clock. The hub does
+    /// not carry cues to outputs yet (HLS's `EXT-X-DATERANGE` is to come): the cue is
+    /// logged with where it falls on the stream's timeline, for operators checking a
+    /// feed's ad markers.
+    pub fn cue(&mut self, cue: &Cue) {
+        let at_ms = Frame::ms_from_ticks(self.offset.unwrap_or(0).saturating_add(cue.at));
+        let info = &cue.info;
+        let direction = match info.direction() {
+            Some(CueDirection::Out) => "out",
+            Some(CueDirection::In) => "in",
+            None => "-",
+        };
+        tracing::info!(
+            stream = %self.stream.key,
+            at_ms,
+            direction,
+            duration_ms = info.duration().map(|d| d / 90),
+            command = ?info.command,
+            "SCTE-35 cue"
+        );
     }
 
     /// A script data body (`onMetaData` and its object).

@@ -180,7 +180,7 @@ fn udp_metrics(reg: &mut Registry, udp: &crate::ops::UdpEndpoints) {
 /// The UDP ingests, by stream: what each received and lost.
 fn ingest_metrics(reg: &mut Registry, ingests: &[Arc<IngestInfo>]) {
     type Field = fn(&IngestCounters) -> &AtomicU64;
-    let families: [(&str, &str, Field); 10] = [
+    let families: [(&str, &str, Field); 11] = [
         (
             "ingest_datagrams",
             "Datagrams received by a UDP ingest",
@@ -192,6 +192,11 @@ fn ingest_metrics(reg: &mut Registry, ingests: &[Arc<IngestInfo>]) {
         ("ingest_ts_packets", "TS packets a UDP ingest read", |c| {
             &c.ts_packets
         }),
+        (
+            "ingest_scte35_cues",
+            "SCTE-35 cues a UDP ingest read from its TS",
+            |c| &c.scte35_cues,
+        ),
         (
             "ingest_cc_errors",
             "Continuity counter gaps (TS packets lost) on a UDP ingest",

@@ -51,6 +51,8 @@ pub struct IngestCounters {
     /// Bytes skipped to find TS packets again (garbage, cut packets).
     pub skipped_bytes: AtomicU64,
     pub sync_losses: AtomicU64,
+    /// SCTE-35 cues read from the TS.
+    pub scte35_cues: AtomicU64,
     /// Publishing spells started (the first datagram after silence).
     pub starts: AtomicU64,
     /// Publishing refused (the stream in use, a limit, a drain).
@@ -77,6 +79,7 @@ pub struct IngestSnapshot {
     pub bad_datagrams: u64,
     pub skipped_bytes: u64,
     pub sync_losses: u64,
+    pub scte35_cues: u64,
     pub starts: u64,
     pub refused: u64,
 }
@@ -143,6 +146,7 @@ impl IngestInfo {
             bad_datagrams: get(&c.bad_datagrams),
             skipped_bytes: get(&c.skipped_bytes),
             sync_losses: get(&c.sync_losses),
+            scte35_cues: get(&c.scte35_cues),
             starts: get(&c.starts),
             refused: get(&c.refused),
         }

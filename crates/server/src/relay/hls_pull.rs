@@ -152,6 +152,8 @@ impl HlsReader {
                         let due = self.due(frame.dts);
                         (Media::Frame(frame), Some(due))
                     }
+                    // An origin's HLS carries cues as playlist tags, not in the TS.
+                    Demuxed::Cue(_) => continue,
                 };
                 self.queue.push_back(item);
             }

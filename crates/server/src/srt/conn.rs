@@ -67,6 +67,7 @@ impl Ingest {
             match out {
                 Demuxed::Track(at, track) => self.publisher.set_track(at, track),
                 Demuxed::Frame(frame) => self.publisher.frame(frame),
+                Demuxed::Cue(cue) => self.publisher.cue(&cue),
             }
         }
     }

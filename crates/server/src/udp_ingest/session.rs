@@ -111,6 +111,7 @@ impl Session {
             match out {
                 Demuxed::Track(at, track) => self.publisher.set_track(at, track),
                 Demuxed::Frame(frame) => self.publisher.frame(frame),
+                Demuxed::Cue(cue) => self.publisher.cue(&cue),
             }
         }
     }
@@ -185,6 +186,7 @@ impl Session {
         add(&c.cc_errors, d.continuity_errors, b.continuity_errors);
         add(&c.sync_losses, d.sync_losses, b.sync_losses);
         add(&c.skipped_bytes, d.skipped_bytes, b.skipped_bytes);
+        add(&c.scte35_cues, d.cues, b.cues);
         self.counted_demux = d;
         if let Some(rtp) = &self.rtp {
             let (r, b) = (rtp.stats(), self.counted_rtp);

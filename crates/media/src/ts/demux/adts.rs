@@ -254,7 +254,7 @@ mod tests {
         std::iter::from_fn(|| out.queue.pop_front())
             .filter_map(|d| match d {
                 Demuxed::Frame(f) => Some((f.pts, f.payload.to_vec())),
-                Demuxed::Track(..) => None,
+                _ => None,
             })
             .collect()
     }
@@ -371,7 +371,7 @@ mod tests {
         let tracks: Vec<_> = std::iter::from_fn(|| out.queue.pop_front())
             .filter_map(|d| match d {
                 Demuxed::Track(at, t) => Some((at, t.config)),
-                Demuxed::Frame(_) => None,
+                _ => None,
             })
             .collect();
         assert_eq!(

@@ -65,6 +65,19 @@ impl Clock {
         let base = *self.base.get_or_insert(dts);
         (pts.saturating_sub(base), dts.saturating_sub(base))
     }
+
+    /// Where a 33-bit time another stream names (an SCTE-35 splice time) falls on the
+    /// program's timeline, next to the last time seen; `None` before the first.
+    pub(super) fn place(&self, pts33: u64) -> Option<Timestamp> {
+        let (raw, ext) = self.last?;
+        let base = self.base?;
+        Some(ext.saturating_add(diff33(pts33, raw)).saturating_sub(base))
+    }
+
+    /// The last DTS seen, on the program's timeline.
+    pub(super) fn now(&self) -> Option<Timestamp> {
+        Some(self.last?.1.saturating_sub(self.base?))
+    }
 }
 
 #[cfg(test)]

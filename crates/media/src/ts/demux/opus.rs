@@ -233,7 +233,7 @@ mod tests {
             .iter()
             .map(|d| match d {
                 Demuxed::Frame(f) => (f.pts, f.payload.to_vec()),
-                Demuxed::Track(..) => panic!("one track"),
+                other => panic!("one track, then frames: {other:?}"),
             })
             .collect();
         assert_eq!(

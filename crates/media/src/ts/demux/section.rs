@@ -29,17 +29,36 @@ const TAG_DVB_EXTENSION: u8 = 0x7f;
 /// ffmpeg writes it): one byte, `channel_config_code`.
 const EXT_TAG_OPUS: u8 = 0x80;
 
+/// `stream_type` of SCTE-35 splice info sections (SCTE 35 §8.1).
+const STREAM_TYPE_SCTE35: u8 = 0x86;
+
 /// Reassembles the sections of one PSI PID from its packets' payloads.
-#[derive(Debug, Default)]
+#[derive(Debug)]
 pub(super) struct SectionReader {
     /// The section being gathered, from its `table_id` on.
     buf: Vec<u8>,
+    /// Longest section taken; a longer one is dropped unread.
+    max: usize,
+}
+
+impl Default for SectionReader {
+    fn default() -> Self {
+        SectionReader::with_max(MAX_SECTION_LEN)
+    }
 }
 
 impl SectionReader {
+    /// A reader of sections up to `max` bytes (SCTE-35 allows 4096, PSI 1024).
+    pub(super) fn with_max(max: usize) -> SectionReader {
+        SectionReader {
+            buf: Vec::new(),
+            max,
+        }
+    }
+
     /// Takes the payload of the next packet of the PID and appends every section it
     /// completes to `done`. Returns false when something malformed was dropped: a
-    /// pointer field past the payload, or a section longer than [`MAX_SECTION_LEN`].
+    /// pointer field past the payload, or a section longer than the reader's maximum.
     pub(super) fn push(
         &mut self,
         unit_start: bool,
@@ -75,7 +94,7 @@ impl SectionReader {
                 break;
             }
             match section_len(data) {
-                Some(len) if len > MAX_SECTION_LEN => return false,
+                Some(len) if len > self.max => return false,
                 Some(len) if len <= data.len() => {
                     let (section, after) = data.split_at(len);
                     done.push(section.to_vec());
@@ -95,7 +114,7 @@ impl SectionReader {
     /// packet is stuffing (a new section would have started a packet of its own).
     fn complete(&mut self, done: &mut Vec<Vec<u8>>) -> bool {
         match section_len(&self.buf) {
-            Some(len) if len > MAX_SECTION_LEN => {
+            Some(len) if len > self.max => {
                 self.reset();
                 false
             }
@@ -212,6 +231,8 @@ pub(super) struct Pmt {
     pub(super) video: Option<Es>,
     /// The first AAC or Opus stream.
     pub(super) audio: Option<Es>,
+    /// The PID of the first SCTE-35 cue stream.
+    pub(super) cues: Option<u16>,
 }
 
 /// Reads a PMT section. `None` when it is not a PMT or its loops run past its end.
@@ -237,6 +258,10 @@ pub(super) fn pmt_streams(s: &Section<'_>, reserved: &[u16]) -> Option<Pmt> {
         let descriptors = rest.get(5..end)?;
         rest = rest.get(end..)?;
         if reserved.contains(&pid) {
+            continue;
+        }
+        if stream_type == STREAM_TYPE_SCTE35 {
+            pmt.cues = pmt.cues.or(Some(pid));
             continue;
         }
         let Some(codec) = codec(stream_type, descriptors) else {

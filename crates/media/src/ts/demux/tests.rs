@@ -107,7 +107,7 @@ fn tracks_of(out: &[Demuxed]) -> Vec<(Timestamp, &Track)> {
     out.iter()
         .filter_map(|d| match d {
             Demuxed::Track(at, t) => Some((*at, t)),
-            Demuxed::Frame(_) => None,
+            _ => None,
         })
         .collect()
 }
@@ -537,4 +537,140 @@ fn the_program_asked_for_is_the_one_demuxed() {
     // Without a choice, program 1 is taken: it has nothing.
     assert!(run(TsDemuxer::new()).is_empty());
     assert!(run(TsDemuxer::for_program(3)).is_empty());
+}
+
+/// The standard's splice_insert example with its splice time set to `pts` (33-bit).
+fn splice_insert(pts: u64) -> Vec<u8> {
+    let mut s = vec![
+        0xfc, 0x30, 0x2f, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0xff, 0xff, 0xf0, 0x14, 0x05, 0x48,
+        0x00, 0x00, 0x8f, 0x7f, 0xef, 0xfe, 0x73, 0x69, 0xc0, 0x2e, 0xfe, 0x00, 0x52, 0xcc, 0xf5,
+        0x00, 0x00, 0x00, 0x00, 0x00, 0x0a, 0x00, 0x08, 0x43, 0x55, 0x45, 0x49, 0x00, 0x00, 0x01,
+        0x35, 0x00, 0x00, 0x00, 0x00,
+    ];
+    s[20] = 0xfe | (pts >> 32) as u8;
+    s[21..25].copy_from_slice(&(pts as u32).to_be_bytes());
+    let n = s.len() - 4;
+    let crc = crc32_mpeg2(&s[..n]);
+    s[n..].copy_from_slice(&crc.to_be_bytes());
+    s
+}
+
+/// PID of the cue stream in the tests.
+const CUE_PID: u16 = 0x1f0;
+
+/// `ts` with its PMT replaced by one that also lists an SCTE-35 stream on
+/// [`CUE_PID`], and a cue section (over two packets when `split`) after frame `after`
+/// of each kind.
+fn with_cues(ts: &[u8], cues: &[(usize, Vec<u8>)], split: bool) -> Vec<u8> {
+    let mut body = vec![0xe0 | (VIDEO_PID >> 8) as u8, VIDEO_PID as u8, 0xf0, 0x00];
+    for (kind, pid) in [(0x1b, VIDEO_PID), (0x0f, AUDIO_PID), (0x86, CUE_PID)] {
+        body.extend_from_slice(&[kind, 0xe0 | (pid >> 8) as u8, pid as u8, 0xf0, 0x00]);
+    }
+    let mut pmt = vec![0x02];
+    pmt.extend_from_slice(&(0xb000 | (9 + body.len()) as u16).to_be_bytes());
+    pmt.extend_from_slice(&[0, 1, 0xc1, 0, 0]);
+    pmt.extend_from_slice(&body);
+    let crc = crc32_mpeg2(&pmt);
+    pmt.extend_from_slice(&crc.to_be_bytes());
+    let mut out = BytesMut::new();
+    let (mut pmt_cc, mut cue_cc, mut audio_units) = (0, 0, 0);
+    for p in ts.chunks(PACKET_LEN) {
+        if pid(p) == PMT_PID {
+            write_section_packet(&mut out, PMT_PID, &mut pmt_cc, &pmt);
+            continue;
+        }
+        out.extend_from_slice(p);
+        // A PES start on the audio PID: an audio frame begins; cues go before it.
+        if pid(p) == AUDIO_PID && p[1] & 0x40 != 0 {
+            for (_, section) in cues.iter().filter(|(after, _)| *after == audio_units) {
+                if split {
+                    // The section's first 20 bytes, then the rest in a second packet:
+                    // adaptation-field stuffing makes the first packet's payload end
+                    // where the section's first part does.
+                    let mut first = [0xffu8; PACKET_LEN];
+                    first[..4].copy_from_slice(&[
+                        0x47,
+                        0x40 | (CUE_PID >> 8) as u8,
+                        CUE_PID as u8,
+                        0x30 | cue_cc,
+                    ]);
+                    let payload_at = PACKET_LEN - 21;
+                    first[4] = (payload_at - 5) as u8;
+                    first[5] = 0; // no adaptation flags
+                    first[payload_at] = 0; // pointer_field
+                    first[payload_at + 1..].copy_from_slice(&section[..20]);
+                    cue_cc = (cue_cc + 1) & 0x0f;
+                    out.extend_from_slice(&first);
+                    let mut second = [0xffu8; PACKET_LEN];
+                    second[..4].copy_from_slice(&[
+                        0x47,
+                        (CUE_PID >> 8) as u8,
+                        CUE_PID as u8,
+                        0x10 | cue_cc,
+                    ]);
+                    second[4..4 + section.len() - 20].copy_from_slice(&section[20..]);
+                    cue_cc = (cue_cc + 1) & 0x0f;
+                    out.extend_from_slice(&second);
+                } else {
+                    write_section_packet(&mut out, CUE_PID, &mut cue_cc, section);
+                }
+            }
+            audio_units += 1;
+        }
+    }
+    out.to_vec()
+}
+
+fn cues_of(out: &[Demuxed]) -> Vec<&Cue> {
+    out.iter()
+        .filter_map(|d| match d {
+            Demuxed::Cue(c) => Some(c),
+            _ => None,
+        })
+        .collect()
+}
+
+#[test]
+fn scte35_cues_come_out_placed_on_the_frames_timeline() {
+    let (ts, frames) = h264_aac(0);
+    // A cue after the 4th audio frame for the time of video frame 6 (the second
+    // keyframe), and one for a time past the last frame.
+    let at6 = TIMESTAMP_OFFSET as u64 + 6 * 3600;
+    let late = TIMESTAMP_OFFSET as u64 + 40 * 3600;
+    let cues = [(4, splice_insert(at6)), (10, splice_insert(late))];
+    for split in [false, true] {
+        let ts = with_cues(&ts, &cues, split);
+        for chunk in [ts.len(), 188, 100, 7] {
+            let (out, stats) = demux(&ts, chunk);
+            let got = cues_of(&out);
+            assert_eq!(got.len(), 2, "split {split} chunk {chunk}");
+            assert_eq!(got[0].at, frames[12].dts, "the keyframe's time");
+            assert_eq!(got[1].at, 40 * 3600);
+            assert_eq!(got[0].info.direction(), Some(crate::ts::CueDirection::Out));
+            assert_eq!(got[0].info.duration(), Some(0x52_ccf5));
+            assert_eq!((stats.cues, stats.cues_dropped), (2, 0));
+            // The media is untouched.
+            assert_eq!(frames_of(&out, MediaKind::Video).len(), 12);
+            assert_eq!(frames_of(&out, MediaKind::Audio).len(), 12);
+        }
+    }
+}
+
+#[test]
+fn scte35_cues_that_cannot_be_read_or_placed_are_counted() {
+    let (ts, _) = h264_aac(0);
+    let mut bad = splice_insert(1);
+    bad[30] ^= 0xff; // the CRC no longer checks
+                     // A cue before any media: nothing to place it against.
+    let cues = [(0, bad), (3, splice_insert(5))];
+    let mut ts = with_cues(&ts, &cues, false);
+    // Move the first PES of audio (with its cue behind it) after a cue-only prefix:
+    // a cue right after the tables comes before any frame time.
+    let tables = 2 * PACKET_LEN;
+    let mut early = BytesMut::new();
+    write_section_packet(&mut early, CUE_PID, &mut 0x0e, &splice_insert(9));
+    ts.splice(tables..tables, early.iter().copied());
+    let (out, stats) = demux(&ts, ts.len());
+    assert_eq!(cues_of(&out).len(), 1);
+    assert_eq!(stats.cues_dropped, 2);
 }
