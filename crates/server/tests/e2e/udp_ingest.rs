@@ -3,7 +3,8 @@
 //! silent ends its stream after the grace window and publishes again by itself; 2 %
 //! loss on the way (a userspace relay that drops every 50th datagram) is counted and
 //! the stream goes on; garbage and huge datagrams affect only their input; the program
-//! named is the one taken from a multi-program TS; the API adds and removes ingests.
+//! named is the one taken from a multi-program TS; the API adds and removes ingests;
+//! SCTE-35 cues a relay adds to ffmpeg's TS are read and counted.
 //!
 //! Every socket is on 127.0.0.1; ingests bind port 0 and the API says where. Multicast
 //! (any-source and source-specific joins) runs in a user and network namespace the test
@@ -585,4 +586,171 @@ fn the_program_named_is_the_one_published() {
         let program = ingest(&server, key)["program"].as_u64();
         assert_eq!(program, (key == "live/second").then_some(2));
     }
+}
+
+/// CRC-32/MPEG-2 of a PSI section.
+fn crc32_mpeg2(data: &[u8]) -> u32 {
+    let mut crc = 0xffff_ffffu32;
+    for &b in data {
+        crc ^= u32::from(b) << 24;
+        for _ in 0..8 {
+            crc = if crc & 0x8000_0000 != 0 {
+                (crc << 1) ^ 0x04c1_1db7
+            } else {
+                crc << 1
+            };
+        }
+    }
+    crc
+}
+
+/// PID the relay puts SCTE-35 cues on.
+const CUE_PID: u16 = 0x1f0;
+
+/// An SCTE-35 `splice_insert` of event `id`, immediate, out of the network when `out`.
+fn splice_insert(id: u32, out: bool) -> Vec<u8> {
+    let mut s = vec![0xfc, 0x30, 0, 0, 0, 0, 0, 0, 0, 0xff, 0xff, 0xf0, 10, 0x05];
+    s.extend_from_slice(&id.to_be_bytes());
+    s.push(0x7f);
+    s.push(if out { 0xdf } else { 0x5f }); // program splice, immediate
+    s.extend_from_slice(&[0, 1, 0, 0]); // unique_program_id, avail 0 of 0
+    s.extend_from_slice(&[0, 0]); // no descriptors
+    let len = s.len() - 3 + 4;
+    s[2] = len as u8;
+    let crc = crc32_mpeg2(&s);
+    s.extend_from_slice(&crc.to_be_bytes());
+    s
+}
+
+/// Forwards ffmpeg's TS datagrams to `to` with an SCTE-35 stream added to the program:
+/// every PMT lists [`CUE_PID`] (type 0x86), and after every 50th datagram a datagram of
+/// one cue packet follows (out and in in turn), as a broadcast encoder's splicer adds
+/// them.
+struct CueRelay {
+    addr: SocketAddr,
+    stop: Arc<AtomicBool>,
+    thread: Option<std::thread::JoinHandle<u32>>,
+}
+
+impl CueRelay {
+    fn start(to: SocketAddr) -> CueRelay {
+        let sock = UdpSocket::bind("127.0.0.1:0").expect("relay socket");
+        sock.set_read_timeout(Some(Duration::from_millis(100)))
+            .expect("timeout");
+        let addr = sock.local_addr().expect("relay address");
+        let stop = Arc::new(AtomicBool::new(false));
+        let stopped = stop.clone();
+        let thread = std::thread::spawn(move || {
+            let mut buf = vec![0; 65_536];
+            let (mut n, mut cues, mut cc) = (0u64, 0u32, 0u8);
+            let mut pmt_pid = None;
+            while !stopped.load(Ordering::Relaxed) {
+                let Ok(len) = sock.recv(&mut buf) else {
+                    continue;
+                };
+                for p in buf[..len].chunks_mut(188) {
+                    let pid = u16::from_be_bytes([p[1] & 0x1f, p[2]]);
+                    // Unit starts without an adaptation field: ffmpeg's tables.
+                    if p.len() < 188 || p[1] & 0x40 == 0 || p[3] & 0x30 != 0x10 {
+                        continue;
+                    }
+                    let at = 5 + usize::from(p[4]);
+                    if pid == 0 {
+                        // The PAT's first program: number (2 bytes) and PMT PID.
+                        pmt_pid = Some(u16::from_be_bytes([p[at + 10] & 0x1f, p[at + 11]]));
+                    } else if Some(pid) == pmt_pid {
+                        let s = &mut p[at..];
+                        let total = 3 + (usize::from(s[1] & 0x0f) << 8 | usize::from(s[2]));
+                        let entry = [0x86, 0xe0 | (CUE_PID >> 8) as u8, CUE_PID as u8, 0xf0, 0];
+                        s.copy_within(total - 4..total, total + 1);
+                        s[total - 4..total + 1].copy_from_slice(&entry);
+                        let len = total - 3 + 5;
+                        s[1] = (s[1] & 0xf0) | (len >> 8) as u8;
+                        s[2] = len as u8;
+                        let crc = crc32_mpeg2(&s[..total + 1]);
+                        s[total + 1..total + 5].copy_from_slice(&crc.to_be_bytes());
+                    }
+                }
+                let _ = sock.send_to(&buf[..len], to);
+                n += 1;
+                if n.is_multiple_of(50) {
+                    let section = splice_insert(cues, cues.is_multiple_of(2));
+                    let mut packet = vec![0xffu8; 188];
+                    packet[..5].copy_from_slice(&[
+                        0x47,
+                        0x40 | (CUE_PID >> 8) as u8,
+                        CUE_PID as u8,
+                        0x10 | cc,
+                        0,
+                    ]);
+                    packet[5..5 + section.len()].copy_from_slice(&section);
+                    cc = (cc + 1) & 0x0f;
+                    let _ = sock.send_to(&packet, to);
+                    cues += 1;
+                }
+            }
+            cues
+        });
+        CueRelay {
+            addr,
+            stop,
+            thread: Some(thread),
+        }
+    }
+
+    /// Stops forwarding; how many cues it sent.
+    fn stop(mut self) -> u32 {
+        self.stop.store(true, Ordering::Relaxed);
+        self.thread
+            .take()
+            .and_then(|t| t.join().ok())
+            .unwrap_or_default()
+    }
+}
+
+impl Drop for CueRelay {
+    fn drop(&mut self) {
+        self.stop.store(true, Ordering::Relaxed);
+        if let Some(t) = self.thread.take() {
+            let _ = t.join();
+        }
+    }
+}
+
+#[test]
+#[cfg_attr(not(have_ffmpeg), ignore = "needs ffmpeg and ffprobe")]
+fn scte35_cues_in_the_ts_are_read_and_the_stream_plays_on() {
+    if !have_ffmpeg() {
+        return;
+    }
+    let server = server_with("cues", &[("live/cued", "udp://127.0.0.1:0")]);
+    let relay = CueRelay::start(bound(&server, "live/cued"));
+    let _ffmpeg = send("mpegts", &format!("udp://{}?pkt_size=1316", relay.addr), 30);
+    wait_for("publishing", || live(&server, "live/cued"));
+    let (streams, times) = probe_video(&format!("rtmp://{}/live/cued", server.rtmp), "%+#60");
+    assert!(streams.contains("h264,320,240"), "{streams}");
+    assert!(times.len() >= 25, "{} video packets", times.len());
+    wait_for("two cues read", || {
+        ingest(&server, "live/cued")["scte35_cues"].as_u64() >= Some(2)
+    });
+    let sent = relay.stop();
+    // Every cue sent is read: none is dropped as malformed or unplaceable (the first
+    // comes after 50 datagrams, well after the first frames).
+    std::thread::sleep(Duration::from_millis(200));
+    let i = ingest(&server, "live/cued");
+    assert_eq!(i["scte35_cues"].as_u64(), Some(u64::from(sent)), "{i}");
+    assert_eq!(i["cc_errors"], 0, "{i}");
+    let (_, _, metrics) = http_request(server.http, "GET", "/metrics", "");
+    let metrics = String::from_utf8_lossy(&metrics);
+    assert!(
+        metrics.contains(&format!(
+            "sluice_ingest_scte35_cues_total{{app=\"live\",stream=\"cued\"}} {sent}"
+        )),
+        "{}",
+        metrics
+            .lines()
+            .filter(|l| l.contains("scte35"))
+            .collect::<Vec<_>>()
+            .join("\n")
+    );
 }
