@@ -26,6 +26,9 @@ pub(super) async fn route_denied(
     use sluice_http::Method;
     let path = match (req.method, route) {
         (Method::Get | Method::Head, Route::Live(key, _)) => key.to_string(),
+        // Recordings by range: the stream's read permission, asked of every request
+        // (playlists and segments alike: HLS viewer tokens are for live streams).
+        (Method::Get | Method::Head, Route::Recorded(key, _, _)) => key.to_string(),
         (Method::Get | Method::Head | Method::Propfind, Route::Files(rest)) => {
             sluice_http::files::relative_path(rest).unwrap_or_default()
         }
