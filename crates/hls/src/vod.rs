@@ -221,6 +221,26 @@ impl VodPlan {
         self.segments.iter().map(|s| s.duration).sum()
     }
 
+    /// The segments, among the first `usable`, that overlap `[from, to)` (UTC ms) when
+    /// the first segment starts at `start_ms`, and the UTC ms of the first of them: a
+    /// segment's time is `start_ms` plus its decode time since the first segment's. The
+    /// first segment chosen starts at or before `from` (at the keyframe before it).
+    pub fn within(&self, usable: usize, start_ms: i64, from: i64, to: i64) -> (Range<usize>, i64) {
+        let first = self.first_start().unwrap_or(0);
+        let wall = |t: Timestamp| {
+            start_ms.saturating_add(
+                t.saturating_sub(first).saturating_mul(1000) / Timestamp::from(CLOCK_HZ),
+            )
+        };
+        let segments = self.segments.get(..usable).unwrap_or(&self.segments);
+        let end = segments.partition_point(|s| wall(s.start) < to);
+        let begin = segments
+            .partition_point(|s| wall(s.start.saturating_add(s.duration)) <= from)
+            .min(end);
+        let at = segments.get(begin).map_or(start_ms, |s| wall(s.start));
+        (begin..end, at)
+    }
+
     /// Sample bytes of segments `range` (what a download of them holds, less headers).
     pub fn sample_bytes(&self, movie: &Movie, range: Range<usize>) -> u64 {
         let Some(segments) = self.segments.get(range) else {
@@ -617,6 +637,27 @@ mod tests {
             pa.sample_bytes(&a, 0..5),
             (250 + a.tracks[1].samples.len() as u64) * 9
         );
+    }
+
+    #[test]
+    fn a_range_takes_the_segments_it_overlaps_from_the_keyframe_before_it() {
+        // Ten 2 s segments from 10 000 ms (UTC).
+        let (movie, _) = movie(20, 25, true);
+        let plan = VodPlan::new(&movie, 2000);
+        assert_eq!(plan.segments.len(), 10);
+        let t0 = 10_000;
+        // From 3.3 s in: the segment of 2..4 s, which starts before it.
+        assert_eq!(plan.within(10, t0, t0 + 3300, t0 + 8000), (1..4, t0 + 2000));
+        // Exactly at a segment's start: that segment.
+        assert_eq!(plan.within(10, t0, t0 + 4000, t0 + 4001), (2..3, t0 + 4000));
+        // Before and after the file (its last segment runs to 20.04 s): everything, or
+        // nothing.
+        assert_eq!(plan.within(10, t0, 0, i64::MAX), (0..10, t0));
+        assert_eq!(plan.within(10, t0, t0 + 20_100, i64::MAX).0.len(), 0);
+        assert_eq!(plan.within(10, t0, 0, t0).0.len(), 0);
+        // The file being written: its last segment is left out.
+        assert_eq!(plan.within(9, t0, 0, i64::MAX).0, 0..9);
+        assert_eq!(plan.within(0, t0, 0, i64::MAX).0, 0..0);
     }
 
     #[test]

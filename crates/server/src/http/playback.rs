@@ -328,25 +328,10 @@ fn choose(files: &[(Listed, Arc<VodFile>)], from: i64, to: i64) -> Vec<Chosen> {
             if !listed.span.closed {
                 usable = usable.saturating_sub(1);
             }
-            select(plan, usable, listed.span.start_ms, from, to)
+            let (segments, start_ms) = plan.within(usable, listed.span.start_ms, from, to);
+            Chosen { segments, start_ms }
         })
         .collect()
-}
-
-/// [`choose`] for one plan of which the first `usable` segments may be played.
-fn select(plan: &VodPlan, usable: usize, start_ms: i64, from: i64, to: i64) -> Chosen {
-    let first = plan.first_start().unwrap_or(0);
-    let wall = |t: Timestamp| {
-        start_ms.saturating_add(t.saturating_sub(first) * 1000 / Timestamp::from(CLOCK_HZ))
-    };
-    let segments = plan.segments.get(..usable).unwrap_or_default();
-    let begin = segments.partition_point(|s| wall(s.start.saturating_add(s.duration)) <= from);
-    let end = segments.partition_point(|s| wall(s.start) < to);
-    let begin = begin.min(end);
-    Chosen {
-        segments: begin..end,
-        start_ms: segments.get(begin).map_or(start_ms, |s| wall(s.start)),
-    }
 }
 
 /// The range as one fragmented MP4: the first file's init segment, then every chosen
