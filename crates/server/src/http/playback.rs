@@ -88,9 +88,45 @@ fn id_of(tag: &str) -> Option<FileId> {
     })
 }
 
-/// Answers a range request, its read permission checked already. `key` is the stream
-/// key (`app/name`), `text` the range as it came in the path (still encoded).
+/// Answers a range request. `key` is the stream key (`app/name`), `text` the range as
+/// it came in the path (still encoded).
 pub(crate) async fn reply(
+    worker: &Worker,
+    req: &Request,
+    key: &str,
+    text: &str,
+    what: Playback<'_>,
+    peer: std::net::IpAddr,
+) -> Reply {
+    // HLS viewers are authorized as live HLS viewers are (credentials at the playlist,
+    // then the token it gave in a cookie); a download was checked by the router.
+    let mut cookie = None;
+    if let Playback::Hls(path) = &what {
+        let playlist = matches!(path, HlsPath::TsPlaylist | HlsPath::Fmp4Playlist);
+        match super::hls::viewer_authorized(&worker.ctx, req, key, playlist, peer).await {
+            Ok(c) => cookie = c,
+            Err(refused) => return refused,
+        }
+    }
+    let private = worker
+        .ctx
+        .auth()
+        .load()
+        .required(crate::auth::Action::Read, key);
+    let mut reply = answer(worker, req, key, text, what).await;
+    reply.headers.extend(cookie.map(|c| ("Set-Cookie", c)));
+    if private {
+        for (name, value) in reply.headers.iter_mut() {
+            if *name == "Cache-Control" && !value.starts_with("no-") {
+                *value = format!("private, {value}");
+            }
+        }
+    }
+    reply
+}
+
+/// [`reply`] once authorized.
+async fn answer(
     worker: &Worker,
     req: &Request,
     key: &str,

@@ -200,7 +200,7 @@ pub(crate) async fn handle<'r>(
             hls::reply(worker, req, key, what, peer.ip()).await
         }
         (Method::Get | Method::Head, Route::Recorded(key, range, what)) => {
-            playback::reply(worker, req, key, range, what).await
+            playback::reply(worker, req, key, range, what, peer.ip()).await
         }
         (Method::Get | Method::Head, Route::Files(rest)) => {
             return match files::answer(ctx, req, rest).await {

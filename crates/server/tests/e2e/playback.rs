@@ -2,9 +2,11 @@
 //! over RTMP with a gap between, the recorder rotates files every 2 s, then ffprobe and
 //! ffmpeg read the range's HLS playlists (fMP4 and TS) and its MP4 download: the start
 //! at or before FROM, a discontinuity at the gap, the frames of the range decoded; a
-//! range with nothing recorded is a 404, a malformed one a 400 that says why.
+//! range with nothing recorded is a 404, a malformed one a 400 that says why; with read
+//! authorization, HLS viewers show credentials at the playlist and its cookie after.
 
 use crate::common::{have_ffmpeg, http_request, publish_test_pattern, scratch, TestServer};
+use sha2::Digest;
 use sluice_archive::time::{format_rfc3339, parse as parse_time};
 use std::path::{Path, PathBuf};
 use std::process::Command;
@@ -270,5 +272,83 @@ fn a_range_plays_across_files_and_gaps_over_hls_and_as_one_mp4() {
         assert_eq!(status, 400, "{path}: {body}");
         assert!(body.contains(says), "{path}: {body}");
     }
+
+    // With read authorization: HLS as live HLS (credentials at the playlist, then its
+    // cookie), the download with credentials.
+    drop(server);
+    let config = root.join("sluice.toml");
+    let hash: String = sha2::Sha256::digest(b"watch")
+        .iter()
+        .map(|b| format!("{b:02x}"))
+        .collect();
+    std::fs::write(
+        &config,
+        format!(
+            "[auth]\nread = true\n\n[[users]]\nname = \"viewer\"\npassword = \"sha256:{hash}\"\nread = [\"live/*\"]\n"
+        ),
+    )
+    .expect("config");
+    let server = TestServer::start(&[
+        "--media-root",
+        root.to_str().expect("utf-8"),
+        "--config",
+        config.to_str().expect("utf-8"),
+        "--record",
+        "live/*",
+    ]);
+    let playlist_path = format!("/live/cam@{ms_range}/index.m3u8");
+    let mut status = 0;
+    assert!(
+        wait_for(Duration::from_secs(10), || {
+            status = http_request(server.http, "GET", &playlist_path, "").0;
+            status == 401
+        }),
+        "no credentials: {status}"
+    );
+    // The index loads at start.
+    let (mut status, mut head, mut body) = (0, String::new(), Vec::new());
+    assert!(
+        wait_for(Duration::from_secs(10), || {
+            (status, head, body) = http_request(
+                server.http,
+                "GET",
+                &format!("{playlist_path}?user=viewer&pass=watch"),
+                "",
+            );
+            status == 200
+        }),
+        "{head}"
+    );
+    let cookie = head
+        .lines()
+        .find_map(|l| l.strip_prefix("Set-Cookie: "))
+        .and_then(|c| c.split(';').next())
+        .expect("a viewer cookie")
+        .to_string();
+    let segment = String::from_utf8_lossy(&body)
+        .lines()
+        .find(|l| l.ends_with(".m4s"))
+        .expect("a segment")
+        .to_string();
+    let segment_path = format!("/live/cam@{ms_range}/{segment}");
+    assert_eq!(http_request(server.http, "GET", &segment_path, "").0, 401);
+    let (status, head, _) = http_request(
+        server.http,
+        "GET",
+        &segment_path,
+        &format!("Cookie: {cookie}\r\n"),
+    );
+    assert_eq!(status, 200, "{head}");
+    assert!(head.contains("Cache-Control: private"), "{head}");
+    let download = format!("/live/cam@{range}.mp4");
+    assert_eq!(http_request(server.http, "GET", &download, "").0, 401);
+    let (status, _, again) = http_request(
+        server.http,
+        "GET",
+        &format!("{download}?user=viewer&pass=watch"),
+        "",
+    );
+    assert_eq!((status, again.len()), (200, mp4.len()));
+    drop(server);
     let _ = std::fs::remove_dir_all(Path::new(&root));
 }
