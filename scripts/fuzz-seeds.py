@@ -261,6 +261,15 @@ def hls():
         seed("hls", "blocking_request", name, query)
 
 
+def ranges():
+    """Playback URLs' stream keys with time ranges (archive/ranges)."""
+    for name, key in [("absolute", "live/cam@2026-11-27T10:00:00Z..2026-11-27T10:15:00Z"),
+                      ("relative", "live/cam@-1h30m..-30m"),
+                      ("open-offset", "live/cam@2026-11-27T11:00:00.5+01:00.."),
+                      ("open-now", "..now")]:
+        seed("archive", "ranges", name, key.encode())
+
+
 def rtcp():
     """A viewer's compound RTCP: receiver report, NACK, PLI, FIR, BYE."""
     rr = bytes([0x80, 201, 0, 1, 0, 0, 0, 9])
@@ -325,6 +334,7 @@ def main():
         scte35()
         sdp(tmp)
         hls()
+        ranges()
         rtcp()
         transcode(tmp)
         sessions(tmp)

@@ -17,6 +17,7 @@
 //! - [`ts`]: an MPEG-TS file's span from the PTS at its head and tail.
 //! - [`name`]: recording file names (`<stream>-<YYYYmmdd-HHMMSS>[-N].<ext>`).
 //! - [`time`]: UTC ms to and from RFC 3339 text.
+//! - [`range`]: the `APP/NAME@FROM..TO` time range of playback URLs.
 #![forbid(unsafe_code)]
 #![warn(missing_docs, unreachable_pub)]
 // Bytes from the disk must never panic: no unwrap, expect or unchecked indexing
@@ -36,6 +37,7 @@ pub mod fmp4;
 pub mod log;
 pub mod name;
 pub mod prft;
+pub mod range;
 pub mod span;
 pub mod time;
 pub mod ts;
@@ -43,4 +45,5 @@ pub mod ts;
 pub use fmp4::{Fmp4Scan, ScanError, Scanned};
 pub use log::{LogError, LogRead};
 pub use name::FileId;
+pub use range::{RangeError, TimeRange};
 pub use span::{FileSpan, Format, StreamSpans};

@@ -206,6 +206,58 @@ impl VodPlan {
         out
     }
 
+    /// The decode time that is 0 in segments (the movie's earliest, at most 0).
+    pub fn shift(&self) -> Timestamp {
+        self.shift
+    }
+
+    /// The decode time of the plan's first segment (the file's first keyframe).
+    pub fn first_start(&self) -> Option<Timestamp> {
+        self.segments.first().map(|s| s.start)
+    }
+
+    /// The span of decode times the plan's segments cover, from the first one's start.
+    pub fn duration(&self) -> Timestamp {
+        self.segments.iter().map(|s| s.duration).sum()
+    }
+
+    /// The segments, among the first `usable`, that overlap `[from, to)` (UTC ms) when
+    /// the first segment starts at `start_ms`, and the UTC ms of the first of them: a
+    /// segment's time is `start_ms` plus its decode time since the first segment's. The
+    /// first segment chosen starts at or before `from` (at the keyframe before it).
+    pub fn within(&self, usable: usize, start_ms: i64, from: i64, to: i64) -> (Range<usize>, i64) {
+        let first = self.first_start().unwrap_or(0);
+        let wall = |t: Timestamp| {
+            start_ms.saturating_add(
+                t.saturating_sub(first).saturating_mul(1000) / Timestamp::from(CLOCK_HZ),
+            )
+        };
+        let segments = self.segments.get(..usable).unwrap_or(&self.segments);
+        let end = segments.partition_point(|s| wall(s.start) < to);
+        let begin = segments
+            .partition_point(|s| wall(s.start.saturating_add(s.duration)) <= from)
+            .min(end);
+        let at = segments.get(begin).map_or(start_ms, |s| wall(s.start));
+        (begin..end, at)
+    }
+
+    /// Sample bytes of segments `range` (what a download of them holds, less headers).
+    pub fn sample_bytes(&self, movie: &Movie, range: Range<usize>) -> u64 {
+        let Some(segments) = self.segments.get(range) else {
+            return 0;
+        };
+        let bytes = |track: Option<usize>, r: &Range<usize>| {
+            track
+                .and_then(|t| movie.tracks.get(t))
+                .and_then(|t| t.samples.get(r.clone()))
+                .map_or(0, |s| s.iter().map(|s| u64::from(s.size)).sum::<u64>())
+        };
+        segments
+            .iter()
+            .map(|s| bytes(self.video, &s.video) + bytes(self.audio, &s.audio))
+            .sum()
+    }
+
     /// Segment `n`, if it exists, its samples are in `movie` (a plan used with another
     /// movie than its own may name some that are not), and it is not too large to build.
     fn checked(&self, movie: &Movie, n: usize) -> Result<&VodSegment, VodError> {
@@ -232,7 +284,12 @@ impl VodPlan {
 
     /// A muxer for the tracks of the plan that `container` carries, whose time 0 is
     /// the movie's earliest decode time.
-    fn muxer(&self, movie: &Movie, container: Container) -> Result<Muxer, VodError> {
+    fn muxer(
+        &self,
+        movie: &Movie,
+        container: Container,
+        offset: Timestamp,
+    ) -> Result<Muxer, VodError> {
         let track = |i: Option<usize>| {
             i.and_then(|i| movie.tracks.get(i))
                 .map(|t| &t.track)
@@ -242,13 +299,13 @@ impl VodPlan {
             container,
             track(self.video),
             track(self.audio),
-            self.shift,
+            self.shift.saturating_sub(offset),
         )?)
     }
 
     /// The fMP4 init segment.
     pub fn init(&self, movie: &Movie) -> Result<Bytes, VodError> {
-        let mut muxer = self.muxer(movie, Container::Fmp4)?;
+        let mut muxer = self.muxer(movie, Container::Fmp4, 0)?;
         let mut out = BytesMut::new();
         muxer.write_init(&mut out)?;
         Ok(out.freeze())
@@ -256,9 +313,24 @@ impl VodPlan {
 
     /// fMP4 segment `n`: one fragment with a run per track, numbered `n + 1`.
     pub fn fmp4_segment(&self, movie: &Movie, file: &Bytes, n: usize) -> Result<Bytes, VodError> {
+        let sequence = u32::try_from(n + 1).unwrap_or(u32::MAX);
+        self.fmp4_fragment(movie, file, n, sequence, 0)
+    }
+
+    /// Segment `n` as fragment `sequence` of a longer movie in which this file begins
+    /// `offset` ticks in: decode times are the file's from its earliest, plus `offset`
+    /// (a download stitched from several files).
+    pub fn fmp4_fragment(
+        &self,
+        movie: &Movie,
+        file: &Bytes,
+        n: usize,
+        sequence: u32,
+        offset: Timestamp,
+    ) -> Result<Bytes, VodError> {
         let seg = self.checked(movie, n)?;
-        let mut muxer = self.muxer(movie, Container::Fmp4)?;
-        muxer.set_sequence(u32::try_from(n + 1).unwrap_or(u32::MAX));
+        let mut muxer = self.muxer(movie, Container::Fmp4, offset)?;
+        muxer.set_sequence(sequence);
         for (index, range) in [(self.video, &seg.video), (self.audio, &seg.audio)] {
             let Some(t) = index else { continue };
             let track = movie.tracks.get(t).ok_or(Mp4Error::NoSuchSample {
@@ -283,8 +355,20 @@ impl VodPlan {
 
     /// MPEG-TS segment `n`: tables, then every sample in decode order.
     pub fn ts_segment(&self, movie: &Movie, file: &Bytes, n: usize) -> Result<Bytes, VodError> {
+        self.ts_segment_at(movie, file, n, 0)
+    }
+
+    /// [`VodPlan::ts_segment`] with decode times from the file's earliest plus `offset`
+    /// (times past 2^33 wrap, as MPEG-TS times do).
+    pub fn ts_segment_at(
+        &self,
+        movie: &Movie,
+        file: &Bytes,
+        n: usize,
+        offset: Timestamp,
+    ) -> Result<Bytes, VodError> {
         let seg = self.checked(movie, n)?;
-        let mut muxer = self.muxer(movie, Container::Ts)?;
+        let mut muxer = self.muxer(movie, Container::Ts, offset)?;
         let (mut v, mut a) = (seg.video.clone(), seg.audio.clone());
         // `checked` found every sample of both ranges in the movie.
         let dts = |t: Option<usize>, i: usize| {
@@ -315,6 +399,76 @@ impl VodPlan {
         muxer.write_fragment(&mut out)?;
         Ok(out.freeze())
     }
+}
+
+/// One file's share of a playlist stitched from several files: segments `segments` of
+/// its plan, under URIs `{base}-{n}.ts` or `.m4s` with `n` the segment's number in the
+/// file's plan, and the init segment `{base}-init.mp4`.
+#[derive(Debug, Clone)]
+pub struct RangePart<'a> {
+    /// The URI of the file's objects, less `-N.ext`.
+    pub base: String,
+    /// The plan of the whole file.
+    pub plan: &'a VodPlan,
+    /// The segments of the plan in the playlist.
+    pub segments: Range<usize>,
+    /// `EXT-X-PROGRAM-DATE-TIME` of the first one (RFC 3339).
+    pub date_time: String,
+}
+
+/// A VOD playlist of the segments of several files, in order: each file's timeline is
+/// its own, so every file after the first begins with `EXT-X-DISCONTINUITY` (and, for
+/// fMP4, its own `EXT-X-MAP`), and each with its wall-clock time. Gaps between
+/// recordings show only as the date times' jump.
+pub fn range_playlist(variant: VodVariant, parts: &[RangePart<'_>]) -> String {
+    fn listed<'p>(p: &RangePart<'p>) -> std::slice::Iter<'p, VodSegment> {
+        p.plan
+            .segments
+            .get(p.segments.clone())
+            .unwrap_or_default()
+            .iter()
+    }
+    let longest = parts
+        .iter()
+        .flat_map(listed)
+        .map(|s| s.duration)
+        .max()
+        .unwrap_or(0);
+    let target = (longest + Timestamp::from(CLOCK_HZ) - 1) / Timestamp::from(CLOCK_HZ);
+    let (version, ext) = match variant {
+        VodVariant::Ts => (3, "ts"),
+        VodVariant::Fmp4 => (7, "m4s"),
+    };
+    let mut out = String::with_capacity(160 + parts.len() * 120);
+    let _ = write!(
+        out,
+        "#EXTM3U\n#EXT-X-VERSION:{version}\n#EXT-X-TARGETDURATION:{}\n#EXT-X-PLAYLIST-TYPE:VOD\n#EXT-X-MEDIA-SEQUENCE:0\n#EXT-X-DISCONTINUITY-SEQUENCE:0\n#EXT-X-INDEPENDENT-SEGMENTS\n",
+        target.max(1)
+    );
+    for (i, part) in parts.iter().enumerate() {
+        if listed(part).len() == 0 {
+            continue;
+        }
+        if i > 0 {
+            out.push_str("#EXT-X-DISCONTINUITY\n");
+        }
+        if variant == VodVariant::Fmp4 {
+            let _ = writeln!(out, "#EXT-X-MAP:URI=\"{}-init.mp4\"", part.base);
+        }
+        let _ = writeln!(out, "#EXT-X-PROGRAM-DATE-TIME:{}", part.date_time);
+        for (n, s) in part.segments.clone().zip(listed(part)) {
+            let ms = s.duration * 1000 / Timestamp::from(CLOCK_HZ);
+            let _ = write!(
+                out,
+                "#EXTINF:{}.{:03},\n{}-{n}.{ext}\n",
+                ms / 1000,
+                ms % 1000,
+                part.base
+            );
+        }
+    }
+    out.push_str("#EXT-X-ENDLIST\n");
+    out
 }
 
 #[cfg(test)]
@@ -445,6 +599,75 @@ mod tests {
             plan.fmp4_segment(&movie, &file, 2),
             Err(VodError::NoSegment(2))
         ));
+    }
+
+    #[test]
+    fn a_range_playlist_stitches_files_with_discontinuities() {
+        let (a, _) = movie(10, 25, true);
+        let (b, _) = movie(4, 25, true);
+        let (pa, pb) = (VodPlan::new(&a, 2000), VodPlan::new(&b, 2000));
+        let parts = [
+            RangePart {
+                base: "cam@x/10".into(),
+                plan: &pa,
+                segments: 3..5,
+                date_time: "2026-11-27T10:00:06.000Z".into(),
+            },
+            RangePart {
+                base: "cam@x/20".into(),
+                plan: &pb,
+                segments: 0..2,
+                date_time: "2026-11-27T10:01:00.000Z".into(),
+            },
+        ];
+        let fmp4 = range_playlist(VodVariant::Fmp4, &parts);
+        let parsed = m3u8_rs::parse_media_playlist_res(fmp4.as_bytes()).unwrap();
+        assert!(parsed.end_list);
+        assert_eq!(parsed.segments.len(), 4);
+        assert_eq!(parsed.segments[0].uri, "cam@x/10-3.m4s");
+        assert!(!parsed.segments[1].discontinuity);
+        assert!(parsed.segments[2].discontinuity);
+        assert_eq!(parsed.segments[3].uri, "cam@x/20-1.m4s");
+        assert_eq!(fmp4.matches("#EXT-X-MAP:").count(), 2);
+        assert_eq!(fmp4.matches("#EXT-X-PROGRAM-DATE-TIME:").count(), 2);
+        let ts = range_playlist(VodVariant::Ts, &parts);
+        assert!(ts.contains("#EXT-X-DISCONTINUITY\n#EXT-X-PROGRAM-DATE-TIME:2026-11-27T10:01:00.000Z\n#EXTINF:2.000,\ncam@x/20-0.ts\n"));
+        assert!(!ts.contains("EXT-X-MAP"));
+        assert_eq!(
+            pa.sample_bytes(&a, 0..5),
+            (250 + a.tracks[1].samples.len() as u64) * 9
+        );
+    }
+
+    #[test]
+    fn a_range_takes_the_segments_it_overlaps_from_the_keyframe_before_it() {
+        // Ten 2 s segments from 10 000 ms (UTC).
+        let (movie, _) = movie(20, 25, true);
+        let plan = VodPlan::new(&movie, 2000);
+        assert_eq!(plan.segments.len(), 10);
+        let t0 = 10_000;
+        // From 3.3 s in: the segment of 2..4 s, which starts before it.
+        assert_eq!(plan.within(10, t0, t0 + 3300, t0 + 8000), (1..4, t0 + 2000));
+        // Exactly at a segment's start: that segment.
+        assert_eq!(plan.within(10, t0, t0 + 4000, t0 + 4001), (2..3, t0 + 4000));
+        // Before and after the file (its last segment runs to 20.04 s): everything, or
+        // nothing.
+        assert_eq!(plan.within(10, t0, 0, i64::MAX), (0..10, t0));
+        assert_eq!(plan.within(10, t0, t0 + 20_100, i64::MAX).0.len(), 0);
+        assert_eq!(plan.within(10, t0, 0, t0).0.len(), 0);
+        // The file being written: its last segment is left out.
+        assert_eq!(plan.within(9, t0, 0, i64::MAX).0, 0..9);
+        assert_eq!(plan.within(0, t0, 0, i64::MAX).0, 0..0);
+    }
+
+    #[test]
+    fn fragments_of_a_later_file_start_at_its_offset() {
+        let (movie, file) = movie(4, 25, false);
+        let plan = VodPlan::new(&movie, 2000);
+        let first = plan.fmp4_fragment(&movie, &file, 0, 7, 90_000).unwrap();
+        let plain = plan.fmp4_segment(&movie, &file, 0).unwrap();
+        assert_eq!(first.len(), plain.len());
+        assert_ne!(first, plain, "sequence and tfdt differ");
     }
 
     #[test]

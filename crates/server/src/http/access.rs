@@ -22,10 +22,15 @@ pub(super) async fn route_denied(
     peer: IpAddr,
     id: u64,
 ) -> Option<Reply> {
+    use super::playback::Playback;
     use super::router::Route;
     use sluice_http::Method;
     let path = match (req.method, route) {
         (Method::Get | Method::Head, Route::Live(key, _)) => key.to_string(),
+        // A download of recordings by range; their HLS checks as live HLS does.
+        (Method::Get | Method::Head, Route::Recorded(key, _, Playback::Download)) => {
+            key.to_string()
+        }
         (Method::Get | Method::Head | Method::Propfind, Route::Files(rest)) => {
             sluice_http::files::relative_path(rest).unwrap_or_default()
         }

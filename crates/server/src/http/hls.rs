@@ -220,17 +220,17 @@ pub(crate) async fn reply(
     reply
 }
 
-async fn answer_request(
-    worker: &Worker,
+/// Whether an HLS request may read `key` (a live stream, a file on demand, or a
+/// stream's recordings by range): `Err` is the refusal; `Ok` carries the cookie to set
+/// with the viewer's renewed token (playlists). A viewer is authorized at its playlist
+/// by its credentials, then shows the token it got there with each segment.
+pub(crate) async fn viewer_authorized(
+    ctx: &crate::ctx::Ctx,
     req: &Request,
     key: &str,
-    what: HlsPath<'_>,
+    playlist: bool,
     peer: std::net::IpAddr,
-    private: bool,
-) -> Reply {
-    let ctx = &worker.ctx;
-    let playlist = matches!(what, HlsPath::TsPlaylist | HlsPath::Fmp4Playlist);
-    // A viewer is authorized at its playlist and then shows the token it got there.
+) -> Result<Option<String>, Reply> {
     let mut auth_cookie = None;
     // An `Arc`, not arc-swap's guard: this request may wait (blocking reloads, the next
     // part) and a guard held that long takes one of the thread's few fast slots, so
@@ -254,7 +254,7 @@ async fn answer_request(
             // No token, or a stale one: the credentials decide, and renew it.
             (_, true) => {
                 if let Some(reply) = access::read_denied(ctx, req, key, "hls", peer, 0).await {
-                    return reply;
+                    return Err(reply);
                 }
                 auth_cookie = Some(renewed());
             }
@@ -262,12 +262,28 @@ async fn answer_request(
             // request (a player given a header) still do.
             (_, false) => {
                 if let Some(reply) = access::read_denied(ctx, req, key, "hls", peer, 0).await {
-                    return reply;
+                    return Err(reply);
                 }
             }
         }
     }
-    drop(auth);
+    Ok(auth_cookie)
+}
+
+async fn answer_request(
+    worker: &Worker,
+    req: &Request,
+    key: &str,
+    what: HlsPath<'_>,
+    peer: std::net::IpAddr,
+    private: bool,
+) -> Reply {
+    let ctx = &worker.ctx;
+    let playlist = matches!(what, HlsPath::TsPlaylist | HlsPath::Fmp4Playlist);
+    let auth_cookie = match viewer_authorized(ctx, req, key, playlist, peer).await {
+        Ok(cookie) => cookie,
+        Err(reply) => return reply,
+    };
     if let Some(path) = key.strip_prefix("vod/") {
         let mut reply = super::vod::reply(worker, path, what).await;
         reply.headers.extend(auth_cookie.map(|c| ("Set-Cookie", c)));

@@ -16,6 +16,7 @@ mod files;
 mod h2;
 pub(crate) mod hls;
 mod metrics;
+mod playback;
 mod recordings;
 pub(crate) mod reply;
 mod router;

@@ -13,6 +13,7 @@ use super::api;
 use super::console;
 use super::files::{self, Opened, DAV_HEADERS};
 use super::hls::{self, HlsPath};
+use super::playback::{self, Playback};
 use super::reply::Reply;
 use super::Worker;
 use crate::core::format::FormatId;
@@ -198,6 +199,9 @@ pub(crate) async fn handle<'r>(
         (Method::Get | Method::Head, Route::Hls(key, what)) => {
             hls::reply(worker, req, key, what, peer.ip()).await
         }
+        (Method::Get | Method::Head, Route::Recorded(key, range, what)) => {
+            playback::reply(worker, req, key, range, what, peer.ip()).await
+        }
         (Method::Get | Method::Head, Route::Files(rest)) => {
             return match files::answer(ctx, req, rest).await {
                 Ok(opened) => Action::File(opened),
@@ -274,6 +278,9 @@ pub(crate) enum Route<'a> {
     Hls(&'a str, HlsPath<'a>),
     /// `/files/<path>`: a file of the media root (the path below `/files/`, encoded).
     Files(&'a str),
+    /// `/app/stream@FROM..TO` then `/index.m3u8`, `.m3u8`, a segment's name or `.mp4`:
+    /// the recordings of `app/stream` in that range (the range still encoded).
+    Recorded(&'a str, &'a str, Playback<'a>),
     /// `/app/stream/whep`: WebRTC players' offers (WHEP).
     Whep(&'a str),
     /// `/app/stream/whip`: WebRTC publishers' offers (WHIP).
@@ -296,8 +303,33 @@ pub(crate) fn stream_key(key: &str) -> Option<&str> {
 }
 
 /// The media route `path` names (the API's and the console's are theirs: see
-/// [`api::route`], [`console::route`]).
+/// [`api::route`], [`console::route`]). A stream name with `@` in an HLS or `.mp4`
+/// path is a range of its recordings (`sluice_archive::range`): such a name cannot be
+/// played live over HLS or HTTP-fMP4 (it can over every other protocol).
 pub(crate) fn route(path: &str) -> Route<'_> {
+    let route = live_route(path);
+    use sluice_archive::range::split_key as recorded;
+    match route {
+        Route::Hls(key, what) => match recorded(key) {
+            Some((key, range)) if stream_key(key).is_some() => {
+                Route::Recorded(key, range, Playback::Hls(what))
+            }
+            Some(_) => Route::NotFound,
+            None => route,
+        },
+        Route::Live(key, Live::Fmp4) => match recorded(key) {
+            Some((key, range)) if stream_key(key).is_some() => {
+                Route::Recorded(key, range, Playback::Download)
+            }
+            Some(_) => Route::NotFound,
+            None => route,
+        },
+        route => route,
+    }
+}
+
+/// [`route`] before ranges.
+fn live_route(path: &str) -> Route<'_> {
     if path == "/" {
         return Route::Root;
     }
@@ -377,6 +409,37 @@ mod tests {
             Route::Hls("live/cam", _)
         ));
         assert_eq!(route("/cam.mp4"), Route::NotFound);
+        let range = "2026-11-27T10:00:00Z..2026-11-27T10:15:00Z";
+        assert_eq!(
+            route(&format!("/live/cam@{range}/index.m3u8")),
+            Route::Recorded("live/cam", range, Playback::Hls(HlsPath::Fmp4Playlist))
+        );
+        assert_eq!(
+            route("/live/cam@-15m...m3u8"),
+            Route::Recorded("live/cam", "-15m..", Playback::Hls(HlsPath::TsPlaylist))
+        );
+        assert_eq!(
+            route("/live/cam@-15m../1a2b-7.ts"),
+            Route::Recorded("live/cam", "-15m..", Playback::Hls(HlsPath::Ts("1a2b", 7)))
+        );
+        assert_eq!(
+            route("/live/cam@..-1h/1a2b-init.mp4"),
+            Route::Recorded(
+                "live/cam",
+                "..-1h",
+                Playback::Hls(HlsPath::Init("1a2b", None))
+            )
+        );
+        assert_eq!(
+            route(&format!("/live/cam@{range}.mp4")),
+            Route::Recorded("live/cam", range, Playback::Download)
+        );
+        assert_eq!(route("/live/@-1h...mp4"), Route::NotFound);
+        // Not HLS or `.mp4`: a live stream's name, as before.
+        assert_eq!(
+            route("/live/cam@x.flv"),
+            Route::Live("live/cam@x", Live::Flv)
+        );
         assert_eq!(
             route("/live/cam/init.mp4"),
             Route::Live("live/cam/init", Live::Fmp4)

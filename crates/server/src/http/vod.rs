@@ -87,12 +87,12 @@ pub(crate) async fn reply(worker: &Worker, path: &str, what: HlsPath<'_>) -> Rep
     }
 }
 
-fn index(n: u64) -> usize {
+pub(super) fn index(n: u64) -> usize {
     usize::try_from(n).unwrap_or(usize::MAX)
 }
 
 /// The object `key` of `file`: from the cache, or made on the blocking pool and kept.
-async fn made(
+pub(super) async fn made(
     file: &Arc<VodFile>,
     key: Key,
     make: impl FnOnce(&VodPlan, &VodFile) -> Result<Bytes, VodError> + Send + 'static,
@@ -117,7 +117,7 @@ async fn made(
 
 /// Why an object of a file could not be made.
 #[derive(Debug, thiserror::Error)]
-enum MakeError {
+pub(super) enum MakeError {
     #[error("{0}")]
     Vod(VodError),
     /// The muxing task did not finish.
@@ -125,7 +125,7 @@ enum MakeError {
     Lost(tokio::task::JoinError),
 }
 
-fn playlist(body: String) -> Reply {
+pub(super) fn playlist(body: String) -> Reply {
     Reply {
         file: None,
         status: 200,

@@ -176,6 +176,15 @@ impl StreamEntry {
         (out, more)
     }
 
+    /// The file `id`, if the stream has it (playback names files by id).
+    pub fn file(&self, id: FileId) -> Option<Listed> {
+        let state = self.lock();
+        state.spans.get(id).map(|span| Listed {
+            path: format!("{}/{}", self.key, span.id.file_name(&self.name)),
+            span: *span,
+        })
+    }
+
     /// The gapless runs within `[from, to)`.
     pub fn runs(&self, from: i64, to: i64) -> Vec<sluice_archive::span::Run> {
         self.lock().spans.runs(from, to)

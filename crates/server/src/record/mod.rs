@@ -39,7 +39,7 @@ mod writer;
 
 use crate::core::tap::{Attach, Tap};
 use crate::keys::{Pattern, PerStream};
-pub use catalogue::Catalogue;
+pub use catalogue::{Catalogue, Listed, StreamEntry};
 pub use fragmenter::{Format, FragmenterConfig};
 pub use pruner::{RemoveError, Removed};
 pub use retention::{Keep, Reason, RetentionConfig};

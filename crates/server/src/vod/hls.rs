@@ -28,6 +28,10 @@ pub enum Key {
     Init,
     Ts(usize),
     Fmp4(usize),
+    /// Segment n with decode times on the wall clock (playback of recordings by range,
+    /// `http::playback`).
+    WallTs(usize),
+    WallFmp4(usize),
 }
 
 impl VodHls {

@@ -23,6 +23,7 @@ mod http_ts;
 mod limits;
 mod load;
 mod panic;
+mod playback;
 mod publishers;
 mod record;
 mod retina;
