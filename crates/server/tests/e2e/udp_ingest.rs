@@ -727,7 +727,7 @@ fn scte35_cues_in_the_ts_are_read_and_the_stream_plays_on() {
     let relay = CueRelay::start(bound(&server, "live/cued"));
     let _ffmpeg = send("mpegts", &format!("udp://{}?pkt_size=1316", relay.addr), 30);
     wait_for("publishing", || live(&server, "live/cued"));
-    let (streams, times) = probe_video(&format!("rtmp://{}/live/cued", server.rtmp), "%+#60");
+    let (streams, times) = probe_video(&format!("rtmp://{}/live/cued", server.rtmp), "%+#120");
     assert!(streams.contains("h264,320,240"), "{streams}");
     assert!(times.len() >= 25, "{} video packets", times.len());
     wait_for("two cues read", || {
