@@ -279,6 +279,28 @@ struct Table {
 }
 
 impl Table {
+    /// Takes a packet of the table's PID; the sections it completes go to `done`.
+    /// Returns false when something malformed was dropped.
+    fn packet(
+        &mut self,
+        p: &TsPacket<'_>,
+        stats: &mut DemuxStats,
+        done: &mut Vec<Vec<u8>>,
+    ) -> bool {
+        match self.counter.check(p) {
+            Continuity::InOrder => {}
+            Continuity::Duplicate => return true,
+            Continuity::Gap => {
+                stats.continuity_errors += 1;
+                self.reader.reset();
+            }
+        }
+        match p.payload {
+            Some(payload) => self.reader.push(p.unit_start, payload, done),
+            None => true,
+        }
+    }
+
     fn reset(&mut self) {
         self.counter.reset();
         self.reader.reset();
@@ -489,19 +511,8 @@ impl TsDemuxer {
         let Some((_, table)) = self.cues.as_mut() else {
             return;
         };
-        match table.counter.check(p) {
-            Continuity::InOrder => {}
-            Continuity::Duplicate => return,
-            Continuity::Gap => {
-                self.out.stats.continuity_errors += 1;
-                table.reader.reset();
-            }
-        }
-        let Some(payload) = p.payload else {
-            return;
-        };
         let mut sections = std::mem::take(&mut self.sections);
-        if !table.reader.push(p.unit_start, payload, &mut sections) {
+        if !table.packet(p, &mut self.out.stats, &mut sections) {
             self.out.stats.cues_dropped += 1;
         }
         for section in sections.drain(..) {
@@ -527,19 +538,8 @@ impl TsDemuxer {
     /// A packet of the PAT (`pmt` false) or of our program's PMT.
     fn table_packet(&mut self, pmt: bool, p: &TsPacket<'_>) {
         let table = if pmt { &mut self.pmt } else { &mut self.pat };
-        match table.counter.check(p) {
-            Continuity::InOrder => {}
-            Continuity::Duplicate => return,
-            Continuity::Gap => {
-                self.out.stats.continuity_errors += 1;
-                table.reader.reset();
-            }
-        }
-        let Some(payload) = p.payload else {
-            return;
-        };
         let mut sections = std::mem::take(&mut self.sections);
-        if !table.reader.push(p.unit_start, payload, &mut sections) {
+        if !table.packet(p, &mut self.out.stats, &mut sections) {
             self.out.stats.bad_sections += 1;
         }
         for s in sections.drain(..) {

@@ -16,7 +16,7 @@ use crate::common::{
 use serde_json::Value;
 use std::net::{SocketAddr, UdpSocket};
 use std::process::{Command, Stdio};
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -157,16 +157,19 @@ fn a_silent_input_ends_its_stream_and_comes_back_by_itself() {
     assert_eq!(ingest(&server, "live/back")["starts"], 2);
 }
 
-/// Forwards datagrams from its own port to `to`, dropping every `nth` (deterministic
-/// loss), until dropped.
-struct LossyRelay {
+/// Forwards the datagrams sent to its own port to `to` through `forward` (which sends
+/// what it wants with the socket it is given), until dropped.
+struct Relay {
     addr: SocketAddr,
     stop: Arc<AtomicBool>,
     thread: Option<std::thread::JoinHandle<()>>,
 }
 
-impl LossyRelay {
-    fn start(to: SocketAddr, nth: u64) -> LossyRelay {
+impl Relay {
+    fn start(
+        to: SocketAddr,
+        mut forward: impl FnMut(&UdpSocket, &mut [u8], SocketAddr) + Send + 'static,
+    ) -> Relay {
         let sock = UdpSocket::bind("127.0.0.1:0").expect("relay socket");
         sock.set_read_timeout(Some(Duration::from_millis(100)))
             .expect("timeout");
@@ -175,31 +178,42 @@ impl LossyRelay {
         let stopped = stop.clone();
         let thread = std::thread::spawn(move || {
             let mut buf = vec![0; 65_536];
-            let mut n = 0u64;
             while !stopped.load(Ordering::Relaxed) {
-                let Ok(len) = sock.recv(&mut buf) else {
-                    continue;
-                };
-                n += 1;
-                if !n.is_multiple_of(nth) {
-                    let _ = sock.send_to(&buf[..len], to);
+                if let Ok(len) = sock.recv(&mut buf) {
+                    forward(&sock, &mut buf[..len], to);
                 }
             }
         });
-        LossyRelay {
+        Relay {
             addr,
             stop,
             thread: Some(thread),
         }
     }
-}
 
-impl Drop for LossyRelay {
-    fn drop(&mut self) {
+    /// Forwards every datagram but each `nth` (deterministic loss).
+    fn lossy(to: SocketAddr, nth: u64) -> Relay {
+        let mut n = 0u64;
+        Relay::start(to, move |sock, datagram, to| {
+            n += 1;
+            if !n.is_multiple_of(nth) {
+                let _ = sock.send_to(datagram, to);
+            }
+        })
+    }
+
+    /// Stops forwarding.
+    fn stop(&mut self) {
         self.stop.store(true, Ordering::Relaxed);
         if let Some(t) = self.thread.take() {
             let _ = t.join();
         }
+    }
+}
+
+impl Drop for Relay {
+    fn drop(&mut self) {
+        self.stop();
     }
 }
 
@@ -216,8 +230,8 @@ fn two_percent_loss_is_counted_and_the_stream_goes_on() {
             ("live/lossyrtp", "rtp://127.0.0.1:0"),
         ],
     );
-    let udp = LossyRelay::start(bound(&server, "live/lossy"), 50);
-    let rtp = LossyRelay::start(bound(&server, "live/lossyrtp"), 50);
+    let udp = Relay::lossy(bound(&server, "live/lossy"), 50);
+    let rtp = Relay::lossy(bound(&server, "live/lossyrtp"), 50);
     let _a = send("mpegts", &format!("udp://{}?pkt_size=1316", udp.addr), 30);
     let _b = send("rtp_mpegts", &format!("rtp://{}", rtp.addr), 30);
     for key in ["live/lossy", "live/lossyrtp"] {
@@ -622,99 +636,55 @@ fn splice_insert(id: u32, out: bool) -> Vec<u8> {
     s
 }
 
-/// Forwards ffmpeg's TS datagrams to `to` with an SCTE-35 stream added to the program:
-/// every PMT lists [`CUE_PID`] (type 0x86), and after every 50th datagram a datagram of
-/// one cue packet follows (out and in in turn), as a broadcast encoder's splicer adds
-/// them.
-struct CueRelay {
-    addr: SocketAddr,
-    stop: Arc<AtomicBool>,
-    thread: Option<std::thread::JoinHandle<u32>>,
-}
-
-impl CueRelay {
-    fn start(to: SocketAddr) -> CueRelay {
-        let sock = UdpSocket::bind("127.0.0.1:0").expect("relay socket");
-        sock.set_read_timeout(Some(Duration::from_millis(100)))
-            .expect("timeout");
-        let addr = sock.local_addr().expect("relay address");
-        let stop = Arc::new(AtomicBool::new(false));
-        let stopped = stop.clone();
-        let thread = std::thread::spawn(move || {
-            let mut buf = vec![0; 65_536];
-            let (mut n, mut cues, mut cc) = (0u64, 0u32, 0u8);
-            let mut pmt_pid = None;
-            while !stopped.load(Ordering::Relaxed) {
-                let Ok(len) = sock.recv(&mut buf) else {
-                    continue;
-                };
-                for p in buf[..len].chunks_mut(188) {
-                    let pid = u16::from_be_bytes([p[1] & 0x1f, p[2]]);
-                    // Unit starts without an adaptation field: ffmpeg's tables.
-                    if p.len() < 188 || p[1] & 0x40 == 0 || p[3] & 0x30 != 0x10 {
-                        continue;
-                    }
-                    let at = 5 + usize::from(p[4]);
-                    if pid == 0 {
-                        // The PAT's first program: number (2 bytes) and PMT PID.
-                        pmt_pid = Some(u16::from_be_bytes([p[at + 10] & 0x1f, p[at + 11]]));
-                    } else if Some(pid) == pmt_pid {
-                        let s = &mut p[at..];
-                        let total = 3 + (usize::from(s[1] & 0x0f) << 8 | usize::from(s[2]));
-                        let entry = [0x86, 0xe0 | (CUE_PID >> 8) as u8, CUE_PID as u8, 0xf0, 0];
-                        s.copy_within(total - 4..total, total + 1);
-                        s[total - 4..total + 1].copy_from_slice(&entry);
-                        let len = total - 3 + 5;
-                        s[1] = (s[1] & 0xf0) | (len >> 8) as u8;
-                        s[2] = len as u8;
-                        let crc = crc32_mpeg2(&s[..total + 1]);
-                        s[total + 1..total + 5].copy_from_slice(&crc.to_be_bytes());
-                    }
-                }
-                let _ = sock.send_to(&buf[..len], to);
-                n += 1;
-                if n.is_multiple_of(50) {
-                    let section = splice_insert(cues, cues.is_multiple_of(2));
-                    let mut packet = vec![0xffu8; 188];
-                    packet[..5].copy_from_slice(&[
-                        0x47,
-                        0x40 | (CUE_PID >> 8) as u8,
-                        CUE_PID as u8,
-                        0x10 | cc,
-                        0,
-                    ]);
-                    packet[5..5 + section.len()].copy_from_slice(&section);
-                    cc = (cc + 1) & 0x0f;
-                    let _ = sock.send_to(&packet, to);
-                    cues += 1;
-                }
+/// Adds an SCTE-35 stream to the program of ffmpeg's TS datagrams: every PMT lists
+/// [`CUE_PID`] (type 0x86), and after every 50th datagram a datagram of one cue packet
+/// follows (out and in in turn), as a broadcast encoder's splicer adds them. Counts the
+/// cues sent into `cues`.
+fn cue_relay(to: SocketAddr, cues: Arc<AtomicU32>) -> Relay {
+    let (mut n, mut cc, mut pmt_pid) = (0u64, 0u8, None);
+    Relay::start(to, move |sock, datagram, to| {
+        for p in datagram.chunks_mut(188) {
+            let pid = u16::from_be_bytes([p[1] & 0x1f, p[2]]);
+            // Unit starts without an adaptation field: ffmpeg's tables.
+            if p.len() < 188 || p[1] & 0x40 == 0 || p[3] & 0x30 != 0x10 {
+                continue;
             }
-            cues
-        });
-        CueRelay {
-            addr,
-            stop,
-            thread: Some(thread),
+            let at = 5 + usize::from(p[4]);
+            if pid == 0 {
+                // The PAT's first program: number (2 bytes) and PMT PID.
+                pmt_pid = Some(u16::from_be_bytes([p[at + 10] & 0x1f, p[at + 11]]));
+            } else if Some(pid) == pmt_pid {
+                let s = &mut p[at..];
+                let total = 3 + (usize::from(s[1] & 0x0f) << 8 | usize::from(s[2]));
+                let entry = [0x86, 0xe0 | (CUE_PID >> 8) as u8, CUE_PID as u8, 0xf0, 0];
+                s.copy_within(total - 4..total, total + 1);
+                s[total - 4..total + 1].copy_from_slice(&entry);
+                let len = total - 3 + 5;
+                s[1] = (s[1] & 0xf0) | (len >> 8) as u8;
+                s[2] = len as u8;
+                let crc = crc32_mpeg2(&s[..total + 1]);
+                s[total + 1..total + 5].copy_from_slice(&crc.to_be_bytes());
+            }
         }
-    }
-
-    /// Stops forwarding; how many cues it sent.
-    fn stop(mut self) -> u32 {
-        self.stop.store(true, Ordering::Relaxed);
-        self.thread
-            .take()
-            .and_then(|t| t.join().ok())
-            .unwrap_or_default()
-    }
-}
-
-impl Drop for CueRelay {
-    fn drop(&mut self) {
-        self.stop.store(true, Ordering::Relaxed);
-        if let Some(t) = self.thread.take() {
-            let _ = t.join();
+        let _ = sock.send_to(datagram, to);
+        n += 1;
+        if n.is_multiple_of(50) {
+            let sent = cues.load(Ordering::Relaxed);
+            let section = splice_insert(sent, sent.is_multiple_of(2));
+            let mut packet = vec![0xffu8; 188];
+            packet[..5].copy_from_slice(&[
+                0x47,
+                0x40 | (CUE_PID >> 8) as u8,
+                CUE_PID as u8,
+                0x10 | cc,
+                0,
+            ]);
+            packet[5..5 + section.len()].copy_from_slice(&section);
+            cc = (cc + 1) & 0x0f;
+            let _ = sock.send_to(&packet, to);
+            cues.store(sent + 1, Ordering::Relaxed);
         }
-    }
+    })
 }
 
 #[test]
@@ -724,7 +694,8 @@ fn scte35_cues_in_the_ts_are_read_and_the_stream_plays_on() {
         return;
     }
     let server = server_with("cues", &[("live/cued", "udp://127.0.0.1:0")]);
-    let relay = CueRelay::start(bound(&server, "live/cued"));
+    let cues = Arc::new(AtomicU32::new(0));
+    let mut relay = cue_relay(bound(&server, "live/cued"), cues.clone());
     let _ffmpeg = send("mpegts", &format!("udp://{}?pkt_size=1316", relay.addr), 30);
     wait_for("publishing", || live(&server, "live/cued"));
     let (streams, times) = probe_video(&format!("rtmp://{}/live/cued", server.rtmp), "%+#120");
@@ -733,7 +704,8 @@ fn scte35_cues_in_the_ts_are_read_and_the_stream_plays_on() {
     wait_for("two cues read", || {
         ingest(&server, "live/cued")["scte35_cues"].as_u64() >= Some(2)
     });
-    let sent = relay.stop();
+    relay.stop();
+    let sent = cues.load(Ordering::Relaxed);
     // Every cue sent is read: none is dropped as malformed or unplaceable (the first
     // comes after 50 datagrams, well after the first frames).
     std::thread::sleep(Duration::from_millis(200));
