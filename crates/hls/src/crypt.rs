@@ -10,8 +10,9 @@
 //! HMAC-SHA256(secret, [`KEY_LABEL`] || period as 8 big-endian bytes), so:
 //! - nothing is stored per key, and a key exists to be served only while a kept
 //!   segment uses it (the caller checks the kept range): the set is bounded by it;
-//! - the same segment encrypted again (segmenting stopped while idle, then restarted)
-//!   has the same bytes under the same URI, which caches keep as immutable;
+//! - a segment made again (segmenting stopped while idle, then restarted) gets the
+//!   same key and IV under the same URI: the same clear bytes give the same
+//!   ciphertext, which caches keep as immutable;
 //! - another stream instance has another secret, so another key for the same period.
 //!
 //! The secret is 32 random bytes per stream instance. Neither it nor any key shows in

@@ -36,8 +36,8 @@
 //! Encryption (`hls.encryption = "aes-128"`): the segmenters encrypt each segment once,
 //! when it completes (`sluice_hls::SegmentKeys`), so every viewer and the memfds share
 //! the ciphertext. The keys come from a secret drawn when the stream's HLS is made and
-//! kept for its life (a restart after idle encrypts the same segment alike, under the
-//! same URI); [`HlsStream::key`] answers a key only while a kept segment uses it. A key
+//! kept for its life (a restart after idle encrypts a segment with the same key and
+//! IV, under the same URI); [`HlsStream::key`] answers a key only while a kept segment uses it. A key
 //! URI is `key/TAG-PERIOD` below the stream (`name/key/…` from the TS playlist): the
 //! tag keeps a player's cached key of an earlier instance from being reused.
 //! Another server segmenting the same publish has its own secret: a CDN must send an
