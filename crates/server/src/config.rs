@@ -1642,6 +1642,25 @@ impl Config {
         }
     }
 
+    /// Where HLS is encrypted while reading needs no authorization, so that its keys go
+    /// to anyone who asks: `[hls]` (streams no entry matches) and the names of such
+    /// `[[apps]]` entries. The server warns of them at start.
+    pub fn keys_open_to_all(&self) -> Vec<String> {
+        let open =
+            |encryption: HlsEncryption, read: bool| encryption != HlsEncryption::None && !read;
+        let mut found = Vec::new();
+        if open(self.hls.encryption, self.auth.read) {
+            found.push("[hls]".to_string());
+        }
+        for app in &self.apps {
+            let encryption = app.hls_encryption.unwrap_or(self.hls.encryption);
+            if open(encryption, app.auth_read.unwrap_or(self.auth.read)) {
+                found.push(format!("[[apps]] {}", app.name));
+            }
+        }
+        found
+    }
+
     /// The `[[apps]]` entries compiled, for the hub.
     pub fn apps(&self) -> Apps {
         Apps {
@@ -2584,6 +2603,17 @@ mod tests {
         ] {
             assert!(Config::from_toml(bad).unwrap().validate().is_err(), "{bad}");
         }
+        assert_eq!(
+            config.keys_open_to_all(),
+            ["[[apps]] paid", "[[apps]] paid2"],
+            "keys for anyone: reading needs no authorization"
+        );
+        let guarded = Config::from_toml(
+            "[hls]\nencryption = \"aes-128\"\n[auth]\nread = true\n\
+             [[apps]]\nname = \"open\"\nauth_read = false\n",
+        )
+        .unwrap();
+        assert_eq!(guarded.keys_open_to_all(), ["[[apps]] open"]);
         assert!(Cli::try_parse_from(["sluice", "--hls-encryption", "aes-128"]).is_ok());
         assert!(Cli::try_parse_from(["sluice", "--hls-encryption", "rot13"]).is_err());
     }
