@@ -32,7 +32,10 @@ fuzz_target!(|data: &[u8]| {
     let key = PaddedBlockDecryptingKey::cbc_pkcs7(key).unwrap();
     let mut buf = sealed.to_vec();
     let plain = key
-        .decrypt(&mut buf, DecryptionContext::Iv128(FixedLength::from(iv(msn))))
+        .decrypt(
+            &mut buf,
+            DecryptionContext::Iv128(FixedLength::from(iv(msn))),
+        )
         .unwrap();
     assert_eq!(plain, body);
 });
