@@ -21,6 +21,25 @@ pub const MAX_PARTS_PER_SEGMENT: u32 = 1000;
 /// memory and the playlist's size (a few dozen bytes per segment).
 pub const MAX_WINDOW: usize = 1000;
 
+/// Most segments encrypted with one key: a key served for longer than this many
+/// segments protects little, and the kept range covers at most `2 * MAX_WINDOW`.
+pub const MAX_KEY_ROTATION: u32 = 1000;
+
+/// Whether and how segments are encrypted (RFC 8216 section 5.2).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum Encryption {
+    /// Segments in the clear.
+    #[default]
+    None,
+    /// `METHOD=AES-128`: each whole segment in AES-128-CBC with PKCS#7 padding, a new
+    /// key every `rotation` segments (see `crypt`). Not with Low-Latency HLS: parts
+    /// would each need encrypting apart from their segment.
+    Aes128 {
+        /// Segments per key, 1..=[`MAX_KEY_ROTATION`].
+        rotation: u32,
+    },
+}
+
 /// Which segment format a variant carries; it decides the playlist's tags.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Variant {
@@ -45,6 +64,8 @@ pub struct HlsConfig {
     pub keep_extra: usize,
     /// Low-Latency HLS: parts, preload hints, blocking reload. fMP4 only.
     pub low_latency: bool,
+    /// Segment encryption; [`Encryption::Aes128`] needs `low_latency` off for fMP4.
+    pub encryption: Encryption,
 }
 
 impl Default for HlsConfig {
@@ -55,6 +76,7 @@ impl Default for HlsConfig {
             window: 6,
             keep_extra: 3,
             low_latency: true,
+            encryption: Encryption::None,
         }
     }
 }
@@ -87,6 +109,18 @@ impl HlsConfig {
             return Err(HlsError::Config {
                 what: "low_latency needs the fMP4 variant",
             });
+        }
+        if let Encryption::Aes128 { rotation } = self.encryption {
+            if rotation == 0 || rotation > MAX_KEY_ROTATION {
+                return Err(HlsError::Config {
+                    what: "key rotation must be 1..=1000 segments",
+                });
+            }
+            if self.low_latency {
+                return Err(HlsError::Config {
+                    what: "AES-128 encryption needs low_latency off (parts are not encrypted)",
+                });
+            }
         }
         Ok(())
     }

@@ -1,7 +1,8 @@
 //! The one error type of this crate, saying whose fault each failure is.
 //!
 //! [`HlsError::BadQuery`] is the viewer's fault (answer 400). [`HlsError::Unexpected`],
-//! [`HlsError::BadDuration`], [`HlsError::TooManyParts`] and [`HlsError::Config`] are
+//! [`HlsError::BadDuration`], [`HlsError::TooManyParts`], [`HlsError::Config`],
+//! [`HlsError::NoSecret`] and [`HlsError::Encrypt`] are
 //! the caller's: a call out of order, a duration the publisher's timestamps made
 //! absurd, or a configuration out of range. None of them changes the timeline.
 
@@ -36,6 +37,12 @@ pub enum HlsError {
         /// The limit.
         limit: u32,
     },
+    /// The cipher refused a key or a segment: ours, since we make both.
+    #[error("segment encryption failed")]
+    Encrypt,
+    /// Encryption is configured but the segmenter was given no key secret.
+    #[error("encryption configured without a key secret")]
+    NoSecret,
     /// A configuration value is out of range.
     #[error("invalid HLS configuration: {what}")]
     Config {

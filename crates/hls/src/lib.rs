@@ -6,6 +6,7 @@
 //! request can be answered.
 //!
 //! Files: `config` (settings and limits), `timeline` (segments, parts, window),
+//! `crypt` (AES-128 segment encryption and its keys),
 //! `render` (playlist text), `datetime` (ISO 8601 dates), `query` (`_HLS_*`
 //! directives), `readiness` (blocking reload, preload hints), `error`; `parse` reads
 //! other servers' playlists (an edge pulling HLS).
@@ -46,6 +47,7 @@
 #![cfg_attr(test, allow(clippy::unwrap_used))]
 
 mod config;
+mod crypt;
 mod datetime;
 mod error;
 pub mod parse;
@@ -57,8 +59,10 @@ mod timeline;
 pub mod vod;
 
 pub use config::{
-    HlsConfig, Variant, MAX_PARTS_PER_SEGMENT, MAX_SEGMENT_TICKS, MAX_WINDOW, TICKS_PER_SECOND,
+    Encryption, HlsConfig, Variant, MAX_KEY_ROTATION, MAX_PARTS_PER_SEGMENT, MAX_SEGMENT_TICKS,
+    MAX_WINDOW, TICKS_PER_SECOND,
 };
+pub use crypt::{iv, KeySecret, SegmentKeys, KEY_LABEL, KEY_LEN, SECRET_LEN};
 pub use datetime::write_iso8601_ms;
 pub use error::HlsError;
 pub use query::{parse_blocking_request, BlockingRequest};

@@ -23,13 +23,18 @@
 //! next part (none between segments when the caller names them: the next name is not
 //! known yet). `EXT-X-ENDLIST` once the stream ended (and no hint).
 //!
+//! With [`Encryption::Aes128`], each listed segment is preceded by its
+//! `EXT-X-KEY:METHOD=AES-128,URI="…",IV=0x…`: the key of its period and its msn as IV
+//! (see `crypt`). Every segment gets one, since the explicit IV is the segment's own;
+//! `EXT-X-MAP` comes before the first, so the init segment stays in the clear.
+//!
 //! URIs come from the caller's [`SegmentNames`]; any byte that may not appear in a
 //! quoted playlist string or URI line (controls, space, `"`, non-ASCII) is
 //! percent-encoded, so a stream name chosen by a publisher cannot inject tags.
 
 use std::fmt::Write as _;
 
-use crate::config::Variant;
+use crate::config::{Encryption, Variant};
 use crate::datetime::write_iso8601_ms;
 use crate::timeline::{ticks_to_ms, Segment, Timeline};
 
@@ -50,6 +55,11 @@ pub trait SegmentNames {
     fn part(&self, name: u64, part: u32, out: &mut String);
     /// The URI of the init segment (`EXT-X-MAP`); asked for the fMP4 variant only.
     fn init(&self, out: &mut String);
+    /// The URI of the key of `period` (`EXT-X-KEY`); asked only when segments are
+    /// encrypted. The default, `key/PERIOD`, suits a caller with one stream instance.
+    fn key(&self, period: u64, out: &mut String) {
+        let _ = write!(out, "key/{period}");
+    }
 }
 
 impl Timeline {
@@ -95,6 +105,9 @@ impl Timeline {
         };
         for segment in self.listed_segments() {
             write_prelude(out, segment);
+            if let Encryption::Aes128 { rotation } = self.config.encryption {
+                write_key(out, names, segment.msn, rotation);
+            }
             if segment.msn >= first_with_parts {
                 write_parts(out, names, segment);
             }
@@ -165,6 +178,13 @@ fn write_prelude(out: &mut String, segment: &Segment) {
     out.push_str("#EXT-X-PROGRAM-DATE-TIME:");
     write_iso8601_ms(out, segment.wall_clock_ms);
     out.push('\n');
+}
+
+/// `EXT-X-KEY` of segment `msn`: its period's key URI and its msn as IV.
+fn write_key(out: &mut String, names: &dyn SegmentNames, msn: u64, rotation: u32) {
+    out.push_str("#EXT-X-KEY:METHOD=AES-128,URI=\"");
+    push_uri(out, |out| names.key(msn / u64::from(rotation.max(1)), out));
+    let _ = writeln!(out, "\",IV=0x{:032x}", u128::from(msn));
 }
 
 fn write_parts(out: &mut String, names: &dyn SegmentNames, segment: &Segment) {

@@ -23,8 +23,11 @@
 //!   stream, from whichever keyframe, give the same media the same name and bytes
 //!   (TS segments may differ in their continuity counters) and, while every slot holds
 //!   a keyframe, the same msn.
+//! - With encryption ([`Encryption::Aes128`]), a segment's bytes are encrypted once,
+//!   whole, when it completes: what `segments` holds is the ciphertext, never the
+//!   plain bytes (see `crypt`). The fMP4 init segment stays in the clear.
 
-use crate::{HlsConfig, HlsError, Timeline, Variant};
+use crate::{Encryption, HlsConfig, HlsError, KeySecret, SegmentKeys, Timeline, Variant};
 use bytes::{Bytes, BytesMut};
 use sluice_media::fragment::{
     Container, CutRules, FragmentError, Fragmenter, FragmenterConfig, Origin, Output,
@@ -80,6 +83,21 @@ fn start_segment(
     )
 }
 
+/// The keys of a segmenter of `config`: `None` without encryption.
+///
+/// Errors: encryption is configured and `secret` is `None`.
+fn segment_keys(
+    config: &HlsConfig,
+    secret: Option<&KeySecret>,
+) -> Result<Option<SegmentKeys>, HlsError> {
+    match config.encryption {
+        Encryption::None => Ok(None),
+        Encryption::Aes128 { rotation } => {
+            SegmentKeys::new(secret.ok_or(HlsError::NoSecret)?, rotation).map(Some)
+        }
+    }
+}
+
 /// The `mfhd` sequence number of a segment's first fragment: its start in ms (the low
 /// 32 bits). Its parts follow it; they are at least a millisecond each, so the next
 /// segment's number is above them.
@@ -98,16 +116,26 @@ pub struct TsSegmenter {
     /// Pieces of the segment in progress (one, since TS segments have no parts).
     current: Vec<Bytes>,
     segments: BTreeMap<u64, Bytes>,
+    /// Encrypts each completed segment, when the config asks.
+    keys: Option<SegmentKeys>,
 }
 
 impl TsSegmenter {
     /// A segmenter for `config` (low latency does not apply to TS and is ignored).
+    /// Errors: a config out of range, or encryption (which needs [`Self::with_secret`]).
     pub fn new(config: HlsConfig) -> Result<Self, HlsError> {
+        Self::with_secret(config, None)
+    }
+
+    /// [`new`](Self::new), with the secret its keys come from when the config asks for
+    /// encryption (ignored otherwise).
+    pub fn with_secret(config: HlsConfig, secret: Option<&KeySecret>) -> Result<Self, HlsError> {
         let config = HlsConfig {
             low_latency: false,
             ..config
         };
         Ok(TsSegmenter {
+            keys: segment_keys(&config, secret)?,
             fragmenter: Fragmenter::new(FragmenterConfig {
                 container: Container::Ts,
                 rules: rules(&config, false),
@@ -190,6 +218,10 @@ impl TsSegmenter {
         self.current.clear();
         let released = self.timeline.end_segment(duration.max(1))?;
         if let Some(msn) = self.timeline.kept().end.checked_sub(1) {
+            let bytes = match &self.keys {
+                Some(keys) => keys.encrypt(msn, &[bytes])?,
+                None => bytes,
+            };
             self.segments.insert(msn, bytes);
         }
         for msn in released {
@@ -254,12 +286,22 @@ pub struct Fmp4Segmenter {
     open_parts: Vec<Bytes>,
     segments: BTreeMap<u64, Vec<Bytes>>,
     low_latency: bool,
+    /// Encrypts each completed segment, when the config asks.
+    keys: Option<SegmentKeys>,
 }
 
 impl Fmp4Segmenter {
     /// A segmenter for `config`.
+    /// Errors: a config out of range, or encryption (which needs [`Self::with_secret`]).
     pub fn new(config: HlsConfig) -> Result<Self, HlsError> {
+        Self::with_secret(config, None)
+    }
+
+    /// [`new`](Self::new), with the secret its keys come from when the config asks for
+    /// encryption (ignored otherwise). Encryption needs `low_latency` off.
+    pub fn with_secret(config: HlsConfig, secret: Option<&KeySecret>) -> Result<Self, HlsError> {
         Ok(Fmp4Segmenter {
+            keys: segment_keys(&config, secret)?,
             fragmenter: Fragmenter::new(FragmenterConfig {
                 container: Container::Fmp4,
                 rules: rules(&config, config.low_latency),
@@ -366,11 +408,25 @@ impl Fmp4Segmenter {
     fn finish_segment(&mut self, duration: Timestamp) -> Result<(), SegmentError> {
         let pieces = std::mem::take(&mut self.open_parts);
         let released = self.timeline.end_segment(duration.max(1))?;
+        let mut result = Ok(());
         if let Some(msn) = self.timeline.kept().end.checked_sub(1) {
-            self.segments.insert(msn, pieces);
+            match self.sealed(msn, pieces) {
+                Ok(pieces) => {
+                    self.segments.insert(msn, pieces);
+                }
+                Err(e) => result = Err(e.into()),
+            }
         }
         self.release(released);
-        Ok(())
+        result
+    }
+
+    /// A completed segment's pieces as kept: encrypted into one when the config asks.
+    fn sealed(&self, msn: u64, pieces: Vec<Bytes>) -> Result<Vec<Bytes>, HlsError> {
+        match &self.keys {
+            Some(keys) => Ok(vec![keys.encrypt(msn, &pieces)?]),
+            None => Ok(pieces),
+        }
     }
 
     fn release(&mut self, released: Vec<u64>) {
@@ -386,8 +442,12 @@ impl Fmp4Segmenter {
         let open = self.timeline.in_progress();
         let released = self.timeline.end_stream();
         if let Some(msn) = open.filter(|m| self.timeline.kept().contains(m)) {
-            self.segments
-                .insert(msn, std::mem::take(&mut self.open_parts));
+            let pieces = std::mem::take(&mut self.open_parts);
+            // Only Low-Latency segments complete here, and encryption excludes it; a
+            // failure leaves the segment out rather than in the clear.
+            if let Ok(pieces) = self.sealed(msn, pieces) {
+                self.segments.insert(msn, pieces);
+            }
         }
         self.release(released);
     }
@@ -723,5 +783,137 @@ mod tests {
         // From each one's second segment on, the bytes are the same too.
         assert_eq!(b[1..], a[4..]);
         assert_eq!(c[1..], a[4..]);
+    }
+
+    fn decrypt(keys: &SegmentKeys, msn: u64, data: &[u8]) -> Vec<u8> {
+        use aws_lc_rs::cipher::{
+            DecryptionContext, PaddedBlockDecryptingKey, UnboundCipherKey, AES_128,
+        };
+        let key = UnboundCipherKey::new(&AES_128, &keys.key(keys.period(msn))).unwrap();
+        let key = PaddedBlockDecryptingKey::cbc_pkcs7(key).unwrap();
+        let mut buf = data.to_vec();
+        let iv = aws_lc_rs::iv::FixedLength::from(crate::iv(msn));
+        key.decrypt(&mut buf, DecryptionContext::Iv128(iv))
+            .unwrap()
+            .to_vec()
+    }
+
+    #[test]
+    fn encrypted_segments_decrypt_to_the_clear_ones_and_the_playlist_names_their_keys() {
+        let secret = KeySecret::new([3; crate::SECRET_LEN]);
+        let config = HlsConfig {
+            low_latency: false,
+            encryption: Encryption::Aes128 { rotation: 2 },
+            ..HlsConfig::default()
+        };
+        let clear_config = HlsConfig {
+            encryption: Encryption::None,
+            ..config
+        };
+        let keys = SegmentKeys::new(&secret, 2).unwrap();
+        let all = frames(13, 50);
+
+        let mut ts = TsSegmenter::with_secret(config, Some(&secret)).unwrap();
+        let mut clear = TsSegmenter::new(clear_config).unwrap();
+        for seg in [&mut ts, &mut clear] {
+            seg.set_tracks(Some(&video()), Some(&audio()));
+            for f in &all {
+                seg.push(f, 0).unwrap();
+            }
+        }
+        assert_eq!(ts.timeline().kept(), 0..6);
+        for (msn, sealed) in ts.segments() {
+            assert_ne!(sealed[0], 0x47, "segment {msn} is not plain TS");
+            assert_eq!(sealed.len() % 16, 0);
+            assert_eq!(decrypt(&keys, *msn, sealed), clear.segments()[msn].to_vec());
+        }
+        let mut playlist = String::new();
+        ts.timeline().render(&Names, &mut playlist);
+        let keys_listed: Vec<&str> = playlist
+            .lines()
+            .filter(|l| l.starts_with("#EXT-X-KEY:"))
+            .collect();
+        assert_eq!(
+            keys_listed,
+            [
+                "#EXT-X-KEY:METHOD=AES-128,URI=\"key/0\",IV=0x00000000000000000000000000000000",
+                "#EXT-X-KEY:METHOD=AES-128,URI=\"key/0\",IV=0x00000000000000000000000000000001",
+                "#EXT-X-KEY:METHOD=AES-128,URI=\"key/1\",IV=0x00000000000000000000000000000002",
+                "#EXT-X-KEY:METHOD=AES-128,URI=\"key/1\",IV=0x00000000000000000000000000000003",
+                "#EXT-X-KEY:METHOD=AES-128,URI=\"key/2\",IV=0x00000000000000000000000000000004",
+                "#EXT-X-KEY:METHOD=AES-128,URI=\"key/2\",IV=0x00000000000000000000000000000005",
+            ]
+        );
+        // Each key line just before its segment's duration.
+        assert!(
+            playlist.contains("IV=0x00000000000000000000000000000005\n#EXTINF:2.000,\n900000.ts\n"),
+            "{playlist}"
+        );
+        // A player parses it (m3u8-rs reads the key's method, URI and IV).
+        let parsed = m3u8_rs::parse_media_playlist_res(playlist.as_bytes()).unwrap();
+        let key = parsed.segments[3].key.as_ref().expect("a key");
+        assert_eq!(key.uri.as_deref(), Some("key/1"));
+        assert_eq!(key.method, m3u8_rs::KeyMethod::AES128);
+
+        let mut fmp4 = Fmp4Segmenter::with_secret(config, Some(&secret)).unwrap();
+        let mut clear = Fmp4Segmenter::new(clear_config).unwrap();
+        for seg in [&mut fmp4, &mut clear] {
+            seg.set_tracks(Some(&video()), Some(&audio()));
+            for f in &all {
+                seg.push(f, 0).unwrap();
+            }
+        }
+        assert_eq!(
+            fmp4.init(),
+            clear.init(),
+            "the init segment stays in the clear"
+        );
+        assert!(fmp4.parts().is_empty());
+        for (msn, sealed) in fmp4.segments() {
+            assert_eq!(sealed.len(), 1, "one encrypted piece");
+            let plain: Vec<u8> = clear.segments()[msn]
+                .iter()
+                .flat_map(|b| b.to_vec())
+                .collect();
+            assert_eq!(decrypt(&keys, *msn, &sealed[0]), plain);
+        }
+        let mut playlist = String::new();
+        fmp4.timeline().render(&Uris, &mut playlist);
+        let map = playlist.find("#EXT-X-MAP").unwrap();
+        let first_key = playlist.find("#EXT-X-KEY").unwrap();
+        assert!(map < first_key, "EXT-X-MAP before any key: {playlist}");
+    }
+
+    #[test]
+    fn encryption_needs_a_secret_a_rotation_and_no_parts() {
+        let config = HlsConfig {
+            low_latency: false,
+            encryption: Encryption::Aes128 { rotation: 5 },
+            ..HlsConfig::default()
+        };
+        let secret = KeySecret::new([1; crate::SECRET_LEN]);
+        assert!(matches!(TsSegmenter::new(config), Err(HlsError::NoSecret)));
+        assert!(matches!(
+            Fmp4Segmenter::new(config),
+            Err(HlsError::NoSecret)
+        ));
+        let ll = HlsConfig {
+            low_latency: true,
+            ..config
+        };
+        assert!(matches!(
+            Fmp4Segmenter::with_secret(ll, Some(&secret)),
+            Err(HlsError::Config { .. })
+        ));
+        // TS has no parts: low latency is dropped there.
+        assert!(TsSegmenter::with_secret(ll, Some(&secret)).is_ok());
+        let never = HlsConfig {
+            encryption: Encryption::Aes128 { rotation: 0 },
+            ..config
+        };
+        assert!(matches!(
+            TsSegmenter::with_secret(never, Some(&secret)),
+            Err(HlsError::Config { .. })
+        ));
     }
 }

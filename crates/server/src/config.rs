@@ -280,6 +280,43 @@ impl Choice for SecondPublisher {
     ];
 }
 
+/// `hls.encryption` (and an app's `hls_encryption`): how live HLS segments are
+/// encrypted (see `docs/hls.md`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub enum HlsEncryption {
+    #[serde(rename = "none")]
+    None,
+    /// AES-128-CBC of whole segments, keys from `/app/name/key/ID` (RFC 8216 5.2).
+    #[serde(rename = "aes-128")]
+    Aes128,
+}
+
+impl Choice for HlsEncryption {
+    const NAMES: &'static [(&'static str, Self)] = &[
+        ("none", HlsEncryption::None),
+        ("aes-128", HlsEncryption::Aes128),
+    ];
+}
+
+impl HlsEncryption {
+    /// `config` with this encryption, a new key every `rotation` segments. AES-128
+    /// turns Low-Latency HLS off: parts are not encrypted, so the fMP4 variant of an
+    /// encrypted stream has whole segments only.
+    pub fn apply(self, config: sluice_hls::HlsConfig, rotation: u32) -> sluice_hls::HlsConfig {
+        match self {
+            HlsEncryption::None => sluice_hls::HlsConfig {
+                encryption: sluice_hls::Encryption::None,
+                ..config
+            },
+            HlsEncryption::Aes128 => sluice_hls::HlsConfig {
+                low_latency: false,
+                encryption: sluice_hls::Encryption::Aes128 { rotation },
+                ..config
+            },
+        }
+    }
+}
+
 impl Choice for record::Format {
     const NAMES: &'static [(&'static str, Self)] =
         &[("fmp4", record::Format::Fmp4), ("ts", record::Format::Ts)];
@@ -697,6 +734,15 @@ settings! {
         /// after its last HLS request (unless always).
         #[flag("hls-idle-s", "S")]
         idle_s: u64 = 60;
+        /// "none" or "aes-128": live HLS segments encrypted whole with AES-128 (TS and fMP4;
+        /// the fMP4 variant then has no Low-Latency parts). Players get the keys from
+        /// /app/stream/key/ID, answered only to viewers that auth.read (or the app's
+        /// auth_read) admits, never cached. [[apps]] entries may set hls_encryption.
+        #[flag("hls-encryption", "METHOD")]
+        encryption: HlsEncryption = HlsEncryption::None;
+        /// With encryption, a new key every this many segments (1 to 1000). [[apps]]
+        /// entries may set hls_key_rotation.
+        key_rotation: u32 = 10;
     }
 
     /// Recording live streams to files below the media root.
@@ -924,6 +970,10 @@ pub struct AppConfig {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub hls_always: Option<bool>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub hls_encryption: Option<HlsEncryption>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub hls_key_rotation: Option<u32>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub record: Option<bool>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub keep_days: Option<u64>,
@@ -971,6 +1021,16 @@ const APP_KEYS: &[(&str, &str)] = &[
         "hls_always",
         "true or false: segment these streams for HLS from their first frame, asked for \
          or not (a CDN origin), whatever hls.always says.",
+    ),
+    (
+        "hls_encryption",
+        "\"none\" or \"aes-128\": encrypt these streams' HLS segments, or not, whatever \
+         hls.encryption says (keys at /app/stream/key/ID, for viewers auth_read admits).",
+    ),
+    (
+        "hls_key_rotation",
+        "With encryption, a new key every this many segments, instead of \
+         hls.key_rotation.",
     ),
     (
         "record",
@@ -1212,6 +1272,8 @@ pub struct Apps {
     hls_enabled: bool,
     hls_always: bool,
     hls_idle: Duration,
+    hls_encryption: HlsEncryption,
+    hls_key_rotation: u32,
     merge: Duration,
     takeover: bool,
     no_viewers_s: u64,
@@ -1259,8 +1321,14 @@ impl Apps {
             .find(|(pattern, _)| pattern.matches(key))
             .map(|(_, app)| app);
         let hls_on = app.and_then(|a| a.hls).unwrap_or(self.hls_enabled);
+        let encryption = app
+            .and_then(|a| a.hls_encryption)
+            .unwrap_or(self.hls_encryption);
+        let rotation = app
+            .and_then(|a| a.hls_key_rotation)
+            .unwrap_or(self.hls_key_rotation);
         StreamSettings {
-            hls: hls_on.then_some(self.hls),
+            hls: hls_on.then(|| encryption.apply(self.hls, rotation)),
             hls_always: app.and_then(|a| a.hls_always).unwrap_or(self.hls_always),
             hls_idle: self.hls_idle,
             record: app.and_then(|a| a.record),
@@ -1471,11 +1539,27 @@ impl Config {
                 why: "must be at least 1 MiB".into(),
             });
         }
+        let rotation_range = 1..=sluice_hls::MAX_KEY_ROTATION;
+        if !rotation_range.contains(&self.hls.key_rotation) {
+            return Err(ConfigError::Invalid {
+                key: "hls.key_rotation",
+                why: "must be between 1 and 1000 segments".into(),
+            });
+        }
         for app in &self.apps {
             if let Err(why) = Pattern::app(&app.name) {
                 return Err(ConfigError::Invalid {
                     key: "apps.name",
                     why: why.to_string(),
+                });
+            }
+            if app
+                .hls_key_rotation
+                .is_some_and(|r| !rotation_range.contains(&r))
+            {
+                return Err(ConfigError::Invalid {
+                    key: "apps.hls_key_rotation",
+                    why: "must be between 1 and 1000 segments".into(),
                 });
             }
         }
@@ -1558,6 +1642,25 @@ impl Config {
         }
     }
 
+    /// Where HLS is encrypted while reading needs no authorization, so that its keys go
+    /// to anyone who asks: `[hls]` (streams no entry matches) and the names of such
+    /// `[[apps]]` entries. The server warns of them at start.
+    pub fn keys_open_to_all(&self) -> Vec<String> {
+        let open =
+            |encryption: HlsEncryption, read: bool| encryption != HlsEncryption::None && !read;
+        let mut found = Vec::new();
+        if open(self.hls.encryption, self.auth.read) {
+            found.push("[hls]".to_string());
+        }
+        for app in &self.apps {
+            let encryption = app.hls_encryption.unwrap_or(self.hls.encryption);
+            if open(encryption, app.auth_read.unwrap_or(self.auth.read)) {
+                found.push(format!("[[apps]] {}", app.name));
+            }
+        }
+        found
+    }
+
     /// The `[[apps]]` entries compiled, for the hub.
     pub fn apps(&self) -> Apps {
         Apps {
@@ -1570,6 +1673,8 @@ impl Config {
             hls_enabled: self.hls.enabled,
             hls_always: self.hls.always,
             hls_idle: Duration::from_secs(self.hls.idle_s),
+            hls_encryption: self.hls.encryption,
+            hls_key_rotation: self.hls.key_rotation,
             merge: Duration::from_millis(self.players.merge_ms),
             takeover: self.publishers.second == SecondPublisher::Takeover,
             no_viewers_s: self.publishers.no_viewers_s,
@@ -1898,6 +2003,7 @@ impl HlsSettings {
             window: self.window,
             keep_extra: 3,
             low_latency: true,
+            encryption: sluice_hls::Encryption::None,
         }
     }
 }
@@ -2097,6 +2203,8 @@ mod tests {
             name: "x".into(),
             hls: Some(true),
             hls_always: Some(true),
+            hls_encryption: Some(HlsEncryption::Aes128),
+            hls_key_rotation: Some(3),
             record: Some(true),
             keep_days: Some(1),
             keep_bytes: Some(1),
@@ -2458,6 +2566,56 @@ mod tests {
                 ..
             })
         ));
+    }
+
+    #[test]
+    fn apps_encrypt_hls_without_low_latency_and_rotations_are_bounded() {
+        let config = Config::from_toml(
+            "[hls]\nkey_rotation = 4\n\
+             [[apps]]\nname = \"paid\"\nhls_encryption = \"aes-128\"\n\
+             [[apps]]\nname = \"paid2\"\nhls_encryption = \"aes-128\"\nhls_key_rotation = 2\n",
+        )
+        .unwrap();
+        assert!(config.validate().is_ok());
+        let paid = config.for_stream("paid/cam").hls.expect("HLS on");
+        assert_eq!(
+            paid.encryption,
+            sluice_hls::Encryption::Aes128 { rotation: 4 }
+        );
+        assert!(!paid.low_latency, "parts are not encrypted");
+        assert!(paid.validate(sluice_hls::Variant::Fmp4).is_ok());
+        let paid2 = config.for_stream("paid2/cam").hls.expect("HLS on");
+        assert_eq!(
+            paid2.encryption,
+            sluice_hls::Encryption::Aes128 { rotation: 2 }
+        );
+        let free = config.for_stream("live/cam").hls.expect("HLS on");
+        assert_eq!(free.encryption, sluice_hls::Encryption::None);
+        assert!(free.low_latency);
+
+        let all = Config::from_toml("[hls]\nencryption = \"aes-128\"\n").unwrap();
+        assert!(all.for_stream("live/cam").hls.unwrap().encryption != sluice_hls::Encryption::None);
+        assert!(Config::from_toml("[hls]\nencryption = \"aes-256\"\n").is_err());
+        for bad in [
+            "[hls]\nkey_rotation = 0\n",
+            "[hls]\nkey_rotation = 1001\n",
+            "[[apps]]\nname = \"x\"\nhls_key_rotation = 0\n",
+        ] {
+            assert!(Config::from_toml(bad).unwrap().validate().is_err(), "{bad}");
+        }
+        assert_eq!(
+            config.keys_open_to_all(),
+            ["[[apps]] paid", "[[apps]] paid2"],
+            "keys for anyone: reading needs no authorization"
+        );
+        let guarded = Config::from_toml(
+            "[hls]\nencryption = \"aes-128\"\n[auth]\nread = true\n\
+             [[apps]]\nname = \"open\"\nauth_read = false\n",
+        )
+        .unwrap();
+        assert_eq!(guarded.keys_open_to_all(), ["[[apps]] open"]);
+        assert!(Cli::try_parse_from(["sluice", "--hls-encryption", "aes-128"]).is_ok());
+        assert!(Cli::try_parse_from(["sluice", "--hls-encryption", "rot13"]).is_err());
     }
 
     #[test]

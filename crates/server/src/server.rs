@@ -177,6 +177,12 @@ impl Server {
     pub fn start(config: Config) -> io::Result<Server> {
         let workers = config.worker_count();
         descriptors(config.limits.max_connections);
+        for place in config.keys_open_to_all() {
+            tracing::warn!(
+                "{place}: HLS is encrypted but reading needs no authorization, so its keys \
+                 go to anyone who asks (set auth.read or the app's auth_read)"
+            );
+        }
         let config = Arc::new(config);
         let notifier = crate::hooks::Notifier::start(&config.hooks).map_err(io::Error::other)?;
         // Who reads which media-root file: recordings retention leaves those alone.

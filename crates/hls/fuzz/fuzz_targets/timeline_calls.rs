@@ -3,7 +3,7 @@
 #![no_main]
 
 use libfuzzer_sys::fuzz_target;
-use sluice_hls::{BlockingRequest, HlsConfig, SegmentNames, Timeline, Variant};
+use sluice_hls::{BlockingRequest, Encryption, HlsConfig, SegmentNames, Timeline, Variant};
 
 struct Names;
 
@@ -27,6 +27,12 @@ fuzz_target!(|data: &[u8]| {
         window: usize::from(setup & 7) + 1,
         keep_extra: usize::from(setup >> 3 & 3),
         low_latency: setup & 0x20 != 0,
+        // Encrypted playlists too (refused with low latency, as configured so).
+        encryption: if setup & 0x80 != 0 {
+            Encryption::Aes128 { rotation: 3 }
+        } else {
+            Encryption::None
+        },
         ..HlsConfig::default()
     };
     let variant = if setup & 0x40 != 0 {

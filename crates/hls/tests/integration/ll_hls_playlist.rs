@@ -21,6 +21,7 @@ fn exact_low_latency_playlist() {
         window: 3,
         keep_extra: 0,
         low_latency: true,
+        ..HlsConfig::default()
     };
     let mut timeline = Timeline::new(config, Variant::Fmp4).unwrap();
     for n in 0..4 {

@@ -11,6 +11,7 @@ fn ll() -> Timeline {
         window: 3,
         keep_extra: 1,
         low_latency: true,
+        ..HlsConfig::default()
     };
     Timeline::new(config, Variant::Fmp4).unwrap()
 }

@@ -69,6 +69,7 @@ fn setup() -> impl Strategy<Value = (HlsConfig, Variant)> {
                         window,
                         keep_extra,
                         low_latency: low_latency && fmp4,
+                        ..HlsConfig::default()
                     };
                     (config, variant)
                 })

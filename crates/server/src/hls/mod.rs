@@ -32,6 +32,16 @@
 //! segments (named by a hash of their bytes) are cached as immutable. Two servers fed
 //! the same publish measure the same time 0 within their delivery delays: usually the
 //! same second, and each answers the other's tag within [`TAG_SLACK_S`].
+//!
+//! Encryption (`hls.encryption = "aes-128"`): the segmenters encrypt each segment once,
+//! when it completes (`sluice_hls::SegmentKeys`), so every viewer and the memfds share
+//! the ciphertext. The keys come from a secret drawn when the stream's HLS is made and
+//! kept for its life (a restart after idle encrypts a segment with the same key and
+//! IV, under the same URI); [`HlsStream::key`] answers a key only while a kept segment uses it. A key
+//! URI is `key/TAG-PERIOD` below the stream (`name/key/…` from the TS playlist): the
+//! tag keeps a player's cached key of an earlier instance from being reused.
+//! Another server segmenting the same publish has its own secret: a CDN must send an
+//! encrypted stream's requests to one origin.
 
 mod audience;
 
@@ -43,7 +53,10 @@ use crate::keys::PerStream;
 use arc_swap::ArcSwap;
 use audience::Audience;
 use bytes::Bytes;
-use sluice_hls::{Fmp4Segmenter, HlsConfig, SegmentNames, Timeline, TsSegmenter, Variant};
+use sluice_hls::{
+    Encryption, Fmp4Segmenter, HlsConfig, KeySecret, SegmentKeys, SegmentNames, Timeline,
+    TsSegmenter, Variant, KEY_LEN, SECRET_LEN,
+};
 use sluice_media::{Frame, Track};
 use std::collections::BTreeMap;
 use std::sync::atomic::{AtomicBool, AtomicI64, AtomicU64, Ordering};
@@ -156,12 +169,16 @@ struct Segmenters {
 }
 
 impl Segmenters {
-    fn new(config: HlsConfig, epoch_s: i64) -> Result<Segmenters, sluice_hls::HlsError> {
+    fn new(
+        config: HlsConfig,
+        epoch_s: i64,
+        secret: Option<&KeySecret>,
+    ) -> Result<Segmenters, sluice_hls::HlsError> {
         Ok(Segmenters {
             tag: tag_of(epoch_s),
             epoch_s,
-            ts: TsSegmenter::new(config)?,
-            fmp4: Fmp4Segmenter::new(config)?,
+            ts: TsSegmenter::with_secret(config, secret)?,
+            fmp4: Fmp4Segmenter::with_secret(config, secret)?,
             video: None,
             audio: None,
             ts_audio: None,
@@ -330,6 +347,11 @@ pub const FILES_IDLE: Duration = Duration::from_secs(30);
 pub struct HlsStream {
     /// `None`: HLS is off for this stream.
     config: Option<HlsConfig>,
+    /// The secret the keys of encrypted segments come from, for this stream's life
+    /// (`Debug` shows nothing of it); `None` without encryption.
+    secret: Option<KeySecret>,
+    /// The keys of that secret, for the key route.
+    keys: Option<SegmentKeys>,
     /// Segment from the first frame on, asked for or not.
     always: bool,
     /// How long after the last request segmenting stops.
@@ -355,6 +377,14 @@ pub struct HlsStream {
     fmp4_audience: Audience,
 }
 
+/// A new key secret from the system's secure random source (`None` if it fails).
+fn new_secret() -> Option<KeySecret> {
+    use aws_lc_rs::rand::SecureRandom;
+    let mut bytes = [0u8; SECRET_LEN];
+    aws_lc_rs::rand::SystemRandom::new().fill(&mut bytes).ok()?;
+    Some(KeySecret::new(bytes))
+}
+
 fn wall_clock_ms() -> i64 {
     SystemTime::now()
         .duration_since(UNIX_EPOCH)
@@ -374,6 +404,9 @@ impl SegmentNames for TsNames<'_> {
     }
     fn part(&self, _: u64, _: u32, _: &mut String) {}
     fn init(&self, _: &mut String) {}
+    fn key(&self, period: u64, out: &mut String) {
+        out.push_str(&format!("{}/key/{}-{period}", self.dir, self.tag));
+    }
 }
 
 /// URIs in the fMP4 playlist (`/app/name/index.m3u8`): siblings of the playlist;
@@ -393,6 +426,9 @@ impl SegmentNames for Fmp4Names<'_> {
     fn init(&self, out: &mut String) {
         out.push_str(&format!("{}-init-{:x}.mp4", self.tag, self.init_id));
     }
+    fn key(&self, period: u64, out: &mut String) {
+        out.push_str(&format!("key/{}-{period}", self.tag));
+    }
 }
 
 impl HlsStream {
@@ -402,15 +438,35 @@ impl HlsStream {
     pub fn new(key: &str, config: Option<HlsConfig>, always: bool, idle: Duration) -> Self {
         // A bad configuration is said once, here, and turns HLS off. The fMP4 variant's
         // check is the stricter one (TS segments turn low latency off).
-        let config = config.filter(|c| match c.validate(Variant::Fmp4) {
+        let mut config = config.filter(|c| match c.validate(Variant::Fmp4) {
             Ok(()) => true,
             Err(e) => {
                 tracing::warn!(stream = %key, "HLS off: {e}");
                 false
             }
         });
+        let secret = match config.map(|c| c.encryption) {
+            Some(Encryption::Aes128 { .. }) => match new_secret() {
+                Some(secret) => Some(secret),
+                None => {
+                    // Never in the clear when encryption was asked for.
+                    tracing::warn!(stream = %key, "HLS off: no random source for its keys");
+                    config = None;
+                    None
+                }
+            },
+            _ => None,
+        };
+        let keys = match (config.map(|c| c.encryption), &secret) {
+            (Some(Encryption::Aes128 { rotation }), Some(secret)) => {
+                SegmentKeys::new(secret, rotation).ok()
+            }
+            _ => None,
+        };
         let hls = HlsStream {
             config,
+            secret,
+            keys,
             always,
             idle,
             segmenting: AtomicBool::new(false),
@@ -440,6 +496,24 @@ impl HlsStream {
             ms => ms,
         };
         ms.saturating_add(500).div_euclid(1000)
+    }
+
+    /// The key of `period` for a request naming it with `tag`: only this instance's tag
+    /// (another server's secret is not ours), only while segments are encrypted, and
+    /// only while a kept or in-progress segment of either variant uses it.
+    pub fn key(&self, tag: &str, period: u64) -> Option<[u8; KEY_LEN]> {
+        let keys = self.keys.as_ref()?;
+        let view = self.view.load();
+        if view.tag.is_empty() || view.tag != tag {
+            return None;
+        }
+        let uses = keys.segments_of(period);
+        let used = [&view.ts, &view.fmp4].into_iter().flatten().any(|v| {
+            let kept = v.timeline.kept();
+            let end = v.timeline.in_progress().map_or(kept.end, |m| m + 1);
+            uses.start < end && kept.start < uses.end
+        });
+        used.then(|| keys.key(period))
     }
 
     /// Whether HLS is on for this stream at all.
@@ -495,7 +569,7 @@ impl HlsStream {
         if guard.is_some() {
             return;
         }
-        let Ok(mut s) = Segmenters::new(config, self.epoch_s()) else {
+        let Ok(mut s) = Segmenters::new(config, self.epoch_s(), self.secret.as_ref()) else {
             return;
         };
         // Both kinds' tracks before the first frame, as a live publisher gives them: a
@@ -1057,6 +1131,72 @@ mod tests {
         push(&hls, 125, 126);
         assert!(!hls.segmenting());
         assert!(hls.view().ts.is_none());
+    }
+
+    #[test]
+    fn encrypted_segments_and_their_keys_while_kept() {
+        let config = HlsConfig {
+            target_duration_ms: 1000,
+            low_latency: false,
+            encryption: Encryption::Aes128 { rotation: 2 },
+            ..HlsConfig::default()
+        };
+        let hls = HlsStream::new("live/x", Some(config), true, Duration::from_secs(60));
+        hls.set_track(&avc());
+        push(&hls, 0, 500);
+        let view = hls.view();
+        let ts = view.ts.as_ref().expect("a TS playlist");
+        let text = std::str::from_utf8(&ts.playlist).unwrap();
+        let tag = &view.tag;
+        let kept = ts.timeline.kept();
+        let period = |msn: u64| msn / 2;
+        // The TS playlist names keys below the stream's directory, fMP4's beside it.
+        let newest = kept.end - 1;
+        assert!(
+            text.contains(&format!(
+                "URI=\"x/key/{tag}-{}\",IV=0x{newest:032x}",
+                period(newest)
+            )),
+            "{text}"
+        );
+        let fmp4 = view.fmp4.as_ref().expect("an fMP4 playlist");
+        let fmp4_text = std::str::from_utf8(&fmp4.playlist).unwrap();
+        assert!(
+            fmp4_text.contains(&format!("URI=\"key/{tag}-")),
+            "{fmp4_text}"
+        );
+        assert!(!fmp4_text.contains("EXT-X-PART"), "no parts when encrypted");
+        for (msn, pieces) in &ts.segments {
+            assert_ne!(pieces[0][0], 0x47, "segment {msn} is encrypted");
+        }
+        // Keys: of kept segments only, by this instance's tag only.
+        let key = hls
+            .key(tag, period(newest))
+            .expect("the newest segment's key");
+        assert_eq!(hls.key(tag, period(newest)), Some(key));
+        assert!(hls.key(tag, period(kept.start)).is_some());
+        assert_eq!(
+            hls.key(tag, period(newest) + 5),
+            None,
+            "a key of the future"
+        );
+        assert_eq!(hls.key(tag, 0), None, "a key no kept segment uses");
+        assert_eq!(hls.key("ffff", period(newest)), None, "another instance's");
+        assert_ne!(hls.key(tag, period(kept.start)), Some(key), "rotated");
+        // Debug output (logs) shows no key material.
+        let shown = format!("{hls:?}");
+        assert!(shown.contains("KeySecret(..)"), "{shown}");
+        // An unencrypted stream has no keys.
+        let clear = HlsStream::new(
+            "live/y",
+            Some(HlsConfig::default()),
+            true,
+            Duration::from_secs(60),
+        );
+        clear.set_track(&avc());
+        push(&clear, 0, 100);
+        let clear_tag = clear.view().tag.clone();
+        assert_eq!(clear.key(&clear_tag, 0), None);
     }
 
     #[test]

@@ -13,6 +13,12 @@
 //! may be a moment early (a second); other errors are not stored. A stream that needs
 //! authorization to read is answered `private`: a shared cache must not hand it to
 //! viewers the origin never saw.
+//!
+//! Keys of encrypted streams (`/app/name/key/TAG-PERIOD`) are answered only to a
+//! request the stream's read authorization admits (a viewer token in the query or the
+//! viewer's cookie, or credentials), with `Cache-Control: no-store`; a refusal is 403
+//! (never a Basic challenge: players, not people, fetch keys), an unknown or expired
+//! key 404. Key bytes go to the socket only, never to a log.
 
 use super::access;
 use super::reply::Reply;
@@ -42,6 +48,9 @@ pub(crate) enum HlsPath<'a> {
     Segment(&'a str, u64),
     /// `/app/name/TAG-N.P.m4s`
     Part(&'a str, u64, u32),
+    /// `/app/name/key/TAG-PERIOD`: the AES-128 key of an encrypted stream's segments
+    /// of that period (see `crate::hls`).
+    Key(&'a str, u64),
 }
 
 impl<'a> HlsPath<'a> {
@@ -68,6 +77,15 @@ impl<'a> HlsPath<'a> {
             && tag.bytes().all(|b| b.is_ascii_hexdigit())
             && rest.starts_with("init")
             && rest.ends_with(".mp4")
+    }
+
+    /// Parses a key id (`TAG-PERIOD`, the part after `/key/`).
+    pub(crate) fn key(id: &'a str) -> Option<HlsPath<'a>> {
+        let (tag, period) = id.split_once('-')?;
+        if tag.is_empty() || tag.len() > 16 || !tag.bytes().all(|b| b.is_ascii_hexdigit()) {
+            return None;
+        }
+        Some(HlsPath::Key(tag, number(period)?))
     }
 
     /// Parses a segment file name.
@@ -282,8 +300,13 @@ async fn answer_request(
     let playlist = matches!(what, HlsPath::TsPlaylist | HlsPath::Fmp4Playlist);
     let auth_cookie = match viewer_authorized(ctx, req, key, playlist, peer).await {
         Ok(cookie) => cookie,
+        // A refused key is a 403 without a challenge (see `key_refused`).
+        Err(reply) if matches!(what, HlsPath::Key(..)) => return key_refused(reply),
         Err(reply) => return reply,
     };
+    if let HlsPath::Key(tag, period) = what {
+        return key_reply(ctx, key, tag, period);
+    }
     if let Some(path) = key.strip_prefix("vod/") {
         let mut reply = super::vod::reply(worker, path, what).await;
         reply.headers.extend(auth_cookie.map(|c| ("Set-Cookie", c)));
@@ -384,6 +407,42 @@ async fn answer_request(
     }
 }
 
+/// A refused key request: 403, without the Basic challenge of a 401 (a player would
+/// not answer it, a browser would prompt the viewer), and not stored.
+fn key_refused(mut reply: Reply) -> Reply {
+    if reply.status == 401 {
+        reply.status = 403;
+        reply.headers.retain(|(n, _)| *n != "WWW-Authenticate");
+    }
+    reply.headers.retain(|(n, _)| *n != "Cache-Control");
+    reply
+        .headers
+        .push(("Cache-Control", Caching::NoStore.header(true)));
+    reply
+}
+
+/// The key of `period` of the stream `key`, its request authorized already: its 16
+/// bytes, or 404 (no such stream, not encrypted, another tag, no kept segment uses
+/// it). Never stored by caches.
+fn key_reply(ctx: &crate::ctx::Ctx, key: &str, tag: &str, period: u64) -> Reply {
+    let found = ctx
+        .hub()
+        .find(key)
+        .and_then(|stream| crate::hls::want(&stream)?.key(tag, period));
+    let mut reply = match found {
+        Some(bytes) => Reply::new(
+            200,
+            vec![("Content-Type", "application/octet-stream".to_string())],
+            vec![Bytes::copy_from_slice(&bytes)],
+        ),
+        None => Reply::text(404, "no such key\n"),
+    };
+    reply
+        .headers
+        .push(("Cache-Control", Caching::NoStore.header(true)));
+    reply
+}
+
 fn variant(view: &HlsView, fmp4: bool) -> Option<&VariantView> {
     if fmp4 {
         view.fmp4.as_ref()
@@ -447,7 +506,7 @@ fn lookup(view: &HlsView, what: HlsPath<'_>) -> Result<Option<Found>, ()> {
                 Some(_) => Err(()),
             };
         }
-        HlsPath::TsPlaylist | HlsPath::Fmp4Playlist => return Err(()),
+        HlsPath::TsPlaylist | HlsPath::Fmp4Playlist | HlsPath::Key(..) => return Err(()),
     };
     match (found, state) {
         (Some(bytes), _) => Ok(Some(bytes)),
@@ -562,6 +621,37 @@ async fn wait_for<T>(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn key_ids() {
+        assert_eq!(HlsPath::key("ab-3"), Some(HlsPath::Key("ab", 3)));
+        for bad in [
+            "ab",
+            "-3",
+            "ab-",
+            "xy-3",
+            "ab-3.key",
+            "ab-+3",
+            "12345678901234567-1",
+        ] {
+            assert_eq!(HlsPath::key(bad), None, "{bad}");
+        }
+    }
+
+    #[test]
+    fn refused_keys_are_403_without_a_challenge_and_not_stored() {
+        let mut refused = Reply::text(401, "no\n");
+        refused
+            .headers
+            .push(("WWW-Authenticate", "Basic realm=\"sluice\"".into()));
+        let reply = key_refused(refused);
+        assert_eq!(reply.status, 403);
+        assert!(reply.headers.iter().all(|(n, _)| *n != "WWW-Authenticate"));
+        assert!(reply
+            .headers
+            .contains(&("Cache-Control", "no-store".to_string())));
+        assert_eq!(key_refused(Reply::text(403, "no\n")).status, 403);
+    }
 
     #[test]
     fn cache_control_values() {

@@ -364,6 +364,13 @@ fn live_route(path: &str) -> Route<'_> {
     if let Some(key) = rest.strip_suffix(".m3u8").and_then(stream_key) {
         return Route::Hls(key, HlsPath::TsPlaylist);
     }
+    // `/app/name/key/TAG-PERIOD`: a key of an encrypted stream. The id has no `.`, so
+    // no segment or file of a stream named `…/key` is taken for one.
+    if let Some((dir, id)) = rest.rsplit_once("/key/") {
+        if let (Some(key), Some(path)) = (stream_key(dir), HlsPath::key(id)) {
+            return Route::Hls(key, path);
+        }
+    }
     if let Some((dir, file)) = rest.rsplit_once('/') {
         if let (Some(key), Some(file)) = (stream_key(dir), HlsPath::file(file)) {
             return Route::Hls(key, file);
@@ -475,6 +482,29 @@ mod tests {
             Route::Hls("live/cam", HlsPath::Part("ab", 7, 3))
         );
         assert_eq!(route("/live/cam/ab-x.m4s"), Route::NotFound);
+        assert_eq!(
+            route("/live/cam/key/ab-12"),
+            Route::Hls("live/cam", HlsPath::Key("ab", 12))
+        );
+        assert_eq!(
+            route("/a/b/c/key/0-0"),
+            Route::Hls("a/b/c", HlsPath::Key("0", 0))
+        );
+        for not_a_key in [
+            "/live/cam/key/ab",
+            "/live/cam/key/xy-1",
+            "/live/cam/key/ab-1.ts",
+        ] {
+            assert!(
+                !matches!(route(not_a_key), Route::Hls(_, HlsPath::Key(..))),
+                "{not_a_key}"
+            );
+        }
+        // A stream named `live/key` keeps its segments.
+        assert_eq!(
+            route("/live/key/ab-7.ts"),
+            Route::Hls("live/key", HlsPath::Ts("ab", 7))
+        );
         assert_eq!(route("/live/../cam.m3u8"), Route::NotFound);
         assert_eq!(route("/a/b/c.flv"), Route::Live("a/b/c", Live::Flv));
         assert_eq!(route("/"), Route::Root);

@@ -18,6 +18,7 @@ mod ffmpeg;
 mod files;
 mod hls;
 mod hls_cdn;
+mod hls_crypt;
 mod http_fmp4;
 mod http_ts;
 mod limits;
