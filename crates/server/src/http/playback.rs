@@ -21,7 +21,8 @@
 //! - MPEG-TS recordings are skipped (the on-demand reader reads MP4).
 //! - A download is built whole in memory (at most [`MAX_DOWNLOAD_BYTES`] of samples)
 //!   so that its length is known and `Range` requests can be answered; each request
-//!   builds it again.
+//!   builds it again. All downloads being built or sent hold at most
+//!   [`MAX_DOWNLOADS_HELD`]; past it a request gets 503 with `Retry-After`.
 
 use super::hls::HlsPath;
 use super::reply::{self, Reply};
@@ -38,6 +39,7 @@ use sluice_http::Request;
 use sluice_media::{Timestamp, CLOCK_HZ};
 use std::ops::Range;
 use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 
 /// Files one range plays at most: each is mapped and its sample index held while it
@@ -45,6 +47,45 @@ use std::sync::Arc;
 pub(crate) const MAX_FILES: usize = 48;
 /// Sample bytes one download holds at most: it is built in memory.
 pub(crate) const MAX_DOWNLOAD_BYTES: u64 = 256 << 20;
+/// Sample bytes all downloads being built or sent hold together: past it a download
+/// waits its turn (503) rather than the server's memory growing with the requests.
+const MAX_DOWNLOADS_HELD: u64 = 4 * MAX_DOWNLOAD_BYTES;
+/// Bytes of [`MAX_DOWNLOADS_HELD`] in use.
+static DOWNLOADS_HELD: AtomicU64 = AtomicU64::new(0);
+
+/// A share of [`MAX_DOWNLOADS_HELD`], given back when the last piece of the body that
+/// holds it is dropped (sent, or cut away by a `Range`).
+struct Held(u64);
+
+impl Held {
+    fn take(bytes: u64) -> Option<Held> {
+        DOWNLOADS_HELD
+            .fetch_update(Ordering::Relaxed, Ordering::Relaxed, |used| {
+                used.checked_add(bytes).filter(|&n| n <= MAX_DOWNLOADS_HELD)
+            })
+            .ok()
+            .map(|_| Held(bytes))
+    }
+}
+
+impl Drop for Held {
+    fn drop(&mut self) {
+        DOWNLOADS_HELD.fetch_sub(self.0, Ordering::Relaxed);
+    }
+}
+
+/// A piece of a download's body with its share of the budget, which it keeps (and
+/// gives back by being dropped).
+struct HeldPiece {
+    bytes: Bytes,
+    _share: Arc<Held>,
+}
+
+impl AsRef<[u8]> for HeldPiece {
+    fn as_ref(&self) -> &[u8] {
+        &self.bytes
+    }
+}
 
 /// What a range URL asks for.
 #[derive(Debug, PartialEq, Eq)]
@@ -400,13 +441,30 @@ async fn download(
             ),
         );
     }
+    let Some(held) = Held::take(bytes) else {
+        let mut busy = message(
+            503,
+            "other downloads of recordings are being made; try again shortly".into(),
+        );
+        busy.headers.push(("Retry-After", "5".into()));
+        return busy;
+    };
+    let held = Arc::new(held);
     let first_ms = chosen
         .iter()
         .find(|c| !c.segments.is_empty())
         .map_or(0, |c| c.start_ms);
     let built = tokio::task::spawn_blocking(move || stitch(&jobs)).await;
     let body = match built {
-        Ok(Ok(body)) => body,
+        Ok(Ok(body)) => body
+            .into_iter()
+            .map(|piece| {
+                Bytes::from_owner(HeldPiece {
+                    bytes: piece,
+                    _share: held.clone(),
+                })
+            })
+            .collect::<Vec<_>>(),
         Ok(Err(e)) => {
             tracing::warn!(stream = %key, "range download: {e}");
             return message(500, "cannot read this recording".into());
@@ -521,6 +579,24 @@ fn stitch(jobs: &[(Arc<VodFile>, Range<usize>)]) -> Result<Vec<Bytes>, VodError>
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn downloads_share_a_budget_given_back_with_the_last_piece() {
+        let a = Arc::new(Held::take(MAX_DOWNLOAD_BYTES).unwrap());
+        let rest = MAX_DOWNLOADS_HELD - MAX_DOWNLOAD_BYTES;
+        let b = Held::take(rest).unwrap();
+        assert!(Held::take(1).is_none(), "the budget is spent");
+        let piece = Bytes::from_owner(HeldPiece {
+            bytes: Bytes::from_static(b"moof"),
+            _share: a.clone(),
+        });
+        let cut = piece.slice(1..3);
+        drop((a, piece, b));
+        // `cut` still holds its download's share.
+        assert!(Held::take(rest + 1).is_none());
+        drop(cut);
+        drop(Held::take(MAX_DOWNLOADS_HELD).unwrap());
+    }
 
     #[test]
     fn tags_name_files() {
