@@ -4,39 +4,18 @@
 //! curl gets 401 with a Basic challenge, or plays with Basic credentials or a signed
 //! URL; files need the same; denials are counted in /metrics.
 
-use crate::common::{have_ffmpeg, publish_test_pattern, TestServer};
-use hmac::{Hmac, Mac};
+use crate::common::{have_ffmpeg, publish_test_pattern, signed, unix_now as now, TestServer};
 use sha2::{Digest, Sha256};
 use std::io::{Read, Write};
 use std::net::{SocketAddr, TcpStream};
 use std::process::Command;
-use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+use std::time::{Duration, Instant};
 
 fn sha256_hex(s: &str) -> String {
     Sha256::digest(s.as_bytes())
         .iter()
         .map(|b| format!("{b:02x}"))
         .collect()
-}
-
-/// `expires=...&sign=...` for `action` on `path`, as an operator's backend makes it.
-fn signed(key: &str, action: &str, path: &str, expires: u64) -> String {
-    let mut mac = Hmac::<Sha256>::new_from_slice(key.as_bytes()).unwrap();
-    mac.update(format!("{action}:{path}:{expires}").as_bytes());
-    let sign: String = mac
-        .finalize()
-        .into_bytes()
-        .iter()
-        .map(|b| format!("{b:02x}"))
-        .collect();
-    format!("expires={expires}&sign={sign}")
-}
-
-fn now() -> u64 {
-    SystemTime::now()
-        .duration_since(UNIX_EPOCH)
-        .unwrap()
-        .as_secs()
 }
 
 /// The head (status and headers) of a GET, and up to 64 KiB of its body.

@@ -3,14 +3,14 @@
 //! (in Chromium) play both variants with a viewer token, the key answers 403 without
 //! one, segments are not in the clear, and keys rotate.
 
-use crate::common::{have, have_ffmpeg, http_request, publish_test_pattern, Kill, TestServer};
+use crate::common::{
+    have, have_ffmpeg, http_request, publish_test_pattern, set_cookie, unix_now, Kill, TestServer,
+};
 use aws_lc_rs::cipher::{DecryptionContext, PaddedBlockDecryptingKey, UnboundCipherKey, AES_128};
 use aws_lc_rs::iv::FixedLength;
-use hmac::{Hmac, Mac};
-use sha2::Sha256;
 use std::net::SocketAddr;
 use std::process::{Command, Stdio};
-use std::time::{Duration, SystemTime, UNIX_EPOCH};
+use std::time::Duration;
 
 /// Segments per key in the test's app: two keys within the first few segments.
 const ROTATION: u64 = 2;
@@ -48,20 +48,7 @@ fn start() -> (TestServer, Kill) {
 /// `expires=...&sign=...`: a signed URL's query to read `path`, as an operator's
 /// backend makes it.
 fn signed(path: &str) -> String {
-    let expires = SystemTime::now()
-        .duration_since(UNIX_EPOCH)
-        .unwrap()
-        .as_secs()
-        + 600;
-    let mut mac = Hmac::<Sha256>::new_from_slice(b"k3y").unwrap();
-    mac.update(format!("read:{path}:{expires}").as_bytes());
-    let sign: String = mac
-        .finalize()
-        .into_bytes()
-        .iter()
-        .map(|b| format!("{b:02x}"))
-        .collect();
-    format!("expires={expires}&sign={sign}")
+    crate::common::signed("k3y", "read", path, unix_now() + 600)
 }
 
 /// The viewer's cookie (`name=token`) a playlist request with `query` gets, and the
@@ -69,12 +56,7 @@ fn signed(path: &str) -> String {
 fn playlist(http: SocketAddr, path: &str, query: &str) -> (String, String) {
     let (status, head, body) = http_request(http, "GET", &format!("{path}?{query}"), "");
     assert_eq!(status, 200, "{path}: {head}");
-    let cookie = head
-        .lines()
-        .find_map(|l| l.strip_prefix("Set-Cookie: "))
-        .and_then(|c| c.split(';').next())
-        .expect("a viewer cookie")
-        .to_string();
+    let cookie = set_cookie(&head).expect("a viewer cookie");
     (cookie, String::from_utf8(body).expect("a playlist"))
 }
 

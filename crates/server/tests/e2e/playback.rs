@@ -5,23 +5,14 @@
 //! range with nothing recorded is a 404, a malformed one a 400 that says why; with read
 //! authorization, HLS viewers show credentials at the playlist and its cookie after.
 
-use crate::common::{have_ffmpeg, http_request, publish_test_pattern, scratch, TestServer};
+use crate::common::{
+    have_ffmpeg, http_request, publish_test_pattern, scratch, set_cookie, wait_for, TestServer,
+};
 use sha2::Digest;
 use sluice_archive::time::{format_rfc3339, parse as parse_time};
 use std::path::{Path, PathBuf};
 use std::process::Command;
-use std::time::{Duration, Instant};
-
-fn wait_for(limit: Duration, mut check: impl FnMut() -> bool) -> bool {
-    let deadline = Instant::now() + limit;
-    while Instant::now() < deadline {
-        if check() {
-            return true;
-        }
-        std::thread::sleep(Duration::from_millis(100));
-    }
-    check()
-}
+use std::time::Duration;
 
 fn api(server: &TestServer, path: &str) -> (u16, serde_json::Value) {
     let (status, _, body) = http_request(server.http, "GET", path, "");
@@ -319,12 +310,7 @@ fn a_range_plays_across_files_and_gaps_over_hls_and_as_one_mp4() {
         }),
         "{head}"
     );
-    let cookie = head
-        .lines()
-        .find_map(|l| l.strip_prefix("Set-Cookie: "))
-        .and_then(|c| c.split(';').next())
-        .expect("a viewer cookie")
-        .to_string();
+    let cookie = set_cookie(&head).expect("a viewer cookie");
     let segment = String::from_utf8_lossy(&body)
         .lines()
         .find(|l| l.ends_with(".m4s"))

@@ -6,13 +6,13 @@
 //! `kill -9` still lists the cut file up to its last complete fragment.
 
 use crate::common::{
-    avc_track, have_ffmpeg, publish_test_pattern, scratch, synthetic_clip, TestServer,
+    avc_track, have_ffmpeg, publish_test_pattern, scratch, synthetic_clip, wait_for, TestServer,
 };
 use sluice_bench::publish::publish_clip;
 use sluice_bench::rtmp::RtmpConn;
 use std::path::{Path, PathBuf};
 use std::process::Command;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 /// A fresh media root for one test.
 fn media_root(name: &str) -> PathBuf {
@@ -53,18 +53,6 @@ fn recordings(root: &Path) -> Vec<PathBuf> {
     walk(&root.join("recordings"), &mut out);
     out.sort();
     out
-}
-
-/// Waits until `check` holds, up to `limit`.
-fn wait_for(limit: Duration, mut check: impl FnMut() -> bool) -> bool {
-    let deadline = Instant::now() + limit;
-    while Instant::now() < deadline {
-        if check() {
-            return true;
-        }
-        std::thread::sleep(Duration::from_millis(100));
-    }
-    check()
 }
 
 /// What ffprobe says of a file.

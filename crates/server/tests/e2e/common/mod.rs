@@ -766,3 +766,46 @@ pub fn private_ca(dir: &std::path::Path) -> (String, String, String) {
         path("ca.pem", ca_cert.pem()),
     )
 }
+
+/// Waits until `check` holds, up to `limit`; whether it did.
+pub fn wait_for(limit: std::time::Duration, mut check: impl FnMut() -> bool) -> bool {
+    let deadline = std::time::Instant::now() + limit;
+    while std::time::Instant::now() < deadline {
+        if check() {
+            return true;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(100));
+    }
+    check()
+}
+
+/// Seconds since the Unix epoch.
+pub fn unix_now() -> u64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .as_secs()
+}
+
+/// `expires=...&sign=...` for `action` on `path`, as an operator's backend makes it
+/// (HMAC-SHA256 under `key`).
+pub fn signed(key: &str, action: &str, path: &str, expires: u64) -> String {
+    use hmac::{Hmac, Mac};
+    let mut mac = Hmac::<sha2::Sha256>::new_from_slice(key.as_bytes()).unwrap();
+    mac.update(format!("{action}:{path}:{expires}").as_bytes());
+    let sign: String = mac
+        .finalize()
+        .into_bytes()
+        .iter()
+        .map(|b| format!("{b:02x}"))
+        .collect();
+    format!("expires={expires}&sign={sign}")
+}
+
+/// The `name=value` of the first `Set-Cookie` of a response head.
+pub fn set_cookie(head: &str) -> Option<String> {
+    head.lines()
+        .find_map(|l| l.strip_prefix("Set-Cookie: "))
+        .and_then(|c| c.split(';').next())
+        .map(str::to_string)
+}
