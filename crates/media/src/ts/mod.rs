@@ -50,6 +50,7 @@ pub use demux::{
 };
 pub use muxer::TsMuxer;
 pub use packet::PACKET_LEN;
+pub use psi::crc32_mpeg2;
 pub use scte35::{
     BreakDuration, CueDirection, Scte35Error, Segmentation, SpliceCommand, SpliceInfo,
     SpliceInsert, MAX_SECTION_LEN, SPLICE_INFO_TABLE_ID,

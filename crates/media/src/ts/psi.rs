@@ -92,7 +92,7 @@ pub(super) fn write_section_packet(out: &mut BytesMut, pid: u16, cc: &mut u8, se
 
 /// CRC-32 of MPEG-2 sections (ISO/IEC 13818-1 Annex A): polynomial 0x04c11db7, initial
 /// value all ones, no reflection, no final xor. A section followed by its CRC sums to 0.
-pub(super) fn crc32_mpeg2(data: &[u8]) -> u32 {
+pub fn crc32_mpeg2(data: &[u8]) -> u32 {
     data.iter().fold(0xffff_ffff_u32, |crc, &b| {
         let index = usize::from(((crc >> 24) as u8) ^ b);
         (crc << 8) ^ CRC_TABLE.get(index).copied().unwrap_or(0)

@@ -14,6 +14,7 @@ use crate::common::{
     have_ffmpeg, http_request, probe_video, scratch, tools_present, Kill, TestServer,
 };
 use serde_json::Value;
+use sluice_media::ts::crc32_mpeg2;
 use std::net::{SocketAddr, UdpSocket};
 use std::process::{Command, Stdio};
 use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
@@ -600,22 +601,6 @@ fn the_program_named_is_the_one_published() {
         let program = ingest(&server, key)["program"].as_u64();
         assert_eq!(program, (key == "live/second").then_some(2));
     }
-}
-
-/// CRC-32/MPEG-2 of a PSI section.
-fn crc32_mpeg2(data: &[u8]) -> u32 {
-    let mut crc = 0xffff_ffffu32;
-    for &b in data {
-        crc ^= u32::from(b) << 24;
-        for _ in 0..8 {
-            crc = if crc & 0x8000_0000 != 0 {
-                (crc << 1) ^ 0x04c1_1db7
-            } else {
-                crc << 1
-            };
-        }
-    }
-    crc
 }
 
 /// PID the relay puts SCTE-35 cues on.

@@ -397,6 +397,18 @@ fn the_output_queue_is_bounded() {
 /// PAT, a PMT with one Opus stream (registration and, if given, a channel
 /// configuration), and PES packets of `units`, each a list of Opus packets behind
 /// control headers, 20 ms apart.
+/// The PMT section of program 1 (version 0) around `body` (PCR PID, program info and
+/// the stream loop), with its CRC.
+fn pmt_section(body: &[u8]) -> Vec<u8> {
+    let mut pmt = vec![0x02];
+    pmt.extend_from_slice(&(0xb000 | (9 + body.len()) as u16).to_be_bytes());
+    pmt.extend_from_slice(&[0, 1, 0xc1, 0, 0]);
+    pmt.extend_from_slice(body);
+    let crc = crc32_mpeg2(&pmt);
+    pmt.extend_from_slice(&crc.to_be_bytes());
+    pmt
+}
+
 fn opus_stream(channel_code: Option<u8>, units: &[&[&[u8]]]) -> Vec<u8> {
     let mut out = BytesMut::new();
     let (mut pat_cc, mut pmt_cc, mut cc) = (0, 0, 0);
@@ -408,12 +420,7 @@ fn opus_stream(channel_code: Option<u8>, units: &[&[&[u8]]]) -> Vec<u8> {
     let mut body = vec![0xe1, 0x01, 0xf0, 0x00, 0x06, 0xe1, 0x01];
     body.extend_from_slice(&(0xf000 | descriptors.len() as u16).to_be_bytes());
     body.extend_from_slice(&descriptors);
-    let mut pmt = vec![0x02];
-    pmt.extend_from_slice(&(0xb000 | (9 + body.len()) as u16).to_be_bytes());
-    pmt.extend_from_slice(&[0, 1, 0xc1, 0, 0]);
-    pmt.extend_from_slice(&body);
-    let crc = crc32_mpeg2(&pmt);
-    pmt.extend_from_slice(&crc.to_be_bytes());
+    let pmt = pmt_section(&body);
     write_section_packet(&mut out, PMT_PID, &mut pmt_cc, &pmt);
     for (i, packets) in units.iter().enumerate() {
         let mut es = Vec::new();
@@ -566,12 +573,7 @@ fn with_cues(ts: &[u8], cues: &[(usize, Vec<u8>)], split: bool) -> Vec<u8> {
     for (kind, pid) in [(0x1b, VIDEO_PID), (0x0f, AUDIO_PID), (0x86, CUE_PID)] {
         body.extend_from_slice(&[kind, 0xe0 | (pid >> 8) as u8, pid as u8, 0xf0, 0x00]);
     }
-    let mut pmt = vec![0x02];
-    pmt.extend_from_slice(&(0xb000 | (9 + body.len()) as u16).to_be_bytes());
-    pmt.extend_from_slice(&[0, 1, 0xc1, 0, 0]);
-    pmt.extend_from_slice(&body);
-    let crc = crc32_mpeg2(&pmt);
-    pmt.extend_from_slice(&crc.to_be_bytes());
+    let pmt = pmt_section(&body);
     let mut out = BytesMut::new();
     let (mut pmt_cc, mut cue_cc, mut audio_units) = (0, 0, 0);
     for p in ts.chunks(PACKET_LEN) {
