@@ -323,7 +323,13 @@ def scte35():
             "/DAvAAAAAAAA///wBQb+dGKQoAAZAhdDVUVJSAAAjn+fCAgAAAAALKChijUCAKnMZ1g=",
     }
     for name, text in examples.items():
-        seed("media", "ts_scte35", name, base64.b64decode(text))
+        section = base64.b64decode(text)
+        seed("media", "ts_scte35", name, section)
+        # hls/splice_marks: a cue (length, section, splice time) then a segment start.
+        at = struct.pack("<q", 90000)
+        seed("hls", "splice_marks", name,
+             b"\x00" + struct.pack("<H", len(section)) + section + at
+             + b"\x01" + struct.pack("<q", 180000))
 
 
 def main():

@@ -6,7 +6,8 @@
 //! request can be answered.
 //!
 //! Files: `config` (settings and limits), `timeline` (segments, parts, window),
-//! `crypt` (AES-128 segment encryption and its keys),
+//! `crypt` (AES-128 segment encryption and its keys), `daterange` (SCTE-35 cues as
+//! `EXT-X-DATERANGE`),
 //! `render` (playlist text), `datetime` (ISO 8601 dates), `query` (`_HLS_*`
 //! directives), `readiness` (blocking reload, preload hints), `error`; `parse` reads
 //! other servers' playlists (an edge pulling HLS).
@@ -48,6 +49,7 @@
 
 mod config;
 mod crypt;
+mod daterange;
 mod datetime;
 mod error;
 pub mod parse;
@@ -63,6 +65,7 @@ pub use config::{
     MAX_WINDOW, TICKS_PER_SECOND,
 };
 pub use crypt::{iv, KeySecret, SegmentKeys, KEY_LABEL, KEY_LEN, SECRET_LEN};
+pub use daterange::{DateRange, Scte35Attribute, Splices, MAX_OPEN_BREAKS, MAX_PENDING};
 pub use datetime::write_iso8601_ms;
 pub use error::HlsError;
 pub use query::{parse_blocking_request, BlockingRequest};

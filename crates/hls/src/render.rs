@@ -16,7 +16,8 @@
 //!
 //! Then each listed segment: `EXT-X-DISCONTINUITY` after a publisher restart,
 //! `EXT-X-PROGRAM-DATE-TIME` (on every segment: simple, and exact after any clock
-//! drift), its `EXT-X-PART`s when Low-Latency and the segment starts within three
+//! drift), the `EXT-X-DATERANGE`s that begin with it (SCTE-35 ad markers, see
+//! `daterange`), its `EXT-X-PART`s when Low-Latency and the segment starts within three
 //! target durations of the playlist's end (the spec's removal rule), `EXTINF` with
 //! three decimals, and its URI. For Low-Latency, then the parts of the segment in
 //! progress (with its discontinuity and date) and an `EXT-X-PRELOAD-HINT` for the
@@ -170,7 +171,8 @@ impl Timeline {
     }
 }
 
-/// The tags that open a segment, before its parts: discontinuity and date.
+/// The tags that open a segment, before its parts: discontinuity, date, and the date
+/// ranges (ad markers) that begin with it.
 fn write_prelude(out: &mut String, segment: &Segment) {
     if segment.discontinuity {
         out.push_str("#EXT-X-DISCONTINUITY\n");
@@ -178,6 +180,9 @@ fn write_prelude(out: &mut String, segment: &Segment) {
     out.push_str("#EXT-X-PROGRAM-DATE-TIME:");
     write_iso8601_ms(out, segment.wall_clock_ms);
     out.push('\n');
+    for range in &segment.date_ranges {
+        range.render(out);
+    }
 }
 
 /// `EXT-X-KEY` of segment `msn`: its period's key URI and its msn as IV.

@@ -27,11 +27,12 @@
 //!   whole, when it completes: what `segments` holds is the ciphertext, never the
 //!   plain bytes (see `crypt`). The fMP4 init segment stays in the clear.
 
-use crate::{Encryption, HlsConfig, HlsError, KeySecret, SegmentKeys, Timeline, Variant};
+use crate::{Encryption, HlsConfig, HlsError, KeySecret, SegmentKeys, Splices, Timeline, Variant};
 use bytes::{Bytes, BytesMut};
 use sluice_media::fragment::{
     Container, CutRules, FragmentError, Fragmenter, FragmenterConfig, Origin, Output,
 };
+use sluice_media::ts::SpliceInfo;
 use sluice_media::{Frame, Timestamp, Track};
 use std::collections::BTreeMap;
 use thiserror::Error;
@@ -64,10 +65,12 @@ fn rules(config: &HlsConfig, parts: bool) -> CutRules {
 }
 
 /// Starts the segment whose first frame decodes at `dts` on `timeline`: named by
-/// `dts`, and, if it is the first, numbered by its slot of the stream's timeline.
+/// `dts`, and, if it is the first, numbered by its slot of the stream's timeline; the
+/// cues of `splices` due by then mark it.
 fn start_segment(
     timeline: &mut Timeline,
     rules: &CutRules,
+    splices: &mut Splices,
     discontinuity: bool,
     wall_clock_ms: i64,
     dts: Timestamp,
@@ -76,11 +79,13 @@ fn start_segment(
         // Before the first segment only; an error says it was not the first.
         let _ = timeline.set_first_msn(u64::try_from(rules.slot(dts)).unwrap_or(0));
     }
-    timeline.start_named_segment(
+    let msn = timeline.start_named_segment(
         discontinuity,
         wall_clock_ms,
         u64::try_from(dts).unwrap_or(0),
-    )
+    )?;
+    timeline.add_date_ranges(splices.at_segment(dts, wall_clock_ms, msn));
+    Ok(msn)
 }
 
 /// The keys of a segmenter of `config`: `None` without encryption.
@@ -118,6 +123,8 @@ pub struct TsSegmenter {
     segments: BTreeMap<u64, Bytes>,
     /// Encrypts each completed segment, when the config asks.
     keys: Option<SegmentKeys>,
+    /// SCTE-35 cues waiting for the segment they mark.
+    splices: Splices,
 }
 
 impl TsSegmenter {
@@ -148,6 +155,7 @@ impl TsSegmenter {
             discontinuity: false,
             current: Vec::new(),
             segments: BTreeMap::new(),
+            splices: Splices::default(),
         })
     }
 
@@ -155,6 +163,14 @@ impl TsSegmenter {
     pub fn set_tracks(&mut self, video: Option<&Track>, audio: Option<&Track>) {
         // Only a track joining an output can fail, and TS segments do not join.
         let _ = self.fragmenter.set_tracks(video, audio);
+    }
+
+    /// An SCTE-35 cue that splices at `at` (the frames' clock): a segment begins at
+    /// the first start point from there, listed with the cue's `EXT-X-DATERANGE`.
+    pub fn cue(&mut self, at: Timestamp, info: SpliceInfo) {
+        if let Some(at) = self.splices.cue(at, info) {
+            self.fragmenter.splice_at(at);
+        }
     }
 
     /// The publisher restarted: the next segment starts with a discontinuity.
@@ -188,6 +204,7 @@ impl TsSegmenter {
                     start_segment(
                         &mut self.timeline,
                         &rules,
+                        &mut self.splices,
                         std::mem::take(&mut self.discontinuity),
                         wall_clock_ms,
                         dts,
@@ -288,6 +305,8 @@ pub struct Fmp4Segmenter {
     low_latency: bool,
     /// Encrypts each completed segment, when the config asks.
     keys: Option<SegmentKeys>,
+    /// SCTE-35 cues waiting for the segment they mark.
+    splices: Splices,
 }
 
 impl Fmp4Segmenter {
@@ -317,6 +336,7 @@ impl Fmp4Segmenter {
             parts: BTreeMap::new(),
             open_parts: Vec::new(),
             segments: BTreeMap::new(),
+            splices: Splices::default(),
         })
     }
 
@@ -325,6 +345,14 @@ impl Fmp4Segmenter {
     pub fn set_tracks(&mut self, video: Option<&Track>, audio: Option<&Track>) {
         // Only a track joining an output can fail, and segments do not join.
         let _ = self.fragmenter.set_tracks(video, audio);
+    }
+
+    /// An SCTE-35 cue that splices at `at` (the frames' clock): a segment begins at
+    /// the first start point from there, listed with the cue's `EXT-X-DATERANGE`.
+    pub fn cue(&mut self, at: Timestamp, info: SpliceInfo) {
+        if let Some(at) = self.splices.cue(at, info) {
+            self.fragmenter.splice_at(at);
+        }
     }
 
     /// The publisher restarted: the next segment starts with a discontinuity.
@@ -360,6 +388,7 @@ impl Fmp4Segmenter {
                     start_segment(
                         &mut self.timeline,
                         &rules,
+                        &mut self.splices,
                         std::mem::take(&mut self.discontinuity),
                         wall_clock_ms,
                         dts,
@@ -596,6 +625,67 @@ mod tests {
     }
 
     #[test]
+    fn a_cue_cuts_a_segment_at_its_splice_point_and_marks_it() {
+        use crate::daterange::tests::insert;
+        let s: Timestamp = 90_000;
+        let mut ts = TsSegmenter::new(HlsConfig::default()).unwrap();
+        let mut fmp4 = Fmp4Segmenter::new(HlsConfig::default()).unwrap();
+        // Keyframes every second; 2 s segments begin at odd seconds (aligned slots).
+        // A break from 5.5 s (met at the 6 s keyframe, inside a slot) to 8.5 s (met
+        // at 9 s) of a planned 3 s.
+        let out = insert(7, true, Some(s as u64 * 11 / 2), Some(3 * s as u64));
+        let back = insert(7, false, Some(s as u64 * 17 / 2), None);
+        for seg in [&mut ts as &mut dyn PushFrames, &mut fmp4] {
+            seg.tracks(Some(&video()), Some(&audio()));
+            let mut cued = false;
+            for f in frames(12, 25) {
+                // The cues come a second ahead, as a splicer sends them.
+                if !cued && f.dts >= 4 * s {
+                    seg.cue(s * 11 / 2, out.clone());
+                    seg.cue(s * 17 / 2, back.clone());
+                    cued = true;
+                }
+                // Wall clock: the frame's time, from 2025-11-24T16:00:00Z.
+                seg.frame_at(&f, 1_764_000_000_000 + f.dts / 90);
+            }
+            let playlist = seg.playlist();
+            let names: Vec<&str> = playlist.lines().filter(|l| !l.starts_with('#')).collect();
+            assert_eq!(
+                names,
+                [
+                    "90000.ts",
+                    "270000.ts",
+                    "450000.ts",
+                    "540000.ts",
+                    "630000.ts",
+                    "810000.ts"
+                ],
+                "{playlist}"
+            );
+            let hex = |i: &SpliceInfo| i.raw.iter().map(|b| format!("{b:02X}")).collect::<String>();
+            assert!(
+                playlist.contains(&format!(
+                    "#EXTINF:1.000,\n450000.ts\n\
+                     #EXT-X-PROGRAM-DATE-TIME:2025-11-24T16:00:06.000Z\n\
+                     #EXT-X-DATERANGE:ID=\"splice-7\",START-DATE=\"2025-11-24T16:00:06.000Z\",\
+                     PLANNED-DURATION=3.000,SCTE35-OUT=0x{}\n",
+                    hex(&out)
+                )),
+                "{playlist}"
+            );
+            assert!(
+                playlist.contains(&format!(
+                    "#EXT-X-PROGRAM-DATE-TIME:2025-11-24T16:00:09.000Z\n\
+                     #EXT-X-DATERANGE:ID=\"splice-7\",START-DATE=\"2025-11-24T16:00:06.000Z\",\
+                     DURATION=3.000,SCTE35-IN=0x{}\n",
+                    hex(&back)
+                )),
+                "{playlist}"
+            );
+        }
+    }
+
+    #[test]
     fn fmp4_makes_parts_and_whole_segments() {
         let config = HlsConfig {
             part_duration_ms: 300,
@@ -682,15 +772,28 @@ mod tests {
     /// Both segmenters, for tests that feed them alike.
     trait PushFrames {
         fn tracks(&mut self, video: Option<&Track>, audio: Option<&Track>);
-        fn frame(&mut self, frame: &Frame);
+        fn frame(&mut self, frame: &Frame) {
+            self.frame_at(frame, 0);
+        }
+        fn frame_at(&mut self, frame: &Frame, wall_clock_ms: i64);
+        fn cue(&mut self, at: Timestamp, info: SpliceInfo);
+        fn playlist(&self) -> String;
     }
 
     impl PushFrames for TsSegmenter {
         fn tracks(&mut self, video: Option<&Track>, audio: Option<&Track>) {
             self.set_tracks(video, audio);
         }
-        fn frame(&mut self, frame: &Frame) {
-            self.push(frame, 0).unwrap();
+        fn frame_at(&mut self, frame: &Frame, wall_clock_ms: i64) {
+            self.push(frame, wall_clock_ms).unwrap();
+        }
+        fn cue(&mut self, at: Timestamp, info: SpliceInfo) {
+            TsSegmenter::cue(self, at, info);
+        }
+        fn playlist(&self) -> String {
+            let mut out = String::new();
+            self.timeline().render(&Names, &mut out);
+            out
         }
     }
 
@@ -698,8 +801,16 @@ mod tests {
         fn tracks(&mut self, video: Option<&Track>, audio: Option<&Track>) {
             self.set_tracks(video, audio);
         }
-        fn frame(&mut self, frame: &Frame) {
-            self.push(frame, 0).unwrap();
+        fn frame_at(&mut self, frame: &Frame, wall_clock_ms: i64) {
+            self.push(frame, wall_clock_ms).unwrap();
+        }
+        fn cue(&mut self, at: Timestamp, info: SpliceInfo) {
+            Fmp4Segmenter::cue(self, at, info);
+        }
+        fn playlist(&self) -> String {
+            let mut out = String::new();
+            self.timeline().render(&Names, &mut out);
+            out
         }
     }
 

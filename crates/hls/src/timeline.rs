@@ -33,6 +33,7 @@ use std::collections::VecDeque;
 use std::ops::Range;
 
 use crate::config::{HlsConfig, Variant, MAX_PARTS_PER_SEGMENT, MAX_SEGMENT_TICKS};
+use crate::daterange::DateRange;
 use crate::HlsError;
 
 /// 90 kHz ticks per millisecond.
@@ -62,6 +63,8 @@ pub(crate) struct Segment {
     pub(crate) wall_clock_ms: i64,
     /// Its parts, in order; empty without Low-Latency HLS.
     pub(crate) parts: Vec<Part>,
+    /// `EXT-X-DATERANGE` tags that begin with it (ad markers).
+    pub(crate) date_ranges: Vec<DateRange>,
 }
 
 /// The segments and parts of one variant of one live stream. See the module docs
@@ -174,10 +177,23 @@ impl Timeline {
             discontinuity: discontinuity && !self.is_first(msn),
             wall_clock_ms,
             parts: Vec::new(),
+            date_ranges: Vec::new(),
         });
         self.next_msn = msn.saturating_add(1);
         self.bump();
         Ok(msn)
+    }
+
+    /// Date ranges (ad markers) that begin with the segment in progress, listed with
+    /// it; none without one.
+    pub fn add_date_ranges(&mut self, ranges: Vec<DateRange>) {
+        if ranges.is_empty() {
+            return;
+        }
+        if let Some(open) = self.open.as_mut() {
+            open.date_ranges.extend(ranges);
+            self.bump();
+        }
     }
 
     /// Numbers the first segment `msn` (and the ones after it from there), instead of

@@ -129,8 +129,15 @@ pub struct Fragmenter {
     origin: Option<Timestamp>,
     /// The next `mfhd` sequence number while no run holds it.
     sequence: u32,
+    /// Splice points ([`Fragmenter::splice_at`]) not reached yet, at most
+    /// [`MAX_SPLICES`].
+    splices: VecDeque<Timestamp>,
     out: VecDeque<Output>,
 }
+
+/// Splice points waiting at once: a feed's cues come seconds apart, so more is a
+/// source gone wrong, and the oldest are dropped.
+pub const MAX_SPLICES: usize = 32;
 
 impl Fragmenter {
     /// A fragmenter with no tracks and no output.
@@ -143,8 +150,31 @@ impl Fragmenter {
             run: None,
             origin: None,
             sequence: FIRST_SEQUENCE,
+            splices: VecDeque::new(),
             out: VecDeque::new(),
         }
+    }
+
+    /// Asks for a fragment boundary at the first start point that decodes at or after
+    /// `dts` (an ad splice point: players switch content at segment boundaries), on
+    /// top of the cut rules. A point the fragment in progress began at or after is
+    /// met already.
+    pub fn splice_at(&mut self, dts: Timestamp) {
+        if self.splices.len() == MAX_SPLICES {
+            self.splices.pop_front();
+        }
+        self.splices.push_back(dts);
+    }
+
+    /// Whether a start point at `dts` ends a fragment begun at `start` for a splice
+    /// point; forgets the points it meets.
+    fn splice_due(&mut self, dts: Timestamp, start: Timestamp) -> bool {
+        let mut due = false;
+        self.splices.retain(|&at| {
+            due |= at > start && at <= dts;
+            at > dts
+        });
+        due
     }
 
     /// The configuration.
@@ -297,7 +327,8 @@ impl Fragmenter {
                         part: frame.dts.saturating_sub(open.part_start),
                         bytes: open.bytes,
                     };
-                    let cut = if start && self.changed {
+                    let splice = start && self.splice_due(frame.dts, open.start);
+                    let cut = if start && (self.changed || splice) {
                         Some(Cut::Fragment)
                     } else {
                         self.config.rules.cut(&progress, start, leader)
@@ -628,6 +659,42 @@ mod tests {
             .filter(|o| matches!(o, Output::End { duration: 90_000 }))
             .count();
         assert_eq!(ends, 3);
+    }
+
+    #[test]
+    fn a_splice_point_ends_the_fragment_at_the_next_keyframe_only() {
+        // Keyframes every 1 s, fragments of 4 s: without splices, cuts at 4 and 8 s.
+        let mut f = Fragmenter::new(config(CutRules::at_start_points(360_000)));
+        f.set_tracks(Some(&video()), Some(&audio()))
+            .expect("tracks");
+        // 5.5 s is met at the 6 s keyframe; 0 s (where the first fragment begins) and
+        // 9 s (a keyframe) are met where they are; 20 s is never reached.
+        for at in [0, 495_000, 810_000, 1_800_000] {
+            f.splice_at(at);
+        }
+        for frame in frames(0, 300, 25) {
+            f.push(&frame).expect("push");
+        }
+        let begins: Vec<Timestamp> = drain(&mut f)
+            .iter()
+            .filter_map(|o| match o {
+                Output::Begin { dts, .. } => Some(*dts),
+                _ => None,
+            })
+            .collect();
+        let s = 90_000;
+        assert_eq!(begins, [0, 4 * s, 6 * s, 9 * s]);
+        assert_eq!(f.splices.len(), 1, "the one beyond the frames waits");
+    }
+
+    #[test]
+    fn splice_points_are_bounded() {
+        let mut f = Fragmenter::new(config(CutRules::at_start_points(90_000)));
+        for at in 0..1000 {
+            f.splice_at(at);
+        }
+        assert_eq!(f.splices.len(), MAX_SPLICES);
+        assert_eq!(f.splices.front(), Some(&(1000 - MAX_SPLICES as Timestamp)));
     }
 
     #[test]

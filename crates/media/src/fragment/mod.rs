@@ -36,7 +36,7 @@ mod muxer;
 mod timescale;
 
 pub use cut::{Cut, CutRules, Progress};
-pub use fragmenter::{Fragmenter, FragmenterConfig, Origin, Output};
+pub use fragmenter::{Fragmenter, FragmenterConfig, Origin, Output, MAX_SPLICES};
 pub use muxer::Muxer;
 pub use timescale::{default_duration, timescale, track_id, AUDIO_TRACK_ID, VIDEO_TRACK_ID};
 

@@ -179,6 +179,8 @@ pub struct StreamState {
     /// Ring positions where a returning publisher's media begins (newest last), so
     /// that HLS started later still marks those discontinuities.
     pub restarts: VecDeque<u64>,
+    /// Its newest SCTE-35 cues (see `core::cue`).
+    pub cues: super::cue::Cues,
     pub closed: bool,
     /// One per worker that has players of this stream; notified once per packet.
     subscribers: Vec<Arc<Notify>>,
@@ -491,6 +493,7 @@ impl Stream {
                 last_ts_ms: None,
                 last_delta_ms: 0,
                 restarts: VecDeque::new(),
+                cues: Default::default(),
                 closed: false,
                 subscribers: Vec::new(),
             }),
@@ -535,6 +538,19 @@ impl Stream {
     /// Bytes of media its taps hold, for the logs.
     pub fn taps_memory(&self) -> usize {
         self.taps.iter().map(|t| t.memory()).sum()
+    }
+
+    /// An SCTE-35 cue of the publisher's: the taps get it in stream order (under the
+    /// forms lock, between the frames around it), and the stream keeps it for late
+    /// taps and the API.
+    pub fn publish_cue(&self, cue: super::cue::StreamCue) {
+        let cue = Arc::new(cue);
+        let forms = self.forms();
+        for tap in &self.taps {
+            tap.cue(&self.key, &cue);
+        }
+        self.lock().cues.push(cue);
+        drop(forms);
     }
 
     /// A returning publisher's media follows: the taps mark it.
@@ -757,6 +773,7 @@ impl Stream {
                 tracks: state.tracks(),
                 restarts: state.restarts.clone(),
                 derived_track: state.derived_audio_track(),
+                cues: state.cues.iter().cloned().collect(),
             }
         };
         let result = start(&backlog);

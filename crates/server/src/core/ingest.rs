@@ -10,11 +10,12 @@
 //! It also keeps the stream's timeline continuous when a publisher comes back within
 //! the grace window: its first timestamp is moved to follow the last one players got.
 
+use crate::core::cue::StreamCue;
 use crate::core::hub::{Hub, PublishError, Stream};
 use crate::core::packet::{Packet, Payload};
 use bytes::Bytes;
 use sluice_media::flv::{self, AudioTag, FlvError, VideoTag};
-use sluice_media::ts::{Cue, CueDirection};
+use sluice_media::ts::Cue;
 use sluice_media::{Frame, MediaKind, Timestamp, Track};
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
@@ -205,26 +206,26 @@ impl Ingest {
             .publish_media(Packet::new(Payload::Media { frame, track }, ts, key));
     }
 
-    /// An SCTE-35 cue of a TS input, at `cue.at` on the publisher's clock. The hub does
-    /// not carry cues to outputs yet (HLS's `EXT-X-DATERANGE` is to come): the cue is
-    /// logged with where it falls on the stream's timeline, for operators checking a
-    /// feed's ad markers.
+    /// An SCTE-35 cue of a TS input, at `cue.at` on the publisher's clock: placed on
+    /// the stream's timeline and handed to the stream (HLS marks and cuts its
+    /// segments there), and logged for operators checking a feed's ad markers.
     pub fn cue(&mut self, cue: &Cue) {
-        let at_ms = Frame::ms_from_ticks(self.offset.unwrap_or(0).saturating_add(cue.at));
-        let info = &cue.info;
-        let direction = match info.direction() {
-            Some(CueDirection::Out) => "out",
-            Some(CueDirection::In) => "in",
-            None => "-",
+        let at = self.offset.unwrap_or(0).saturating_add(cue.at);
+        let cue = StreamCue {
+            at,
+            received_ms: unix_ms(),
+            info: cue.info.clone(),
         };
         tracing::info!(
             stream = %self.stream.key,
-            at_ms,
-            direction,
-            duration_ms = info.duration().map(|d| d / 90),
-            command = ?info.command,
+            at_ms = cue.at_ms(),
+            direction = cue.direction().unwrap_or("-"),
+            duration_ms = cue.info.duration().map(|d| d / 90),
+            command = cue.command(),
+            event_id = cue.event_id(),
             "SCTE-35 cue"
         );
+        self.stream.publish_cue(cue);
     }
 
     /// A script data body (`onMetaData` and its object).
@@ -235,6 +236,13 @@ impl Ingest {
         self.stream.lock().metadata = Some(packet.clone());
         self.stream.push(packet);
     }
+}
+
+/// The wall clock, Unix ms.
+fn unix_ms() -> i64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| i64::try_from(d.as_millis()).unwrap_or(i64::MAX))
 }
 
 /// A stream's publisher, registered in the hub for as long as this handle lives.

@@ -2,6 +2,7 @@
 //! fan-out to its players. No protocol lives here; protocols reach it through
 //! [`ingest::Ingest`] (publishers) and [`fanout::Player`] (players).
 
+pub mod cue;
 pub mod cursor;
 pub mod derive;
 pub mod fanout;

@@ -19,6 +19,7 @@ use std::collections::VecDeque;
 use std::fmt::Debug;
 use std::sync::Arc;
 
+use super::cue::StreamCue;
 use super::packet::Packet;
 
 /// A consumer of one stream's media in stream order.
@@ -42,6 +43,9 @@ pub trait Tap: Any + Send + Sync + Debug {
 
     /// A frame of the audio the server makes from the stream's own.
     fn derived_frame(&self, _stream: &str, _frame: &Frame) {}
+
+    /// An SCTE-35 cue of the stream's, in stream order with its frames.
+    fn cue(&self, _stream: &str, _cue: &Arc<StreamCue>) {}
 
     /// A returning publisher's media follows (a new timeline may begin).
     fn discontinuity(&self) {}
@@ -72,7 +76,7 @@ pub trait Attach: Any + Send + Sync + Debug {
 
 /// What the ring kept, for a tap that starts late: the packets from a start point on
 /// (`first` is the position of the first), the tracks now, where returning publishers'
-/// media began, and the derived audio's track.
+/// media began, the derived audio's track, and the newest cues.
 #[derive(Debug)]
 pub struct Backlog {
     pub first: u64,
@@ -80,4 +84,6 @@ pub struct Backlog {
     pub tracks: [Option<Arc<Track>>; 2],
     pub restarts: VecDeque<u64>,
     pub derived_track: Option<Arc<Track>>,
+    /// The stream's newest cues, oldest first.
+    pub cues: Vec<Arc<StreamCue>>,
 }

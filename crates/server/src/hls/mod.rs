@@ -45,6 +45,7 @@
 
 mod audience;
 
+use crate::core::cue::StreamCue;
 use crate::core::hub::Stream;
 use crate::core::packet::Payload;
 use crate::core::tap::{Attach, Tap};
@@ -149,6 +150,8 @@ pub enum Replay<'a> {
     Discontinuity,
     /// The AAC the server makes from the stream's Opus: the TS variant's audio.
     DerivedTrack(&'a Arc<Track>),
+    /// An SCTE-35 cue that splices within or after what is replayed.
+    Cue(&'a StreamCue),
 }
 
 #[derive(Debug)]
@@ -206,6 +209,13 @@ impl Segmenters {
         self.ts_audio = Some(track.clone());
         self.ts
             .set_tracks(self.video.as_deref(), self.ts_audio.as_deref());
+    }
+
+    /// An SCTE-35 cue: each variant cuts a segment at its splice point and lists its
+    /// `EXT-X-DATERANGE` there.
+    fn cue(&mut self, cue: &StreamCue) {
+        self.ts.cue(cue.at, cue.info.clone());
+        self.fmp4.cue(cue.at, cue.info.clone());
     }
 
     /// The next segment of each variant starts with a discontinuity.
@@ -603,6 +613,7 @@ impl HlsStream {
                 }
                 Replay::Discontinuity => s.discontinuity(),
                 Replay::DerivedTrack(track) => s.set_derived_track(track),
+                Replay::Cue(cue) => s.cue(cue),
             }
         }
         for track in current.iter().flatten() {
@@ -666,6 +677,12 @@ impl HlsStream {
         if let Some(Some(view)) = changed {
             self.publish(view);
         }
+    }
+
+    /// An SCTE-35 cue, while segmenting (a start takes the stream's newest from the
+    /// hub).
+    pub fn cue(&self, cue: &StreamCue) {
+        self.with(|s| s.cue(cue));
     }
 
     /// A publisher came back: the next segment is marked as a discontinuity.
@@ -885,6 +902,10 @@ impl Tap for HlsStream {
         self.push_derived(stream, frame);
     }
 
+    fn cue(&self, _: &str, cue: &Arc<StreamCue>) {
+        HlsStream::cue(self, cue);
+    }
+
     fn discontinuity(&self) {
         HlsStream::discontinuity(self);
     }
@@ -935,9 +956,20 @@ pub fn want(stream: &Arc<Stream>) -> Option<&HlsStream> {
             });
         // The TS variant's audio is the AAC made from Opus, from its first segment.
         let derived = backlog.derived_track.as_ref().map(Replay::DerivedTrack);
+        // Cues first, so the segmenters cut at their splice points as the frames come;
+        // those before the replayed media mark segments that are gone.
+        let from = backlog.packets.iter().find_map(|p| match &p.payload {
+            Payload::Media { frame, .. } if !p.derived => Some(frame.dts),
+            _ => None,
+        });
+        let cues = backlog
+            .cues
+            .iter()
+            .filter(|c| from.is_some_and(|from| c.at >= from))
+            .map(|c| Replay::Cue(c));
         hls.start(
             &stream.key,
-            derived.into_iter().chain(replay),
+            derived.into_iter().chain(cues).chain(replay),
             &backlog.tracks,
         );
     });

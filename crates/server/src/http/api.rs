@@ -586,11 +586,25 @@ fn pull(ctx: &crate::ctx::Ctx, key: &str) -> Value {
     })
 }
 
+/// An SCTE-35 cue of a stream as the API shows it: where it splices on the stream's
+/// timeline (ms, the clock of `ring`'s packets), when it came, and what it says.
+fn cue(c: &crate::core::cue::StreamCue) -> Value {
+    json!({
+        "at_ms": c.at_ms(),
+        "received_ms": c.received_ms,
+        "command": c.command(),
+        "direction": c.direction(),
+        "event_id": c.event_id(),
+        "duration_ms": c.info.duration().map(|d| d / 90),
+    })
+}
+
 /// One stream as the API shows it; its publisher from `clients`, its pull from an
 /// origin (on an edge) as [`pull`] gives it.
 fn stream(s: &Stream, clients: &[ClientInfo], auth: &crate::auth::Auth, pull: Value) -> Value {
-    let (tracks, ring_bytes, ring_frames, span_ms, live) = {
+    let (tracks, ring_bytes, ring_frames, span_ms, live, cues) = {
         let state = s.lock();
+        let cues: Vec<Value> = state.cues.iter().map(|c| cue(c)).collect::<Vec<_>>();
         let ring = &state.ring;
         let first = ring.get(ring.first()).map(|p| p.ts_ms);
         let last = ring
@@ -605,6 +619,7 @@ fn stream(s: &Stream, clients: &[ClientInfo], auth: &crate::auth::Auth, pull: Va
             ring.len(),
             span,
             state.publisher.is_some(),
+            cues,
         )
     };
     let mut video = Value::Null;
@@ -651,6 +666,7 @@ fn stream(s: &Stream, clients: &[ClientInfo], auth: &crate::auth::Auth, pull: Va
         "skips": s.skips.load(Ordering::Relaxed),
         "ring": { "bytes": ring_bytes, "frames": ring_frames, "span_ms": span_ms },
         "hls_bytes": s.tap::<crate::hls::HlsStream>().map_or(0, |h| h.memory()),
+        "cues": cues,
         // What a player adds to its URL's query to play when reading needs
         // authorization (the console's players): a viewer token for this stream.
         "play_query": auth

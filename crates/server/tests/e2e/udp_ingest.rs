@@ -11,9 +11,9 @@
 //! makes for itself, with multicast routed on its loopback only.
 
 use crate::common::{
-    have_ffmpeg, http_request, probe_video, scratch, tools_present, Kill, TestServer,
+    have, have_ffmpeg, http_request, probe_video, scratch, tools_present, Kill, TestServer,
 };
-use serde_json::Value;
+use serde_json::{json, Value};
 use sluice_media::ts::crc32_mpeg2;
 use std::net::{SocketAddr, UdpSocket};
 use std::process::{Command, Stdio};
@@ -606,13 +606,21 @@ fn the_program_named_is_the_one_published() {
 /// PID the relay puts SCTE-35 cues on.
 const CUE_PID: u16 = 0x1f0;
 
-/// An SCTE-35 `splice_insert` of event `id`, immediate, out of the network when `out`.
-fn splice_insert(id: u32, out: bool) -> Vec<u8> {
-    let mut s = vec![0xfc, 0x30, 0, 0, 0, 0, 0, 0, 0, 0xff, 0xff, 0xf0, 10, 0x05];
+/// An SCTE-35 `splice_insert` of event `id`, out of the network when `out`, at `pts`
+/// (immediate when `None`), with a break of `duration` ticks when given.
+fn splice_insert(id: u32, out: bool, pts: Option<u64>, duration: Option<u64>) -> Vec<u8> {
+    let mut s = vec![0xfc, 0x30, 0, 0, 0, 0, 0, 0, 0, 0xff, 0xff, 0xf0, 0, 0x05];
     s.extend_from_slice(&id.to_be_bytes());
     s.push(0x7f);
-    s.push(if out { 0xdf } else { 0x5f }); // program splice, immediate
+    // Program splice; a duration; immediate.
+    let flags = u8::from(out) << 7 | 0x40 | u8::from(duration.is_some()) << 5;
+    s.push(flags | u8::from(pts.is_none()) << 4 | 0x0f);
+    for t in pts.into_iter().chain(duration) {
+        s.push(0xfe | (t >> 32) as u8 & 1);
+        s.extend_from_slice(&(t as u32).to_be_bytes());
+    }
     s.extend_from_slice(&[0, 1, 0, 0]); // unique_program_id, avail 0 of 0
+    s[12] = (s.len() - 14) as u8;
     s.extend_from_slice(&[0, 0]); // no descriptors
     let len = s.len() - 3 + 4;
     s[2] = len as u8;
@@ -621,17 +629,48 @@ fn splice_insert(id: u32, out: bool) -> Vec<u8> {
     s
 }
 
+/// The PTS of the video PES that starts in TS packet `p`, if one does.
+fn video_pts(p: &[u8]) -> Option<u64> {
+    if p[1] & 0x40 == 0 {
+        return None;
+    }
+    let at = if p[3] & 0x20 != 0 {
+        5 + usize::from(p[4])
+    } else {
+        4
+    };
+    let pes = p.get(at..at + 14)?;
+    if pes[..3] != [0, 0, 1] || pes[3] & 0xf0 != 0xe0 || pes[7] & 0x80 == 0 {
+        return None;
+    }
+    let b: Vec<u64> = pes[9..14].iter().map(|&b| u64::from(b)).collect();
+    Some((b[0] >> 1 & 7) << 30 | b[1] << 22 | (b[2] >> 1) << 15 | b[3] << 7 | b[4] >> 1)
+}
+
 /// Adds an SCTE-35 stream to the program of ffmpeg's TS datagrams: every PMT lists
-/// [`CUE_PID`] (type 0x86), and after every 50th datagram a datagram of one cue packet
-/// follows (out and in in turn), as a broadcast encoder's splicer adds them. Counts the
-/// cues sent into `cues`.
-fn cue_relay(to: SocketAddr, cues: Arc<AtomicU32>) -> Relay {
+/// [`CUE_PID`] (type 0x86), and after each datagram the sections `plan` gives (from
+/// the datagram count and the first and newest video PTS seen) follow, a datagram of
+/// one cue packet each, as a broadcast encoder's splicer adds them. Counts the cues
+/// sent into `cues`.
+fn cue_relay(
+    to: SocketAddr,
+    cues: Arc<AtomicU32>,
+    mut plan: impl FnMut(u64, u64, u64) -> Vec<Vec<u8>> + Send + 'static,
+) -> Relay {
     let (mut n, mut cc, mut pmt_pid) = (0u64, 0u8, None);
+    let (mut first, mut newest) = (None, 0);
     Relay::start(to, move |sock, datagram, to| {
         for p in datagram.chunks_mut(188) {
+            if p.len() < 188 {
+                continue;
+            }
+            if let Some(pts) = video_pts(p) {
+                first.get_or_insert(pts);
+                newest = pts;
+            }
             let pid = u16::from_be_bytes([p[1] & 0x1f, p[2]]);
             // Unit starts without an adaptation field: ffmpeg's tables.
-            if p.len() < 188 || p[1] & 0x40 == 0 || p[3] & 0x30 != 0x10 {
+            if p[1] & 0x40 == 0 || p[3] & 0x30 != 0x10 {
                 continue;
             }
             let at = 5 + usize::from(p[4]);
@@ -653,9 +692,8 @@ fn cue_relay(to: SocketAddr, cues: Arc<AtomicU32>) -> Relay {
         }
         let _ = sock.send_to(datagram, to);
         n += 1;
-        if n.is_multiple_of(50) {
-            let sent = cues.load(Ordering::Relaxed);
-            let section = splice_insert(sent, sent.is_multiple_of(2));
+        let Some(first) = first else { return };
+        for section in plan(n, first, newest) {
             let mut packet = vec![0xffu8; 188];
             packet[..5].copy_from_slice(&[
                 0x47,
@@ -667,7 +705,7 @@ fn cue_relay(to: SocketAddr, cues: Arc<AtomicU32>) -> Relay {
             packet[5..5 + section.len()].copy_from_slice(&section);
             cc = (cc + 1) & 0x0f;
             let _ = sock.send_to(&packet, to);
-            cues.store(sent + 1, Ordering::Relaxed);
+            cues.fetch_add(1, Ordering::Relaxed);
         }
     })
 }
@@ -680,7 +718,15 @@ fn scte35_cues_in_the_ts_are_read_and_the_stream_plays_on() {
     }
     let server = server_with("cues", &[("live/cued", "udp://127.0.0.1:0")]);
     let cues = Arc::new(AtomicU32::new(0));
-    let mut relay = cue_relay(bound(&server, "live/cued"), cues.clone());
+    // Immediate outs and ins in turn, after every 50th datagram.
+    let mut sent = 0;
+    let mut relay = cue_relay(bound(&server, "live/cued"), cues.clone(), move |n, _, _| {
+        if !n.is_multiple_of(50) {
+            return Vec::new();
+        }
+        sent += 1;
+        vec![splice_insert(sent, sent % 2 == 1, None, None)]
+    });
     let _ffmpeg = send("mpegts", &format!("udp://{}?pkt_size=1316", relay.addr), 30);
     wait_for("publishing", || live(&server, "live/cued"));
     let (streams, times) = probe_video(&format!("rtmp://{}/live/cued", server.rtmp), "%+#120");
@@ -710,4 +756,136 @@ fn scte35_cues_in_the_ts_are_read_and_the_stream_plays_on() {
             .collect::<Vec<_>>()
             .join("\n")
     );
+}
+
+/// A TS input's break, announced ahead by a splicer, marks and cuts the HLS
+/// segments: `EXT-X-DATERANGE` with `SCTE35-OUT` on the segment that begins at the
+/// first keyframe from the splice time, and with `SCTE35-IN`, the same `ID` and
+/// `START-DATE`, and the break's `DURATION` on the one that ends it.
+#[test]
+#[cfg_attr(not(have_ffmpeg), ignore = "needs ffmpeg and ffprobe")]
+fn scte35_breaks_become_daterange_tags_at_segments_cut_there() {
+    if !have_ffmpeg() {
+        return;
+    }
+    let server = server_with("breaks", &[("live/breaks", "udp://127.0.0.1:0")]);
+    let cues = Arc::new(AtomicU32::new(0));
+    let s = 90_000u64;
+    let mut announced = false;
+    // Once the feed has run 3 s: a 3 s break from 5.5 s (between the 1 s GOP's
+    // keyframes, so the cut at 6 s is the splice's own) to 8.5 s.
+    let mut relay = cue_relay(
+        bound(&server, "live/breaks"),
+        cues.clone(),
+        move |_, first, newest| {
+            if announced || newest < first + 3 * s {
+                return Vec::new();
+            }
+            announced = true;
+            vec![
+                splice_insert(77, true, Some(first + s * 11 / 2), Some(3 * s)),
+                splice_insert(77, false, Some(first + s * 17 / 2), None),
+            ]
+        },
+    );
+    let _ffmpeg = send("mpegts", &format!("udp://{}?pkt_size=1316", relay.addr), 30);
+    wait_for("publishing", || live(&server, "live/breaks"));
+    // Playlists of both variants are asked for before the break, so they segment
+    // through it (a later start takes the stream's cues from the hub as well).
+    // Until the first segment is complete, a playlist is 404.
+    let playlist = |path: &str| {
+        let (status, _, body) = http_request(server.http, "GET", path, "");
+        let text = String::from_utf8(body).expect("UTF-8 playlist");
+        if status == 200 {
+            text
+        } else {
+            String::new()
+        }
+    };
+    for path in ["/live/breaks.m3u8", "/live/breaks/index.m3u8"] {
+        playlist(path);
+    }
+    let deadline = Instant::now() + Duration::from_secs(30);
+    for path in ["/live/breaks.m3u8", "/live/breaks/index.m3u8"] {
+        let mut text = playlist(path);
+        while !text.contains("SCTE35-IN=") {
+            assert!(Instant::now() < deadline, "{path}: no SCTE35-IN in\n{text}");
+            std::thread::sleep(Duration::from_millis(200));
+            text = playlist(path);
+        }
+        // Each tag, the date of the segment it precedes, and that segment's name
+        // (its start on the stream's timeline, 90 kHz).
+        let lines: Vec<&str> = text.lines().collect();
+        let tag = |attribute: &str| {
+            let i = lines
+                .iter()
+                .position(|l| l.starts_with("#EXT-X-DATERANGE:") && l.contains(attribute))
+                .unwrap_or_else(|| panic!("{path}: no {attribute} in\n{text}"));
+            let date = lines[i - 1]
+                .strip_prefix("#EXT-X-PROGRAM-DATE-TIME:")
+                .unwrap_or_else(|| panic!("{path}: no date before the tag in\n{text}"));
+            let uri = lines[i..]
+                .iter()
+                .find(|l| !l.starts_with('#'))
+                .expect("a segment");
+            let name: u64 = uri
+                .rsplit('/')
+                .next()
+                .and_then(|f| f.split(['-', '.']).nth(1))
+                .and_then(|n| n.parse().ok())
+                .unwrap_or_else(|| panic!("{path}: segment name in {uri}"));
+            (lines[i].to_string(), date.to_string(), name)
+        };
+        let (out, out_date, out_at) = tag("SCTE35-OUT=0xFC30");
+        let (back, _, in_at) = tag("SCTE35-IN=0xFC30");
+        assert_eq!(in_at - out_at, 3 * s, "{path}: cut at both splices\n{text}");
+        let start = format!("ID=\"splice-77\",START-DATE=\"{out_date}\"");
+        assert!(
+            out.contains(&start) && out.contains(",PLANNED-DURATION=3.000,"),
+            "{out}"
+        );
+        assert!(
+            back.contains(&start) && back.contains(",DURATION=3.000,"),
+            "{back}"
+        );
+    }
+    // hls.js reads both tags as one valid date range (tags of one ID must agree) with
+    // the out's and the in's sections, and plays on through the break.
+    if have("chromium") {
+        let setup = "
+  if (!Hls.isSupported()) throw new Error('hls.js not supported');
+  const hls = new Hls();
+  let ranges = '';
+  hls.on(Hls.Events.LEVEL_UPDATED, (e, d) => {
+    ranges = Object.values(d.details.dateRanges || {}).map(r => r.id + ':' + r.isValid + ':'
+      + ('SCTE35-OUT' in r.attr ? 'out' : '') + ('SCTE35-IN' in r.attr ? 'in' : '')
+      + ':' + r.duration).join(',');
+  });
+  hls.on(Hls.Events.ERROR, (e, d) => { if (d.fatal) errors.push(d.type + ':' + d.details); });
+  hls.loadSource('STREAM_URL');
+  hls.attachMedia(video);
+  extra = () => '&ranges=' + ranges;";
+        let url = format!("http://{}/live/breaks.m3u8", server.http);
+        let report = crate::browser::play_in_chromium("hls.light.min.js", setup, &url, 4000);
+        eprintln!("hls.js: {report}");
+        let field = |name| crate::common::report_field(&report, name);
+        assert!(field("err").is_empty(), "player errors ({report})");
+        assert_eq!(field("ranges"), "splice-77:true:outin:3", "{report}");
+        let t: f64 = field("t").parse().unwrap_or(0.0);
+        assert!(t > 1.0, "video played only to {t} s ({report})");
+    }
+    relay.stop();
+    // The API shows the cues where they splice.
+    let (_, _, body) = http_request(server.http, "GET", "/api/v1/streams/live/breaks", "");
+    let stream: Value = serde_json::from_slice(&body).expect("JSON");
+    let cues = stream["cues"].as_array().expect("cues");
+    assert_eq!(cues.len(), 2, "{stream}");
+    assert_eq!(
+        (&cues[0]["direction"], &cues[1]["direction"]),
+        (&json!("out"), &json!("in"))
+    );
+    assert_eq!(cues[0]["event_id"], 77);
+    assert_eq!(cues[0]["duration_ms"], 3000);
+    let at = |c: &Value| c["at_ms"].as_i64().expect("at_ms");
+    assert_eq!(at(&cues[1]) - at(&cues[0]), 3000, "{stream}");
 }
