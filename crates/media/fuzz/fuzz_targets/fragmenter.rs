@@ -10,7 +10,9 @@ use sluice_media::fragment::{Container, CutRules, Fragmenter, FragmenterConfig, 
 use sluice_media::{Frame, MediaKind, Track, TrackConfig};
 
 fn video(level: u8) -> Track {
-    let sps = Bytes::from(vec![0x67, 0x42, 0xc0, level, 0xd9, 0x00, 0xa0, 0x47, 0xfe, 0xc8]);
+    let sps = Bytes::from(vec![
+        0x67, 0x42, 0xc0, level, 0xd9, 0x00, 0xa0, 0x47, 0xfe, 0xc8,
+    ]);
     let pps = Bytes::from_static(&[0x68, 0xce, 0x3c, 0x80]);
     let config = AvcConfig::from_parameter_sets(&[sps], &[pps]).expect("a valid avcC");
     Track::new(TrackConfig::H264(config))
@@ -25,7 +27,11 @@ fuzz_target!(|data: &[u8]| {
     let Some((&setup, mut ops)) = data.split_first() else {
         return;
     };
-    let container = if setup & 1 == 0 { Container::Fmp4 } else { Container::Ts };
+    let container = if setup & 1 == 0 {
+        Container::Fmp4
+    } else {
+        Container::Ts
+    };
     let mut f = Fragmenter::new(FragmenterConfig {
         container,
         rules: CutRules {
@@ -35,7 +41,11 @@ fuzz_target!(|data: &[u8]| {
             forced_cut_factor: (setup & 4 != 0).then_some(4),
             max_bytes: (setup & 8 != 0).then_some(4096),
         },
-        origin: if setup & 2 == 0 { Origin::FirstFrame } else { Origin::At(0) },
+        origin: if setup & 2 == 0 {
+            Origin::FirstFrame
+        } else {
+            Origin::At(0)
+        },
         late_tracks_join: setup & 4 != 0,
     });
     let mut dts = 0i64;
@@ -57,11 +67,19 @@ fuzz_target!(|data: &[u8]| {
             }
             _ => {
                 let step = i64::from(i16::from_be_bytes([*a, *b]));
-                dts = if op & 0x80 != 0 { i64::from(*a) << 40 } else { dts.saturating_add(step) };
+                dts = if op & 0x80 != 0 {
+                    i64::from(*a) << 40
+                } else {
+                    dts.saturating_add(step)
+                };
                 let len = usize::from(*b);
                 let payload: Vec<u8> = rest.iter().copied().take(len).collect();
                 let frame = Frame {
-                    kind: if op & 8 != 0 { MediaKind::Video } else { MediaKind::Audio },
+                    kind: if op & 8 != 0 {
+                        MediaKind::Video
+                    } else {
+                        MediaKind::Audio
+                    },
                     dts,
                     pts: dts.saturating_add(i64::from(*a) * 100),
                     keyframe: op & 16 != 0,
@@ -76,7 +94,9 @@ fuzz_target!(|data: &[u8]| {
                     assert!(!bytes.is_empty());
                     init = true;
                 }
-                Output::Piece { bytes, duration, .. } => {
+                Output::Piece {
+                    bytes, duration, ..
+                } => {
                     assert!(init, "a piece before any init");
                     assert!(duration >= 0);
                     match container {

@@ -18,7 +18,10 @@ fuzz_target!(|data: &[u8]| {
     } else {
         assert!(url.sources.is_empty() && url.interface.is_none());
     }
-    assert!(url.sources.iter().all(|s| s.is_ipv4() == url.addr.is_ipv4()));
+    assert!(url
+        .sources
+        .iter()
+        .all(|s| s.is_ipv4() == url.addr.is_ipv4()));
     let again = UdpUrl::parse(&url.to_string()).expect("a printed URL parses");
     assert_eq!(again, url);
 });

@@ -20,7 +20,7 @@
 //!
 //! # Layout of what we write
 //! One program (number 1). PAT on PID 0, PMT on [`PMT_PID`], video on [`VIDEO_PID`],
-//! audio on [`AUDIO_PID`]. The PCR travels on the video PID when there is video, else on
+//! audio on [`AUDIO_PID`], SCTE-35 cues (from a stream's first on) on [`CUE_PID`]. The PCR travels on the video PID when there is video, else on
 //! the audio PID. Every PES starts a new packet and ends with adaptation-field stuffing,
 //! so a segment is always a whole number of 188-byte packets.
 //!
@@ -67,6 +67,8 @@ pub const PMT_PID: u16 = 0x1000;
 pub const VIDEO_PID: u16 = 0x100;
 /// PID of the audio elementary stream.
 pub const AUDIO_PID: u16 = 0x101;
+/// PID of SCTE-35 cue sections, once a stream has had a cue.
+pub const CUE_PID: u16 = 0x102;
 /// The program number in the PAT and PMT.
 pub const PROGRAM_NUMBER: u16 = 1;
 

@@ -7,9 +7,9 @@
 use super::packet::{self, clock33, pes_header, Adaptation, MAX_PES_HEADER_LEN};
 use super::psi::{self, PmtStream};
 use super::{
-    TsError, AUDIO_PID, PCR_LEAD, PCR_MIN_GAP, PMT_PID, STREAM_TYPE_AAC_ADTS, STREAM_TYPE_H264,
-    STREAM_TYPE_H265, STREAM_TYPE_MPEG1_AUDIO, STREAM_TYPE_MPEG2_AUDIO, TIMESTAMP_OFFSET,
-    VIDEO_PID,
+    SpliceInfo, TsError, AUDIO_PID, CUE_PID, PCR_LEAD, PCR_MIN_GAP, PMT_PID, STREAM_TYPE_AAC_ADTS,
+    STREAM_TYPE_H264, STREAM_TYPE_H265, STREAM_TYPE_MPEG1_AUDIO, STREAM_TYPE_MPEG2_AUDIO,
+    TIMESTAMP_OFFSET, VIDEO_PID,
 };
 use crate::codec::{
     h264_nal_type, h265_nal_type, nal_units, AacConfig, H264_NAL_AUD, H264_NAL_PPS, H264_NAL_SPS,
@@ -48,6 +48,11 @@ pub struct TsMuxer {
     pmt: Vec<u8>,
     pat_cc: u8,
     pmt_cc: u8,
+    /// What the PMT lists, to list a cue stream later.
+    pcr_pid: u16,
+    streams: Vec<PmtStream>,
+    /// The cue PID's continuity counter, once a cue was written.
+    cue_cc: Option<u8>,
     /// Decode time of the frame that carried the last PCR; `None` forces the next.
     last_pcr: Option<Timestamp>,
     /// The pieces of the access unit being written (start codes, NAL units).
@@ -144,6 +149,9 @@ impl TsMuxer {
             pmt: psi::pmt_section(pcr_pid, &streams),
             pat_cc: 0,
             pmt_cc: 0,
+            pcr_pid,
+            streams,
+            cue_cc: None,
             last_pcr: None,
             scratch: Vec::new(),
         })
@@ -155,6 +163,24 @@ impl TsMuxer {
         psi::write_section_packet(out, 0, &mut self.pat_cc, &self.pat);
         psi::write_section_packet(out, PMT_PID, &mut self.pmt_cc, &self.pmt);
         self.last_pcr = None;
+    }
+
+    /// Writes an SCTE-35 cue that splices at `at` (the frames' clock) on [`CUE_PID`],
+    /// retimed to the PTS this muxer gives `at` ([`SpliceInfo::retimed`]). The first
+    /// cue adds the cue stream to the PMT (version 1) and writes the tables again
+    /// first, so a demuxer knows the PID before its first section.
+    pub fn write_cue(&mut self, info: &SpliceInfo, at: Timestamp, out: &mut BytesMut) {
+        if self.cue_cc.is_none() {
+            self.streams.push(PmtStream {
+                stream_type: psi::STREAM_TYPE_SCTE35,
+                pid: CUE_PID,
+            });
+            self.pmt = psi::pmt_section_versioned(self.pcr_pid, &self.streams, 1);
+            self.write_tables(out);
+        }
+        let section = info.retimed(clock33(at.wrapping_add(TIMESTAMP_OFFSET)));
+        let cc = self.cue_cc.get_or_insert(0);
+        psi::write_long_section(out, CUE_PID, cc, &section);
     }
 
     /// Writes one frame as a PES packet in whole transport packets.
@@ -416,6 +442,63 @@ mod tests {
             keyframe,
             payload: Bytes::from_static(payload),
         }
+    }
+
+    /// A `splice_insert` out at `pts` with a segmentation descriptor whose UPID is
+    /// `upid_len` bytes, so the section passes one packet when it is long.
+    fn cue_section(pts: u64, upid_len: usize) -> SpliceInfo {
+        let mut s = vec![0xfc, 0x30, 0, 0, 0, 0, 0, 0, 0, 0xff, 0xff, 0xf0, 0, 0x05];
+        s.extend_from_slice(&[0, 0, 0, 9, 0x7f, 0xcf]); // event 9, out, program, timed
+        s.push(0xfe | (pts >> 32) as u8);
+        s.extend_from_slice(&(pts as u32).to_be_bytes());
+        s.extend_from_slice(&[0, 1, 0, 0]);
+        s[12] = (s.len() - 14) as u8;
+        let mut d = vec![0x02, 0, b'C', b'U', b'E', b'I', 0, 0, 0, 9, 0x7f, 0xbf];
+        d.extend_from_slice(&[0x0c, upid_len as u8]);
+        d.extend(std::iter::repeat_n(0x41, upid_len));
+        d.extend_from_slice(&[0x34, 0, 0]);
+        d[1] = (d.len() - 2) as u8;
+        s.extend_from_slice(&(d.len() as u16).to_be_bytes());
+        s.extend_from_slice(&d);
+        let len = s.len() - 3 + 4;
+        s[1] = 0x30 | (len >> 8) as u8;
+        s[2] = len as u8;
+        let crc = psi::crc32_mpeg2(&s);
+        s.extend_from_slice(&crc.to_be_bytes());
+        SpliceInfo::parse(Bytes::from(s)).expect("section")
+    }
+
+    #[test]
+    fn cues_pass_through_retimed_to_this_clock_and_listed_in_the_pmt() {
+        use crate::ts::{Demuxed, TsDemuxer};
+        let mut m = TsMuxer::new(Some(&h264_track()), None).expect("h264");
+        let mut out = BytesMut::new();
+        m.write_tables(&mut out);
+        let key = frame(MediaKind::Video, 0, true, &[0, 0, 0, 2, 0x65, 0x88]);
+        m.write_frame(&key, &mut out).expect("frame");
+        // The input's clock put the splice at 7_000_000; this stream's, 2 s in.
+        let info = cue_section(7_000_000, 180);
+        m.write_cue(&info, 180_000, &mut out);
+        m.write_cue(&cue_section(7_000_000, 0), 270_000, &mut out);
+        let next = frame(MediaKind::Video, 3600, false, &[0, 0, 0, 2, 0x41, 0x9a]);
+        m.write_frame(&next, &mut out).expect("frame");
+        assert_eq!(out.len() % 188, 0);
+        let mut d = TsDemuxer::new();
+        d.push(&out);
+        let cues: Vec<_> = std::iter::from_fn(|| d.poll())
+            .filter_map(|o| match o {
+                Demuxed::Cue(c) => Some(c),
+                _ => None,
+            })
+            .collect();
+        assert_eq!(cues.len(), 2, "both read, the long one across packets");
+        assert_eq!((cues[0].at, cues[1].at), (180_000, 270_000));
+        assert_eq!(
+            cues[0].info.command, info.command,
+            "only the adjustment changed"
+        );
+        assert_eq!(cues[0].info.segmentations, info.segmentations);
+        assert!(cues[0].info.raw.len() > 184);
     }
 
     #[test]

@@ -32,25 +32,40 @@ pub(super) fn pat_section() -> Vec<u8> {
     let mut body = Vec::with_capacity(4);
     body.extend_from_slice(&PROGRAM_NUMBER.to_be_bytes());
     body.extend_from_slice(&pid13(PMT_PID));
-    section(TABLE_ID_PAT, TRANSPORT_STREAM_ID, &body)
+    section(TABLE_ID_PAT, TRANSPORT_STREAM_ID, &body, 0)
 }
 
-/// The PMT section of our one program, with up to two streams.
+/// The PMT section of our one program, with up to two streams (and an SCTE-35 one).
 pub(super) fn pmt_section(pcr_pid: u16, streams: &[PmtStream]) -> Vec<u8> {
-    let mut body = Vec::with_capacity(4 + 5 * streams.len());
+    pmt_section_versioned(pcr_pid, streams, 0)
+}
+
+/// [`pmt_section`] with `version` (5 bits): a PMT that changes mid-stream (a cue PID
+/// added) must say so. With a stream of type [`STREAM_TYPE_SCTE35`], the program
+/// carries SCTE-35's registration descriptor ("CUEI", SCTE-35 §8.1).
+pub(super) fn pmt_section_versioned(pcr_pid: u16, streams: &[PmtStream], version: u8) -> Vec<u8> {
+    let mut body = Vec::with_capacity(10 + 5 * streams.len());
     body.extend_from_slice(&pid13(pcr_pid));
-    body.extend_from_slice(&[0xf0, 0x00]); // reserved, program_info_length = 0
+    if streams.iter().any(|s| s.stream_type == STREAM_TYPE_SCTE35) {
+        // reserved, program_info_length = 6: registration_descriptor "CUEI".
+        body.extend_from_slice(&[0xf0, 0x06, 0x05, 0x04, b'C', b'U', b'E', b'I']);
+    } else {
+        body.extend_from_slice(&[0xf0, 0x00]); // reserved, program_info_length = 0
+    }
     for s in streams {
         body.push(s.stream_type);
         body.extend_from_slice(&pid13(s.pid));
         body.extend_from_slice(&[0xf0, 0x00]); // reserved, ES_info_length = 0
     }
-    section(TABLE_ID_PMT, PROGRAM_NUMBER, &body)
+    section(TABLE_ID_PMT, PROGRAM_NUMBER, &body, version)
 }
 
+/// `stream_type` of SCTE-35 cue sections.
+pub(super) const STREAM_TYPE_SCTE35: u8 = 0x86;
+
 /// A long-form section: header, `body`, CRC. `id` is the `transport_stream_id` (PAT)
-/// or `program_number` (PMT). Version 0, current, section 0 of 0.
-fn section(table_id: u8, id: u16, body: &[u8]) -> Vec<u8> {
+/// or `program_number` (PMT). Version `version`, current, section 0 of 0.
+fn section(table_id: u8, id: u16, body: &[u8], version: u8) -> Vec<u8> {
     // After section_length: id (2), version (1), section numbers (2), body, CRC (4).
     // Our bodies are a few dozen bytes, far below the 12-bit limit.
     let section_length = (5 + body.len() + 4) as u16;
@@ -59,7 +74,8 @@ fn section(table_id: u8, id: u16, body: &[u8]) -> Vec<u8> {
     // section_syntax_indicator = 1, '0', reserved '11', 12-bit length.
     s.extend_from_slice(&(0xb000 | (section_length & 0x0fff)).to_be_bytes());
     s.extend_from_slice(&id.to_be_bytes());
-    s.push(0xc1); // reserved '11', version_number 0, current_next_indicator 1
+    // reserved '11', version_number, current_next_indicator 1.
+    s.push(0xc1 | (version & 0x1f) << 1);
     s.extend_from_slice(&[0, 0]); // section_number, last_section_number
     s.extend_from_slice(body);
     let crc = crc32_mpeg2(&s);
@@ -88,6 +104,34 @@ pub(super) fn write_section_packet(out: &mut BytesMut, pid: u16, cc: &mut u8, se
     out.extend_from_slice(section.get(..room).unwrap_or(section));
     let written = out.len() - start;
     out.put_bytes(0xff, PACKET_LEN.saturating_sub(written));
+}
+
+/// Writes `section` of any length (up to a section's 4 KiB) on `pid`: the first packet
+/// starts the unit (pointer field 0), the rest continue it, the last is filled with
+/// 0xff. An SCTE-35 section with descriptors can pass one packet.
+pub(super) fn write_long_section(out: &mut BytesMut, pid: u16, cc: &mut u8, section: &[u8]) {
+    let mut rest = section;
+    let mut first = true;
+    loop {
+        let start = out.len();
+        out.reserve(PACKET_LEN);
+        out.put_u8(SYNC_BYTE);
+        out.put_u16(if first { 0x4000 } else { 0 } | (pid & 0x1fff));
+        out.put_u8(0x10 | (*cc & 0x0f)); // payload only
+        *cc = cc.wrapping_add(1) & 0x0f;
+        if first {
+            out.put_u8(0); // pointer_field
+        }
+        let room = PACKET_LEN - (out.len() - start);
+        let (now, later) = rest.split_at(rest.len().min(room));
+        out.extend_from_slice(now);
+        out.put_bytes(0xff, room - now.len());
+        rest = later;
+        first = false;
+        if rest.is_empty() {
+            return;
+        }
+    }
 }
 
 /// CRC-32 of MPEG-2 sections (ISO/IEC 13818-1 Annex A): polynomial 0x04c11db7, initial

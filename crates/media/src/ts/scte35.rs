@@ -234,12 +234,43 @@ impl SpliceInfo {
     /// When the splice happens, on the program's 33-bit PTS clock (adjustment
     /// applied), if the command names a time; `None` for an immediate splice.
     pub fn splice_pts(&self) -> Option<u64> {
-        let pts = match self.command {
+        let pts = self.command_pts()?;
+        Some((pts + self.pts_adjustment) & PTS_MASK)
+    }
+
+    /// The command's splice time as written, before `pts_adjustment`.
+    fn command_pts(&self) -> Option<u64> {
+        match self.command {
             SpliceCommand::Insert(i) if !i.cancel && !i.immediate => i.pts,
             SpliceCommand::TimeSignal { pts } => pts,
             _ => None,
-        }?;
-        Some((pts + self.pts_adjustment) & PTS_MASK)
+        }
+    }
+
+    /// The section for a stream whose clock differs from the one it came with: its
+    /// `pts_adjustment` set so that it splices at `pts` (33-bit), the CRC made anew, the
+    /// rest unchanged; as received when it names no splice time. What a remultiplexer
+    /// does with a cue (SCTE-35 §9.2: `pts_adjustment` is for exactly this).
+    pub fn retimed(&self, pts: u64) -> Bytes {
+        let (Some(command_pts), Some(header)) = (self.command_pts(), self.raw.get(..9)) else {
+            return self.raw.clone();
+        };
+        let adjustment = pts.wrapping_sub(command_pts) & PTS_MASK;
+        let mut out = Vec::with_capacity(self.raw.len());
+        out.extend_from_slice(header);
+        // encrypted_packet (0: we refuse encrypted sections), encryption_algorithm and
+        // the adjustment's top bit, then its 32 low bits.
+        if let Some(b) = out.get_mut(4) {
+            *b = (*b & 0xfe) | (adjustment >> 32) as u8;
+        }
+        if let Some(low) = out.get_mut(5..9) {
+            low.copy_from_slice(&(adjustment as u32).to_be_bytes());
+        }
+        let body_end = self.raw.len().saturating_sub(4);
+        out.extend_from_slice(self.raw.get(9..body_end).unwrap_or_default());
+        let crc = crc32_mpeg2(&out);
+        out.extend_from_slice(&crc.to_be_bytes());
+        Bytes::from(out)
     }
 
     /// Which way the cue splices: a `splice_insert`'s `out_of_network_indicator`, or

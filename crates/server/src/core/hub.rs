@@ -540,14 +540,17 @@ impl Stream {
         self.taps.iter().map(|t| t.memory()).sum()
     }
 
-    /// An SCTE-35 cue of the publisher's: the taps get it in stream order (under the
-    /// forms lock, between the frames around it), and the stream keeps it for late
-    /// taps and the API.
+    /// An SCTE-35 cue of the publisher's: the taps and the forms made in stream order
+    /// (TS) get it in stream order (under the forms lock, between the frames around
+    /// it), and the stream keeps it for late taps and the API.
     pub fn publish_cue(&self, cue: super::cue::StreamCue) {
         let cue = Arc::new(cue);
-        let forms = self.forms();
+        let mut forms = self.forms();
         for tap in &self.taps {
             tap.cue(&self.key, &cue);
+        }
+        for maker in forms.ordered.iter_mut().flatten() {
+            maker.cue(&cue);
         }
         self.lock().cues.push(cue);
         drop(forms);

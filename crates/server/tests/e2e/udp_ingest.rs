@@ -15,6 +15,7 @@ use crate::common::{
 };
 use serde_json::{json, Value};
 use sluice_media::ts::crc32_mpeg2;
+use sluice_media::MediaKind;
 use std::net::{SocketAddr, UdpSocket};
 use std::process::{Command, Stdio};
 use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
@@ -790,6 +791,28 @@ fn scte35_breaks_become_daterange_tags_at_segments_cut_there() {
     );
     let _ffmpeg = send("mpegts", &format!("udp://{}?pkt_size=1316", relay.addr), 30);
     wait_for("publishing", || live(&server, "live/breaks"));
+    // An HTTP-TS player from before the announcement (a TS output carries cues on).
+    let http_ts = {
+        let addr = server.http;
+        std::thread::spawn(move || {
+            use std::io::{Read, Write};
+            let mut sock = std::net::TcpStream::connect(addr).expect("connect");
+            sock.write_all(b"GET /live/breaks.ts HTTP/1.0\r\n\r\n")
+                .expect("request");
+            sock.set_read_timeout(Some(Duration::from_millis(200)))
+                .expect("timeout");
+            let (mut got, mut chunk) = (Vec::new(), [0u8; 65_536]);
+            let end = Instant::now() + Duration::from_secs(8);
+            while Instant::now() < end {
+                match sock.read(&mut chunk) {
+                    Ok(0) => break,
+                    Ok(n) => got.extend_from_slice(&chunk[..n]),
+                    Err(_) => {}
+                }
+            }
+            got
+        })
+    };
     // Playlists of both variants are asked for before the break, so they segment
     // through it (a later start takes the stream's cues from the hub as well).
     // Until the first segment is complete, a playlist is 404.
@@ -849,6 +872,36 @@ fn scte35_breaks_become_daterange_tags_at_segments_cut_there() {
             "{back}"
         );
     }
+    // The HTTP-TS player got both cues on the cue PID, listed in the PMT, retimed to
+    // its clock: the out half a second past a keyframe of its video, the in 3 s on.
+    let got = http_ts.join().expect("HTTP-TS reader");
+    let body = got
+        .windows(4)
+        .position(|w| w == b"\r\n\r\n")
+        .map(|at| &got[at + 4..])
+        .expect("an HTTP-TS answer");
+    let mut demuxer = sluice_media::ts::TsDemuxer::new();
+    demuxer.push(body);
+    let (mut keys, mut placed) = (Vec::new(), Vec::new());
+    while let Some(out) = demuxer.poll() {
+        match out {
+            sluice_media::ts::Demuxed::Frame(f) if f.keyframe && f.kind == MediaKind::Video => {
+                keys.push(f.dts)
+            }
+            sluice_media::ts::Demuxed::Cue(c) => placed.push(c),
+            _ => {}
+        }
+    }
+    assert_eq!(placed.len(), 2, "cues in {} bytes of HTTP-TS", body.len());
+    assert_eq!(placed[1].at - placed[0].at, 3 * s as i64);
+    assert!(!keys.is_empty());
+    assert!(keys
+        .iter()
+        .all(|k| (placed[0].at - k).rem_euclid(s as i64) == s as i64 / 2));
+    assert_eq!(
+        placed[0].info.direction(),
+        Some(sluice_media::ts::CueDirection::Out)
+    );
     // hls.js reads both tags as one valid date range (tags of one ID must agree) with
     // the out's and the in's sections, and plays on through the break.
     if have("chromium") {

@@ -18,6 +18,7 @@ pub(crate) use ts::aac_from_opus;
 
 use crate::core::packet::Payload;
 
+use crate::core::cue::StreamCue;
 use crate::core::packet::{Packet, Shape};
 use bytes::Bytes;
 use sluice_media::{Frame, MediaKind, Track};
@@ -40,6 +41,10 @@ pub trait OrderedForm: Send + fmt::Debug {
 
     /// Makes the form of `packet`, whose frame is `frame`.
     fn make(&mut self, packet: &Packet, frame: &Frame);
+
+    /// An SCTE-35 cue of the stream's, between the frames it came between: a form that
+    /// carries cues (TS) puts it before the next frame it makes.
+    fn cue(&mut self, _cue: &Arc<StreamCue>) {}
 }
 
 /// How a packet's shared bytes look in one output format.

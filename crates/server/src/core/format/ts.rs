@@ -6,14 +6,17 @@
 //! datagram payloads.
 //!
 //! The tables (PAT, PMT) go before every video keyframe, where players start, and
-//! every half second of a stream without video. Decoder configurations travel in band:
+//! every half second of a stream without video. SCTE-35 cues pass through, retimed to
+//! this clock, before the frame that follows them (see `TsMuxer::write_cue`). Decoder configurations travel in band:
 //! parameter sets on keyframes, ADTS headers on AAC.
 
 use super::{FormatId, OrderedForm, OutputFormat};
+use crate::core::cue::StreamCue;
 use crate::core::packet::{Packet, Payload, Shape};
 use bytes::{Bytes, BytesMut};
 use sluice_media::ts::TsMuxer;
 use sluice_media::{Frame, MediaKind, Timestamp, Track, TrackConfig};
+use std::collections::VecDeque;
 use std::sync::Arc;
 
 pub(super) struct Ts;
@@ -87,7 +90,17 @@ impl OrderedForm for TsForm {
     fn make(&mut self, packet: &Packet, frame: &Frame) {
         packet.set_form(FormatId::TS, self.source.mux(frame));
     }
+
+    fn cue(&mut self, cue: &Arc<StreamCue>) {
+        if self.source.cues.len() == MAX_WAITING_CUES {
+            self.source.cues.pop_front();
+        }
+        self.source.cues.push_back(cue.clone());
+    }
 }
+
+/// Cues waiting for the next frame: they come seconds apart, so this is plenty.
+const MAX_WAITING_CUES: usize = 8;
 
 /// Tables at least this often (90 kHz) in a stream without video.
 const AUDIO_TABLES_EVERY: Timestamp = 45_000;
@@ -99,6 +112,8 @@ struct TsSource {
     audio: Option<Arc<Track>>,
     muxer: Option<TsMuxer>,
     last_tables: Option<Timestamp>,
+    /// SCTE-35 cues to write before the next frame.
+    cues: VecDeque<Arc<StreamCue>>,
 }
 
 impl TsSource {
@@ -139,6 +154,9 @@ impl TsSource {
         if tables {
             muxer.write_tables(&mut out);
             self.last_tables = Some(frame.dts);
+        }
+        for cue in self.cues.drain(..) {
+            muxer.write_cue(&cue.info, cue.at, &mut out);
         }
         if muxer.write_frame(frame, &mut out).is_err() {
             return Bytes::new();
