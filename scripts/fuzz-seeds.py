@@ -322,6 +322,17 @@ def scte35():
         "time-signal-program-end":
             "/DAvAAAAAAAA///wBQb+dGKQoAAZAhdDVUVJSAAAjn+fCAgAAAAALKChijUCAKnMZ1g=",
     }
+    # rtmp/amf0_decode: YouTube's onCuePoint, name and object.
+    def amf_string(text):
+        return b"\x02" + struct.pack(">H", len(text)) + text.encode()
+    cue = amf_string("onCuePoint") + b"\x03"
+    for key, value in [("type", amf_string("com.youtube.cuepoint")),
+                       ("pre_roll_time_sec", b"\x00" + struct.pack(">d", 2.56)),
+                       ("cue_point_start", b"\x01\x01"),
+                       ("break_duration_sec", b"\x00" + struct.pack(">d", 30.0)),
+                       ("splice_event_id", b"\x00" + struct.pack(">d", 7.0))]:
+        cue += struct.pack(">H", len(key)) + key.encode() + value
+    seed("rtmp", "amf0_decode", "youtube-cue-point", cue + b"\x00\x00\x09")
     for name, text in examples.items():
         section = base64.b64decode(text)
         seed("media", "ts_scte35", name, section)

@@ -121,6 +121,11 @@ impl RtmpConn {
         }
     }
 
+    /// Queues an AMF0 data message as it is (an `onCuePoint`, say) at `ts_ms`.
+    pub fn send_data(&mut self, ts_ms: u32, amf_body: &[u8]) {
+        self.session.send_data(ts_ms, amf_body);
+    }
+
     /// The next media or script message, skipping status events.
     pub async fn next_tag(&mut self) -> Result<Tag, ClientError> {
         loop {

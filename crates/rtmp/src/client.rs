@@ -272,6 +272,12 @@ impl ClientSession {
         self.send_media(CSID_STREAM, 0, msg_type::DATA_AMF0, &body);
     }
 
+    /// Sends an AMF0 data message as it is (`amf_body`: its name and values, as an
+    /// `onCuePoint`), at `timestamp_ms` on the media's clock.
+    pub fn send_data(&mut self, timestamp_ms: u32, amf_body: &[u8]) {
+        self.send_media(CSID_STREAM, timestamp_ms, msg_type::DATA_AMF0, amf_body);
+    }
+
     fn send_media(&mut self, csid: u32, timestamp: u32, msg_type: u8, body: &[u8]) {
         if let State::Publishing = self.state {
             self.out

@@ -8,7 +8,8 @@
 //! on [`CSID_AUDIO`]/[`CSID_VIDEO`]/[`CSID_DATA`], message stream [`MEDIA_STREAM_ID`].
 //!
 //! Files, from the wire up: `handshake` (C0C1/S0S1S2/C2), `chunk` (chunks ↔ messages),
-//! `message` (typed messages), `command` (AMF0 commands), `session` (server),
+//! `message` (typed messages), `command` (AMF0 commands), `cue_point` (`onCuePoint`
+//! ad cues), `session` (server),
 //! `client` (client, for tests and the load generator), `error`.
 #![forbid(unsafe_code)]
 #![warn(missing_docs, unreachable_pub)]
@@ -27,6 +28,7 @@
 pub mod chunk;
 mod client;
 pub mod command;
+pub mod cue_point;
 mod error;
 pub mod handshake;
 pub mod message;
@@ -37,6 +39,7 @@ pub use chunk::{
     MAX_CHUNK_SIZE,
 };
 pub use client::{ClientConfig, ClientEvent, ClientOutput, ClientSession, ClientTimeouts, Waited};
+pub use cue_point::{read_cue_point, CuePoint, CuePointError};
 pub use error::RtmpError;
 pub use session::{
     Media, ServerConfig, ServerEvent, ServerNotice, ServerOutput, ServerSession, CSID_AUDIO,

@@ -30,6 +30,7 @@ use crate::chunk::{
     msg_type, ChunkReader, ChunkWriter, RawMessage, DEFAULT_MAX_MESSAGE_LEN, MAX_CHUNK_SIZE,
 };
 use crate::command::{self, Command, Request};
+use crate::cue_point::{read_cue_point, CuePoint};
 use crate::error::RtmpError;
 use crate::handshake::{ServerHandshake, RANDOM_LEN};
 use crate::message::{split_aggregate, Message, UserControl};
@@ -114,6 +115,13 @@ pub enum Media {
         /// The AMF0 body.
         payload: Bytes,
     },
+    /// An ad cue point (`onCuePoint`, see [`crate::cue_point`]).
+    CuePoint {
+        /// The message's time, ms, unwrapped as the media's.
+        timestamp_ms: i64,
+        /// What it says.
+        cue: CuePoint,
+    },
 }
 
 /// What else an RTMP session reports.
@@ -157,6 +165,15 @@ impl TimestampUnwrap {
         };
         self.last = Some((ts, ext));
         ext
+    }
+
+    /// Where `ts` falls, as [`unwrap`](Self::unwrap) would put it, without moving the
+    /// clock: for messages that are not media (a cue point's time).
+    pub(crate) fn place(&self, ts: u32) -> i64 {
+        match self.last {
+            None => i64::from(ts),
+            Some((raw, ext)) => ext.saturating_add(i64::from(ts.wrapping_sub(raw) as i32)),
+        }
     }
 }
 
@@ -515,7 +532,7 @@ impl ServerSession {
             Message::UserControl(_) => {}
             Message::Audio(payload) => self.on_media(raw.timestamp, payload, false)?,
             Message::Video(payload) => self.on_media(raw.timestamp, payload, true)?,
-            Message::Data { values, payload } => self.on_data(&values, payload)?,
+            Message::Data { values, payload } => self.on_data(raw.timestamp, &values, payload)?,
             Message::Command(values) => self.on_command(Command::from_values(values)?)?,
             Message::Unknown { msg_type } => {
                 self.event(Event::Other(ServerNotice::Ignored {
@@ -554,9 +571,36 @@ impl ServerSession {
         }
     }
 
-    fn on_data(&mut self, values: &[Amf0Value], payload: Bytes) -> Result<(), RtmpError> {
+    fn on_data(
+        &mut self,
+        timestamp: u32,
+        values: &[Amf0Value],
+        payload: Bytes,
+    ) -> Result<(), RtmpError> {
         let first = values.first().and_then(Amf0Value::as_str).unwrap_or("");
         let second = values.get(1).and_then(Amf0Value::as_str);
+        // `onCuePoint`, bare or behind `@setDataFrame`.
+        let cue_values = match (first, second) {
+            ("onCuePoint", _) => Some(values),
+            ("@setDataFrame", Some("onCuePoint")) => values.get(1..),
+            _ => None,
+        };
+        if let Some(cue_values) = cue_values {
+            let event = match (read_cue_point(cue_values), &self.state) {
+                (Ok(cue), State::Publishing) => Event::Media(Media::CuePoint {
+                    timestamp_ms: self.clock.place(timestamp),
+                    cue,
+                }),
+                (Ok(_), _) => Event::Other(ServerNotice::Ignored {
+                    what: format!("onCuePoint in state {}", self.state.name()),
+                }),
+                (Err(e), _) => Event::Other(ServerNotice::Ignored {
+                    what: e.to_string(),
+                }),
+            };
+            self.event(event);
+            return Ok(());
+        }
         let metadata = match (first, second) {
             ("@setDataFrame", Some("onMetaData")) => {
                 let mut rest = &payload[..];

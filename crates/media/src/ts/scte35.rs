@@ -94,6 +94,85 @@ pub struct SpliceInsert {
     pub avails_expected: u8,
 }
 
+impl SpliceInsert {
+    /// A program splice of event `event_id` (not cancelled), out of the network when
+    /// `out`, at `pts` (immediate when `None`), with a break of `duration` ticks that
+    /// returns by itself: what a cue that did not come as a section (an RTMP
+    /// `onCuePoint`) becomes.
+    pub fn program(event_id: u32, out: bool, pts: Option<u64>, duration: Option<u64>) -> Self {
+        SpliceInsert {
+            event_id,
+            cancel: false,
+            out_of_network: out,
+            immediate: pts.is_none(),
+            pts: pts.map(|p| p & PTS_MASK),
+            duration: duration.map(|ticks| BreakDuration {
+                auto_return: true,
+                ticks: ticks & PTS_MASK,
+            }),
+            unique_program_id: 0,
+            avail_num: 0,
+            avails_expected: 0,
+        }
+    }
+
+    /// The whole `splice_info_section` of this command (no adjustment, all tiers, no
+    /// descriptors), CRC included: it parses back to this command.
+    pub fn section(&self) -> SpliceInfo {
+        let mut cmd = Vec::with_capacity(20);
+        cmd.extend_from_slice(&self.event_id.to_be_bytes());
+        cmd.push(if self.cancel { 0xff } else { 0x7f });
+        if !self.cancel {
+            let timed = self.pts.is_some() && !self.immediate;
+            cmd.push(
+                u8::from(self.out_of_network) << 7
+                    | 0x40
+                    | u8::from(self.duration.is_some()) << 5
+                    | u8::from(self.immediate) << 4
+                    | 0x0f,
+            );
+            if timed {
+                time_bytes(&mut cmd, 0xfe, self.pts.unwrap_or_default());
+            } else if !self.immediate {
+                cmd.push(0x7f); // time_specified_flag 0
+            }
+            if let Some(d) = self.duration {
+                time_bytes(&mut cmd, 0x7e | u8::from(d.auto_return) << 7, d.ticks);
+            }
+            cmd.extend_from_slice(&self.unique_program_id.to_be_bytes());
+            cmd.push(self.avail_num);
+            cmd.push(self.avails_expected);
+        }
+        // table, length (below), version 0, no adjustment, cw_index, tier 0xfff.
+        let mut s = vec![SPLICE_INFO_TABLE_ID, 0, 0, 0, 0, 0, 0, 0, 0, 0xff];
+        let v = (0xfffu32 << 12) | cmd.len() as u32;
+        s.extend_from_slice(v.to_be_bytes().get(1..).unwrap_or_default());
+        s.push(0x05);
+        s.extend_from_slice(&cmd);
+        s.extend_from_slice(&[0, 0]); // no descriptors
+        let len = s.len() - 3 + 4;
+        if let Some(l) = s.get_mut(1..3) {
+            l.copy_from_slice(&(0x3000 | len as u16).to_be_bytes());
+        }
+        let crc = crc32_mpeg2(&s);
+        s.extend_from_slice(&crc.to_be_bytes());
+        let raw = Bytes::from(s);
+        SpliceInfo {
+            pts_adjustment: 0,
+            tier: 0xfff,
+            command: SpliceCommand::Insert(*self),
+            segmentations: Vec::new(),
+            raw,
+        }
+    }
+}
+
+/// A 33-bit time behind 7 bits of `flags` (the top bit a flag, the rest reserved).
+fn time_bytes(out: &mut Vec<u8>, flags: u8, t: u64) {
+    out.push((flags & 0xfe) | ((t >> 32) as u8 & 1));
+    out.extend_from_slice(&(t as u32).to_be_bytes());
+}
+
 /// The command of a section.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum SpliceCommand {
@@ -534,6 +613,24 @@ mod tests {
         let mut t = [0xfe | (pts >> 32) as u8 & 1, 0, 0, 0, 0];
         t[1..].copy_from_slice(&(pts as u32).to_be_bytes());
         t
+    }
+
+    #[test]
+    fn a_made_splice_insert_parses_back_to_itself() {
+        for insert in [
+            SpliceInsert::program(5, true, Some(495_000), Some(270_000)),
+            SpliceInsert::program(5, false, None, None),
+            SpliceInsert::program(u32::MAX, true, Some(1 << 34), None),
+        ] {
+            let made = insert.section();
+            let parsed = SpliceInfo::parse(made.raw.clone()).expect("parses");
+            assert_eq!(parsed, made);
+            assert_eq!(parsed.command, SpliceCommand::Insert(insert));
+        }
+        let out = SpliceInsert::program(5, true, Some(495_000), Some(270_000)).section();
+        assert_eq!(out.splice_pts(), Some(495_000));
+        assert_eq!(out.duration(), Some(270_000));
+        assert_eq!(out.direction(), Some(CueDirection::Out));
     }
 
     #[test]

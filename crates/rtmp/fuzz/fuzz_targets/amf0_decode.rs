@@ -1,4 +1,5 @@
-//! Arbitrary bytes through the AMF0 decoder; what decodes must re-encode and decode equal.
+//! Arbitrary bytes through the AMF0 decoder; what decodes must re-encode and decode equal,
+//! and read as an `onCuePoint` gives a cue point within its bounds or an error.
 #![no_main]
 
 use bytes::BytesMut;
@@ -20,4 +21,8 @@ fuzz_target!(|data: &[u8]| {
         v.encode(&mut out2);
     }
     assert_eq!(out, out2);
+    if let Ok(cue) = sluice_rtmp::read_cue_point(&values) {
+        assert!(cue.pre_roll_ms <= sluice_rtmp::cue_point::MAX_PRE_ROLL_MS);
+        assert!(cue.break_ms.is_none_or(|b| b <= sluice_rtmp::cue_point::MAX_BREAK_MS));
+    }
 });

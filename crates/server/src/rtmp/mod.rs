@@ -149,6 +149,10 @@ impl Adapter<ServerSession> for Rtmp {
                             ingest.metadata(payload);
                             Ok(())
                         }
+                        Media::CuePoint { timestamp_ms, cue } => {
+                            ingest.cue(&cue_of(timestamp_ms, &cue));
+                            Ok(())
+                        }
                     };
                     parsed?;
                 }
@@ -256,5 +260,25 @@ impl Rtmp {
         conn.play(&stream, player, Protocol::Rtmp);
         self.vod = vod;
         Ok(())
+    }
+}
+
+/// An `onCuePoint` as the SCTE-35 cue it stands for: a `splice_insert` of its event
+/// at the message's time plus its pre-roll, out of the network when it starts a break,
+/// with its break's length (returning by itself).
+fn cue_of(timestamp_ms: i64, cue: &sluice_rtmp::CuePoint) -> sluice_media::ts::Cue {
+    let ticks = |ms: u64| i64::try_from(ms).unwrap_or(i64::MAX).saturating_mul(90);
+    let at = timestamp_ms
+        .saturating_mul(90)
+        .saturating_add(ticks(cue.pre_roll_ms));
+    let insert = sluice_media::ts::SpliceInsert::program(
+        cue.event_id,
+        cue.start,
+        Some(at as u64),
+        cue.break_ms.map(|ms| ticks(ms) as u64),
+    );
+    sluice_media::ts::Cue {
+        at,
+        info: insert.section(),
     }
 }

@@ -376,3 +376,120 @@ async fn hevc_in_legacy_and_enhanced_form_reaches_players_in_the_same_form() {
         publisher.close().await.unwrap();
     }
 }
+
+/// An RTMP publisher's ad cue point (`onCuePoint` in YouTube's form, as encoders send
+/// it for YouTube) is the cue it stands for: HLS cuts a segment at the first keyframe
+/// from the message's time plus its pre-roll, and lists it there as an
+/// `EXT-X-DATERANGE` with `SCTE35-OUT` and the break's planned length.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_on_cue_point_marks_and_cuts_the_hls_segments() {
+    if !crate::common::have_ffmpeg() {
+        return;
+    }
+    let dir = crate::common::scratch("cue-point");
+    std::fs::create_dir_all(&dir).expect("scratch");
+    let path = dir.join("clip.flv");
+    let status = std::process::Command::new("ffmpeg")
+        .args(["-hide_banner", "-loglevel", "error", "-y", "-f", "lavfi"])
+        .args(["-i", "testsrc2=size=320x240:rate=25", "-t", "14"])
+        .args([
+            "-c:v",
+            "libx264",
+            "-preset",
+            "ultrafast",
+            "-g",
+            "25",
+            "-bf",
+            "0",
+        ])
+        .args(["-pix_fmt", "yuv420p", "-an", "-f", "flv"])
+        .arg(&path)
+        .status()
+        .expect("ffmpeg");
+    assert!(status.success());
+    let clip = sluice_bench::clip::Clip::load(&path).expect("the clip");
+    let server = TestServer::start(&[]);
+    let mut publisher = RtmpConn::connect(server.rtmp, "live", false)
+        .await
+        .expect("connect");
+    publisher.publish("cued").await.expect("publish");
+    // 3 s in: a 4 s break starting 2.5 s on, between two keyframes.
+    let mut cue = bytes::BytesMut::new();
+    sluice_media::amf0::Amf0Value::from("onCuePoint").encode(&mut cue);
+    sluice_media::amf0::Amf0Value::Object(vec![
+        ("type".into(), "com.youtube.cuepoint".into()),
+        ("version".into(), "0.1".into()),
+        ("pre_roll_time_sec".into(), 2.5.into()),
+        ("cue_point_start".into(), true.into()),
+        ("break_duration_sec".into(), 4.0.into()),
+        ("splice_event_id".into(), 5.0.into()),
+    ])
+    .encode(&mut cue);
+    let http = server.http;
+    let hls = tokio::task::spawn_blocking(move || {
+        // HLS runs from the first request on: asked for before the cue.
+        let deadline = std::time::Instant::now() + Duration::from_secs(30);
+        loop {
+            let (status, _, body) = crate::common::http_request(http, "GET", "/live/cued.m3u8", "");
+            let text = String::from_utf8_lossy(&body).into_owned();
+            if status == 200 && text.contains("SCTE35-OUT=") {
+                return text;
+            }
+            assert!(std::time::Instant::now() < deadline, "no cue in\n{text}");
+            std::thread::sleep(Duration::from_millis(200));
+        }
+    });
+    let start = Instant::now();
+    let mut cued = false;
+    for tag in &clip.tags {
+        tokio::time::sleep_until(start + Duration::from_millis(tag.ts_ms as u64)).await;
+        if !cued && tag.ts_ms >= 3000 {
+            publisher.send_data(tag.ts_ms as u32, &cue);
+            cued = true;
+        }
+        publisher.send(tag.tag_type, tag.ts_ms as u32, &tag.body);
+        publisher.flush().await.expect("publish");
+        if hls.is_finished() {
+            break;
+        }
+    }
+    let playlist = hls.await.expect("playlist");
+    let (_, _, body) = crate::common::http_request(http, "GET", "/api/v1/streams/live/cued", "");
+    let stream: serde_json::Value = serde_json::from_slice(&body).expect("JSON");
+    let cue = &stream["cues"][0];
+    assert_eq!(cue["command"], "splice_insert", "{stream}");
+    assert_eq!(
+        (cue["direction"].as_str(), cue["event_id"].as_u64()),
+        (Some("out"), Some(5))
+    );
+    assert_eq!(cue["duration_ms"], 4000);
+    let at_ticks = cue["at_ms"].as_i64().expect("at_ms") * 90;
+    // The segment after the tag begins at the first keyframe (1 s apart) from there.
+    let lines: Vec<&str> = playlist.lines().collect();
+    let i = lines
+        .iter()
+        .position(|l| l.starts_with("#EXT-X-DATERANGE:ID=\"splice-5\""))
+        .unwrap_or_else(|| panic!("no tag in\n{playlist}"));
+    assert!(
+        lines[i].contains(",PLANNED-DURATION=4.000,SCTE35-OUT=0xFC30"),
+        "{}",
+        lines[i]
+    );
+    assert!(
+        lines[i - 1].starts_with("#EXT-X-PROGRAM-DATE-TIME:"),
+        "{playlist}"
+    );
+    let uri = lines[i..]
+        .iter()
+        .find(|l| !l.starts_with('#'))
+        .expect("segment");
+    let name: i64 = uri
+        .rsplit(['-', '.'])
+        .nth(1)
+        .and_then(|n| n.parse().ok())
+        .unwrap_or_else(|| panic!("name of {uri}"));
+    assert!(
+        (at_ticks..at_ticks + 90_000).contains(&name),
+        "segment {name} for a splice at {at_ticks}\n{playlist}"
+    );
+}
