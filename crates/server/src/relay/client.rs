@@ -23,6 +23,8 @@ pub enum Media {
     /// A track's configuration from this time (90 kHz) on.
     Track(sluice_media::Timestamp, sluice_media::Track),
     Frame(sluice_media::Frame),
+    /// An SCTE-35 cue of a TS source.
+    Cue(sluice_media::ts::Cue),
 }
 
 /// A stream being read from an origin or source outside the connection driver.

@@ -370,6 +370,7 @@ impl PullSink<'_> {
             Media::Metadata(body) => p.metadata(body),
             Media::Track(at, track) => p.set_track(at, track),
             Media::Frame(frame) => p.frame(frame),
+            Media::Cue(cue) => p.cue(&cue),
         }
         Ok(())
     }

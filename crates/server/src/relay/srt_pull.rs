@@ -151,8 +151,7 @@ impl SrtReader {
                 self.queue.push_back(match out {
                     Demuxed::Track(at, track) => Media::Track(at, track),
                     Demuxed::Frame(frame) => Media::Frame(frame),
-                    // The hub does not carry cues yet (see Publisher::cue).
-                    Demuxed::Cue(_) => continue,
+                    Demuxed::Cue(cue) => Media::Cue(cue),
                 });
             }
         }
