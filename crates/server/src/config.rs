@@ -745,6 +745,22 @@ settings! {
         key_rotation: u32 = 10;
     }
 
+    /// Snapshots: GET /app/stream.jpg (?width=W) answers a JPEG of the stream's newest
+    /// keyframe, made by ffmpeg from what the ring holds, never on the media path.
+    [snapshots] SnapshotSettings {
+        /// Answer /app/stream.jpg.
+        #[flag("snapshots", "BOOL")]
+        enabled: bool = true;
+        /// A stream's snapshot (of each size asked for) is made at most this often;
+        /// requests in between get the last one (Cache-Control max-age says how long).
+        #[flag("snapshot-s", "S")]
+        interval_s: u64 = 10;
+        /// The ffmpeg that decodes keyframes (H.264, H.265) into JPEGs.
+        ffmpeg: String = "ffmpeg";
+        /// ffmpeg processes at once on the server; more wait their turn.
+        max_jobs: usize = 2;
+    }
+
     /// Recording live streams to files below the media root.
     [record] RecordSettings {
         /// Streams to record, as patterns: "live/*" (every stream of app live), "live/cam1"

@@ -11,7 +11,8 @@
 //!   memfds, shared file mappings.
 //! - protocols: `rtmp`, `rtsp`, `srt`, `udp_ingest` (MPEG-TS over UDP and RTP), `webrtc`,
 //!   `http` (HTTP/1.1, WebSocket, HTTP/2, HLS routes).
-//! - features: `hls` (live segmenting), `vod` (files on demand), `record`, `auth`,
+//! - features: `hls` (live segmenting), `vod` (files on demand), `record`, `snapshot`
+//!   (JPEGs of streams' keyframes, by ffmpeg), `auth`,
 //!   `relay` (edge pulls and pushes), `hooks` (notifications); below `config`, which
 //!   assembles their settings.
 //! - `driver`: the one connection driver every protocol's session runs in.
@@ -38,6 +39,7 @@ mod relay;
 mod rtmp;
 mod rtsp;
 mod server;
+mod snapshot;
 mod srt;
 #[cfg(test)]
 mod test_alloc;
@@ -58,6 +60,7 @@ pub const FLOORS: &[&[&str]] = &[
         "hooks",
         "hls",
         "record",
+        "snapshot",
         "vod",
         "auth",
         "cluster",

@@ -273,6 +273,17 @@ impl Server {
                 settings: apps.hls(),
             })];
         taps.extend(recorder.map(|r| Arc::new(r) as Arc<dyn crate::core::tap::Attach>));
+        if config.snapshots.enabled {
+            taps.push(Arc::new(crate::snapshot::SnapshotTaps {
+                config: Arc::new(crate::snapshot::SnapshotConfig {
+                    interval: std::time::Duration::from_secs(config.snapshots.interval_s.max(1)),
+                    ffmpeg: config.snapshots.ffmpeg.clone(),
+                    jobs: Arc::new(tokio::sync::Semaphore::new(
+                        config.snapshots.max_jobs.max(1),
+                    )),
+                }),
+            }));
+        }
         // The cluster's tap needs the hub its thread samples: the hub is made whole
         // once the directory starts, which needs the listeners' ports.
         let hub_slot = Arc::new(std::sync::OnceLock::<Arc<Hub>>::new());

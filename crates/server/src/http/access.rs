@@ -26,7 +26,7 @@ pub(super) async fn route_denied(
     use super::router::Route;
     use sluice_http::Method;
     let path = match (req.method, route) {
-        (Method::Get | Method::Head, Route::Live(key, _)) => key.to_string(),
+        (Method::Get | Method::Head, Route::Live(key, _) | Route::Snapshot(key)) => key.to_string(),
         // A download of recordings by range; their HLS checks as live HLS does.
         (Method::Get | Method::Head, Route::Recorded(key, _, Playback::Download)) => {
             key.to_string()

@@ -20,6 +20,7 @@ mod playback;
 mod recordings;
 pub(crate) mod reply;
 mod router;
+mod snapshot;
 mod vod;
 mod whep;
 mod whip;

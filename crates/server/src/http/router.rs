@@ -196,6 +196,9 @@ pub(crate) async fn handle<'r>(
             Reply::empty(404)
         }
         (Method::Get, Route::Live(key, live)) => return Action::Live(key, live),
+        (Method::Get | Method::Head, Route::Snapshot(key)) => {
+            super::snapshot::reply(ctx, req, key).await
+        }
         (Method::Get | Method::Head, Route::Hls(key, what)) => {
             hls::reply(worker, req, key, what, peer.ip()).await
         }
@@ -281,6 +284,8 @@ pub(crate) enum Route<'a> {
     /// `/app/stream@FROM..TO` then `/index.m3u8`, `.m3u8`, a segment's name or `.mp4`:
     /// the recordings of `app/stream` in that range (the range still encoded).
     Recorded(&'a str, &'a str, Playback<'a>),
+    /// `/app/stream.jpg`: a snapshot of the live stream (`snapshot`).
+    Snapshot(&'a str),
     /// `/app/stream/whep`: WebRTC players' offers (WHEP).
     Whep(&'a str),
     /// `/app/stream/whip`: WebRTC publishers' offers (WHIP).
@@ -344,6 +349,9 @@ fn live_route(path: &str) -> Route<'_> {
     };
     if let Some(key) = rest.strip_suffix(".flv").and_then(stream_key) {
         return Route::Live(key, Live::Flv);
+    }
+    if let Some(key) = rest.strip_suffix(".jpg").and_then(stream_key) {
+        return Route::Snapshot(key);
     }
     if let Some(key) = rest.strip_suffix("/whep").and_then(stream_key) {
         return Route::Whep(key);

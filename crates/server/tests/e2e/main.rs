@@ -32,6 +32,7 @@ mod rtmp_flv;
 mod rtmps;
 mod rtsp;
 mod shutdown;
+mod snapshot;
 mod soak;
 mod srt;
 mod udp_ingest;
