@@ -1081,9 +1081,13 @@ const APP_KEYS: &[(&str, &str)] = &[
     ),
     (
         "push",
-        "RTMP or RTMPS URLs these streams are pushed to while published here \
+        "URLs these streams are pushed to while published here: RTMP or RTMPS \
          (rtmp://host[:port]/app/stream[?query]; {name} becomes the stream's name, {key} \
-         its app/stream), reconnecting with backoff (edge.retry_min_ms to retry_max_ms).",
+         its app/stream), reconnecting with backoff (edge.retry_min_ms to retry_max_ms); or \
+         MPEG-TS over UDP or RTP (udp://IP:PORT or rtp://IP:PORT, unicast or a multicast \
+         group, options ttl=N, iface=IP, pkts=N TS packets per datagram (default 7), \
+         bitrate=BITS for a constant rate filled with null packets; without it paced by \
+         the PCR), one stream at a time per address: the first published holds it.",
     ),
     (
         "pull",

@@ -35,6 +35,7 @@ mod shutdown;
 mod soak;
 mod srt;
 mod udp_ingest;
+mod udp_out;
 mod vod;
 mod webdav;
 mod webrtc;
