@@ -2160,6 +2160,22 @@ mod tests {
     }
 
     #[test]
+    fn udp_push_urls_are_checked_at_start() {
+        let ok = "[[apps]]\nname = \"tv/one\"\npush = [\"udp://239.1.1.1:1234?ttl=4&bitrate=4000000\", \"rtp://127.0.0.1:5004\"]\n";
+        assert!(Config::from_toml(ok).unwrap().validate().is_ok());
+        let bad = "[[apps]]\nname = \"tv\"\npush = [\"udp://127.0.0.1:5000?pkts=9\"]\n";
+        match Config::from_toml(bad).unwrap().validate() {
+            Err(ConfigError::Invalid { key, why }) => {
+                assert_eq!(key, "apps.push");
+                assert_eq!(why, "bad push URL: pkts=\"9\": expected 1 to 7 TS packets");
+            }
+            other => panic!("{other:?}"),
+        }
+        let unicast_ttl = "[[apps]]\nname = \"tv\"\npush = [\"udp://10.0.0.1:5000?ttl=2\"]\n";
+        assert!(Config::from_toml(unicast_ttl).unwrap().validate().is_err());
+    }
+
+    #[test]
     fn publisher_policies_per_app() {
         let c = Config::from_toml(
             "[publishers]\nno_viewers_s = 30\n[[apps]]\nname = \"studio\"\nsecond_publisher = \"takeover\"\nno_viewers_s = 0\n",

@@ -291,8 +291,8 @@ impl Pacer {
             Some((last, last_raw)) => {
                 let step = raw.wrapping_sub(last_raw).wrapping_add(PCR_WRAP) % PCR_WRAP;
                 if step > 0 && step <= MAX_PCR_STEP {
-                    if held > 0 {
-                        self.ticks_per_packet = step / held;
+                    if let Some(t) = step.checked_div(held) {
+                        self.ticks_per_packet = t;
                     }
                     self.stamp_held(last, step, held);
                     self.last_pcr = Some((last + step, raw));
@@ -533,7 +533,7 @@ pub(crate) fn pcr_of(packet: &[u8]) -> Option<u64> {
     if !has_af || af_len < 7 || packet.get(AF_FLAGS)? & 0x10 == 0 {
         return None;
     }
-    let b = packet.get(PCR_AT..PCR_AT + 6)?;
+    let b: [u8; 6] = packet.get(PCR_AT..PCR_AT + 6)?.try_into().ok()?;
     let base = (u64::from(b[0]) << 25)
         | (u64::from(b[1]) << 17)
         | (u64::from(b[2]) << 9)
