@@ -99,6 +99,10 @@ pub enum TsOutUrlError {
         /// The option.
         what: &'static str,
     },
+    /// `iface` for an IPv6 group: it is chosen by an interface index, not an address;
+    /// the routing table's route for the group decides.
+    #[error("iface is for IPv4 groups: an IPv6 group leaves by its route")]
+    V6Interface,
 }
 
 impl TsOutUrl {
@@ -165,8 +169,11 @@ impl TsOutUrl {
         if !group && parsed.ttl.is_some() {
             return Err(TsOutUrlError::NotMulticast { what: "ttl" });
         }
-        if parsed.iface.is_some() && !(group && addr.is_ipv4()) {
+        if parsed.iface.is_some() && !group {
             return Err(TsOutUrlError::NotMulticast { what: "iface" });
+        }
+        if parsed.iface.is_some() && addr.is_ipv6() {
+            return Err(TsOutUrlError::V6Interface);
         }
         Ok(parsed)
     }
