@@ -306,10 +306,7 @@ mod tests {
                 "udp://1.2.3.4:1?iface=1.1.1.1",
                 E::NotMulticast { what: "iface" },
             ),
-            (
-                "udp://[ff3e::1]:1?iface=1.1.1.1",
-                E::NotMulticast { what: "iface" },
-            ),
+            ("udp://[ff3e::1]:1?iface=1.1.1.1", E::V6Interface),
             ("udp://239.0.0.1:1?ttl=1&ttl=2", E::Repeated("ttl")),
             ("udp://1.2.3.4:1?pkts=7&pkts=7", E::Repeated("pkts")),
         ];
