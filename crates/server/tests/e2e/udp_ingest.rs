@@ -381,7 +381,7 @@ fn multicast_groups_are_joined_any_source_and_source_specific() {
 }
 
 /// An API request with a JSON body: the status and the JSON answer (`Null` if none).
-fn api(addr: SocketAddr, method: &str, path: &str, body: &str) -> (u16, Value) {
+pub(crate) fn api(addr: SocketAddr, method: &str, path: &str, body: &str) -> (u16, Value) {
     use std::io::{Read, Write};
     let mut s = std::net::TcpStream::connect(addr).expect("connect");
     write!(

@@ -15,6 +15,7 @@ use crate::common::{
     have_ffmpeg, http_request, probe_video, publish_test_pattern, scratch, wait_for, wait_live,
     Kill, TestServer,
 };
+use crate::udp_ingest::api;
 use serde_json::Value;
 use std::net::{SocketAddr, UdpSocket};
 use std::process::{Command, Stdio};
@@ -342,4 +343,49 @@ fn a_multicast_push_is_read_from_its_group() {
     let video = text.lines().filter(|l| l.starts_with("video")).count();
     assert!(video >= 25, "{video} video packets from the group:\n{text}");
     drop(server);
+}
+
+#[test]
+#[cfg_attr(not(have_ffmpeg), ignore = "needs ffmpeg and ffprobe")]
+fn the_api_adds_and_removes_a_udp_push_of_a_live_stream() {
+    if !have_ffmpeg() {
+        return;
+    }
+    let server = TestServer::start(&[]);
+    let _publisher = publish(&server, "live/cam", 30);
+    wait_live(server.http, "live/cam");
+    let rx = UdpSocket::bind("127.0.0.1:0").expect("bind");
+    rx.set_read_timeout(Some(Duration::from_secs(10)))
+        .expect("timeout");
+    let target = format!("rtp://{}", rx.local_addr().expect("addr"));
+    let push = |url: &str| {
+        let body = format!(r#"{{"streams": "live/*", "url": "{url}"}}"#);
+        api(server.http, "POST", "/api/v1/relays/pushes", &body)
+    };
+    // A bad URL is refused with the part named.
+    let (status, refused) = push("udp://127.0.0.1:5000?bitrate=4M");
+    assert_eq!(status, 400, "{refused}");
+    assert!(refused.to_string().contains("bitrate"), "{refused}");
+    let (status, added) = push(&target);
+    assert_eq!(status, 201, "{added}");
+    let mut buf = [0u8; 2048];
+    let n = rx
+        .recv(&mut buf)
+        .expect("the live stream is pushed at once");
+    assert_eq!(n, 12 + 7 * TS, "RTP header and seven TS packets");
+    assert_eq!(buf[1] & 0x7f, 33, "payload type MP2T");
+    assert!(udp_push(&server, "live/cam").is_some());
+    let id = added["id"].as_u64().expect("an id");
+    let (status, _) = api(
+        server.http,
+        "DELETE",
+        &format!("/api/v1/relays/pushes/{id}"),
+        "",
+    );
+    assert_eq!(status, 200);
+    // It ends at its next look at the stream (the next frame).
+    let ended = wait_for(Duration::from_secs(10), || {
+        udp_push(&server, "live/cam").is_none()
+    });
+    assert!(ended, "{:?}", udp_push(&server, "live/cam"));
 }
