@@ -27,11 +27,14 @@ use sluice_media::ts::{PaceConfig, PaceStats, Pacer, TsOutUrl, MAX_UNSTAMPED};
 use std::collections::VecDeque;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
+use std::time::{Duration, Instant};
 use tokio::sync::Notify;
 
 /// Packets the pacer may hold before the ring is read again: more than it holds while
 /// waiting for a PCR (so a stream without PCRs still moves), some 4 MB.
 const FEED_LIMIT: usize = MAX_UNSTAMPED + 4096;
+/// How long the end of a stream may keep its push sending what the pacer held.
+const FINISH_LIMIT: Duration = Duration::from_secs(2);
 
 /// One running UDP push, as the API and the metrics show it.
 #[derive(Debug)]
@@ -170,22 +173,30 @@ impl Out<'_> {
             packets: url.packets,
             bitrate: url.bitrate,
         });
-        let mut rtp = url
+        let rtp = url
             .is_rtp()
             .then(|| Mp2tSender::new(rand::random(), rand::random(), rand::random()));
-        let header = if rtp.is_some() { RTP_HEADER_LEN } else { 0 };
-        let mut datagram = Vec::with_capacity(header + url.packets * 188);
+        let mut datagrams = Datagrams {
+            rtp,
+            buf: Vec::with_capacity(RTP_HEADER_LEN + url.packets * 188),
+        };
         loop {
             let now = tokio::time::Instant::now().into_std();
             if batch.is_empty() {
                 if !self.relays.push_wanted(&stream.key, self.target) {
                     return;
                 }
-                let state = stream.lock();
-                if state.closed {
-                    return;
+                let (closed, moved) = {
+                    let state = stream.lock();
+                    match state.closed {
+                        true => (true, Moved::Stayed),
+                        false => (false, cursor.read(&state.ring, state.configs(), &mut batch)),
+                    }
+                };
+                if closed {
+                    return self.finish(&mut pacer, &mut datagrams).await;
                 }
-                if cursor.read(&state.ring, state.configs(), &mut batch) == Moved::Skipped {
+                if moved == Moved::Skipped {
                     self.info.counters.skips.fetch_add(1, Ordering::Relaxed);
                     tracing::debug!(stream = %stream.key, "udp push: fell out of the ring, skipped to the newest keyframe");
                 }
@@ -208,23 +219,38 @@ impl Out<'_> {
                     offset = 0;
                 }
             }
-            loop {
-                datagram.clear();
-                datagram.resize(header, 0);
-                let Some(paced) = pacer.poll_datagram(now, &mut datagram) else {
-                    break;
-                };
-                if let Some(rtp) = &mut rtp {
-                    datagram[..header].copy_from_slice(&rtp.header(paced.time_90k));
-                }
-                self.transmit(&datagram).await;
-            }
-            self.info.counters.set_pacer(pacer.stats());
+            self.send_due(&mut pacer, &mut datagrams, now).await;
             let due = pacer.poll_timeout().map(tokio::time::Instant::from_std);
             tokio::select! {
                 () = self.notify.notified() => {}
                 () = sleep_until(due) => {}
             }
+        }
+    }
+
+    /// Sends every datagram the pacer has due at `now`.
+    async fn send_due(&self, pacer: &mut Pacer, datagrams: &mut Datagrams, now: Instant) {
+        while let Some(datagram) = datagrams.next(pacer, now) {
+            self.transmit(datagram).await;
+        }
+        self.info.counters.set_pacer(pacer.stats());
+    }
+
+    /// The stream ended: what the pacer holds goes out at its times (the last PCR gap
+    /// at the rate before it), for at most [`FINISH_LIMIT`].
+    async fn finish(&self, pacer: &mut Pacer, datagrams: &mut Datagrams) {
+        pacer.finish();
+        let deadline = tokio::time::Instant::now() + FINISH_LIMIT;
+        while pacer.queued() > 0 {
+            self.send_due(pacer, datagrams, tokio::time::Instant::now().into_std())
+                .await;
+            let Some(due) = pacer.poll_timeout().map(tokio::time::Instant::from_std) else {
+                return;
+            };
+            if due > deadline {
+                return;
+            }
+            tokio::time::sleep_until(due).await;
         }
     }
 
@@ -247,6 +273,31 @@ impl Out<'_> {
                 }
             }
         }
+    }
+}
+
+/// The datagrams of one push: the pacer's TS packets, behind an RTP header for
+/// `rtp://`, in one buffer reused for each.
+struct Datagrams {
+    rtp: Option<Mp2tSender>,
+    buf: Vec<u8>,
+}
+
+impl Datagrams {
+    /// The next datagram due at `now`, if any.
+    fn next(&mut self, pacer: &mut Pacer, now: Instant) -> Option<&[u8]> {
+        let header = if self.rtp.is_some() {
+            RTP_HEADER_LEN
+        } else {
+            0
+        };
+        self.buf.clear();
+        self.buf.resize(header, 0);
+        let paced = pacer.poll_datagram(now, &mut self.buf)?;
+        if let (Some(rtp), Some(head)) = (&mut self.rtp, self.buf.get_mut(..header)) {
+            head.copy_from_slice(&rtp.header(paced.time_90k));
+        }
+        Some(&self.buf)
     }
 }
 
