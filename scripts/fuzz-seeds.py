@@ -343,11 +343,31 @@ def scte35():
              + b"\x01" + struct.pack("<q", 180000))
 
 
+def udp_out(tmp):
+    """UDP output: ffmpeg's TS (with its PCRs) cut into the pacer's records (a clock
+    step in ms, a 2-byte length, the bytes), once at the stream's rate and once at a
+    constant 2 Mbit/s (ts_pace); and output URLs of every form (ts_out_url)."""
+    path = os.path.join(tmp, "pace.ts")
+    ffmpeg(*TEST, "-t", "1", *ENC, "-f", "mpegts", path)
+    with open(path, "rb") as f:
+        data = f.read()
+    records = b"".join(bytes([20]) + struct.pack(">H", len(data[i:i + 1316])) + data[i:i + 1316]
+                       for i in range(0, min(len(data), 40 * 1316), 1316))
+    seed("media", "ts_pace", "ffmpeg-vbr", b"\x06" + records)
+    seed("media", "ts_pace", "ffmpeg-cbr", b"\x0e\x01" + records)
+    for name, url in [("unicast", "udp://127.0.0.1:5000"), ("rtp", "rtp://127.0.0.1:5004?pkts=4"),
+                      ("group", "udp://239.1.1.1:1234?ttl=8&iface=10.0.0.9"),
+                      ("cbr", "rtp://239.2.2.2:5004?bitrate=4000000&localaddr=10.0.0.1"),
+                      ("v6", "udp://[ff3e::1]:5000?ttl=2")]:
+        seed("media", "ts_out_url", name, url.encode())
+
+
 def main():
     with tempfile.TemporaryDirectory() as tmp:
         files(tmp)
         ts(tmp)
         udp_ingest()
+        udp_out(tmp)
         scte35()
         sdp(tmp)
         hls()

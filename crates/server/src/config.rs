@@ -1097,9 +1097,13 @@ const APP_KEYS: &[(&str, &str)] = &[
     ),
     (
         "push",
-        "RTMP or RTMPS URLs these streams are pushed to while published here \
+        "URLs these streams are pushed to while published here: RTMP or RTMPS \
          (rtmp://host[:port]/app/stream[?query]; {name} becomes the stream's name, {key} \
-         its app/stream), reconnecting with backoff (edge.retry_min_ms to retry_max_ms).",
+         its app/stream), reconnecting with backoff (edge.retry_min_ms to retry_max_ms); or \
+         MPEG-TS over UDP or RTP (udp://IP:PORT or rtp://IP:PORT, unicast or a multicast \
+         group, options ttl=N, iface=IP, pkts=N TS packets per datagram (default 7), \
+         bitrate=BITS for a constant rate filled with null packets; without it paced by \
+         the PCR), one stream at a time per address: the first published holds it.",
     ),
     (
         "pull",
@@ -2169,6 +2173,22 @@ mod tests {
             // Quoted values become code in the doc: a stray quote would garble it.
             assert_eq!(s.help().matches('"').count() % 2, 0, "{} quotes", s.key);
         }
+    }
+
+    #[test]
+    fn udp_push_urls_are_checked_at_start() {
+        let ok = "[[apps]]\nname = \"tv/one\"\npush = [\"udp://239.1.1.1:1234?ttl=4&bitrate=4000000\", \"rtp://127.0.0.1:5004\"]\n";
+        assert!(Config::from_toml(ok).unwrap().validate().is_ok());
+        let bad = "[[apps]]\nname = \"tv\"\npush = [\"udp://127.0.0.1:5000?pkts=9\"]\n";
+        match Config::from_toml(bad).unwrap().validate() {
+            Err(ConfigError::Invalid { key, why }) => {
+                assert_eq!(key, "apps.push");
+                assert_eq!(why, "bad push URL: pkts=\"9\": expected 1 to 7 TS packets");
+            }
+            other => panic!("{other:?}"),
+        }
+        let unicast_ttl = "[[apps]]\nname = \"tv\"\npush = [\"udp://10.0.0.1:5000?ttl=2\"]\n";
+        assert!(Config::from_toml(unicast_ttl).unwrap().validate().is_err());
     }
 
     #[test]

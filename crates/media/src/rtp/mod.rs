@@ -56,7 +56,10 @@ pub use header::{RtpExtension, RtpHeader, RtpPacket, RTP_HEADER_LEN};
 pub use jitter::{
     JitterBuffer, JitterStats, JITTER_CAPACITY, JITTER_MAX_WAIT, MAX_JITTER_CAPACITY,
 };
-pub use mp2t::{Mp2tReceiver, Mp2tStats, MP2T_REORDER_CAPACITY, MP2T_REORDER_PACKETS};
+pub use mp2t::{
+    Mp2tReceiver, Mp2tSender, Mp2tStats, MP2T_PAYLOAD_TYPE, MP2T_REORDER_CAPACITY,
+    MP2T_REORDER_PACKETS,
+};
 pub use packetizer::{
     next_interleaved, PacketSpan, PacketizedFrame, RtpFrame, RtpPacketizer, INTERLEAVE_HEADER_LEN,
 };

@@ -17,6 +17,10 @@
 //! - `scte35`: [`SpliceInfo`], an SCTE-35 cue section (ad breaks) from a TS input.
 //! - `udp_url`: [`UdpUrl`], where TS arrives over UDP for an ingest (`udp://`, `rtp://`,
 //!   a multicast group with its sources and interface).
+//! - `out_url`: [`TsOutUrl`], where TS is sent over UDP by a push (`udp://`, `rtp://`,
+//!   with TTL, interface, packets per datagram and a constant rate).
+//! - `pace`: [`Pacer`], TS packets out as datagrams at their PCR's time, at the
+//!   stream's rate or a constant one filled with null packets (PCRs rewritten).
 //!
 //! # Layout of what we write
 //! One program (number 1). PAT on PID 0, PMT on [`PMT_PID`], video on [`VIDEO_PID`],
@@ -40,6 +44,8 @@
 
 mod demux;
 mod muxer;
+mod out_url;
+mod pace;
 mod packet;
 mod psi;
 mod scte35;
@@ -49,6 +55,13 @@ pub use demux::{
     Cue, DemuxStats, Demuxed, TsDemuxer, MAX_AUDIO_PES_LEN, MAX_QUEUED_OUTPUTS, MAX_VIDEO_PES_LEN,
 };
 pub use muxer::TsMuxer;
+pub use out_url::{
+    TsOutUrl, TsOutUrlError, MAX_BITRATE, MAX_OUT_URL_LEN, MAX_PACKETS_PER_DATAGRAM, MIN_BITRATE,
+};
+pub use pace::{
+    PaceConfig, PaceStats, Paced, Pacer, CBR_MAX_LAG, MAX_LATE, MAX_PCR_STEP, MAX_QUEUED,
+    MAX_UNSTAMPED,
+};
 pub use packet::PACKET_LEN;
 pub use psi::crc32_mpeg2;
 pub use scte35::{

@@ -208,6 +208,12 @@ impl Packet {
         let _ = self.forms[id.index()].set(bytes);
     }
 
+    /// The form of `id` if it was built or set (a form made in stream order, read by a
+    /// consumer that is no player: a UDP push of the TS form).
+    pub fn form(&self, id: FormatId) -> Option<&Bytes> {
+        self.forms[id.index()].get()
+    }
+
     /// Whether the form of `id` was built or set.
     pub fn has_form(&self, id: FormatId) -> bool {
         self.forms[id.index()].get().is_some()

@@ -411,10 +411,10 @@ async fn cluster(ctx: &Ctx) -> Reply {
     }
 }
 
-/// Running pulls, and the pull and push rules the API added.
+/// Running pulls and UDP pushes, and the pull and push rules the API added.
 fn relays(ctx: &Ctx) -> Value {
     let Some(r) = ctx.relays() else {
-        return json!({ "pulls": [], "pull_rules": [], "push_rules": [] });
+        return json!({ "pulls": [], "pull_rules": [], "push_rules": [], "udp_pushes": [] });
     };
     let pulls: Vec<Value> = r
         .pulls()
@@ -431,7 +431,32 @@ fn relays(ctx: &Ctx) -> Value {
         .iter()
         .map(|p| json!({ "id": p.id, "streams": p.streams, "url": p.target.display() }))
         .collect();
-    json!({ "pulls": pulls, "pull_rules": pull_rules, "push_rules": push_rules })
+    let udp_pushes: Vec<Value> = r
+        .udp_pushes()
+        .iter()
+        .map(|p| {
+            let c = &p.counters;
+            let n = |v: &std::sync::atomic::AtomicU64| v.load(std::sync::atomic::Ordering::Relaxed);
+            json!({
+                "stream": p.stream,
+                "url": p.target,
+                "datagrams": n(&c.datagrams),
+                "bytes": n(&c.bytes),
+                "null_packets": n(&c.null_packets),
+                "overflow_packets": n(&c.overflow_packets),
+                "send_errors": n(&c.send_errors),
+                "reanchors": n(&c.reanchors),
+                "discontinuities": n(&c.discontinuities),
+                "skips": n(&c.skips),
+            })
+        })
+        .collect();
+    json!({
+        "pulls": pulls,
+        "pull_rules": pull_rules,
+        "push_rules": push_rules,
+        "udp_pushes": udp_pushes,
+    })
 }
 
 /// `POST /api/v1/relays/pulls` `{"stream": "app/name", "url": "...", "always": false,

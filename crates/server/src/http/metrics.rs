@@ -78,6 +78,51 @@ fn relay_metrics(reg: &mut Registry, r: &crate::relay::Relays) {
     let active: Gauge = Gauge::default();
     active.set(r.pulls().len() as i64);
     reg.register("relay_active_pulls", "Pulls running now", active);
+    udp_push_metrics(reg, &r.udp_pushes());
+}
+
+/// The UDP pushes (MPEG-TS to udp:// and rtp://), by stream and target.
+fn udp_push_metrics(reg: &mut Registry, pushes: &[Arc<crate::relay::udp_push::UdpPushInfo>]) {
+    type Field = fn(&crate::relay::udp_push::UdpPushCounters) -> &AtomicU64;
+    let families: [(&str, &str, Field); 6] = [
+        ("udp_push_datagrams", "Datagrams a UDP push sent", |c| {
+            &c.datagrams
+        }),
+        (
+            "udp_push_bytes",
+            "Bytes a UDP push sent (with RTP headers)",
+            |c| &c.bytes,
+        ),
+        (
+            "udp_push_null_packets",
+            "Null TS packets a constant-rate UDP push sent to fill its rate",
+            |c| &c.null_packets,
+        ),
+        (
+            "udp_push_overflow_packets",
+            "TS packets a constant-rate UDP push sent beyond its rate",
+            |c| &c.overflow_packets,
+        ),
+        (
+            "udp_push_send_errors",
+            "Sends of a UDP push that failed (the push goes on)",
+            |c| &c.send_errors,
+        ),
+        (
+            "udp_push_reanchors",
+            "Times a UDP push's pacing clock was re-anchored because output ran late",
+            |c| &c.reanchors,
+        ),
+    ];
+    for (name, help, field) in families {
+        let family = Family::<Labels, Counter>::default();
+        for p in pushes {
+            family
+                .get_or_create(&with(stream_labels(&p.stream), "target", p.target.clone()))
+                .inc_by(field(&p.counters).load(Ordering::Relaxed));
+        }
+        reg.register(name, help, family);
+    }
 }
 
 /// This node's directory: whether it answers, its operations, what they decided.

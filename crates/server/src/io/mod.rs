@@ -1,7 +1,7 @@
 //! I/O at the edges: the UDP endpoint every datagram protocol shares (`endpoint`), the
 //! transport a player is written through (`sock`), TLS set-up, RTP/RTCP port pairs,
 //! batched UDP sends, the sockets of UDP ingests (bound, joined to their multicast
-//! group), sealed in-memory files, shared mappings of media-root files and who reads
+//! group), the sockets of UDP outputs (TTL, interface), sealed in-memory files, shared mappings of media-root files and who reads
 //! them, and the descriptor limit.
 
 pub mod endpoint;
@@ -14,5 +14,6 @@ pub mod memfile;
 pub mod readers;
 pub mod sock;
 pub mod tls;
+pub mod udp_out;
 pub mod udp_pair;
 pub mod udp_send;

@@ -170,13 +170,17 @@ pub enum RelayError {
     Publish(#[from] crate::core::hub::PublishError),
 }
 
-/// A push URL that cannot be used. It names the scheme only: the rest may hold a
-/// platform's stream key.
+/// A push URL that cannot be used.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-#[error("bad push URL ({scheme}://...): {why}")]
-pub struct PushUrlError {
-    pub(super) scheme: String,
-    pub(super) why: &'static str,
+pub enum PushUrlError {
+    /// An RTMP(S) URL, or one of no push scheme. It names the scheme only: the rest may
+    /// hold a platform's stream key.
+    #[error("bad push URL ({scheme}://...): {why}")]
+    Rtmp { scheme: String, why: &'static str },
+    /// A `udp://` or `rtp://` URL (MPEG-TS out): it holds no secret, the error names the
+    /// part.
+    #[error("bad push URL: {0}")]
+    Ts(#[from] sluice_media::ts::TsOutUrlError),
 }
 
 /// A relay rule the API cannot add.

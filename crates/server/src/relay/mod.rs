@@ -19,7 +19,8 @@
 //!   gives the hub, and the readers of the other sources (SRT, HLS).
 //!
 //! - [`push`]: a stream published here sent on to other servers (`[[apps]]` `push`
-//!   URLs; on an edge with `edge.forward_publish`, its first RTMP origin).
+//!   URLs; on an edge with `edge.forward_publish`, its first RTMP origin); to a
+//!   `udp://` or `rtp://` target as paced MPEG-TS ([`udp_push`]).
 //!
 //! An edge's origins may be edges themselves: a pull is a play request there, which
 //! starts that edge's own pull.
@@ -34,6 +35,7 @@ pub mod push;
 pub mod rtsp_pull;
 mod settings;
 mod srt_pull;
+pub mod udp_push;
 
 pub use error::{CaError, RuleError};
 pub use origin::Origin;
@@ -177,6 +179,8 @@ pub struct Relays {
     forward_publish: bool,
     /// Pushes running: (stream id, target).
     pushes: Mutex<std::collections::HashSet<(u64, String)>>,
+    /// UDP pushes running, with their counters.
+    udp_pushes: Mutex<Vec<Arc<udp_push::UdpPushInfo>>>,
     /// Rules the API added (and may remove).
     dynamic: Mutex<Dynamic>,
     pub counters: RelayCounters,
@@ -289,6 +293,7 @@ impl Relays {
             push_rules,
             forward_publish: e.forward_publish,
             pushes: Mutex::new(std::collections::HashSet::new()),
+            udp_pushes: Mutex::new(Vec::new()),
             dynamic: Mutex::new(Dynamic::default()),
             counters: RelayCounters::default(),
             admit,
@@ -592,18 +597,46 @@ impl Relays {
     pub fn on_publish(self: &Arc<Self>, stream: &Arc<crate::core::hub::Stream>) {
         let targets = self.push_targets(&stream.key);
         for target in targets {
-            let running = (stream.id, target.key());
-            if !self
-                .pushes
-                .lock()
-                .unwrap_or_else(|e| e.into_inner())
-                .insert(running)
+            let key = target.key();
             {
-                continue;
+                let mut pushes = self.pushes.lock().unwrap_or_else(|e| e.into_inner());
+                // A UDP target takes one stream at a time: the first one holds it.
+                let held = target.exclusive()
+                    && pushes.iter().any(|(id, k)| *k == key && *id != stream.id);
+                if held {
+                    tracing::warn!(stream = %stream.key, target = %target.display(),
+                        "push: another stream of the rule sends to this address; not pushed");
+                    continue;
+                }
+                if !pushes.insert((stream.id, key)) {
+                    continue;
+                }
             }
             self.counters.pushes.fetch_add(1, Ordering::Relaxed);
             tokio::task::spawn_local(push::run(self.clone(), stream.clone(), target));
         }
+    }
+
+    /// The UDP pushes running now.
+    pub fn udp_pushes(&self) -> Vec<Arc<udp_push::UdpPushInfo>> {
+        self.udp_pushes
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .clone()
+    }
+
+    fn udp_push_started(&self, info: &Arc<udp_push::UdpPushInfo>) {
+        self.udp_pushes
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .push(info.clone());
+    }
+
+    fn udp_push_ended(&self, info: &Arc<udp_push::UdpPushInfo>) {
+        self.udp_pushes
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .retain(|i| !Arc::ptr_eq(i, info));
     }
 
     fn push_ended(&self, stream: u64, target: &push::PushTarget) {

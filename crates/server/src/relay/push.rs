@@ -1,5 +1,6 @@
 //! Push relays: a stream published here is sent on to other servers (a video
-//! platform's RTMP or RTMPS ingest, or an edge's origin), as an RTMP publisher.
+//! platform's RTMP or RTMPS ingest, or an edge's origin), as an RTMP publisher; or, to
+//! a `udp://` or `rtp://` target, as MPEG-TS in datagrams (`super::udp_push`).
 //!
 //! A push reads the stream's ring like a player does (a cursor, woken by the
 //! stream's notifier), starting at its newest keyframe with the current decoder
@@ -18,6 +19,7 @@ use crate::core::format::{Format, FormatId};
 use crate::core::hub::Stream;
 use crate::core::packet::{Packet, Payload};
 use sluice_media::flv::{TAG_AUDIO, TAG_SCRIPT, TAG_VIDEO};
+use sluice_media::ts::TsOutUrl;
 use sluice_rtmp::{ClientSession, ClientTimeouts};
 use std::collections::VecDeque;
 use std::sync::atomic::Ordering;
@@ -28,9 +30,59 @@ use tokio::sync::Notify;
 /// How long a target has to accept the publish, and to take one write.
 const TIMEOUT: Duration = Duration::from_secs(10);
 
-/// Where a push goes: `rtmp(s)://HOST[:PORT]/APP/STREAM[?QUERY]`.
+/// Where a push goes: an RTMP(S) server, or MPEG-TS over UDP or RTP.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct PushTarget {
+pub enum PushTarget {
+    Rtmp(RtmpTarget),
+    /// `udp://` or `rtp://`: the stream's TS form, paced (`super::udp_push`). The same
+    /// address for every stream of the rule: one stream at a time holds it.
+    Ts(TsOutUrl),
+}
+
+impl PushTarget {
+    /// Parses a push URL: `rtmp(s)://HOST[:PORT]/APP/STREAM[?QUERY]`, or
+    /// `udp://HOST:PORT[?OPTIONS]` / `rtp://HOST:PORT[?OPTIONS]` (`TsOutUrl`).
+    pub fn parse(url: &str) -> Result<PushTarget, PushUrlError> {
+        if url.starts_with("udp://") || url.starts_with("rtp://") {
+            return Ok(PushTarget::Ts(TsOutUrl::parse(url)?));
+        }
+        RtmpTarget::parse(url).map(PushTarget::Rtmp)
+    }
+
+    /// The target for stream `key` (RTMP's `{name}` and `{key}` replaced).
+    pub fn for_stream(&self, key: &str) -> PushTarget {
+        match self {
+            PushTarget::Rtmp(t) => PushTarget::Rtmp(t.for_stream(key)),
+            PushTarget::Ts(u) => PushTarget::Ts(u.clone()),
+        }
+    }
+
+    /// The URL as logs and the API show it (no secrets).
+    pub fn display(&self) -> String {
+        match self {
+            PushTarget::Rtmp(t) => t.display(),
+            PushTarget::Ts(u) => u.to_string(),
+        }
+    }
+
+    /// The whole URL: what tells two targets apart.
+    pub fn key(&self) -> String {
+        match self {
+            PushTarget::Rtmp(t) => t.key(),
+            PushTarget::Ts(u) => u.to_string(),
+        }
+    }
+
+    /// Whether one stream at a time may use it: datagrams of two streams to one
+    /// address would be one broken stream.
+    pub fn exclusive(&self) -> bool {
+        matches!(self, PushTarget::Ts(_))
+    }
+}
+
+/// An RTMP(S) push target: `rtmp(s)://HOST[:PORT]/APP/STREAM[?QUERY]`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct RtmpTarget {
     pub tls: bool,
     pub host: String,
     pub port: u16,
@@ -42,8 +94,8 @@ pub struct PushTarget {
     named: bool,
 }
 
-impl PushTarget {
-    pub fn parse(url: &str) -> Result<PushTarget, PushUrlError> {
+impl RtmpTarget {
+    pub fn parse(url: &str) -> Result<RtmpTarget, PushUrlError> {
         // The URL may hold a platform's key: errors name its scheme only.
         let scheme = url
             .split("://")
@@ -52,7 +104,7 @@ impl PushTarget {
             .chars()
             .take(10)
             .collect::<String>();
-        let bad = |why| PushUrlError {
+        let bad = |why| PushUrlError::Rtmp {
             scheme: scheme.clone(),
             why,
         };
@@ -78,7 +130,7 @@ impl PushTarget {
             .split_once('/')
             .filter(|(a, s)| !a.is_empty() && !s.is_empty())
             .ok_or_else(|| bad("expected rtmp://host[:port]/app/stream"))?;
-        Ok(PushTarget {
+        Ok(RtmpTarget {
             tls,
             host: origin.host,
             port: origin.port,
@@ -89,11 +141,11 @@ impl PushTarget {
     }
 
     /// The target for stream `key`: `{key}` becomes `app/stream`, `{name}` its name.
-    pub fn for_stream(&self, key: &str) -> PushTarget {
+    pub fn for_stream(&self, key: &str) -> RtmpTarget {
         let name = key.split_once('/').map_or(key, |(_, n)| n);
         // A stream key is a path: no `?`, `#` or `%` that could rewrite the URL.
         let clean = |s: &str| s.replace(['?', '#', '%', '&'], "_");
-        PushTarget {
+        RtmpTarget {
             stream: self
                 .stream
                 .replace("{key}", &clean(key))
@@ -138,7 +190,7 @@ impl PushTarget {
 }
 
 /// Removes the notifier from the stream when the push ends.
-struct Subscribed<'a>(&'a Stream, Arc<Notify>);
+pub(super) struct Subscribed<'a>(pub(super) &'a Stream, pub(super) Arc<Notify>);
 
 impl Drop for Subscribed<'_> {
     fn drop(&mut self) {
@@ -148,16 +200,31 @@ impl Drop for Subscribed<'_> {
 
 /// Pushes `stream` to `target` until the stream ends.
 pub(super) async fn run(relays: Arc<super::Relays>, stream: Arc<Stream>, target: PushTarget) {
+    match &target {
+        PushTarget::Rtmp(rtmp) => run_rtmp(&relays, &stream, &target, rtmp).await,
+        PushTarget::Ts(url) => super::udp_push::run(&relays, &stream, &target, url).await,
+    }
+    relays.push_ended(stream.id, &target);
+}
+
+/// Pushes `stream` to an RTMP(S) target, connecting again with backoff, until the
+/// stream ends or the push is no longer wanted.
+async fn run_rtmp(
+    relays: &Arc<super::Relays>,
+    stream: &Arc<Stream>,
+    target: &PushTarget,
+    rtmp: &RtmpTarget,
+) {
     let config = relays.config.clone();
     let mut wait = config.retry_min;
     let url = target.display();
     tracing::info!(stream = %stream.key, target = %url, "push");
     let notify = Arc::new(Notify::new());
     stream.subscribe(notify.clone());
-    let _subscribed = Subscribed(&stream, notify.clone());
+    let _subscribed = Subscribed(stream, notify.clone());
     let mut attempts = 0u64;
     loop {
-        if stream.lock().closed || !relays.push_wanted(&stream.key, &target) {
+        if stream.lock().closed || !relays.push_wanted(&stream.key, target) {
             break;
         }
         if attempts > 0 {
@@ -167,7 +234,7 @@ pub(super) async fn run(relays: Arc<super::Relays>, stream: Arc<Stream>, target:
                 .fetch_add(1, Ordering::Relaxed);
         }
         attempts += 1;
-        match once(&relays, &stream, &target, &notify).await {
+        match once(relays, stream, target, rtmp, &notify).await {
             Ok(()) => break,
             // The API or the shutdown ended its connection: the push ends with it.
             Err(Failed {
@@ -185,7 +252,6 @@ pub(super) async fn run(relays: Arc<super::Relays>, stream: Arc<Stream>, target:
         }
     }
     tracing::info!(stream = %stream.key, target = %url, "push ended");
-    relays.push_ended(stream.id, &target);
 }
 
 /// Why one connection to the target failed, and whether media went out first.
@@ -200,6 +266,7 @@ async fn once(
     relays: &super::Relays,
     stream: &Stream,
     target: &PushTarget,
+    rtmp: &RtmpTarget,
     notify: &Arc<Notify>,
 ) -> Result<(), Failed> {
     let link = super::link::current().map_err(|why| Failed {
@@ -210,6 +277,7 @@ async fn once(
         relays,
         stream,
         target,
+        rtmp,
         notify,
         cursor: Cursor::default(),
         batch: VecDeque::new(),
@@ -229,6 +297,7 @@ pub struct PushFeed<'a> {
     relays: &'a super::Relays,
     stream: &'a Stream,
     target: &'a PushTarget,
+    rtmp: &'a RtmpTarget,
     notify: &'a Arc<Notify>,
     cursor: Cursor,
     batch: VecDeque<Arc<Packet>>,
@@ -239,8 +308,8 @@ pub struct PushFeed<'a> {
 }
 
 impl<'a> PushFeed<'a> {
-    pub fn target(&self) -> &PushTarget {
-        self.target
+    pub fn target(&self) -> &RtmpTarget {
+        self.rtmp
     }
 
     /// TLS towards targets (the web PKI's roots and `edge.tls_ca`'s).
@@ -256,7 +325,7 @@ impl<'a> PushFeed<'a> {
 
     /// The session that publishes to the target, its waits counted from `now`.
     pub fn session(&self, now: std::time::Instant) -> ClientSession {
-        let target = self.target;
+        let target = self.rtmp;
         let timeouts = ClientTimeouts {
             start: TIMEOUT,
             silence: TIMEOUT,
@@ -330,24 +399,39 @@ mod tests {
 
     #[test]
     fn push_urls() {
-        let t = PushTarget::parse("rtmp://127.0.0.1:1935/live2/{name}?key=secret").unwrap();
+        let t = RtmpTarget::parse("rtmp://127.0.0.1:1935/live2/{name}?key=secret").unwrap();
         assert_eq!((t.tls, t.port, t.app.as_str()), (false, 1935, "live2"));
         let s = t.for_stream("live/cam");
         assert_eq!(s.stream, "cam?key=secret");
         assert_eq!(s.display(), "rtmp://127.0.0.1:1935/live2/cam");
         // A platform's key is the stream name: never shown.
-        let yt = PushTarget::parse("rtmp://a.rtmp.youtube.com/live2/abcd-efgh").unwrap();
+        let yt = RtmpTarget::parse("rtmp://a.rtmp.youtube.com/live2/abcd-efgh").unwrap();
         assert_eq!(yt.display(), "rtmp://a.rtmp.youtube.com:1935/live2/(key)");
         assert!(!PushTarget::parse("ftp://x/secret-key")
             .unwrap_err()
             .to_string()
             .contains("secret"));
         assert_eq!(t.for_stream("live/a?b").stream, "a_b?key=secret");
-        let t = PushTarget::parse("rtmps://ingest.example/app/{key}").unwrap();
+        let t = RtmpTarget::parse("rtmps://ingest.example/app/{key}").unwrap();
         assert_eq!((t.tls, t.port), (true, 443));
         assert_eq!(t.for_stream("a/b").stream, "a/b");
         for bad in ["http://o/app/s", "rtmp://o/app", "rtmp://o", "o/app/s"] {
             assert!(PushTarget::parse(bad).is_err(), "{bad}");
         }
+    }
+
+    #[test]
+    fn udp_and_rtp_push_urls() {
+        let t = PushTarget::parse("udp://239.1.1.1:1234?ttl=4&bitrate=4000000").unwrap();
+        assert!(t.exclusive());
+        // The same address whatever the stream: no `{name}` in a UDP target.
+        assert_eq!(t.for_stream("live/a"), t);
+        assert_eq!(t.display(), "udp://239.1.1.1:1234?ttl=4&bitrate=4000000");
+        let r = PushTarget::parse("rtp://127.0.0.1:5004").unwrap();
+        assert!(matches!(&r, PushTarget::Ts(u) if u.is_rtp()));
+        let e = PushTarget::parse("udp://127.0.0.1:5000?pkts=9").unwrap_err();
+        assert!(matches!(e, PushUrlError::Ts(_)), "{e}");
+        assert!(e.to_string().contains("pkts"), "{e}");
+        assert!(!PushTarget::parse("rtmp://o/a/s").unwrap().exclusive());
     }
 }

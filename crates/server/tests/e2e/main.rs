@@ -36,6 +36,7 @@ mod snapshot;
 mod soak;
 mod srt;
 mod udp_ingest;
+mod udp_out;
 mod vod;
 mod webdav;
 mod webrtc;

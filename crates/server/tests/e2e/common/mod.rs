@@ -2,6 +2,7 @@
 //! time, synthetic media, and the external tools (ffmpeg) when a test needs them.
 #![allow(dead_code)]
 
+pub mod netns;
 pub mod nginx;
 
 use bytes::{Bytes, BytesMut};
