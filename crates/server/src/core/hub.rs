@@ -133,6 +133,9 @@ pub struct Stream {
     pub keyframe_wanted: Notify,
     /// Woken at each start point pushed: players waiting for the first one.
     started: Notify,
+    /// Fed ahead of real time by a pacer ([`Stream::private`]): see
+    /// `format::OrderedForm::media_clock`.
+    paced: bool,
 }
 
 /// See [`Stream::forms`].
@@ -459,7 +462,9 @@ impl Stream {
     /// gives.
     pub fn private(key: &str, id: u64, config: &HubConfig) -> Arc<Stream> {
         let policy = config.policy.of(key);
-        Arc::new(Stream::new(key, id, config, &policy, Box::new([])))
+        let mut stream = Stream::new(key, id, config, &policy, Box::new([]));
+        stream.paced = true;
+        Arc::new(stream)
     }
 
     /// Ends a private stream: its players get what is left and finish.
@@ -517,6 +522,7 @@ impl Stream {
             merge: policy.merge,
             keyframe_wanted: Notify::new(),
             started: Notify::new(),
+            paced: false,
         }
     }
 
@@ -618,6 +624,9 @@ impl Stream {
         let i = id.index();
         if forms.ordered[i].is_none() {
             let mut maker = id.format().ordered()?;
+            if self.paced {
+                maker.media_clock();
+            }
             let state = self.lock();
             let [video, audio] = state.tracks();
             for track in [video, audio].iter().flatten() {

@@ -40,6 +40,10 @@ pub trait OrderedForm: Send + fmt::Debug {
 
     /// Makes the form of `packet`, whose frame is `frame`.
     fn make(&mut self, packet: &Packet, frame: &Frame);
+
+    /// The stream is fed ahead of real time by a pacer (a file, a recording): times
+    /// the form tells of the wall clock follow media time instead.
+    fn media_clock(&mut self) {}
 }
 
 /// How a packet's shared bytes look in one output format.
