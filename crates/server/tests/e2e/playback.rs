@@ -6,7 +6,8 @@
 //! authorization, HLS viewers show credentials at the playlist and its cookie after.
 
 use crate::common::{
-    have_ffmpeg, http_request, publish_test_pattern, scratch, set_cookie, wait_for, TestServer,
+    have_ffmpeg, http_request, probe_video, publish_test_pattern, scratch, set_cookie, wait_for,
+    TestServer,
 };
 use sha2::Digest;
 use sluice_archive::time::{format_rfc3339, parse as parse_time};
@@ -365,6 +366,18 @@ fn a_range_plays_across_files_and_gaps_over_hls_and_as_one_mp4() {
         "",
     );
     assert_eq!((status, again.len()), (200, mp4.len()));
+    // Players of the range over HTTP-FLV and RTMP: the stream's read permission too.
+    let flv = format!("/live/cam@{ms_range}.flv");
+    assert_eq!(http_request(server.http, "GET", &flv, "").0, 401);
+    let rtmp = format!("rtmp://{}/live/cam@{ms_range}", server.rtmp);
+    let refused = Command::new("ffprobe")
+        .args(["-v", "error", "-rw_timeout", "5000000", &rtmp])
+        .output()
+        .expect("ffprobe");
+    assert!(!refused.status.success(), "RTMP without credentials");
+    let (streams, times) = probe_video(&format!("{rtmp}?user=viewer&pass=watch"), "%+1");
+    assert!(streams.contains("h264"), "{streams}");
+    assert!(times.len() >= 20, "{} frames with credentials", times.len());
     drop(server);
     let _ = std::fs::remove_dir_all(Path::new(&root));
 }
