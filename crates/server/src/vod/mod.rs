@@ -264,6 +264,12 @@ impl Speed {
         self.0 > Speed::ALL_FRAMES_UP_TO
     }
 
+    /// Media pushed ahead of the clock: [`LEAD`], scaled, so that the player's buffer
+    /// holds as much real time at any speed.
+    fn lead(self) -> Timestamp {
+        (self.0.max(1.0) * LEAD as f64) as Timestamp
+    }
+
     /// Real time for `ticks` of media.
     fn real(self, ticks: Timestamp) -> Timestamp {
         (ticks as f64 / self.0) as Timestamp
@@ -325,7 +331,7 @@ impl VodPlay {
         let start = cursor.peek().unwrap_or(start_pts);
         let pushed = Rc::new(Cell::new(start));
         let t0 = tokio::time::Instant::now();
-        cursor.push_due(start + LEAD, &pushed);
+        cursor.push_due(start + speed.lead(), &pushed);
         let pacer =
             tokio::task::spawn_local(pace(cursor, start, t0, pushed.clone())).abort_handle();
         VodPlay {
@@ -339,8 +345,7 @@ impl VodPlay {
 
     /// About where the viewer is now (timeline time): what was pushed, less the lead.
     pub fn position(&self) -> Timestamp {
-        (self.pushed.get() - LEAD.saturating_mul(self.speed.0.ceil() as Timestamp))
-            .max(self.start_pts)
+        (self.pushed.get() - self.speed.lead()).max(self.start_pts)
     }
 }
 
@@ -447,9 +452,7 @@ async fn pace(
     pushed: Rc<Cell<Timestamp>>,
 ) {
     let speed = cursor.speed;
-    // Media time ahead of the clock: the lead, scaled, so that the player's buffer
-    // holds as much real time at any speed.
-    let lead = speed.0.max(1.0) as Timestamp * LEAD;
+    let lead = speed.lead();
     while let Some(next) = cursor.peek() {
         let due = speed.real(next - start - lead);
         if due > 0 {
