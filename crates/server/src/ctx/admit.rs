@@ -373,8 +373,12 @@ impl Ctx {
         }
     }
 
-    /// Whether `key` (`vod/<path>` for a file) can be played now.
+    /// Whether `key` (`vod/<path>` for a file, `app/name@FROM..TO` for recordings) can
+    /// be played now.
     pub async fn exists(&self, key: &str) -> bool {
+        if let Some((key, text)) = split_key(key) {
+            return self.recorded(key, text).await.is_ok();
+        }
         match key.strip_prefix("vod/") {
             Some(path) => {
                 let root = Path::new(&self.config().media_root);

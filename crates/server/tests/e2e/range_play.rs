@@ -213,6 +213,9 @@ fn a_recorded_range_plays_over_rtmp_http_flv_and_rtsp() {
         http_request(server.http, "GET", &format!("/live/cam@{gap}.flv"), "").0,
         404
     );
+    let head = |path: &str| http_request(server.http, "HEAD", path, "").0;
+    assert_eq!(head(&format!("/live/cam@{range}.flv")), 200);
+    assert_eq!(head(&format!("/live/cam@{gap}.flv")), 404);
     for (name, status) in [("cam@yesterday..", "457"), (&*format!("cam@{gap}"), "404")] {
         let mut c = Rtsp::connect(rtsp);
         let answer = c.request(
