@@ -460,10 +460,22 @@ impl Stream {
     /// A stream outside the registry, with one session's media (a file played on
     /// demand): no publisher to wait for, no taps; the merge window its key's policy
     /// gives.
-    pub fn private(key: &str, id: u64, config: &HubConfig) -> Arc<Stream> {
+    /// Its ring keeps at most `keep_ms` of media (and `limits.ring_ms`): a pacer pushes
+    /// only a little ahead of its one player, so the live streams' ring, which holds
+    /// many players' spread, would hold a copy of seconds of media per player.
+    pub fn private(key: &str, id: u64, config: &HubConfig, keep_ms: i64) -> Arc<Stream> {
         let policy = config.policy.of(key);
         let mut stream = Stream::new(key, id, config, &policy, Box::new([]));
         stream.paced = true;
+        let limits = RingLimits {
+            max_ms: keep_ms.min(config.ring.max_ms),
+            ..config.ring
+        };
+        stream
+            .state
+            .get_mut()
+            .unwrap_or_else(|e| e.into_inner())
+            .ring = Ring::new(limits);
         Arc::new(stream)
     }
 

@@ -29,6 +29,9 @@ use std::time::{Duration, Instant};
 const LEAD: Timestamp = CLOCK_HZ as Timestamp;
 /// The pacer wakes at most this often, pushing every frame due until the next wake.
 const TICK: Timestamp = CLOCK_HZ as Timestamp / 20;
+/// Media a private stream keeps behind its lead: how far its player may fall behind
+/// before the live path's slow-player policy skips it ahead.
+const KEEP_BEHIND: Timestamp = 3 * CLOCK_HZ as Timestamp;
 /// How long a file nobody plays stays open for HLS, whose viewers hold nothing
 /// between requests.
 const LINGER: Duration = Duration::from_secs(30);
@@ -316,7 +319,8 @@ impl VodPlay {
         from: Timestamp,
         speed: Speed,
     ) -> VodPlay {
-        let stream = Stream::private(name, id, config);
+        let keep_ms = (speed.lead() + KEEP_BEHIND) / (CLOCK_HZ as Timestamp / 1000);
+        let stream = Stream::private(name, id, config, keep_ms);
         let ingest = Ingest::new(stream.clone());
         let (piece, seek) = timeline.locate(from).unwrap_or((0, 0));
         let mut cursor = Cursor {
