@@ -102,18 +102,18 @@ impl Timeline {
             .map_or(0, |p| p.at.saturating_add(p.len()))
     }
 
-    /// The piece that plays timeline time `t` (the last one past the end) and the
-    /// decode time in its file to seek to.
+    /// The piece that plays timeline time `t` (the last one past the end, at its
+    /// end) and the decode time in its file to seek to.
     pub fn locate(&self, t: Timestamp) -> Option<(usize, Timestamp)> {
         let n = self
             .pieces
             .partition_point(|p| p.at.saturating_add(p.len()) <= t)
             .min(self.pieces.len().checked_sub(1)?);
         let p = self.pieces.get(n)?;
-        Some((
-            n,
-            t.saturating_sub(p.at).saturating_add(p.first).max(p.first),
-        ))
+        // Past the end: its last moment (a video file plays its last GOP).
+        let last = p.end.saturating_sub(1).max(p.first);
+        let at = t.saturating_sub(p.at).saturating_add(p.first);
+        Some((n, at.clamp(p.first, last)))
     }
 
     /// The UTC ms of timeline time `t`.
@@ -254,6 +254,95 @@ fn cut(file: Arc<VodFile>, start_ms: i64, from: i64, to: i64, at: Timestamp) -> 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::io::filemap::FileKey;
+    use crate::io::readers::Readers;
+    use bytes::Bytes;
+    use sluice_media::codec::AacConfig;
+    use sluice_media::mp4::{MovieTrack, Sample};
+    use sluice_media::{Track, TrackConfig};
+    use std::sync::OnceLock;
+
+    /// A file of `secs` seconds: one audio sample every 0.1 s (without video, playing
+    /// starts at the first sample at or after a time).
+    fn file(secs: i64) -> Arc<VodFile> {
+        let step = Timestamp::from(CLOCK_HZ) / 10;
+        let samples = (0..secs * 10)
+            .map(|i| Sample {
+                offset: 0,
+                size: 0,
+                dts: i * step,
+                cts: 0,
+                keyframe: true,
+            })
+            .collect();
+        let config = AacConfig::parse(Bytes::from_static(&[0x11, 0x90])).unwrap();
+        let meta = std::fs::metadata(env!("CARGO_MANIFEST_DIR")).unwrap();
+        Arc::new(VodFile {
+            path: "rec/cam.mp4".into(),
+            bytes: Bytes::new(),
+            movie: Movie {
+                tracks: vec![MovieTrack {
+                    track_id: 1,
+                    track: Track::new(TrackConfig::Aac(config)),
+                    timescale: 90_000,
+                    samples,
+                }],
+                duration: secs * Timestamp::from(CLOCK_HZ),
+                fragmented: true,
+                skipped: Vec::new(),
+            },
+            tag: 0,
+            ident: FileKey::of(&meta),
+            _hold: Arc::new(Readers::default()).hold(&meta).unwrap(),
+            hls: OnceLock::new(),
+        })
+    }
+
+    const S: Timestamp = CLOCK_HZ as Timestamp;
+
+    #[test]
+    fn pieces_cut_a_range_and_close_up_the_gap_between_files() {
+        // Files of 5 s at 1 000 000 ms and of 4 s at 1 008 000 ms (a 3 s gap); the
+        // range from 1.35 s into the first to 1 s before the end of the second.
+        let (a, b) = (1_000_000, 1_008_000);
+        let (from, to) = (a + 1350, b + 3000);
+        let first = cut(file(5), a, from, to, 0).unwrap();
+        assert_eq!(
+            (first.first, first.end, first.wall_ms),
+            (S * 14 / 10, 5 * S, a + 1400)
+        );
+        let second = cut(file(4), b, from, to, first.len()).unwrap();
+        assert_eq!(
+            (second.first, second.end, second.at),
+            (0, 3 * S, 36 * S / 10)
+        );
+        let timeline = Timeline {
+            pieces: vec![first, second],
+            origin: 0,
+        };
+        // 3.6 s of the first file, 3 s of the second: no gap between.
+        assert_eq!(timeline.duration(), 66 * S / 10);
+        assert_eq!(timeline.locate(0), Some((0, 14 * S / 10)));
+        assert_eq!(timeline.locate(4 * S), Some((1, 4 * S / 10)));
+        assert_eq!(
+            timeline.locate(100 * S),
+            Some((1, 3 * S - 1)),
+            "past the end: the last"
+        );
+        assert_eq!(timeline.wall_at(0), a + 1400);
+        assert_eq!(timeline.wall_at(4 * S), b + 400);
+        assert_eq!(timeline.wall_end(), b + 3000);
+        // A range that ends before a file starts takes nothing of it.
+        assert!(cut(file(4), b, from, b, 0).is_none());
+    }
+
+    #[test]
+    fn a_single_file_is_its_own_timeline() {
+        let timeline = Timeline::single(file(3));
+        assert_eq!(timeline.duration(), 3 * S);
+        assert_eq!(timeline.locate(S), Some((0, S)));
+        assert_eq!(timeline.locate(-S), Some((0, 0)));
+    }
 
     #[test]
     fn an_open_end_stops_at_now() {
