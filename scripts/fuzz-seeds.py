@@ -268,6 +268,13 @@ def ranges():
                       ("open-offset", "live/cam@2026-11-27T11:00:00.5+01:00.."),
                       ("open-now", "..now")]:
         seed("archive", "ranges", name, key.encode())
+    # RTSP's Range (npt and clock, RFC 7826 §4.4) and Scale headers (rtsp/range_parse).
+    for name, value in [("clock-closed", "clock=20261127T100000Z-20261127T101500Z"),
+                        ("onvif-replay", "clock=20090615T114900.440Z-"),
+                        ("clock-to", "clock=-20261127T101500Z;time=19970123T143720Z"),
+                        ("npt", "npt=00:01:02.5-1:00:00"),
+                        ("scale-reverse", "-2.5")]:
+        seed("rtsp", "range_parse", name, value.encode())
 
 
 def rtcp():

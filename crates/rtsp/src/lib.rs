@@ -49,6 +49,6 @@ pub use session::{
     TrackStart, DEFAULT_SESSION_TIMEOUT, MAX_TRACKS,
 };
 pub use transport::{
-    ChannelPair, LowerTransport, Mode, NptRange, NptTime, PortPair, RtpInfo, SessionHeader,
-    Transport,
+    format_clock_time, ChannelPair, ClockRange, LowerTransport, Mode, NptRange, NptTime, PlayRange,
+    PortPair, RtpInfo, Scale, SessionHeader, Transport,
 };

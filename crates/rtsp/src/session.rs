@@ -51,8 +51,8 @@ use crate::message::{
     Incoming, MessageReader, Method, Request, Response, DEFAULT_MAX_BODY_LEN, MAX_HEAD_LEN,
 };
 use crate::transport::{
-    choose_transport, ChannelPair, LowerTransport, Mode, NptRange, PortPair, RtpInfo,
-    SessionHeader, Transport,
+    choose_transport, ChannelPair, LowerTransport, Mode, NptRange, PlayRange, PortPair, RtpInfo,
+    Scale, SessionHeader, Transport,
 };
 
 /// Default session timeout, announced in `Session: id;timeout=60` (RFC 2326's default).
@@ -165,8 +165,10 @@ pub enum ServerEvent {
     },
     /// A player starts or resumes. Answer: [`ServerSession::answer_play`] or `reject`.
     Play {
-        /// The requested range, if any.
-        range: Option<NptRange>,
+        /// The requested range, if any: `npt` or `clock`.
+        range: Option<PlayRange>,
+        /// The requested `Scale`, if any (the server answers the one it plays at).
+        scale: Option<Scale>,
     },
     /// A publisher starts sending. Answer: [`ServerSession::accept_record`] or `reject`.
     Record {
@@ -607,6 +609,18 @@ impl ServerSession {
         starts: &[TrackStart],
         range: Option<NptRange>,
     ) -> Result<(), RtspError> {
+        self.answer_play_at(starts, range.map(PlayRange::Npt), None)
+    }
+
+    /// [`ServerSession::answer_play`] with any kind of range (the one served, e.g. a
+    /// `clock=` range for a `clock=` request) and the `Scale` played at, if one was
+    /// asked for.
+    pub fn answer_play_at(
+        &mut self,
+        starts: &[TrackStart],
+        range: Option<PlayRange>,
+        scale: Option<Scale>,
+    ) -> Result<(), RtspError> {
         if !matches!(
             self.pending,
             Some(Pending {
@@ -637,6 +651,9 @@ impl ServerSession {
         let mut resp = Response::new(200);
         if let Some(r) = range {
             resp.headers.append("Range", r.to_string());
+        }
+        if let Some(scale) = scale {
+            resp.headers.append("Scale", scale.to_string());
         }
         if !infos.is_empty() {
             resp.headers
@@ -1045,14 +1062,26 @@ impl ServerSession {
         if !state_ok || direction != Some(wanted) {
             return self.not_valid_in_state(cseq);
         }
-        let range = match req.header("Range").map(NptRange::parse) {
-            None => None,
-            Some(Ok(r)) => Some(r),
-            Some(Err(_)) => return self.respond(Some(cseq), Response::new(457)),
-        };
+        let range = req.header("Range");
         let (kind, event) = match wanted {
-            Mode::Play => (PendingKind::Play, ServerEvent::Play { range }),
-            Mode::Record => (PendingKind::Record, ServerEvent::Record { range }),
+            Mode::Play => {
+                let range = match range.map(PlayRange::parse).transpose() {
+                    Ok(r) => r,
+                    Err(_) => return self.respond(Some(cseq), Response::new(457)),
+                };
+                let scale = match req.header("Scale").map(Scale::parse).transpose() {
+                    Ok(s) => s,
+                    Err(_) => return self.respond(Some(cseq), Response::new(400)),
+                };
+                (PendingKind::Play, ServerEvent::Play { range, scale })
+            }
+            Mode::Record => {
+                let range = match range.map(NptRange::parse).transpose() {
+                    Ok(r) => r,
+                    Err(_) => return self.respond(Some(cseq), Response::new(457)),
+                };
+                (PendingKind::Record, ServerEvent::Record { range })
+            }
         };
         self.pending = Some(Pending { cseq, kind });
         self.event(event);

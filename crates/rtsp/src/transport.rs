@@ -391,6 +391,221 @@ impl fmt::Display for NptRange {
     }
 }
 
+/// Latest year a `clock=` time may have: four digits.
+const MAX_CLOCK_YEAR: i64 = 9999;
+
+/// An absolute range, `clock=START-[END]` or `clock=-END` (RFC 2326 §3.7, RFC 7826
+/// §4.4.3): UTC times `YYYYMMDDThhmmss[.fraction]Z`, what NVR clients and ONVIF
+/// replay send. Times are Unix milliseconds (fractions past the millisecond dropped).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ClockRange {
+    /// Start; `None` for the `clock=-END` form.
+    pub start: Option<i64>,
+    /// End; `None` for an open range.
+    pub end: Option<i64>,
+}
+
+impl ClockRange {
+    /// Parses a `Range:` header value of unit `clock`. A `;time=` suffix is ignored.
+    pub fn parse(value: &str) -> Result<ClockRange, RtspError> {
+        let bad = RtspError::Malformed {
+            what: "Range header",
+        };
+        let value = value.split(';').next().unwrap_or("").trim();
+        let (unit, range) = value.split_once('=').ok_or(bad.clone())?;
+        if !unit.trim().eq_ignore_ascii_case("clock") {
+            return Err(bad);
+        }
+        // Times hold no `-`, so the first one splits the bounds.
+        let (start, end) = range.trim().split_once('-').ok_or(bad.clone())?;
+        let time = |t: &str| match t.trim() {
+            "" => Ok(None),
+            t => parse_clock_time(t).map(Some).ok_or(bad.clone()),
+        };
+        let (start, end) = (time(start)?, time(end)?);
+        match (start, end) {
+            (None, None) => Err(bad),
+            (Some(a), Some(b)) if b < a => Err(bad),
+            _ => Ok(ClockRange { start, end }),
+        }
+    }
+}
+
+/// `YYYYMMDDThhmmss[.fraction]Z` as Unix ms.
+fn parse_clock_time(t: &str) -> Option<i64> {
+    let t = t.strip_suffix(['Z', 'z'])?;
+    let (whole, frac) = t.split_once('.').unwrap_or((t, ""));
+    let (date, time) = whole.split_once(['T', 't'])?;
+    if date.len() != 8 || time.len() != 6 || frac.len() > 9 {
+        return None;
+    }
+    if !(date.bytes().chain(time.bytes()).chain(frac.bytes())).all(|b| b.is_ascii_digit()) {
+        return None;
+    }
+    let num = |s: &str, r: std::ops::Range<usize>| s.get(r)?.parse::<i64>().ok();
+    let (year, month, day) = (num(date, 0..4)?, num(date, 4..6)?, num(date, 6..8)?);
+    let (hour, minute, second) = (num(time, 0..2)?, num(time, 2..4)?, num(time, 4..6)?);
+    let days_in = match month {
+        1 | 3 | 5 | 7 | 8 | 10 | 12 => 31,
+        4 | 6 | 9 | 11 => 30,
+        2 if year % 4 == 0 && (year % 100 != 0 || year % 400 == 0) => 29,
+        2 => 28,
+        _ => return None,
+    };
+    // Second 60 is a leap second (RFC 3339): read as the next second's start.
+    if year > MAX_CLOCK_YEAR || day < 1 || day > days_in || hour > 23 || minute > 59 || second > 60
+    {
+        return None;
+    }
+    let millis = frac
+        .get(..frac.len().min(3))
+        .map_or(0, |m| format!("{m:0<3}").parse::<i64>().unwrap_or(0));
+    let days = days_from_civil(year, month, day);
+    Some(((days * 24 + hour) * 60 + minute) * 60_000 + second * 1000 + millis)
+}
+
+/// Days since 1970-01-01 of a proleptic Gregorian date (H. Hinnant's algorithm).
+fn days_from_civil(year: i64, month: i64, day: i64) -> i64 {
+    let y = if month <= 2 { year - 1 } else { year };
+    let era = y.div_euclid(400);
+    let yoe = y - era * 400;
+    let doy = (153 * (if month > 2 { month - 3 } else { month + 9 }) + 2) / 5 + day - 1;
+    let doe = yoe * 365 + yoe / 4 - yoe / 100 + doy;
+    era * 146_097 + doe - 719_468
+}
+
+/// Unix ms as `YYYYMMDDThhmmss.mmmZ`.
+pub fn format_clock_time(ms: i64) -> String {
+    let days = ms.div_euclid(86_400_000);
+    let rest = ms.rem_euclid(86_400_000);
+    let z = days + 719_468;
+    let era = z.div_euclid(146_097);
+    let doe = z - era * 146_097;
+    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
+    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
+    let mp = (5 * doy + 2) / 153;
+    let day = doy - (153 * mp + 2) / 5 + 1;
+    let month = if mp < 10 { mp + 3 } else { mp - 9 };
+    let year = yoe + era * 400 + i64::from(month <= 2);
+    let secs = rest / 1000;
+    format!(
+        "{year:04}{month:02}{day:02}T{:02}{:02}{:02}.{:03}Z",
+        secs / 3600,
+        secs / 60 % 60,
+        secs % 60,
+        rest % 1000
+    )
+}
+
+impl fmt::Display for ClockRange {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("clock=")?;
+        if let Some(s) = self.start {
+            f.write_str(&format_clock_time(s))?;
+        }
+        f.write_char('-')?;
+        if let Some(e) = self.end {
+            f.write_str(&format_clock_time(e))?;
+        }
+        Ok(())
+    }
+}
+
+/// The `Range:` of a PLAY: relative (`npt`) or absolute (`clock`). `smpte` is not
+/// supported (457 Invalid Range).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum PlayRange {
+    /// Normal Play Time, from the presentation's start.
+    Npt(NptRange),
+    /// Wall-clock time, UTC.
+    Clock(ClockRange),
+}
+
+impl PlayRange {
+    /// Parses a `Range:` header value by its unit.
+    pub fn parse(value: &str) -> Result<PlayRange, RtspError> {
+        let unit = value.trim_start().get(..5).unwrap_or("");
+        if unit.eq_ignore_ascii_case("clock") {
+            ClockRange::parse(value).map(PlayRange::Clock)
+        } else {
+            NptRange::parse(value).map(PlayRange::Npt)
+        }
+    }
+}
+
+impl fmt::Display for PlayRange {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            PlayRange::Npt(r) => r.fmt(f),
+            PlayRange::Clock(r) => r.fmt(f),
+        }
+    }
+}
+
+/// Most a `Scale:` may ask, either way: far beyond any trick play, and it keeps the
+/// value exact in thousandths.
+pub const MAX_SCALE: i64 = 1_000_000;
+
+/// A `Scale:` header (RFC 7826 §18.46): the playback speed, negative for reverse, in
+/// thousandths (`2` is 2000, `-0.5` is -500).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Scale {
+    /// Thousandths of normal speed.
+    pub milli: i64,
+}
+
+impl Scale {
+    /// Normal speed.
+    pub const NORMAL: Scale = Scale { milli: 1000 };
+
+    /// Parses `[-]digits[.digits]`; digits past the thousandth are dropped.
+    pub fn parse(value: &str) -> Result<Scale, RtspError> {
+        let bad = RtspError::Malformed {
+            what: "Scale header",
+        };
+        let v = value.trim();
+        let (negative, v) = match v.strip_prefix('-') {
+            Some(rest) => (true, rest),
+            None => (false, v.strip_prefix('+').unwrap_or(v)),
+        };
+        let (whole, frac) = v.split_once('.').unwrap_or((v, ""));
+        let all_digits = |s: &str| s.bytes().all(|b| b.is_ascii_digit());
+        if whole.is_empty() || whole.len() > 7 || frac.len() > 9 || !all_digits(whole) {
+            return Err(bad);
+        }
+        if !all_digits(frac) {
+            return Err(bad);
+        }
+        let whole: i64 = whole.parse().map_err(|_| bad.clone())?;
+        let frac: i64 = format!("{:0<3}", frac.get(..frac.len().min(3)).unwrap_or(""))
+            .parse()
+            .map_err(|_| bad.clone())?;
+        let milli = whole * 1000 + frac;
+        if milli > MAX_SCALE * 1000 {
+            return Err(bad);
+        }
+        Ok(Scale {
+            milli: if negative { -milli } else { milli },
+        })
+    }
+
+    /// As a number.
+    pub fn as_f64(self) -> f64 {
+        self.milli as f64 / 1000.0
+    }
+}
+
+impl fmt::Display for Scale {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let sign = if self.milli < 0 { "-" } else { "" };
+        let m = self.milli.unsigned_abs();
+        match m % 1000 {
+            0 => write!(f, "{sign}{}", m / 1000),
+            r => write!(f, "{sign}{}.{r:03}", m / 1000),
+        }
+    }
+}
+
 /// Shortest session id we accept or generate: RFC 2326 §3.4 asks for at least eight
 /// octets of randomness-derived text.
 pub const MIN_SESSION_ID_LEN: usize = 8;
@@ -642,6 +857,97 @@ mod tests {
             assert!(NptRange::parse(s).is_err(), "{s}");
         }
         assert_eq!(NptRange::FROM_ZERO.to_string(), "npt=0.000-");
+    }
+
+    #[test]
+    fn clock_ranges() {
+        // 2026-11-27T10:00:00Z and 10:15:00Z.
+        let (a, b) = (1_795_773_600_000, 1_795_774_500_000);
+        let cases = [
+            ("clock=20261127T100000Z-20261127T101500Z", Some(a), Some(b)),
+            ("clock=20261127T100000.25Z-", Some(a + 250), None),
+            ("Clock = 20261127T100000.123456Z-", Some(a + 123), None),
+            ("clock=-20261127T101500Z", None, Some(b)),
+            (
+                "clock=19700101T000000Z-;time=19970123T143720Z",
+                Some(0),
+                None,
+            ),
+            ("clock=20240229T235960Z-", Some(1_709_251_200_000), None),
+        ];
+        for (s, start, end) in cases {
+            assert_eq!(ClockRange::parse(s), Ok(ClockRange { start, end }), "{s}");
+            assert_eq!(
+                PlayRange::parse(s),
+                Ok(PlayRange::Clock(ClockRange { start, end })),
+                "{s}"
+            );
+        }
+        for s in [
+            "clock=",
+            "clock=-",
+            "clock=20261127T101500Z-20261127T100000Z",
+            "clock=20261127T1000Z-",
+            "clock=20261127T100000-",
+            "clock=20230229T100000Z-",
+            "clock=20261327T100000Z-",
+            "clock=20261127T240000Z-",
+            "clock=2026-11-27T10:00:00Z-",
+            "clock=+0261127T100000Z-",
+            "clock=20261127T100000.1234567890Z-",
+            "clock=20261127T10000Z0-",
+            "npt=20261127T100000Z-",
+            "clock",
+        ] {
+            assert!(ClockRange::parse(s).is_err(), "{s}");
+        }
+        let r = ClockRange {
+            start: Some(a + 5),
+            end: Some(b),
+        };
+        assert_eq!(
+            r.to_string(),
+            "clock=20261127T100000.005Z-20261127T101500.000Z"
+        );
+        assert_eq!(ClockRange::parse(&r.to_string()), Ok(r));
+        assert_eq!(
+            PlayRange::parse("npt=0-"),
+            Ok(PlayRange::Npt(NptRange::FROM_ZERO))
+        );
+        assert!(PlayRange::parse("smpte=0:00:00-").is_err());
+    }
+
+    #[test]
+    fn scales() {
+        for (s, milli) in [
+            ("2", 2000),
+            ("1.0", 1000),
+            ("-1", -1000),
+            (" 0.5 ", 500),
+            ("+4", 4000),
+            ("2.0005", 2000),
+        ] {
+            assert_eq!(Scale::parse(s), Ok(Scale { milli }), "{s}");
+        }
+        for s in ["", "x", "1e3", "--1", "1.x", "99999999", ".5", "2000000"] {
+            assert!(Scale::parse(s).is_err(), "{s}");
+        }
+        assert_eq!(Scale { milli: 2000 }.to_string(), "2");
+        assert_eq!(Scale { milli: -500 }.to_string(), "-0.500");
+    }
+
+    proptest! {
+        #[test]
+        fn clock_times_round_trip(ms in 0i64..253_402_300_800_000, len in proptest::option::of(0i64..86_400_000)) {
+            let r = ClockRange { start: Some(ms), end: len.map(|l| ms + l) };
+            prop_assert_eq!(ClockRange::parse(&r.to_string()), Ok(r));
+        }
+
+        #[test]
+        fn ranges_never_panic(s in "\\PC{0,64}") {
+            let _ = PlayRange::parse(&s);
+            let _ = Scale::parse(&s);
+        }
     }
 
     #[test]

@@ -8,8 +8,9 @@ use crate::common::Pair;
 use bytes::Bytes;
 use sluice_rtsp::auth::digest_response;
 use sluice_rtsp::{
-    AuthConfig, AuthPolicy, ChannelPair, LowerTransport, Mode, NptRange, NptTime, PortPair,
-    RtpInfo, ServerConfig, ServerEvent, SessionHeader, SetupAnswer, TrackStart,
+    AuthConfig, AuthPolicy, ChannelPair, ClockRange, LowerTransport, Mode, NptRange, NptTime,
+    PlayRange, PortPair, RtpInfo, Scale, ServerConfig, ServerEvent, SessionHeader, SetupAnswer,
+    TrackStart,
 };
 
 const UA: &str = "Lavf61.7.100";
@@ -142,7 +143,8 @@ fn ffmpeg_plays_over_tcp() {
     assert_eq!(
         p.event(),
         ServerEvent::Play {
-            range: Some(NptRange::FROM_ZERO)
+            range: Some(PlayRange::Npt(NptRange::FROM_ZERO)),
+            scale: None
         }
     );
     p.server
@@ -631,10 +633,11 @@ fn play_range_forms_reach_the_app() {
     assert_eq!(
         p.event(),
         ServerEvent::Play {
-            range: Some(NptRange {
+            range: Some(PlayRange::Npt(NptRange {
                 start: Some(NptTime::At(Duration::from_millis(12_500))),
                 end: Some(NptTime::At(Duration::from_secs(20)))
-            })
+            })),
+            scale: None
         }
     );
     p.server.answer_play(&[], None).expect("pending");
@@ -653,12 +656,67 @@ fn play_range_forms_reach_the_app() {
     assert_eq!(
         p.event(),
         ServerEvent::Play {
-            range: Some(NptRange {
+            range: Some(PlayRange::Npt(NptRange {
                 start: Some(NptTime::Now),
                 end: None
-            })
+            })),
+            scale: None
         }
     );
+    p.server.answer_play(&[], None).expect("pending");
+    p.drain();
+    assert_eq!(p.response().status, 200);
+    // An absolute range (NVR clients, ONVIF replay) and a speed, answered as served.
+    p.send_text(&format!(
+        "PLAY rtsp://h/vod/a.mp4 RTSP/1.0\nCSeq: 6\nSession: {id}\nRange: clock=20261127T100000Z-20261127T101500Z\nScale: 2.0\n\n"
+    ))
+    .expect("ok");
+    let clock = ClockRange {
+        start: Some(1_795_773_600_000),
+        end: Some(1_795_774_500_000),
+    };
+    assert_eq!(
+        p.event(),
+        ServerEvent::Play {
+            range: Some(PlayRange::Clock(clock)),
+            scale: Some(Scale { milli: 2000 })
+        }
+    );
+    p.server
+        .answer_play_at(
+            &[],
+            Some(PlayRange::Clock(clock)),
+            Some(Scale { milli: 2000 }),
+        )
+        .expect("pending");
+    p.drain();
+    let resp = p.response();
+    assert_eq!(resp.status, 200);
+    assert_eq!(
+        resp.header("Range"),
+        Some("clock=20261127T100000.000Z-20261127T101500.000Z")
+    );
+    assert_eq!(resp.header("Scale"), Some("2"));
+    // A malformed clock time is 457, a malformed Scale 400.
+    for (n, (header, status)) in [
+        ("Range: clock=20261127T250000Z-", 457),
+        ("Scale: fast", 400),
+    ]
+    .into_iter()
+    .enumerate()
+    {
+        p.send_text(&format!(
+            "PLAY rtsp://h/vod/a.mp4 RTSP/1.0\nCSeq: {}\nSession: {id}\n{header}\n\n",
+            7 + n
+        ))
+        .expect("ok");
+        assert_eq!(p.response().status, status, "{header}");
+    }
+    p.send_text(&format!(
+        "PLAY rtsp://h/vod/a.mp4 RTSP/1.0\nCSeq: 9\nSession: {id}\nRange: npt=now-\n\n"
+    ))
+    .expect("ok");
+    assert!(matches!(p.event(), ServerEvent::Play { .. }));
     // RTP-Info for a track never set up is the app's mistake; the PLAY stays pending.
     assert!(p
         .server

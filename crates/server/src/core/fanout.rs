@@ -771,7 +771,7 @@ mod tests {
                 },
                 derive: None,
             };
-            let stream = Stream::private("live/test", 1, &config);
+            let stream = Stream::private("live/test", 1, &config, i64::MAX);
             let mut ingest = Ingest::new(stream.clone());
             ingest.set_track(0, avc(level));
             ingest.frame(frame(0));

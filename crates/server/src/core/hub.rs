@@ -133,6 +133,9 @@ pub struct Stream {
     pub keyframe_wanted: Notify,
     /// Woken at each start point pushed: players waiting for the first one.
     started: Notify,
+    /// Fed ahead of real time by a pacer ([`Stream::private`]): see
+    /// `format::OrderedForm::media_clock`.
+    paced: bool,
 }
 
 /// See [`Stream::forms`].
@@ -459,9 +462,23 @@ impl Stream {
     /// A stream outside the registry, with one session's media (a file played on
     /// demand): no publisher to wait for, no taps; the merge window its key's policy
     /// gives.
-    pub fn private(key: &str, id: u64, config: &HubConfig) -> Arc<Stream> {
+    /// Its ring keeps at most `keep_ms` of media (and `limits.ring_ms`): a pacer pushes
+    /// only a little ahead of its one player, so the live streams' ring, which holds
+    /// many players' spread, would hold a copy of seconds of media per player.
+    pub fn private(key: &str, id: u64, config: &HubConfig, keep_ms: i64) -> Arc<Stream> {
         let policy = config.policy.of(key);
-        Arc::new(Stream::new(key, id, config, &policy, Box::new([])))
+        let mut stream = Stream::new(key, id, config, &policy, Box::new([]));
+        stream.paced = true;
+        let limits = RingLimits {
+            max_ms: keep_ms.min(config.ring.max_ms),
+            ..config.ring
+        };
+        stream
+            .state
+            .get_mut()
+            .unwrap_or_else(|e| e.into_inner())
+            .ring = Ring::new(limits);
+        Arc::new(stream)
     }
 
     /// Ends a private stream: its players get what is left and finish.
@@ -520,6 +537,7 @@ impl Stream {
             merge: policy.merge,
             keyframe_wanted: Notify::new(),
             started: Notify::new(),
+            paced: false,
         }
     }
 
@@ -637,6 +655,9 @@ impl Stream {
         let i = id.index();
         if forms.ordered[i].is_none() {
             let mut maker = id.format().ordered()?;
+            if self.paced {
+                maker.media_clock();
+            }
             let state = self.lock();
             let [video, audio] = state.tracks();
             for track in [video, audio].iter().flatten() {

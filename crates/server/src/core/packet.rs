@@ -15,7 +15,7 @@
 use crate::core::format::{self, Format, FormatId};
 use bytes::Bytes;
 use sluice_media::rtp::{self, RtpStart};
-use sluice_media::{Frame, MediaKind, Track};
+use sluice_media::{Frame, MediaKind, Timestamp, Track};
 use std::sync::{Arc, OnceLock};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
@@ -62,7 +62,15 @@ pub struct Packet {
 /// The stream's RTP source ([`rtp::RtpSource`]) with what it takes from the world:
 /// random starting points (RFC 3550 §5.1) and the wall clock of its sender reports.
 #[derive(Debug)]
-pub struct RtpSource(rtp::RtpSource);
+pub struct RtpSource {
+    source: rtp::RtpSource,
+    /// For a stream fed ahead of real time (a file or recording played by a pacer):
+    /// sender reports tell the wall clock from media time since the first frame, the
+    /// wall clock then and that frame's time once known. The pacer pushes its first
+    /// second at once and the rest a second early, so the clock at packetizing would
+    /// tell players a second's jump (ffmpeg's RTSP reader then steps its times back).
+    media_clock: Option<Option<(Duration, Timestamp)>>,
+}
 
 /// A random SSRC, first sequence number and timestamp offset.
 fn random_start() -> RtpStart {
@@ -83,18 +91,34 @@ fn wall_clock() -> Duration {
 impl RtpSource {
     /// Random SSRCs, first sequence numbers and timestamp offsets.
     pub fn new() -> Self {
-        RtpSource(rtp::RtpSource::new(random_start(), random_start()))
+        RtpSource {
+            source: rtp::RtpSource::new(random_start(), random_start()),
+            media_clock: None,
+        }
+    }
+
+    /// Sender reports on media time (see [`RtpSource::media_clock`]).
+    pub fn on_media_clock(&mut self) {
+        self.media_clock.get_or_insert(None);
     }
 
     /// A new decoder configuration: a new packetizer that continues the numbering.
     pub fn set_track(&mut self, track: &Track) {
-        self.0.set_track(track);
+        self.source.set_track(track);
     }
 
     /// The RTP form of a frame (see [`rtp::RtpSource::packetize`]), sender reports
     /// stamped with the time now.
     pub fn packetize(&mut self, frame: &Frame) -> Option<RtpForm> {
-        self.0.packetize(frame, wall_clock())
+        let now = match &mut self.media_clock {
+            None => wall_clock(),
+            Some(base) => {
+                let (wall, pts) = *base.get_or_insert((wall_clock(), frame.pts));
+                let ahead = u64::try_from(frame.pts.saturating_sub(pts)).unwrap_or(0);
+                wall + Duration::from_micros(ahead.saturating_mul(1000) / 90)
+            }
+        };
+        self.source.packetize(frame, now)
     }
 }
 

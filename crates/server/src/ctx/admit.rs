@@ -14,8 +14,11 @@ use crate::cluster::Decision;
 use crate::core::hub::{PublishError, Stream};
 use crate::core::ingest::Publisher;
 use crate::core::limits::Limit;
+use crate::record::Recorder;
 use crate::relay::Relays;
-use crate::vod::{VodFile, VodPlay};
+use crate::vod::recorded::{Opener, RecordedError, Timeline};
+use crate::vod::{Speed, VodFile, VodPlay};
+use sluice_archive::range::{split_key, TimeRange};
 use std::net::IpAddr;
 use std::path::Path;
 use std::sync::Arc;
@@ -135,6 +138,10 @@ pub enum Refusal {
     InUse(String),
     #[error("limit reached: {0}")]
     Limit(Limit),
+    /// A recorded range (`app/name@FROM..TO`) that is malformed (HTTP 400, RTSP 457)
+    /// or holds nothing (404).
+    #[error("{0}")]
+    Range(#[from] RecordedError),
 }
 
 impl From<Denial> for Refusal {
@@ -164,6 +171,12 @@ pub enum Source {
     Pulled(Arc<Stream>),
     /// A file below the media root, opened, not playing yet.
     File(Arc<VodFile>),
+    /// Recordings of stream `key` in `range`, opened, not playing yet.
+    Recorded {
+        key: String,
+        range: TimeRange,
+        timeline: Arc<Timeline>,
+    },
 }
 
 impl Source {
@@ -180,6 +193,13 @@ impl Source {
                     "vod: play"
                 );
                 let play = VodPlay::start(file, &ctx.hub().config, id, 0);
+                (play.stream.clone(), Some(play))
+            }
+            Source::Recorded { key, timeline, .. } => {
+                tracing::info!(stream = %key, pieces = timeline.pieces.len(), "range play");
+                let name = format!("{key}@");
+                let config = &ctx.hub().config;
+                let play = VodPlay::play(&name, timeline, config, id, 0, Speed::NORMAL);
                 (play.stream.clone(), Some(play))
             }
         }
@@ -264,11 +284,23 @@ impl Ctx {
     }
 
     /// What the asker plays, once authorized: the file `file` names (below the media
-    /// root), or else the live stream of its key, waiting up to `players.wait_ms` for
-    /// it (on an edge, pulling it from an origin).
+    /// root), the recordings of a key `app/name@FROM..TO` (authorized on `app/name`, as
+    /// HLS of a range is; an `@` in the stream name is always a range), or else the live
+    /// stream of its key, waiting up to `players.wait_ms` for it (on an edge, pulling
+    /// it from an origin).
     pub async fn admit_play(&self, ask: &Ask<'_>, file: Option<&str>) -> Result<Source, Refusal> {
-        self.check(ask, Action::Read).await?;
+        let recorded = file.is_none().then(|| split_key(ask.key)).flatten();
+        match recorded {
+            Some((key, _)) => {
+                let judged = ask.clone().judged_on(key);
+                self.check(&judged, Action::Read).await?;
+            }
+            None => self.check(ask, Action::Read).await?,
+        }
         self.hub().limits.not_draining().map_err(Refusal::Limit)?;
+        if let Some((key, text)) = recorded {
+            return self.recorded(key, text).await;
+        }
         let not_found = || Refusal::NotFound(ask.key.to_string());
         match file {
             Some(path) => {
@@ -285,13 +317,39 @@ impl Ctx {
         }
     }
 
+    /// The recordings of `key` in range `text` (`FROM..TO`, maybe percent-encoded).
+    async fn recorded(&self, key: &str, text: &str) -> Result<Source, Refusal> {
+        let decoded = sluice_http::percent_decode_utf8(text).unwrap_or_default();
+        let range = Opener::parse(&decoded)?;
+        let timeline = self.timeline(key, range).await?;
+        Ok(Source::Recorded {
+            key: key.to_string(),
+            range,
+            timeline: Arc::new(timeline),
+        })
+    }
+
+    /// The recordings of `key` in `range`, opened.
+    pub async fn timeline(&self, key: &str, range: TimeRange) -> Result<Timeline, Refusal> {
+        let Some(recorder) = self.hub().attached::<Recorder>() else {
+            return Err(RecordedError::Nothing("recording is off".into()).into());
+        };
+        let opener = Opener {
+            recorder,
+            vods: self.vods(),
+            maps: self.files(),
+            media_root: Path::new(&self.config().media_root),
+        };
+        Ok(opener.timeline(key, range).await?)
+    }
+
     /// The live stream `key`, waiting up to `players.wait_ms` for its publisher; on
     /// an edge, a stream not published here is pulled from an origin, and waited for
     /// as long as an origin may take to start sending it.
     pub async fn find_live(&self, key: &str) -> Option<Arc<Stream>> {
         match self.live(key).await? {
             Source::Live(s) | Source::Pulled(s) => Some(s),
-            Source::File(_) => None,
+            Source::File(_) | Source::Recorded { .. } => None,
         }
     }
 
@@ -315,8 +373,12 @@ impl Ctx {
         }
     }
 
-    /// Whether `key` (`vod/<path>` for a file) can be played now.
+    /// Whether `key` (`vod/<path>` for a file, `app/name@FROM..TO` for recordings) can
+    /// be played now.
     pub async fn exists(&self, key: &str) -> bool {
+        if let Some((key, text)) = split_key(key) {
+            return self.recorded(key, text).await.is_ok();
+        }
         match key.strip_prefix("vod/") {
             Some(path) => {
                 let root = Path::new(&self.config().media_root);

@@ -6,8 +6,10 @@ use super::reply::Reply;
 use crate::auth::Action;
 use crate::ctx::admit::{Ask, Refusal};
 use crate::ctx::Ctx;
+use crate::vod::recorded::RecordedError;
 use bytes::Bytes;
 use sha2::{Digest, Sha256};
+use sluice_archive::range::split_key;
 use sluice_http::Request;
 use std::net::IpAddr;
 
@@ -26,7 +28,11 @@ pub(super) async fn route_denied(
     use super::router::Route;
     use sluice_http::Method;
     let path = match (req.method, route) {
-        (Method::Get | Method::Head, Route::Live(key, _) | Route::Snapshot(key)) => key.to_string(),
+        // A recorded range is read on its stream's key, as its HLS is.
+        (Method::Get | Method::Head, Route::Live(key, _)) => {
+            split_key(key).map_or(*key, |k| k.0).to_string()
+        }
+        (Method::Get | Method::Head, Route::Snapshot(key)) => key.to_string(),
         // A download of recordings by range; their HLS checks as live HLS does.
         (Method::Get | Method::Head, Route::Recorded(key, _, Playback::Download)) => {
             key.to_string()
@@ -77,7 +83,8 @@ pub(crate) fn refused(refusal: &Refusal) -> Reply {
             401
         }
         Refusal::Forbidden(_) => 403,
-        Refusal::NotFound(_) => 404,
+        Refusal::NotFound(_) | Refusal::Range(RecordedError::Nothing(_)) => 404,
+        Refusal::Range(RecordedError::BadRange(_)) => 400,
         Refusal::InUse(_) => 409,
         Refusal::Limit(_) => 503,
     };

@@ -30,9 +30,10 @@ use super::vod::{index, made, playlist, MakeError};
 use super::Worker;
 use crate::record::{Listed, Recorder};
 use crate::vod::hls::{Key, VodHls};
+use crate::vod::recorded::{clipped, now_ms, open_root, MAX_FILES};
 use crate::vod::{VodError as FileError, VodFile};
 use bytes::Bytes;
-use sluice_archive::range::{self, TimeRange};
+use sluice_archive::range;
 use sluice_archive::{time, FileId, Format};
 use sluice_hls::vod::{range_playlist, RangePart, VodError, VodPlan, VodVariant};
 use sluice_http::Request;
@@ -42,9 +43,6 @@ use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 
-/// Files one range plays at most: each is mapped and its sample index held while it
-/// is served (a few MB per hour of video), so a request for a year stays bounded.
-pub(crate) const MAX_FILES: usize = 48;
 /// Sample bytes one download holds at most: it is built in memory.
 pub(crate) const MAX_DOWNLOAD_BYTES: u64 = 256 << 20;
 /// Sample bytes all downloads being built or sent hold together: past it a download
@@ -103,12 +101,6 @@ fn message(status: u16, text: String) -> Reply {
         vec![("Content-Type", "text/plain".into())],
         vec![Bytes::from(text + "\n")],
     )
-}
-
-fn now_ms() -> i64 {
-    std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map_or(0, |d| i64::try_from(d.as_millis()).unwrap_or(i64::MAX))
 }
 
 /// The id a segment URI's tag names: the file's name second and attempt.
@@ -191,16 +183,8 @@ async fn answer(
     let Some(entry) = catalogue.get(&dir_key) else {
         return message(404, format!("no recordings of {key}"));
     };
-    // Where `Vods` opens recordings: below the media root when the record dir is
-    // (so that `/vod/` and ranges share one mapping of a file), else below the record
-    // dir itself.
     let media_root = PathBuf::from(&ctx.config().media_root);
-    let (root, prefix) = match catalogue.root().strip_prefix(&media_root) {
-        Ok(rel) if !rel.as_os_str().is_empty() => {
-            (media_root.clone(), format!("{}/", rel.to_string_lossy()))
-        }
-        _ => (catalogue.root().to_path_buf(), String::new()),
-    };
+    let (root, prefix) = open_root(catalogue.root(), &media_root);
     let segment_ms = ctx.config().hls.segment_ms;
     let open = |listed: Listed| {
         let rel = format!("{prefix}{}", listed.path);
@@ -303,19 +287,6 @@ async fn answer(
         }
         Playback::Hls(_) => message(404, "not found".into()),
     }
-}
-
-/// The range as a half-open interval, an open end cut at now.
-fn clipped(range: TimeRange, now: i64) -> (i64, i64) {
-    let (from, to) = range.bounds();
-    (
-        from,
-        if range.open_ended() {
-            now.max(from)
-        } else {
-            to
-        },
-    )
 }
 
 /// Range segments run on the wall clock (90 kHz since the Unix epoch; MPEG-TS wraps
@@ -604,15 +575,5 @@ mod tests {
         assert_eq!(id_of(&tag_of(id)), Some(id));
         assert_eq!(id_of("zz"), None);
         assert_eq!(id_of(&"f".repeat(17)), None);
-    }
-
-    #[test]
-    fn an_open_end_stops_at_now() {
-        let r = TimeRange {
-            from: Some(10),
-            to: None,
-        };
-        assert_eq!(clipped(r, 100), (10, 100));
-        assert_eq!(clipped(r, 5), (10, 10));
     }
 }

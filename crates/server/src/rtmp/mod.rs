@@ -243,10 +243,13 @@ impl Rtmp {
                 });
             }
             Err(refusal) => {
-                conn.session.reject_play(
-                    "NetStream.Play.StreamNotFound",
-                    &format!("{key} is not live"),
-                );
+                // A recorded range says what is wrong with it (or that it is empty).
+                let why = match &refusal {
+                    Refusal::Range(e) => e.to_string(),
+                    _ => format!("{key} is not live"),
+                };
+                conn.session
+                    .reject_play("NetStream.Play.StreamNotFound", &why);
                 return Err(DriveError::Refused { key, refusal });
             }
         };

@@ -31,15 +31,18 @@ use crate::ctx::admit::{Ask, Refusal, Source as Found};
 use crate::ctx::{Accept, Ctx};
 use crate::driver::{self, Adapter, Conn, DriveError, Next};
 use crate::io::sock::Sock;
-use crate::vod::{VodFile, VodPlay};
+use crate::vod::recorded::RecordedError;
+use crate::vod::recorded::Timeline;
+use crate::vod::{Speed, VodPlay};
 use bytes::{Bytes, BytesMut};
+use sluice_archive::range::TimeRange;
 use sluice_media::rtp::{Received, RtpCodec, RtpReceiver};
 use sluice_media::sdp::{parse_sdp, write_sdp, SdpRange, SdpTrack, SessionDescription};
 use sluice_media::{MediaKind, Timestamp, Track};
 use sluice_rtsp::Transport;
 use sluice_rtsp::{
-    ChannelPair, LowerTransport, NptRange, NptTime, RtspError, ServerEvent, ServerSession,
-    SetupAnswer, TrackStart,
+    ChannelPair, ClockRange, LowerTransport, NptRange, NptTime, PlayRange, RtspError, Scale,
+    ServerEvent, ServerSession, SetupAnswer, TrackStart,
 };
 use std::net::SocketAddr;
 use std::rc::Rc;
@@ -198,9 +201,15 @@ struct Rtsp {
 /// What a player DESCRIBEd.
 enum Source {
     Live(Arc<Stream>),
-    /// A file, and where a PLAY without a range continues (after a PAUSE).
+    /// A file or a recorded range, and where a PLAY without a range continues (after a
+    /// PAUSE).
     Vod {
-        file: Arc<VodFile>,
+        timeline: Arc<Timeline>,
+        /// What the stream is named in logs.
+        name: String,
+        /// For a recorded range: the stream's key and the range asked for, within
+        /// which a PLAY's `Range: clock=` plans again.
+        recorded: Option<(String, TimeRange)>,
         resume: Timestamp,
     },
 }
@@ -350,7 +359,7 @@ impl Rtsp {
             ServerEvent::Setup {
                 track, transport, ..
             } => self.setup(conn, track, &transport)?,
-            ServerEvent::Play { range } => self.start_play(conn, range).await?,
+            ServerEvent::Play { range, scale } => self.start_play(conn, range, scale).await?,
             ServerEvent::Record { .. } => {
                 if let Some(p) = &mut self.publishing {
                     for track in std::mem::take(&mut p.initial) {
@@ -410,11 +419,15 @@ impl Rtsp {
         event: ServerEvent,
     ) -> Result<Next, Error> {
         match event {
-            ServerEvent::Play { range } if self.vod.is_some() => {
+            ServerEvent::Play { range, scale } if self.vod.is_some() => {
                 self.stop_playing(conn).await;
-                self.start_play(conn, range).await?;
+                self.start_play(conn, range, scale).await?;
             }
-            ServerEvent::Play { .. } => conn.session.answer_play(&[], None)?,
+            // A live stream plays on at normal speed.
+            ServerEvent::Play { scale, .. } => {
+                let scale = scale.map(|_| Scale::NORMAL);
+                conn.session.answer_play_at(&[], None, scale)?
+            }
             ServerEvent::Teardown => {
                 self.stop_playing(conn).await;
                 self.described = None;
@@ -607,7 +620,15 @@ impl Rtsp {
         let stream = match ctx.admit_play(ask, file).await {
             Ok(Found::Live(stream) | Found::Pulled(stream)) => stream,
             Ok(Found::File(opened)) => {
-                return self.describe_file(conn, file.unwrap_or(key), opened);
+                let timeline = Arc::new(Timeline::single(opened));
+                return self.describe_vod(conn, file.unwrap_or(key), timeline, None);
+            }
+            Ok(Found::Recorded {
+                key: recorded,
+                range,
+                timeline,
+            }) => {
+                return self.describe_vod(conn, key, timeline, Some((recorded, range)));
             }
             Err(refused) => {
                 if let Refusal::NotFound(_) = refused {
@@ -644,14 +665,20 @@ impl Rtsp {
         Ok(conn.session.answer_describe(sdp)?)
     }
 
-    /// Answers a DESCRIBE of a file below the media root.
-    fn describe_file(
+    /// Answers a DESCRIBE of a file below the media root or of a recorded range (the
+    /// tracks of its first file).
+    fn describe_vod(
         &mut self,
         conn: &mut Conn<ServerSession>,
         path: &str,
-        file: Arc<VodFile>,
+        timeline: Arc<Timeline>,
+        recorded: Option<(String, TimeRange)>,
     ) -> Result<(), Error> {
-        let tracks: Vec<Arc<Track>> = file
+        let Some(first) = timeline.pieces.first() else {
+            return Ok(conn.session.not_found()?);
+        };
+        let tracks: Vec<Arc<Track>> = first
+            .file
             .movie
             .tracks
             .iter()
@@ -663,13 +690,19 @@ impl Rtsp {
             return Ok(conn.session.not_found()?);
         }
         let range = SdpRange::Vod {
-            duration_secs: crate::vod::secs_from_ticks(file.movie.duration),
+            duration_secs: crate::vod::secs_from_ticks(timeline.duration()),
         };
         let Some(sdp) = Self::sdp(conn.id, path, &tracks, range) else {
             return Ok(conn.session.reject(500)?);
         };
         let kinds = tracks.iter().map(|t| t.kind()).collect();
-        self.described = Some((Source::Vod { file, resume: 0 }, kinds));
+        let source = Source::Vod {
+            timeline,
+            name: path.to_string(),
+            recorded,
+            resume: 0,
+        };
+        self.described = Some((source, kinds));
         Ok(conn.session.answer_describe(sdp)?)
     }
 
@@ -709,33 +742,30 @@ impl Rtsp {
     async fn start_play(
         &mut self,
         conn: &mut Conn<ServerSession>,
-        range: Option<NptRange>,
+        range: Option<PlayRange>,
+        scale: Option<Scale>,
     ) -> Result<(), Error> {
-        let Some((source, kinds)) = &self.described else {
+        let Some((source, _)) = &self.described else {
             return Ok(conn.session.reject(455)?);
         };
-        let (stream, answer_range) = match source {
-            Source::Live(stream) => (stream.clone(), range.unwrap_or(NptRange::FROM_ZERO)),
-            Source::Vod { file, resume } => {
-                let from = match range.and_then(|r| r.start) {
-                    Some(NptTime::At(d)) => crate::vod::ticks_from_secs(d.as_secs_f64()),
-                    _ => *resume,
+        let (stream, answer_range, answer_scale) = match source {
+            Source::Live(stream) => {
+                let range = match range {
+                    Some(PlayRange::Npt(r)) => r,
+                    // A live stream has no past to seek in: ask for `NAME@..`.
+                    Some(PlayRange::Clock(_)) => return Ok(conn.session.reject(457)?),
+                    None => NptRange::FROM_ZERO,
                 };
-                self.vod = None;
-                let play =
-                    VodPlay::start(file.clone(), &self.worker.ctx.hub().config, conn.id, from);
-                let range = NptRange {
-                    start: Some(NptTime::At(Duration::from_secs_f64(
-                        crate::vod::secs_from_ticks(play.start_pts.max(0)),
-                    ))),
-                    end: Some(NptTime::At(Duration::from_secs_f64(
-                        crate::vod::secs_from_ticks(file.movie.duration.max(0)),
-                    ))),
-                };
-                let stream = play.stream.clone();
-                self.vod = Some(play);
-                (stream, range)
+                let scale = scale.map(|_| Scale::NORMAL);
+                (stream.clone(), PlayRange::Npt(range), scale)
             }
+            Source::Vod { .. } => match self.play_vod(conn.id, range, scale).await {
+                Ok(played) => played,
+                Err(status) => return Ok(conn.session.reject(status)?),
+            },
+        };
+        let Some((_, kinds)) = &self.described else {
+            return Ok(conn.session.reject(455)?);
         };
         let setup: Vec<(usize, MediaKind)> = conn
             .session
@@ -762,11 +792,99 @@ impl Rtsp {
             }
             tokio::time::sleep(DESCRIBE_POLL / 2).await;
         };
-        conn.session.answer_play(&starts, Some(answer_range))?;
+        conn.session
+            .answer_play_at(&starts, Some(answer_range), answer_scale)?;
         // Over UDP the connection is only the control channel now; it has started too.
         conn.started();
         self.play(conn, &stream, format, start);
         Ok(())
+    }
+
+    /// Starts playing the described file or range as a PLAY asks: from an `npt` time,
+    /// a `clock` time (a range's recordings planned again within what was described),
+    /// or where a PAUSE left it; at the `Scale` asked for, forward only. Returns the
+    /// stream, the range and scale served, or the status that refuses the PLAY (457 for
+    /// a clock range of a file or outside the recordings, 456 for reverse play).
+    async fn play_vod(
+        &mut self,
+        id: u64,
+        range: Option<PlayRange>,
+        scale: Option<Scale>,
+    ) -> Result<(Arc<Stream>, PlayRange, Option<Scale>), u16> {
+        let Some((
+            Source::Vod {
+                timeline,
+                name,
+                recorded,
+                resume,
+            },
+            _,
+        )) = &mut self.described
+        else {
+            return Err(455);
+        };
+        let speed = match scale {
+            None => Speed::NORMAL,
+            Some(s) => Speed::forward(s.as_f64()).ok_or(456u16)?,
+        };
+        let (from, clock) = match range {
+            Some(PlayRange::Npt(r)) => match r.start {
+                Some(NptTime::At(d)) => (crate::vod::ticks_from_secs(d.as_secs_f64()), false),
+                _ => (*resume, false),
+            },
+            Some(PlayRange::Clock(c)) => {
+                let Some((key, asked)) = recorded.clone() else {
+                    return Err(457);
+                };
+                let (from, _) = asked.bounds();
+                let within = TimeRange {
+                    from: Some(c.start.map_or(from, |s| s.max(from))),
+                    to: match (c.end, asked.to) {
+                        (Some(e), Some(t)) => Some(e.min(t)),
+                        (e, t) => e.or(t),
+                    },
+                };
+                if within.from >= within.to && within.to.is_some() {
+                    return Err(457);
+                }
+                let ctx = self.worker.ctx.clone();
+                match ctx.timeline(&key, within).await {
+                    Ok(t) => *timeline = Arc::new(t),
+                    Err(e) => {
+                        tracing::info!(stream = %key, "play: {e}");
+                        return Err(457);
+                    }
+                }
+                (0, true)
+            }
+            None => (*resume, false),
+        };
+        self.vod = None;
+        let config = &self.worker.ctx.hub().config;
+        let play = VodPlay::play(name, timeline.clone(), config, id, from, speed);
+        let start = play.start_pts.max(0);
+        let served = if clock {
+            PlayRange::Clock(ClockRange {
+                start: Some(timeline.wall_at(start)),
+                end: Some(timeline.wall_end()),
+            })
+        } else {
+            let at = |t: Timestamp| {
+                Some(NptTime::At(Duration::from_secs_f64(
+                    crate::vod::secs_from_ticks(t),
+                )))
+            };
+            PlayRange::Npt(NptRange {
+                start: at(start),
+                end: at(timeline.duration().max(0)),
+            })
+        };
+        let stream = play.stream.clone();
+        self.vod = Some(play);
+        let used = Scale {
+            milli: (speed.scale() * 1000.0).round() as i64,
+        };
+        Ok((stream, served, scale.map(|_| used)))
     }
 
     /// A player's UDP output, when its tracks are set up over UDP: each kind's fixed
@@ -976,7 +1094,10 @@ fn refuse(conn: &mut Conn<ServerSession>, refused: &Refusal) -> Result<(), Error
     match refused {
         Refusal::Unauthorized(_) => conn.session.reject_unauthorized("sluice")?,
         Refusal::Forbidden(_) => conn.session.reject(403)?,
-        Refusal::NotFound(_) => conn.session.not_found()?,
+        Refusal::NotFound(_) | Refusal::Range(RecordedError::Nothing(_)) => {
+            conn.session.not_found()?
+        }
+        Refusal::Range(RecordedError::BadRange(_)) => conn.session.reject(457)?,
         Refusal::InUse(_) | Refusal::Limit(_) => conn.session.reject(455)?,
     }
     Ok(())

@@ -279,7 +279,7 @@ async fn decide(
     let code = |refused: &Refusal| match refused {
         Refusal::Unauthorized(_) => reject::UNAUTHORIZED,
         Refusal::Forbidden(_) => reject::FORBIDDEN,
-        Refusal::NotFound(_) => reject::NOT_FOUND,
+        Refusal::NotFound(_) | Refusal::Range(_) => reject::NOT_FOUND,
         Refusal::InUse(_) => reject::CONFLICT,
         Refusal::Limit(_) => reject::UNAVAILABLE,
     };

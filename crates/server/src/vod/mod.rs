@@ -8,11 +8,13 @@
 //! serves it unchanged. HLS reads the shared file directly (see `http::vod`).
 
 pub mod hls;
+pub mod recorded;
 
 use crate::core::hub::{HubConfig, Stream};
 use crate::core::ingest::Ingest;
 use crate::io::filemap::{open_beneath, FileKey, FileMaps};
 use bytes::Bytes;
+use recorded::Timeline;
 use sluice_media::mp4::{parse_movie, Movie, Position};
 use sluice_media::{Frame, Timestamp, CLOCK_HZ};
 use std::cell::{Cell, RefCell};
@@ -27,6 +29,9 @@ use std::time::{Duration, Instant};
 const LEAD: Timestamp = CLOCK_HZ as Timestamp;
 /// The pacer wakes at most this often, pushing every frame due until the next wake.
 const TICK: Timestamp = CLOCK_HZ as Timestamp / 20;
+/// Media a private stream keeps behind its lead: how far its player may fall behind
+/// before the live path's slow-player policy skips it ahead.
+const KEEP_BEHIND: Timestamp = 3 * CLOCK_HZ as Timestamp;
 /// How long a file nobody plays stays open for HLS, whose viewers hold nothing
 /// between requests.
 const LINGER: Duration = Duration::from_secs(30);
@@ -235,14 +240,55 @@ pub fn checked_path(rel: &str) -> Option<PathBuf> {
     ok.then(|| PathBuf::from(rel))
 }
 
-/// One player's private stream fed from a file in real time. Dropping it stops the
-/// pacer.
+/// How fast a [`VodPlay`] plays: RTSP's `Scale`.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Speed(f64);
+
+impl Speed {
+    /// Real time.
+    pub const NORMAL: Speed = Speed(1.0);
+    /// Fastest accepted.
+    pub const MAX: f64 = 16.0;
+    /// Above this only video keyframes are sent (a decoder cannot keep up with every
+    /// frame, and a player shows few of them).
+    pub const ALL_FRAMES_UP_TO: f64 = 2.0;
+
+    /// A forward speed, clamped to (0, [`Speed::MAX`]]; `None` for reverse, zero or
+    /// not a number (reverse play is not supported).
+    pub fn forward(scale: f64) -> Option<Speed> {
+        (scale.is_finite() && scale > 0.0).then(|| Speed(scale.clamp(0.01, Speed::MAX)))
+    }
+
+    pub fn scale(self) -> f64 {
+        self.0
+    }
+
+    fn keyframes_only(self) -> bool {
+        self.0 > Speed::ALL_FRAMES_UP_TO
+    }
+
+    /// Media pushed ahead of the clock: [`LEAD`], scaled, so that the player's buffer
+    /// holds as much real time at any speed.
+    fn lead(self) -> Timestamp {
+        (self.0.max(1.0) * LEAD as f64) as Timestamp
+    }
+
+    /// Real time for `ticks` of media.
+    fn real(self, ticks: Timestamp) -> Timestamp {
+        (ticks as f64 / self.0) as Timestamp
+    }
+}
+
+/// One player's private stream fed from a file, or from the pieces of a recorded
+/// range, in real time. Dropping it stops the pacer.
 pub struct VodPlay {
     pub stream: Arc<Stream>,
-    /// Presentation time of the first frame: where playing starts (RTSP's `npt`).
+    /// Timeline time of the first frame's presentation: where playing starts (RTSP's
+    /// `npt`).
     pub start_pts: Timestamp,
-    /// Decode time of the newest frame pushed.
+    /// Timeline time of the newest frame pushed.
     pushed: Rc<Cell<Timestamp>>,
+    speed: Speed,
     pacer: tokio::task::AbortHandle,
 }
 
@@ -258,84 +304,177 @@ impl VodPlay {
     /// player attached now starts at once; the rest follows in real time. Must run on
     /// a worker (the pacer is a local task).
     pub fn start(file: Arc<VodFile>, config: &HubConfig, id: u64, from: Timestamp) -> VodPlay {
-        let stream = Stream::private(&format!("vod/{}", file.path), id, config);
-        let mut ingest = Ingest::new(stream.clone());
-        let movie = &file.movie;
-        let mut pos = movie.seek(from.max(0));
-        let start = movie.peek_dts(&pos).unwrap_or(0);
-        let start_pts = movie
-            .video()
-            .and_then(|v| {
-                let s = movie.tracks[v].samples.get(pos.sample(v)?)?;
-                Some(s.dts + Timestamp::from(s.cts))
-            })
-            .unwrap_or(start);
-        // Players want timestamps from 0 up; B-frames can put the first dts below.
-        let shift = movie.negative_start();
-        for t in &movie.tracks {
-            ingest.set_track(start - shift, t.track.clone());
-        }
+        let name = format!("vod/{}", file.path);
+        let timeline = Arc::new(Timeline::single(file));
+        VodPlay::play(&name, timeline, config, id, from, Speed::NORMAL)
+    }
+
+    /// Starts playing `timeline` from the keyframe at or before timeline time `from`,
+    /// at `speed`; as [`VodPlay::start`]. The stream is named `name`.
+    pub fn play(
+        name: &str,
+        timeline: Arc<Timeline>,
+        config: &HubConfig,
+        id: u64,
+        from: Timestamp,
+        speed: Speed,
+    ) -> VodPlay {
+        let keep_ms = (speed.lead() + KEEP_BEHIND) / (CLOCK_HZ as Timestamp / 1000);
+        let stream = Stream::private(name, id, config, keep_ms);
+        let ingest = Ingest::new(stream.clone());
+        let (piece, seek) = timeline.locate(from).unwrap_or((0, 0));
+        let mut cursor = Cursor {
+            timeline,
+            piece,
+            pos: Position::default(),
+            announced: None,
+            speed,
+            ingest,
+        };
+        let start_pts = cursor.enter(piece, seek);
+        let start = cursor.peek().unwrap_or(start_pts);
         let pushed = Rc::new(Cell::new(start));
         let t0 = tokio::time::Instant::now();
-        push_due(&file, &mut ingest, &mut pos, start + LEAD, shift, &pushed);
-        let pacer = tokio::task::spawn_local(pace(
-            file.clone(),
-            ingest,
-            pos,
-            start,
-            shift,
-            t0,
-            pushed.clone(),
-        ))
-        .abort_handle();
+        cursor.push_due(start + speed.lead(), &pushed);
+        let pacer =
+            tokio::task::spawn_local(pace(cursor, start, t0, pushed.clone())).abort_handle();
         VodPlay {
             stream,
             start_pts,
             pushed,
+            speed,
             pacer,
         }
     }
 
-    /// About where the viewer is now: what was pushed, less the lead.
+    /// About where the viewer is now (timeline time): what was pushed, less the lead.
     pub fn position(&self) -> Timestamp {
-        (self.pushed.get() - LEAD).max(self.start_pts)
+        (self.pushed.get() - self.speed.lead()).max(self.start_pts)
     }
 }
 
-/// Pushes frames until the file ends, each [`LEAD`] before its time.
+/// Where a pacer is in its timeline, and the stream it feeds.
+struct Cursor {
+    timeline: Arc<Timeline>,
+    piece: usize,
+    pos: Position,
+    /// The piece whose tracks the stream was given last.
+    announced: Option<usize>,
+    speed: Speed,
+    ingest: Ingest,
+}
+
+impl Cursor {
+    /// Moves to piece `n` at its decode time `seek`; returns the timeline time at
+    /// which its first video frame is presented.
+    fn enter(&mut self, n: usize, seek: Timestamp) -> Timestamp {
+        self.piece = n;
+        let Some(p) = self.timeline.pieces.get(n) else {
+            return 0;
+        };
+        let movie = &p.file.movie;
+        self.pos = movie.seek(seek);
+        let first = movie.peek_dts(&self.pos).unwrap_or(p.first);
+        movie
+            .video()
+            .and_then(|v| {
+                let s = movie.tracks[v].samples.get(self.pos.sample(v)?)?;
+                Some(p.to_timeline(s.dts + Timestamp::from(s.cts)))
+            })
+            .unwrap_or(p.to_timeline(first))
+    }
+
+    /// Timeline time of the next frame, moving on to the next piece when this one
+    /// is done; `None` at the end.
+    fn peek(&mut self) -> Option<Timestamp> {
+        loop {
+            let p = self.timeline.pieces.get(self.piece)?;
+            if let Some(dts) = p.file.movie.peek_dts(&self.pos).filter(|&d| d < p.end) {
+                return Some(p.to_timeline(dts));
+            }
+            let next = self.piece + 1;
+            let seek = self.timeline.pieces.get(next)?.seek;
+            self.enter(next, seek);
+        }
+    }
+
+    /// Pushes every frame due before timeline time `until`. Returns false when the
+    /// timeline cannot be read further (a sample outside a truncated file).
+    fn push_due(&mut self, until: Timestamp, pushed: &Cell<Timestamp>) -> bool {
+        while let Some(next) = self.peek().filter(|&t| t < until) {
+            let timeline = self.timeline.clone();
+            let Some(p) = timeline.pieces.get(self.piece) else {
+                break;
+            };
+            let movie = &p.file.movie;
+            let origin = timeline.origin;
+            if self.announced != Some(self.piece) {
+                // A file with other codec settings: the stream takes its tracks (the
+                // same ones again are ignored).
+                for t in &movie.tracks {
+                    self.ingest.set_track(next - origin, t.track.clone());
+                }
+                self.announced = Some(self.piece);
+            }
+            let Some((track, sample)) = movie.next(&mut self.pos) else {
+                break;
+            };
+            let key_video = Some(track) == movie.video()
+                && movie
+                    .tracks
+                    .get(track)
+                    .and_then(|t| t.samples.get(sample))
+                    .is_some_and(|s| s.keyframe);
+            if self.speed.keyframes_only() && !key_video {
+                continue;
+            }
+            match movie.frame(&p.file.bytes, track, sample) {
+                Ok(frame) => {
+                    let (dts, pts) = (p.to_timeline(frame.dts), p.to_timeline(frame.pts));
+                    pushed.set(dts);
+                    self.ingest.frame(Frame {
+                        dts: dts - origin,
+                        pts: pts - origin,
+                        ..frame
+                    });
+                }
+                Err(e) => {
+                    tracing::info!(file = %p.file.path, "vod: {e}");
+                    return false;
+                }
+            }
+        }
+        true
+    }
+}
+
+/// Pushes frames until the timeline ends, each [`LEAD`] before its time.
 async fn pace(
-    file: Arc<VodFile>,
-    mut ingest: Ingest,
-    mut pos: Position,
+    mut cursor: Cursor,
     start: Timestamp,
-    shift: Timestamp,
     t0: tokio::time::Instant,
     pushed: Rc<Cell<Timestamp>>,
 ) {
-    while let Some(next) = file.movie.peek_dts(&pos) {
-        let due = next - start - LEAD;
+    let speed = cursor.speed;
+    let lead = speed.lead();
+    while let Some(next) = cursor.peek() {
+        let due = speed.real(next - start - lead);
         if due > 0 {
             tokio::time::sleep_until(t0 + duration(due)).await;
         }
         let elapsed =
             Timestamp::try_from(t0.elapsed().as_micros() * u128::from(CLOCK_HZ) / 1_000_000)
                 .unwrap_or(Timestamp::MAX / 2);
-        if !push_due(
-            &file,
-            &mut ingest,
-            &mut pos,
-            start + elapsed + LEAD + TICK,
-            shift,
-            &pushed,
-        ) {
+        let media = (elapsed as f64 * speed.0) as Timestamp;
+        if !cursor.push_due(start + media + lead + TICK, &pushed) {
             break;
         }
     }
     // The end of the stream cuts off what players have not been written yet: close
     // when the last frame is due, not a lead ahead of it.
-    tokio::time::sleep_until(t0 + duration(pushed.get() - start) + END_SLACK).await;
-    tracing::debug!(file = %file.path, "vod: end of file");
-    ingest.stream.close();
+    tokio::time::sleep_until(t0 + duration(speed.real(pushed.get() - start)) + END_SLACK).await;
+    tracing::debug!(stream = %cursor.ingest.stream.key, "vod: end");
+    cursor.ingest.stream.close();
 }
 
 /// A non-negative span of ticks as a duration (saturating: a crafted file's times can
@@ -343,39 +482,6 @@ async fn pace(
 fn duration(ticks: Timestamp) -> Duration {
     let micros = u128::try_from(ticks.max(0)).unwrap_or(0) * 1_000_000 / u128::from(CLOCK_HZ);
     Duration::from_micros(u64::try_from(micros).unwrap_or(u64::MAX))
-}
-
-/// Pushes every frame with a decode time before `until`. Returns false when the
-/// file cannot be read further (a sample outside a truncated file).
-fn push_due(
-    file: &VodFile,
-    ingest: &mut Ingest,
-    pos: &mut Position,
-    until: Timestamp,
-    shift: Timestamp,
-    pushed: &Cell<Timestamp>,
-) -> bool {
-    let movie = &file.movie;
-    while movie.peek_dts(pos).is_some_and(|dts| dts < until) {
-        let Some((track, sample)) = movie.next(pos) else {
-            break;
-        };
-        match movie.frame(&file.bytes, track, sample) {
-            Ok(frame) => {
-                pushed.set(frame.dts);
-                ingest.frame(Frame {
-                    dts: frame.dts - shift,
-                    pts: frame.pts - shift,
-                    ..frame
-                });
-            }
-            Err(e) => {
-                tracing::info!(file = %file.path, "vod: {e}");
-                return false;
-            }
-        }
-    }
-    true
 }
 
 /// The file an RTMP play of `key` (`app/name`) names, if its app is `vod`. Clients

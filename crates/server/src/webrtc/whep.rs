@@ -91,11 +91,13 @@ pub async fn play(
     key: &str,
     client: SocketAddr,
 ) -> Result<Answered, Refused> {
-    // WebRTC plays live streams only (no file on demand).
+    // WebRTC plays live streams only (no file on demand, no recorded range).
     let ask = Ask::new("webrtc", key, 0, client.ip()).checked();
     let stream = match ctx.admit_play(&ask, None).await {
         Ok(Source::Live(stream) | Source::Pulled(stream)) => stream,
-        Ok(Source::File(_)) | Err(_) => return Err(Refused::NotLive(key.to_string())),
+        Ok(Source::File(_) | Source::Recorded { .. }) | Err(_) => {
+            return Err(Refused::NotLive(key.to_string()))
+        }
     };
     let wait = Duration::from_millis(ctx.config().players.wait_ms);
     let deadline = tokio::time::Instant::now() + wait;

@@ -26,6 +26,7 @@ mod load;
 mod panic;
 mod playback;
 mod publishers;
+mod range_play;
 mod record;
 mod retina;
 mod rtmp_flv;

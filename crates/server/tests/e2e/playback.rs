@@ -6,7 +6,8 @@
 //! authorization, HLS viewers show credentials at the playlist and its cookie after.
 
 use crate::common::{
-    have_ffmpeg, http_request, publish_test_pattern, scratch, set_cookie, wait_for, TestServer,
+    have_ffmpeg, http_request, probe_video, publish_test_pattern, scratch, set_cookie, wait_for,
+    TestServer,
 };
 use sha2::Digest;
 use sluice_archive::time::{format_rfc3339, parse as parse_time};
@@ -88,16 +89,25 @@ fn parts(playlist: &str) -> Vec<(i64, f64, bool)> {
     out
 }
 
-#[test]
-#[cfg_attr(not(have_ffmpeg), ignore = "needs ffmpeg and ffprobe")]
-fn a_range_plays_across_files_and_gaps_over_hls_and_as_one_mp4() {
-    if !have_ffmpeg() {
-        return;
-    }
-    let root: PathBuf = scratch("playback-range");
+/// A server that recorded `live/cam` in two runs with a gap between.
+pub(crate) struct Recorded {
+    pub server: TestServer,
+    /// Its media root (the recordings are in it).
+    pub root: PathBuf,
+    /// The UTC ms spans of the two runs.
+    pub first: (i64, i64),
+    pub second: (i64, i64),
+}
+
+/// Starts a server (with `extra` flags) in a fresh media root `name` and records
+/// `live/cam` there: ffmpeg publishes twice over RTMP (5 s, then 4 s, 25 fps with a
+/// keyframe a second) with a gap of about 3 s between, and the recorder rotates files
+/// every 2 s; returns once the files are complete.
+pub(crate) fn record_two_runs(name: &str, extra: &[&str]) -> Recorded {
+    let root: PathBuf = scratch(name);
     let _ = std::fs::remove_dir_all(&root);
     std::fs::create_dir_all(&root).expect("media root");
-    let server = TestServer::start(&[
+    let mut args = vec![
         "--media-root",
         root.to_str().expect("utf-8"),
         "--record",
@@ -110,9 +120,10 @@ fn a_range_plays_across_files_and_gaps_over_hls_and_as_one_mp4() {
         "2",
         "--record-fragment-ms",
         "500",
-    ]);
+    ];
+    args.extend_from_slice(extra);
+    let server = TestServer::start(&args);
     let url = format!("rtmp://{}/live/cam", server.rtmp);
-    // Two publishes (5 s, then 4 s) with a gap of about 3 s.
     for (n, seconds) in [5, 4].into_iter().enumerate() {
         if n == 1 {
             std::thread::sleep(Duration::from_millis(3000));
@@ -137,9 +148,29 @@ fn a_range_plays_across_files_and_gaps_over_hls_and_as_one_mp4() {
     let spans = listing["spans"].as_array().expect("spans").clone();
     assert_eq!(spans.len(), 2, "two runs with a gap: {listing}");
     let ms = |v: &serde_json::Value, k: &str| v[k].as_i64().expect(k);
-    let (first_start, first_end) = (ms(&spans[0], "start_ms"), ms(&spans[0], "end_ms"));
-    let (second_start, second_end) = (ms(&spans[1], "start_ms"), ms(&spans[1], "end_ms"));
-    assert!(second_start - first_end >= 1500, "a gap: {listing}");
+    let first = (ms(&spans[0], "start_ms"), ms(&spans[0], "end_ms"));
+    let second = (ms(&spans[1], "start_ms"), ms(&spans[1], "end_ms"));
+    assert!(second.0 - first.1 >= 1500, "a gap: {listing}");
+    Recorded {
+        server,
+        root,
+        first,
+        second,
+    }
+}
+
+#[test]
+#[cfg_attr(not(have_ffmpeg), ignore = "needs ffmpeg and ffprobe")]
+fn a_range_plays_across_files_and_gaps_over_hls_and_as_one_mp4() {
+    if !have_ffmpeg() {
+        return;
+    }
+    let Recorded {
+        server,
+        root,
+        first: (first_start, first_end),
+        second: (second_start, second_end),
+    } = record_two_runs("playback-range", &[]);
 
     // From 1.3 s into the first run (not at a keyframe) to 1 s before the end.
     let from = first_start + 1300;
@@ -335,6 +366,18 @@ fn a_range_plays_across_files_and_gaps_over_hls_and_as_one_mp4() {
         "",
     );
     assert_eq!((status, again.len()), (200, mp4.len()));
+    // Players of the range over HTTP-FLV and RTMP: the stream's read permission too.
+    let flv = format!("/live/cam@{ms_range}.flv");
+    assert_eq!(http_request(server.http, "GET", &flv, "").0, 401);
+    let rtmp = format!("rtmp://{}/live/cam@{ms_range}", server.rtmp);
+    let refused = Command::new("ffprobe")
+        .args(["-v", "error", "-rw_timeout", "5000000", &rtmp])
+        .output()
+        .expect("ffprobe");
+    assert!(!refused.status.success(), "RTMP without credentials");
+    let (streams, times) = probe_video(&format!("{rtmp}?user=viewer&pass=watch"), "%+1");
+    assert!(streams.contains("h264"), "{streams}");
+    assert!(times.len() >= 20, "{} frames with credentials", times.len());
     drop(server);
     let _ = std::fs::remove_dir_all(Path::new(&root));
 }

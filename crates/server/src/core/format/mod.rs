@@ -45,6 +45,10 @@ pub trait OrderedForm: Send + fmt::Debug {
     /// An SCTE-35 cue of the stream's, between the frames it came between: a form that
     /// carries cues (TS) puts it before the next frame it makes.
     fn cue(&mut self, _cue: &Arc<StreamCue>) {}
+
+    /// The stream is fed ahead of real time by a pacer (a file, a recording): times
+    /// the form tells of the wall clock follow media time instead.
+    fn media_clock(&mut self) {}
 }
 
 /// How a packet's shared bytes look in one output format.

@@ -52,4 +52,8 @@ impl OrderedForm for RtpSource {
             packet.set_rtp(form);
         }
     }
+
+    fn media_clock(&mut self) {
+        self.on_media_clock();
+    }
 }

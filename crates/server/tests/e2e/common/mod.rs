@@ -515,6 +515,9 @@ pub struct Rtsp {
     session: Option<String>,
     /// Interleaved RTP frames seen so far.
     pub frames: usize,
+    /// The RTP timestamps of the frames on channel 0 (the first track's RTP) seen so
+    /// far.
+    pub times: Vec<u32>,
 }
 
 impl Rtsp {
@@ -528,6 +531,7 @@ impl Rtsp {
             cseq: 0,
             session: None,
             frames: 0,
+            times: Vec::new(),
         }
     }
 
@@ -591,6 +595,10 @@ impl Rtsp {
             let len = usize::from(u16::from_be_bytes([self.buf[2], self.buf[3]]));
             if self.buf.len() < 4 + len {
                 break;
+            }
+            if self.buf[1] == 0 && len >= 12 {
+                let ts = u32::from_be_bytes([self.buf[8], self.buf[9], self.buf[10], self.buf[11]]);
+                self.times.push(ts);
             }
             self.buf.drain(..4 + len);
             self.frames += 1;
