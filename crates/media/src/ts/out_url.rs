@@ -111,13 +111,7 @@ impl TsOutUrl {
         if url.len() > MAX_OUT_URL_LEN {
             return Err(TsOutUrlError::TooLong { len: url.len() });
         }
-        let (carriage, rest) = if let Some(r) = url.strip_prefix("udp://") {
-            (Carriage::Plain, r)
-        } else if let Some(r) = url.strip_prefix("rtp://") {
-            (Carriage::Rtp, r)
-        } else {
-            return Err(TsOutUrlError::Scheme);
-        };
+        let (carriage, rest) = Carriage::split(url).ok_or(TsOutUrlError::Scheme)?;
         let (authority, query) = rest.split_once('?').unwrap_or((rest, ""));
         let addr: SocketAddr = authority
             .parse()
@@ -200,11 +194,7 @@ impl TsOutUrl {
 
 impl fmt::Display for TsOutUrl {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        let scheme = match self.carriage {
-            Carriage::Plain => "udp",
-            Carriage::Rtp => "rtp",
-        };
-        write!(f, "{scheme}://{}", self.addr)?;
+        write!(f, "{}://{}", self.carriage.scheme(), self.addr)?;
         let mut sep = '?';
         let mut opt = |f: &mut fmt::Formatter<'_>, kv: String| {
             let r = write!(f, "{sep}{kv}");

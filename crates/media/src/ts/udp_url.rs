@@ -40,6 +40,25 @@ pub enum Carriage {
     Rtp,
 }
 
+impl Carriage {
+    /// The carriage a URL's scheme names (`udp://`, `rtp://`) and what follows it.
+    pub(super) fn split(url: &str) -> Option<(Carriage, &str)> {
+        if let Some(r) = url.strip_prefix("udp://") {
+            Some((Carriage::Plain, r))
+        } else {
+            url.strip_prefix("rtp://").map(|r| (Carriage::Rtp, r))
+        }
+    }
+
+    /// Its URL scheme.
+    pub fn scheme(self) -> &'static str {
+        match self {
+            Carriage::Plain => "udp",
+            Carriage::Rtp => "rtp",
+        }
+    }
+}
+
 /// The interface a group is joined on.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Interface {
@@ -109,13 +128,7 @@ impl UdpUrl {
         if url.len() > MAX_URL_LEN {
             return Err(UdpUrlError::TooLong { len: url.len() });
         }
-        let (carriage, rest) = if let Some(r) = url.strip_prefix("udp://") {
-            (Carriage::Plain, r)
-        } else if let Some(r) = url.strip_prefix("rtp://") {
-            (Carriage::Rtp, r)
-        } else {
-            return Err(UdpUrlError::Scheme);
-        };
+        let (carriage, rest) = Carriage::split(url).ok_or(UdpUrlError::Scheme)?;
         let (authority, query) = rest.split_once('?').unwrap_or((rest, ""));
         // ffmpeg writes `udp://@239.0.0.1:1234` for "listen on the group".
         let authority = authority.strip_prefix('@').unwrap_or(authority);
@@ -196,11 +209,7 @@ fn interface(value: &str) -> Result<Interface, UdpUrlError> {
 impl fmt::Display for UdpUrl {
     /// The URL in the grammar [`UdpUrl::parse`] reads back to the same value.
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        let scheme = match self.carriage {
-            Carriage::Plain => "udp",
-            Carriage::Rtp => "rtp",
-        };
-        write!(f, "{scheme}://{}", self.addr)?;
+        write!(f, "{}://{}", self.carriage.scheme(), self.addr)?;
         let mut sep = '?';
         if !self.sources.is_empty() {
             let list: Vec<String> = self.sources.iter().map(IpAddr::to_string).collect();
