@@ -169,6 +169,24 @@
     $('server').textContent = `v${info.version} · up ${duration(info.uptime_s)} · ${info.workers} workers`;
   }
 
+  // A stream's snapshot (/app/name.jpg), its URL kept for the snapshot's interval so
+  // each poll's new row shows the cached picture instead of asking again.
+  const thumbs = new Map();
+  function thumb(s) {
+    if (!s.live || !s.video) return el('span', { class: 'thumb' });
+    let t = thumbs.get(s.key);
+    if (!t || Date.now() - t.at > 10000) {
+      const path = '/' + s.key.split('/').map(encodeURIComponent).join('/');
+      const q = s.play_query ? '&' + s.play_query : '';
+      t = { at: Date.now(), src: path + '.jpg?width=160' + q };
+      thumbs.set(s.key, t);
+    }
+    const img = el('img', { class: 'thumb', src: t.src, alt: '', loading: 'lazy' });
+    // Snapshots off, or none yet: no picture rather than a broken one.
+    img.onerror = () => { img.style.visibility = 'hidden'; };
+    return img;
+  }
+
   function renderStreams(list) {
     $('streams-count').textContent = list.length ? String(list.length) : '';
     $('streams-empty').hidden = list.length > 0;
@@ -184,6 +202,7 @@
       }, 'Close');
       return el('tr', {},
         el('td', {},
+          thumb(s),
           el('span', { class: s.live ? 'dot live' : 'dot', title: s.live ? 'live' : 'not live' }),
           el('a', { href: streamHref(s.key), class: 'key' }, s.key)),
         el('td', {}, video(s.video)),

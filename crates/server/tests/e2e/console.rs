@@ -32,6 +32,11 @@ f.onload = async () => {
   const doc = () => f.contentDocument;
   const row = await until(() => [...doc().querySelectorAll('#streams tbody a')]
     .find((a) => a.textContent === 'live/cam'), 10000);
+  // Its snapshot in the list: a decoded JPEG 160 pixels wide.
+  const thumb = await until(() => {
+    const img = doc().querySelector('#streams tbody img.thumb');
+    return img && img.complete && img.naturalWidth;
+  }, 15000);
   const workers = doc().querySelectorAll('#workers .worker').length;
   // Not a node of a cluster: no cluster card.
   const cluster = doc().getElementById('cluster-card').hidden;
@@ -56,7 +61,7 @@ f.onload = async () => {
   await wait(2000);
   const w1 = video().currentTime;
   const rtcNote = doc().getElementById('player-note').textContent;
-  report('listed=' + !!row + '&workers=' + workers + '&cluster=' + cluster + '&t0=' + t0 + '&t1=' + t1 +
+  report('listed=' + !!row + '&thumb=' + thumb + '&workers=' + workers + '&cluster=' + cluster + '&t0=' + t0 + '&t1=' + t1 +
     '&note=' + encodeURIComponent(note) + '&h0=' + h0 + '&h1=' + h1 +
     '&hlsnote=' + encodeURIComponent(hlsNote) + '&w0=' + w0 + '&w1=' + w1 +
     '&rtcnote=' + encodeURIComponent(rtcNote));
@@ -198,6 +203,7 @@ fn console_lists_and_plays_a_stream() {
         .recv_timeout(Duration::from_secs(70))
         .expect("the harness reported");
     assert_eq!(field(&report, "listed"), "true", "{report}");
+    assert_eq!(field(&report, "thumb"), "160", "{report}");
     assert_ne!(field(&report, "workers"), "0", "{report}");
     assert_eq!(field(&report, "cluster"), "true", "{report}");
     let t0: f64 = field(&report, "t0").parse().unwrap_or(0.0);
