@@ -14,6 +14,7 @@ use std::fmt::{self, Write as _};
 use std::time::Duration;
 
 use crate::error::RtspError;
+use sluice_archive::time;
 
 /// Lower transport under RTP.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -391,9 +392,6 @@ impl fmt::Display for NptRange {
     }
 }
 
-/// Latest year a `clock=` time may have: four digits.
-const MAX_CLOCK_YEAR: i64 = 9999;
-
 /// An absolute range, `clock=START-[END]` or `clock=-END` (RFC 2326 §3.7, RFC 7826
 /// §4.4.3): UTC times `YYYYMMDDThhmmss[.fraction]Z`, what NVR clients and ONVIF
 /// replay send. Times are Unix milliseconds (fractions past the millisecond dropped).
@@ -435,66 +433,32 @@ impl ClockRange {
 fn parse_clock_time(t: &str) -> Option<i64> {
     let t = t.strip_suffix(['Z', 'z'])?;
     let (whole, frac) = t.split_once('.').unwrap_or((t, ""));
-    let (date, time) = whole.split_once(['T', 't'])?;
-    if date.len() != 8 || time.len() != 6 || frac.len() > 9 {
+    let (date, hms) = whole.split_once(['T', 't'])?;
+    if date.len() != 8 || hms.len() != 6 || frac.len() > 9 {
         return None;
     }
-    if !(date.bytes().chain(time.bytes()).chain(frac.bytes())).all(|b| b.is_ascii_digit()) {
+    if !(date.bytes().chain(hms.bytes()).chain(frac.bytes())).all(|b| b.is_ascii_digit()) {
         return None;
     }
-    let num = |s: &str, r: std::ops::Range<usize>| s.get(r)?.parse::<i64>().ok();
+    let num = |s: &str, r: std::ops::Range<usize>| s.get(r)?.parse::<u32>().ok();
     let (year, month, day) = (num(date, 0..4)?, num(date, 4..6)?, num(date, 6..8)?);
-    let (hour, minute, second) = (num(time, 0..2)?, num(time, 2..4)?, num(time, 4..6)?);
-    let days_in = match month {
-        1 | 3 | 5 | 7 | 8 | 10 | 12 => 31,
-        4 | 6 | 9 | 11 => 30,
-        2 if year % 4 == 0 && (year % 100 != 0 || year % 400 == 0) => 29,
-        2 => 28,
-        _ => return None,
-    };
+    let (hour, minute, second) = (num(hms, 0..2)?, num(hms, 2..4)?, num(hms, 4..6)?);
     // Second 60 is a leap second (RFC 3339): read as the next second's start.
-    if year > MAX_CLOCK_YEAR || day < 1 || day > days_in || hour > 23 || minute > 59 || second > 60
-    {
+    if second > 60 {
         return None;
     }
+    let leap = if second == 60 { 1000 } else { 0 };
+    let at = time::from_fields(i64::from(year), month, day, hour, minute, second.min(59)).ok()?;
     let millis = frac
         .get(..frac.len().min(3))
         .map_or(0, |m| format!("{m:0<3}").parse::<i64>().unwrap_or(0));
-    let days = days_from_civil(year, month, day);
-    Some(((days * 24 + hour) * 60 + minute) * 60_000 + second * 1000 + millis)
-}
-
-/// Days since 1970-01-01 of a proleptic Gregorian date (H. Hinnant's algorithm).
-fn days_from_civil(year: i64, month: i64, day: i64) -> i64 {
-    let y = if month <= 2 { year - 1 } else { year };
-    let era = y.div_euclid(400);
-    let yoe = y - era * 400;
-    let doy = (153 * (if month > 2 { month - 3 } else { month + 9 }) + 2) / 5 + day - 1;
-    let doe = yoe * 365 + yoe / 4 - yoe / 100 + doy;
-    era * 146_097 + doe - 719_468
+    Some(at + leap + millis)
 }
 
 /// Unix ms as `YYYYMMDDThhmmss.mmmZ`.
 pub fn format_clock_time(ms: i64) -> String {
-    let days = ms.div_euclid(86_400_000);
-    let rest = ms.rem_euclid(86_400_000);
-    let z = days + 719_468;
-    let era = z.div_euclid(146_097);
-    let doe = z - era * 146_097;
-    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
-    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
-    let mp = (5 * doy + 2) / 153;
-    let day = doy - (153 * mp + 2) / 5 + 1;
-    let month = if mp < 10 { mp + 3 } else { mp - 9 };
-    let year = yoe + era * 400 + i64::from(month <= 2);
-    let secs = rest / 1000;
-    format!(
-        "{year:04}{month:02}{day:02}T{:02}{:02}{:02}.{:03}Z",
-        secs / 3600,
-        secs / 60 % 60,
-        secs % 60,
-        rest % 1000
-    )
+    let (year, month, day, hour, minute, second, milli) = time::fields(ms);
+    format!("{year:04}{month:02}{day:02}T{hour:02}{minute:02}{second:02}.{milli:03}Z")
 }
 
 impl fmt::Display for ClockRange {
