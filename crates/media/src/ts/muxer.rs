@@ -160,8 +160,8 @@ impl TsMuxer {
     /// Writes the PAT and the PMT, one packet each. The next frame on the PCR PID
     /// carries a PCR.
     pub fn write_tables(&mut self, out: &mut BytesMut) {
-        psi::write_section_packet(out, 0, &mut self.pat_cc, &self.pat);
-        psi::write_section_packet(out, PMT_PID, &mut self.pmt_cc, &self.pmt);
+        psi::write_section(out, 0, &mut self.pat_cc, &self.pat);
+        psi::write_section(out, PMT_PID, &mut self.pmt_cc, &self.pmt);
         self.last_pcr = None;
     }
 
@@ -180,7 +180,7 @@ impl TsMuxer {
         }
         let section = info.retimed(clock33(at.wrapping_add(TIMESTAMP_OFFSET)));
         let cc = self.cue_cc.get_or_insert(0);
-        psi::write_long_section(out, CUE_PID, cc, &section);
+        psi::write_section(out, CUE_PID, cc, &section);
     }
 
     /// Writes one frame as a PES packet in whole transport packets.

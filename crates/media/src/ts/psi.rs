@@ -5,7 +5,8 @@
 //! writing them is a copy plus the continuity counter.
 //!
 //! # Invariants
-//! - A section fits one packet: at most two elementary streams, no descriptors.
+//! - Our PAT and PMT fit one packet: at most two elementary streams and a cue stream,
+//!   with at most SCTE-35's registration descriptor.
 
 use super::packet::{PACKET_LEN, SYNC_BYTE};
 use super::{PMT_PID, PROGRAM_NUMBER};
@@ -88,28 +89,11 @@ fn pid13(pid: u16) -> [u8; 2] {
     (0xe000 | (pid & 0x1fff)).to_be_bytes()
 }
 
-/// Writes `section` as one packet on `pid`: pointer field 0, then 0xff filling.
-///
-/// `section` must be at most 183 bytes; ours are built from at most two streams.
-pub(super) fn write_section_packet(out: &mut BytesMut, pid: u16, cc: &mut u8, section: &[u8]) {
-    let start = out.len();
-    out.reserve(PACKET_LEN);
-    out.put_u8(SYNC_BYTE);
-    // payload_unit_start_indicator = 1.
-    out.put_u16(0x4000 | (pid & 0x1fff));
-    out.put_u8(0x10 | (*cc & 0x0f)); // no adaptation field, payload only
-    *cc = cc.wrapping_add(1) & 0x0f;
-    out.put_u8(0); // pointer_field
-    let room = PACKET_LEN - 5;
-    out.extend_from_slice(section.get(..room).unwrap_or(section));
-    let written = out.len() - start;
-    out.put_bytes(0xff, PACKET_LEN.saturating_sub(written));
-}
-
 /// Writes `section` of any length (up to a section's 4 KiB) on `pid`: the first packet
 /// starts the unit (pointer field 0), the rest continue it, the last is filled with
-/// 0xff. An SCTE-35 section with descriptors can pass one packet.
-pub(super) fn write_long_section(out: &mut BytesMut, pid: u16, cc: &mut u8, section: &[u8]) {
+/// 0xff. Our PAT and PMT take one packet; an SCTE-35 section with descriptors can take
+/// more.
+pub(super) fn write_section(out: &mut BytesMut, pid: u16, cc: &mut u8, section: &[u8]) {
     let mut rest = section;
     let mut first = true;
     loop {
@@ -211,7 +195,7 @@ mod tests {
     fn section_packet_is_filled() {
         let mut out = BytesMut::new();
         let mut cc = 15;
-        write_section_packet(&mut out, 0, &mut cc, &pat_section());
+        write_section(&mut out, 0, &mut cc, &pat_section());
         assert_eq!(out.len(), PACKET_LEN);
         assert_eq!(&out[..5], &[0x47, 0x40, 0x00, 0x1f, 0x00]);
         assert_eq!(cc, 0);

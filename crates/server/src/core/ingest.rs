@@ -12,7 +12,7 @@
 
 use crate::core::cue::StreamCue;
 use crate::core::hub::{Hub, PublishError, Stream};
-use crate::core::packet::{Packet, Payload};
+use crate::core::packet::{wall_clock, Packet, Payload};
 use bytes::Bytes;
 use sluice_media::flv::{self, AudioTag, FlvError, VideoTag};
 use sluice_media::ts::Cue;
@@ -213,7 +213,7 @@ impl Ingest {
         let at = self.offset.unwrap_or(0).saturating_add(cue.at);
         let cue = StreamCue {
             at,
-            received_ms: unix_ms(),
+            received_ms: i64::try_from(wall_clock().as_millis()).unwrap_or(i64::MAX),
             info: cue.info.clone(),
         };
         tracing::info!(
@@ -236,13 +236,6 @@ impl Ingest {
         self.stream.lock().metadata = Some(packet.clone());
         self.stream.push(packet);
     }
-}
-
-/// The wall clock, Unix ms.
-fn unix_ms() -> i64 {
-    std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map_or(0, |d| i64::try_from(d.as_millis()).unwrap_or(i64::MAX))
 }
 
 /// A stream's publisher, registered in the hub for as long as this handle lives.

@@ -82,7 +82,7 @@ fn random_start() -> RtpStart {
 }
 
 /// Wall-clock time since the Unix epoch.
-fn wall_clock() -> Duration {
+pub(crate) fn wall_clock() -> Duration {
     SystemTime::now()
         .duration_since(UNIX_EPOCH)
         .unwrap_or_default()

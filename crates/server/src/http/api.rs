@@ -629,7 +629,7 @@ fn cue(c: &crate::core::cue::StreamCue) -> Value {
 fn stream(s: &Stream, clients: &[ClientInfo], auth: &crate::auth::Auth, pull: Value) -> Value {
     let (tracks, ring_bytes, ring_frames, span_ms, live, cues) = {
         let state = s.lock();
-        let cues: Vec<Value> = state.cues.iter().map(|c| cue(c)).collect::<Vec<_>>();
+        let cues: Vec<Value> = state.cues.iter().map(|c| cue(c)).collect();
         let ring = &state.ring;
         let first = ring.get(ring.first()).map(|p| p.ts_ms);
         let last = ring

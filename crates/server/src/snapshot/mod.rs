@@ -220,8 +220,7 @@ impl Snapshots {
             }
         };
         let config = self.config.clone();
-        let key = stream.key.clone();
-        let tap = stream.tap::<Snapshots>().map(|_| stream.clone());
+        let stream = stream.clone();
         tokio::task::spawn_local(async move {
             let made = async {
                 let _turn = config.jobs.acquire().await.map_err(|_| MakeError::Failed)?;
@@ -231,11 +230,12 @@ impl Snapshots {
             let jpeg = match made {
                 Ok(jpeg) => Some(jpeg),
                 Err(e) => {
-                    tracing::warn!(stream = %key, "snapshot: {e}");
+                    tracing::warn!(stream = %stream.key, "snapshot: {e}");
                     None
                 }
             };
-            if let Some(snapshots) = tap.as_ref().and_then(|s| s.tap::<Snapshots>()) {
+            // `self` is this stream's tap: found again through the stream the task holds.
+            if let Some(snapshots) = stream.tap::<Snapshots>() {
                 snapshots.finish(width, jpeg);
             }
         });

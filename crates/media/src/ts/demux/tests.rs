@@ -4,7 +4,7 @@
 use super::*;
 use crate::codec::{AacConfig, AvcConfig};
 use crate::ts::packet::{pes_header, write_pes, Adaptation};
-use crate::ts::psi::{crc32_mpeg2, pat_section, write_section_packet};
+use crate::ts::psi::{crc32_mpeg2, pat_section, write_section};
 use crate::ts::{TsMuxer, AUDIO_PID, PMT_PID, TIMESTAMP_OFFSET, VIDEO_PID};
 use crate::{MediaKind, TrackConfig};
 use bytes::BytesMut;
@@ -412,7 +412,7 @@ fn pmt_section(body: &[u8]) -> Vec<u8> {
 fn opus_stream(channel_code: Option<u8>, units: &[&[&[u8]]]) -> Vec<u8> {
     let mut out = BytesMut::new();
     let (mut pat_cc, mut pmt_cc, mut cc) = (0, 0, 0);
-    write_section_packet(&mut out, 0, &mut pat_cc, &pat_section());
+    write_section(&mut out, 0, &mut pat_cc, &pat_section());
     let mut descriptors = vec![0x05, 4, b'O', b'p', b'u', b's'];
     if let Some(code) = channel_code {
         descriptors.extend_from_slice(&[0x7f, 2, 0x80, code]);
@@ -421,7 +421,7 @@ fn opus_stream(channel_code: Option<u8>, units: &[&[&[u8]]]) -> Vec<u8> {
     body.extend_from_slice(&(0xf000 | descriptors.len() as u16).to_be_bytes());
     body.extend_from_slice(&descriptors);
     let pmt = pmt_section(&body);
-    write_section_packet(&mut out, PMT_PID, &mut pmt_cc, &pmt);
+    write_section(&mut out, PMT_PID, &mut pmt_cc, &pmt);
     for (i, packets) in units.iter().enumerate() {
         let mut es = Vec::new();
         for p in *packets {
@@ -512,7 +512,7 @@ fn as_program_two(ts: &mut [u8]) {
     let crc = crc32_mpeg2(&pat);
     pat.extend_from_slice(&crc.to_be_bytes());
     let mut pat_packet = BytesMut::new();
-    write_section_packet(&mut pat_packet, 0, &mut 0, &pat);
+    write_section(&mut pat_packet, 0, &mut 0, &pat);
     for p in ts.chunks_mut(PACKET_LEN) {
         if pid(p) == 0 {
             p.copy_from_slice(&pat_packet);
@@ -578,7 +578,7 @@ fn with_cues(ts: &[u8], cues: &[(usize, Vec<u8>)], split: bool) -> Vec<u8> {
     let (mut pmt_cc, mut cue_cc, mut audio_units) = (0, 0, 0);
     for p in ts.chunks(PACKET_LEN) {
         if pid(p) == PMT_PID {
-            write_section_packet(&mut out, PMT_PID, &mut pmt_cc, &pmt);
+            write_section(&mut out, PMT_PID, &mut pmt_cc, &pmt);
             continue;
         }
         out.extend_from_slice(p);
@@ -614,7 +614,7 @@ fn with_cues(ts: &[u8], cues: &[(usize, Vec<u8>)], split: bool) -> Vec<u8> {
                     cue_cc = (cue_cc + 1) & 0x0f;
                     out.extend_from_slice(&second);
                 } else {
-                    write_section_packet(&mut out, CUE_PID, &mut cue_cc, section);
+                    write_section(&mut out, CUE_PID, &mut cue_cc, section);
                 }
             }
             audio_units += 1;
@@ -670,7 +670,7 @@ fn scte35_cues_that_cannot_be_read_or_placed_are_counted() {
     // a cue right after the tables comes before any frame time.
     let tables = 2 * PACKET_LEN;
     let mut early = BytesMut::new();
-    write_section_packet(&mut early, CUE_PID, &mut 0x0e, &splice_insert(9));
+    write_section(&mut early, CUE_PID, &mut 0x0e, &splice_insert(9));
     ts.splice(tables..tables, early.iter().copied());
     let (out, stats) = demux(&ts, ts.len());
     assert_eq!(cues_of(&out).len(), 1);
